@@ -1,0 +1,129 @@
+package v1alpha1
+
+import (
+	"strings"
+	"time"
+)
+
+// GetMaxIterations returns spec.maxIterations or its default.
+func (s *LoopSpec) GetMaxIterations() int32 {
+	if s.MaxIterations != nil && *s.MaxIterations > 0 {
+		return *s.MaxIterations
+	}
+	return DefaultMaxIterations
+}
+
+// GetMaxEdgeRevisits returns spec.maxEdgeRevisits or its default.
+func (s *LoopSpec) GetMaxEdgeRevisits() int32 {
+	if s.MaxEdgeRevisits != nil && *s.MaxEdgeRevisits > 0 {
+		return *s.MaxEdgeRevisits
+	}
+	return DefaultMaxEdgeRevisits
+}
+
+// GetTimeout returns the loop's wall-clock limit, zero when unlimited.
+func (s *LoopSpec) GetTimeout() time.Duration {
+	if s.Timeout == nil {
+		return 0
+	}
+	return s.Timeout.Duration
+}
+
+// GetBackoff returns the pause after each routed transition.
+func (s *LoopSpec) GetBackoff() time.Duration {
+	if s.Backoff == nil {
+		return 0
+	}
+	return s.Backoff.Duration
+}
+
+// GetAgentCommand returns the command agent actions run, the prompt appended.
+func (s *LoopSpec) GetAgentCommand() []string {
+	if s.Agent != nil && len(s.Agent.Command) > 0 {
+		return s.Agent.Command
+	}
+	return DefaultAgentCommand
+}
+
+// LLMEnabled reports whether llm_structured evaluators may call the judge.
+func (s *LoopSpec) LLMEnabled() bool {
+	return s.LLM == nil || s.LLM.Enabled == nil || *s.LLM.Enabled
+}
+
+// GetModel returns the judge's model, resolving the little-loops aliases.
+func (l *LLMSpec) GetModel() string {
+	if l == nil || l.Model == "" {
+		return DefaultLLMModel
+	}
+	switch strings.ToLower(l.Model) {
+	case "sonnet":
+		return DefaultLLMModel
+	case "opus":
+		return "claude-opus-5-5"
+	case "haiku":
+		return "claude-haiku-5-5"
+	}
+	return l.Model
+}
+
+// GetMaxTokens returns the judge's answer budget.
+func (l *LLMSpec) GetMaxTokens() int32 {
+	if l == nil || l.MaxTokens == nil || *l.MaxTokens <= 0 {
+		return DefaultLLMMaxTokens
+	}
+	return *l.MaxTokens
+}
+
+// GetTimeout returns the bound of one judge call.
+func (l *LLMSpec) GetTimeout() time.Duration {
+	if l == nil || l.Timeout == nil || l.Timeout.Duration <= 0 {
+		return DefaultLLMTimeoutSeconds * time.Second
+	}
+	return l.Timeout.Duration
+}
+
+// failureTerminalNames are terminal state names that count as failures by default.
+var failureTerminalNames = map[string]bool{"failed": true, "error": true, "aborted": true, "finalize_aborted": true}
+
+// IsFailure reports whether the terminal state named name ends the loop as failed.
+func (s *State) IsFailure(name string) bool {
+	if s.Failure != nil {
+		return *s.Failure
+	}
+	return s.Terminal && failureTerminalNames[name]
+}
+
+// IsAgent reports whether the state's action is an agent prompt.
+func (s *State) IsAgent() bool {
+	if s.ActionType != "" {
+		return s.ActionType == ActionAgent
+	}
+	return strings.HasPrefix(strings.TrimSpace(s.Action), "/")
+}
+
+// GetTimeout returns the action timeout.
+func (s *State) GetTimeout() time.Duration {
+	if s.Timeout == nil || s.Timeout.Duration <= 0 {
+		return DefaultActionTimeoutSeconds * time.Second
+	}
+	return s.Timeout.Duration
+}
+
+// GetMinConfidence returns the confidence threshold of an llm_structured evaluator.
+func (e *Evaluate) GetMinConfidence() float64 {
+	if e == nil || e.MinConfidence == nil {
+		return DefaultMinConfidence
+	}
+	return *e.MinConfidence
+}
+
+// CanonicalVerdict maps the little-loops spellings yes and no onto success and failure.
+func CanonicalVerdict(v string) string {
+	switch v {
+	case "yes":
+		return VerdictSuccess
+	case "no":
+		return VerdictFailure
+	}
+	return v
+}

@@ -1,0 +1,235 @@
+package v1alpha1
+
+import (
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Phase is where a loop is in its life.
+// +kubebuilder:validation:Enum=Pending;Running;Suspended;Completed;Failed;Interrupted
+type Phase string
+
+// The phases. The local state file spells them running, completed, failed, interrupted.
+const (
+	PhasePending     Phase = "Pending"
+	PhaseRunning     Phase = "Running"
+	PhaseSuspended   Phase = "Suspended"
+	PhaseCompleted   Phase = "Completed"
+	PhaseFailed      Phase = "Failed"
+	PhaseInterrupted Phase = "Interrupted"
+)
+
+// IsFinished reports whether the loop has ended (it may still be resumable
+// when Interrupted).
+func (p Phase) IsFinished() bool {
+	return p == PhaseCompleted || p == PhaseFailed || p == PhaseInterrupted
+}
+
+// TerminationReason says why a loop ended.
+// +kubebuilder:validation:Enum=terminal;max_iterations;timeout;error;cycle_detected;retry_exhausted;stopped
+type TerminationReason string
+
+// The termination reasons.
+const (
+	TerminatedTerminal       TerminationReason = "terminal"
+	TerminatedMaxIterations  TerminationReason = "max_iterations"
+	TerminatedTimeout        TerminationReason = "timeout"
+	TerminatedError          TerminationReason = "error"
+	TerminatedCycleDetected  TerminationReason = "cycle_detected"
+	TerminatedRetryExhausted TerminationReason = "retry_exhausted"
+	TerminatedStopped        TerminationReason = "stopped"
+)
+
+// The deterministic verdicts; little-loops spells success and failure yes and no.
+const (
+	VerdictSuccess = "success"
+	VerdictFailure = "failure"
+	VerdictError   = "error"
+	// Convergence verdicts.
+	VerdictTarget   = "target"
+	VerdictProgress = "progress"
+	VerdictStall    = "stall"
+)
+
+// CurrentStateToken routes back to the state itself.
+const CurrentStateToken = "$current"
+
+// CapturedResult is an action result stored under a state's capture name.
+// Output and stderr keep only their tail (4 KiB by default).
+type CapturedResult struct {
+	// output is the tail of stdout, trailing newlines removed.
+	// +optional
+	Output string `json:"output"`
+	// stderr is the tail of stderr.
+	// +optional
+	Stderr string `json:"stderr"`
+	// exitCode of the action; 124 after a timeout, negative when killed by a signal.
+	// +optional
+	ExitCode int32 `json:"exitCode"`
+	// durationMs is how long the action ran.
+	// +optional
+	DurationMs int64 `json:"durationMs"`
+	// verdict the state's evaluation gave.
+	// +optional
+	Verdict string `json:"verdict,omitempty"`
+}
+
+// PrevResult is the result of the previously executed state.
+type PrevResult struct {
+	// output is the tail of the previous action's stdout.
+	// +optional
+	Output string `json:"output"`
+	// exitCode of the previous action.
+	// +optional
+	ExitCode int32 `json:"exitCode"`
+	// state that ran.
+	// +optional
+	State string `json:"state"`
+}
+
+// EvaluationResult is a verdict and the evaluator's details.
+type EvaluationResult struct {
+	// verdict routes the loop.
+	// +optional
+	Verdict string `json:"verdict"`
+	// details are the evaluator's findings (value, target, reason, ...).
+	// +optional
+	// +kubebuilder:pruning:PreserveUnknownFields
+	// +kubebuilder:validation:Schemaless
+	Details *apiextensionsv1.JSON `json:"details,omitempty"`
+}
+
+// ActionStatus is the action in flight.
+type ActionStatus struct {
+	// state whose action runs.
+	// +optional
+	State string `json:"state"`
+	// iteration the action belongs to.
+	// +optional
+	Iteration int32 `json:"iteration"`
+	// command is the interpolated action.
+	// +optional
+	Command string `json:"command"`
+	// agent is true for agent actions.
+	// +optional
+	Agent bool `json:"agent,omitempty"`
+	// timeoutSeconds bounds the action.
+	// +optional
+	TimeoutSeconds int64 `json:"timeoutSeconds,omitempty"`
+	// startedAt is when the action started.
+	// +optional
+	StartedAt *metav1.Time `json:"startedAt,omitempty"`
+	// pod runs the action, when actions run as pods.
+	// +optional
+	Pod string `json:"pod,omitempty"`
+}
+
+// RunState is the saved state of a run: the executor reads and writes it,
+// the operator keeps it in the Loop status, the local CLI in the state file.
+type RunState struct {
+	// runID names this run; it changes only when the run starts over.
+	// +optional
+	RunID string `json:"runID,omitempty"`
+	// currentState is the state the loop is in.
+	// +optional
+	CurrentState string `json:"currentState,omitempty"`
+	// iteration counts state executions.
+	// +optional
+	Iteration int32 `json:"iteration,omitempty"`
+	// passes counts maintain-mode restarts.
+	// +optional
+	Passes int32 `json:"passes,omitempty"`
+	// captured holds results stored by states with capture.
+	// +optional
+	Captured map[string]CapturedResult `json:"captured,omitempty"`
+	// prevResult is the result of the previously executed state.
+	// +optional
+	PrevResult *PrevResult `json:"prevResult,omitempty"`
+	// lastResult is the latest evaluation.
+	// +optional
+	LastResult *EvaluationResult `json:"lastResult,omitempty"`
+	// startedAt is when the run started.
+	// +optional
+	StartedAt *metav1.Time `json:"startedAt,omitempty"`
+	// updatedAt is when the run state last changed.
+	// +optional
+	UpdatedAt *metav1.Time `json:"updatedAt,omitempty"`
+	// phase is where the run is.
+	// +optional
+	Phase Phase `json:"phase,omitempty"`
+	// terminatedBy says why the run ended.
+	// +optional
+	TerminatedBy TerminationReason `json:"terminatedBy,omitempty"`
+	// message explains an error ending.
+	// +optional
+	Message string `json:"message,omitempty"`
+	// action is the action in flight.
+	// +optional
+	Action *ActionStatus `json:"action,omitempty"`
+	// nextStepAt is when the next state may start (backoff).
+	// +optional
+	NextStepAt *metav1.Time `json:"nextStepAt,omitempty"`
+	// edgeRevisits counts traversals of each edge "from->to".
+	// +optional
+	EdgeRevisits map[string]int32 `json:"edgeRevisits,omitempty"`
+	// retryCounts counts consecutive re-entries of a state.
+	// +optional
+	RetryCounts map[string]int32 `json:"retryCounts,omitempty"`
+	// accumulatedMs is running time before the last resume (local runs).
+	// +optional
+	AccumulatedMs int64 `json:"accumulatedMs,omitempty"`
+	// resumedAt is when the run was last resumed (local runs).
+	// +optional
+	ResumedAt *metav1.Time `json:"resumedAt,omitempty"`
+	// lastSeq is the sequence number of the last event appended.
+	// +optional
+	LastSeq int64 `json:"lastSeq,omitempty"`
+}
+
+// LoopStatus is the observed state of a Loop: the saved run state plus conditions.
+type LoopStatus struct {
+	RunState `json:",inline"`
+
+	// observedGeneration is the spec generation the status reflects.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// conditions are Ready, Reconciling and Stalled, following kstatus.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=lp
+// +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.currentState`
+// +kubebuilder:printcolumn:name="Iteration",type=integer,JSONPath=`.status.iteration`
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Verdict",type=string,JSONPath=`.status.lastResult.verdict`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+
+// Loop runs a state machine: each state runs an action, judges the result and
+// routes to the next state, until a terminal state or a limit.
+type Loop struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the state machine.
+	// +required
+	Spec LoopSpec `json:"spec"`
+
+	// status is the saved run state.
+	// +optional
+	Status LoopStatus `json:"status,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+
+// LoopList is a list of Loops.
+type LoopList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Loop `json:"items"`
+}

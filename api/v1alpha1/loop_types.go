@@ -1,0 +1,334 @@
+package v1alpha1
+
+import (
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// Defaults applied when a field is left empty.
+const (
+	// DefaultMaxIterations is the cap on state executions when spec.maxIterations is unset.
+	DefaultMaxIterations int32 = 50
+	// DefaultMaxEdgeRevisits is the cap on traversals of one edge when spec.maxEdgeRevisits is unset.
+	DefaultMaxEdgeRevisits int32 = 100
+	// DefaultActionTimeoutSeconds is the action timeout when a state sets none.
+	DefaultActionTimeoutSeconds = 120
+	// DefaultLLMModel is the model of the LLM judge when spec.llm.model is unset.
+	DefaultLLMModel = "claude-sonnet-5-5"
+	// DefaultLLMMaxTokens is the response budget of the LLM judge.
+	DefaultLLMMaxTokens int32 = 1024
+	// DefaultLLMTimeoutSeconds bounds one call of the LLM judge.
+	DefaultLLMTimeoutSeconds = 120
+	// DefaultMinConfidence is the confidence below which an LLM verdict is not confident.
+	DefaultMinConfidence = 0.5
+)
+
+// DefaultAgentCommand runs agent actions: the prompt is appended as the last argument.
+var DefaultAgentCommand = []string{"claude", "--dangerously-skip-permissions", "-p"}
+
+// LoopSpec is the state machine a Loop runs.
+type LoopSpec struct {
+	// initial names the state the loop starts in.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Initial string `json:"initial"`
+
+	// states maps each state name to what the state does and where it goes next.
+	// +required
+	// +kubebuilder:validation:MinProperties=1
+	// +kubebuilder:validation:MaxProperties=256
+	States map[string]State `json:"states"`
+
+	// context holds user variables, read in templates as ${context.NAME}.
+	// Values may be strings, numbers, booleans, lists or objects.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=256
+	Context map[string]apiextensionsv1.JSON `json:"context,omitempty"`
+
+	// maxIterations caps the number of state executions. Default 50.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	MaxIterations *int32 `json:"maxIterations,omitempty"`
+
+	// timeout bounds the loop's wall-clock time, checked between states
+	// (for example "2h"). Unset means no limit.
+	// +optional
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+
+	// maintain restarts the loop at the terminal state's onMaintain (or at
+	// initial) instead of finishing; the loop then ends only by a limit.
+	// +optional
+	Maintain bool `json:"maintain,omitempty"`
+
+	// backoff is a pause after every routed transition (for example "30s").
+	// +optional
+	Backoff *metav1.Duration `json:"backoff,omitempty"`
+
+	// maxEdgeRevisits caps how often one edge (from -> to) may be taken before
+	// the loop ends with cycle_detected. Default 100.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	MaxEdgeRevisits *int32 `json:"maxEdgeRevisits,omitempty"`
+
+	// llm configures the LLM judge used by llm_structured evaluators.
+	// +optional
+	LLM *LLMSpec `json:"llm,omitempty"`
+
+	// agent configures how agent actions run.
+	// +optional
+	Agent *AgentSpec `json:"agent,omitempty"`
+
+	// suspend pauses the loop between states while true.
+	// +optional
+	Suspend bool `json:"suspend,omitempty"`
+
+	// ttlSecondsAfterFinished deletes the Loop this many seconds after it finished.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
+}
+
+// ActionType says how a state's action runs.
+// +kubebuilder:validation:Enum=shell;agent
+type ActionType string
+
+const (
+	// ActionShell runs the action with bash -c.
+	ActionShell ActionType = "shell"
+	// ActionAgent sends the action as a prompt to the agent command.
+	ActionAgent ActionType = "agent"
+)
+
+// State is one state of the machine.
+type State struct {
+	// action is a shell command, or an agent prompt when actionType is agent
+	// or the action starts with "/". Templates ${namespace.path} are expanded first.
+	// +optional
+	// +kubebuilder:validation:MaxLength=65536
+	Action string `json:"action,omitempty"`
+
+	// actionType is shell or agent. Unset: agent when the action starts with "/", else shell.
+	// +optional
+	ActionType ActionType `json:"actionType,omitempty"`
+
+	// evaluate judges the action's result. Unset: exit_code for shell actions,
+	// llm_structured for agent actions.
+	// +optional
+	Evaluate *Evaluate `json:"evaluate,omitempty"`
+
+	// onSuccess is the next state when the verdict is success (little-loops: yes).
+	// +optional
+	OnSuccess string `json:"onSuccess,omitempty"`
+
+	// onFailure is the next state when the verdict is failure (little-loops: no).
+	// +optional
+	OnFailure string `json:"onFailure,omitempty"`
+
+	// onError is the next state when the verdict is error, when a failure has no
+	// onFailure, or when the action cannot be prepared (a missing variable).
+	// +optional
+	OnError string `json:"onError,omitempty"`
+
+	// route maps verdicts to next states. "_" is the default for any verdict;
+	// "_error" catches error and failure verdicts. Checked before the shorthands.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=64
+	Route map[string]string `json:"route,omitempty"`
+
+	// next is an unconditional transition: the action runs, nothing is evaluated.
+	// A non-zero exit goes to onError instead when onError is set.
+	// +optional
+	Next string `json:"next,omitempty"`
+
+	// terminal ends the loop when it is entered. Its action never runs.
+	// +optional
+	Terminal bool `json:"terminal,omitempty"`
+
+	// failure marks a terminal state as a failed ending. Default: true for
+	// terminal states named failed, error, aborted or finalize_aborted.
+	// +optional
+	Failure *bool `json:"failure,omitempty"`
+
+	// capture stores the action's result under this name, read as
+	// ${captured.NAME.output}, .stderr, .exit_code, .duration_ms, .verdict.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Capture string `json:"capture,omitempty"`
+
+	// timeout bounds the action; when hit the process group is killed and the
+	// exit code is 124. Default 120s.
+	// +optional
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+
+	// onMaintain is where a maintain-mode loop restarts after this terminal state.
+	// +optional
+	OnMaintain string `json:"onMaintain,omitempty"`
+
+	// maxRetries caps consecutive re-entries of this state; past it the loop
+	// goes to onRetryExhausted without running the state again.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	MaxRetries *int32 `json:"maxRetries,omitempty"`
+
+	// onRetryExhausted is where the loop goes when maxRetries is exceeded.
+	// +optional
+	OnRetryExhausted string `json:"onRetryExhausted,omitempty"`
+}
+
+// EvaluatorType names an evaluator.
+// +kubebuilder:validation:Enum=exit_code;output_numeric;output_json;output_contains;convergence;classify;llm_structured
+type EvaluatorType string
+
+// The evaluators.
+const (
+	EvalExitCode       EvaluatorType = "exit_code"
+	EvalOutputNumeric  EvaluatorType = "output_numeric"
+	EvalOutputJSON     EvaluatorType = "output_json"
+	EvalOutputContains EvaluatorType = "output_contains"
+	EvalConvergence    EvaluatorType = "convergence"
+	EvalClassify       EvaluatorType = "classify"
+	EvalLLMStructured  EvaluatorType = "llm_structured"
+)
+
+// Evaluate configures how an action's result becomes a verdict.
+type Evaluate struct {
+	// type is the evaluator.
+	// +required
+	Type EvaluatorType `json:"type"`
+
+	// operator compares a value with target: eq, ne, lt, le, gt, ge. Default eq.
+	// +optional
+	// +kubebuilder:validation:Enum=eq;ne;lt;le;gt;ge
+	Operator string `json:"operator,omitempty"`
+
+	// target is the value to compare with (output_numeric, output_json) or to
+	// converge on (convergence). A string may be a template such as "${context.goal}".
+	// +optional
+	Target *apiextensionsv1.JSON `json:"target,omitempty"`
+
+	// tolerance is how close to target counts as reached (convergence). Number or template.
+	// +optional
+	Tolerance *apiextensionsv1.JSON `json:"tolerance,omitempty"`
+
+	// pattern is the regular expression output_contains looks for; an invalid
+	// expression is matched as plain text.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	Pattern string `json:"pattern,omitempty"`
+
+	// negate inverts the output_contains verdict.
+	// +optional
+	Negate bool `json:"negate,omitempty"`
+
+	// errorPatterns turn an output_contains failure into error when one of them
+	// occurs in the output as plain text.
+	// +optional
+	// +kubebuilder:validation:MaxItems=32
+	ErrorPatterns []string `json:"errorPatterns,omitempty"`
+
+	// path selects a value in the JSON output (output_json), dot-separated with
+	// list indexes, for example "items.0.name".
+	// +optional
+	Path string `json:"path,omitempty"`
+
+	// key makes output_numeric read the last "KEY = NUMBER" in the output instead
+	// of the whole output.
+	// +optional
+	Key string `json:"key,omitempty"`
+
+	// direction is minimize or maximize (convergence). Default minimize.
+	// +optional
+	// +kubebuilder:validation:Enum=minimize;maximize
+	Direction string `json:"direction,omitempty"`
+
+	// previous is a template giving the previous measurement (convergence),
+	// for example "${captured.metric.output}". Without it the verdict is progress
+	// until the target is reached.
+	// +optional
+	Previous string `json:"previous,omitempty"`
+
+	// source is a template evaluated instead of the action's stdout.
+	// +optional
+	Source string `json:"source,omitempty"`
+
+	// line selects the line classify reads: first, last (default) or an index
+	// (negative counts from the end).
+	// +optional
+	Line *intstr.IntOrString `json:"line,omitempty"`
+
+	// prompt is the question the LLM judge answers about the output (llm_structured).
+	// +optional
+	// +kubebuilder:validation:MaxLength=65536
+	Prompt string `json:"prompt,omitempty"`
+
+	// schema is the JSON schema of the judge's answer; it must have a string
+	// property "verdict". Default: verdict yes|no|blocked|partial|cannot_judge,
+	// confidence, reason, evidence.
+	// +optional
+	Schema *apiextensionsv1.JSON `json:"schema,omitempty"`
+
+	// minConfidence is the confidence below which a verdict is not confident (0..1). Default 0.5.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1
+	MinConfidence *float64 `json:"minConfidence,omitempty"`
+
+	// uncertainSuffix appends "_uncertain" to a verdict that is not confident.
+	// +optional
+	UncertainSuffix bool `json:"uncertainSuffix,omitempty"`
+}
+
+// LLMSpec configures the LLM judge.
+type LLMSpec struct {
+	// enabled turns LLM evaluation off when false: llm_structured then gives error.
+	// +optional
+	Enabled *bool `json:"enabled,omitempty"`
+
+	// model is the model the judge uses. Default claude-sonnet-5-5; the
+	// little-loops aliases sonnet, opus and haiku are accepted.
+	// +optional
+	Model string `json:"model,omitempty"`
+
+	// maxTokens bounds the judge's answer. Default 1024.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	MaxTokens *int32 `json:"maxTokens,omitempty"`
+
+	// timeout bounds one judge call. Default 120s.
+	// +optional
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+
+	// apiKeySecretRef names the Secret key holding the API key (in a cluster).
+	// Locally the key comes from ANTHROPIC_API_KEY.
+	// +optional
+	APIKeySecretRef *SecretKeyRef `json:"apiKeySecretRef,omitempty"`
+
+	// baseURL overrides the API endpoint.
+	// +optional
+	BaseURL string `json:"baseURL,omitempty"`
+}
+
+// SecretKeyRef names one key of a Secret in the Loop's namespace.
+type SecretKeyRef struct {
+	// name of the Secret.
+	// +required
+	Name string `json:"name"`
+	// key in the Secret.
+	// +required
+	Key string `json:"key"`
+}
+
+// AgentSpec configures agent actions.
+type AgentSpec struct {
+	// image runs agent actions in a cluster.
+	// +optional
+	Image string `json:"image,omitempty"`
+
+	// command runs an agent action; the prompt is appended as the last argument.
+	// Default: claude --dangerously-skip-permissions -p.
+	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	Command []string `json:"command,omitempty"`
+}

@@ -1,0 +1,171 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/looprun/looprun/internal/eventlog"
+	"github.com/looprun/looprun/internal/localrun"
+)
+
+func newStatusCommand(g *globals) *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "status NAME",
+		Short: "Show the saved state of a loop's run",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			store := localrun.NewStore(g.loopsDir, args[0])
+			sf, err := store.Load()
+			if errors.Is(err, os.ErrNotExist) {
+				return &exitError{code: 1, msg: fmt.Sprintf("no run of %q in %s", args[0], g.loopsDir)}
+			}
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if output == "json" {
+				b, err := json.MarshalIndent(sf, "", "  ")
+				if err != nil {
+					return err
+				}
+				fmt.Fprintln(out, string(b))
+				return nil
+			}
+			w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+			row := func(k string, v any) { fmt.Fprintf(w, "%s:\t%v\n", k, v) }
+			row("Loop", sf.LoopName)
+			row("Status", sf.Status)
+			row("State", sf.CurrentState)
+			row("Iteration", sf.Iteration)
+			if sf.TerminatedBy != "" {
+				row("Terminated by", sf.TerminatedBy)
+			}
+			if sf.Error != "" {
+				row("Error", sf.Error)
+			}
+			if sf.LastResult != nil {
+				row("Last verdict", sf.LastResult.Verdict)
+			}
+			if a := sf.ActiveAction; a != nil {
+				row("Action in flight", fmt.Sprintf("%s (iteration %d)", a.State, a.Iteration))
+			}
+			row("Started", sf.StartedAt)
+			row("Updated", sf.UpdatedAt)
+			if len(sf.Captured) > 0 {
+				names := make([]string, 0, len(sf.Captured))
+				for n := range sf.Captured {
+					names = append(names, n)
+				}
+				sort.Strings(names)
+				row("Captured", strings.Join(names, ", "))
+			}
+			return w.Flush()
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: json for the state file")
+	return cmd
+}
+
+func newListCommand(g *globals) *cobra.Command {
+	var running bool
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List the loops with a saved run",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			states, err := localrun.ListStates(g.loopsDir)
+			if err != nil {
+				return err
+			}
+			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "NAME\tSTATUS\tSTATE\tITERATION\tUPDATED")
+			for _, s := range states {
+				if running && s.Status != localrun.StatusRunning {
+					continue
+				}
+				fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\n", s.LoopName, s.Status, s.CurrentState, s.Iteration, s.UpdatedAt)
+			}
+			return w.Flush()
+		},
+	}
+	cmd.Flags().BoolVar(&running, "running", false, "only runs still running")
+	return cmd
+}
+
+func newHistoryCommand(g *globals) *cobra.Command {
+	var (
+		tail   int
+		output string
+	)
+	cmd := &cobra.Command{
+		Use:   "history NAME",
+		Short: "Show the event log of a loop's run",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			store := localrun.NewStore(g.loopsDir, args[0])
+			events, err := eventlog.Read(store.EventsPath())
+			if err != nil {
+				return err
+			}
+			if len(events) == 0 {
+				return &exitError{code: 1, msg: fmt.Sprintf("no events for %q in %s", args[0], g.loopsDir)}
+			}
+			if tail > 0 && len(events) > tail {
+				events = events[len(events)-tail:]
+			}
+			out := cmd.OutOrStdout()
+			for _, e := range events {
+				if output == "json" {
+					b, err := json.Marshal(e)
+					if err != nil {
+						return err
+					}
+					fmt.Fprintln(out, string(b))
+					continue
+				}
+				keys := make([]string, 0, len(e.Data))
+				for k := range e.Data {
+					keys = append(keys, k)
+				}
+				sort.Strings(keys)
+				parts := make([]string, 0, len(keys))
+				for _, k := range keys {
+					parts = append(parts, fmt.Sprintf("%s=%s", k, compact(e.Data[k])))
+				}
+				fmt.Fprintf(out, "%4d  %s  %-16s %s\n", e.Seq, e.Time.Format("15:04:05.000"), e.Type, strings.Join(parts, " "))
+			}
+			return nil
+		},
+	}
+	cmd.Flags().IntVarP(&tail, "tail", "n", 0, "show only the last N events")
+	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: json for JSONL")
+	return cmd
+}
+
+// compact renders a value on one short line.
+func compact(v any) string {
+	var s string
+	switch t := v.(type) {
+	case string:
+		s = t
+	default:
+		b, _ := json.Marshal(t)
+		s = string(b)
+	}
+	s = strings.ReplaceAll(s, "\n", `\n`)
+	if len(s) > 80 {
+		s = s[:77] + "..."
+	}
+	if strings.ContainsAny(s, " \t") {
+		s = fmt.Sprintf("%q", s)
+	}
+	return s
+}

@@ -1,0 +1,234 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+
+	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/internal/executor"
+	"github.com/looprun/looprun/internal/executor/evaluate"
+	"github.com/looprun/looprun/internal/llm"
+	"github.com/looprun/looprun/internal/localrun"
+	"github.com/looprun/looprun/internal/loopfile"
+	"github.com/looprun/looprun/internal/runner/local"
+)
+
+// runFlags are the flags of run and resume.
+type runFlags struct {
+	context       []string
+	maxIterations int32
+	quiet         bool
+}
+
+func (f *runFlags) bind(cmd *cobra.Command) {
+	cmd.Flags().StringArrayVar(&f.context, "context", nil, "set a context variable, KEY=VALUE (repeatable)")
+	cmd.Flags().Int32Var(&f.maxIterations, "max-iterations", 0, "cap on state executions (overrides the loop's)")
+	cmd.Flags().BoolVarP(&f.quiet, "quiet", "q", false, "print nothing but errors")
+}
+
+// apply puts the flags into the spec.
+func (f *runFlags) apply(spec *v1alpha1.LoopSpec) error {
+	for _, kv := range f.context {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return fmt.Errorf("--context %q: want KEY=VALUE", kv)
+		}
+		b, _ := json.Marshal(v)
+		if spec.Context == nil {
+			spec.Context = map[string]apiextensionsv1.JSON{}
+		}
+		spec.Context[k] = apiextensionsv1.JSON{Raw: b}
+	}
+	if f.maxIterations > 0 {
+		n := f.maxIterations
+		spec.MaxIterations = &n
+	}
+	return nil
+}
+
+func newRunCommand(g *globals) *cobra.Command {
+	f := &runFlags{}
+	cmd := &cobra.Command{
+		Use:   "run FILE|NAME",
+		Short: "Run a loop here, saving its state under --loops-dir/.running",
+		Long: "Run a loop file (a Loop manifest or a little-loops YAML file) in the current directory.\n" +
+			"A NAME is looked up as --loops-dir/NAME.yaml. Exit code: 0 completed, 2 ended in a failure state, 1 otherwise.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			path, err := loopfile.Resolve(args[0], loopfile.Options{LoopsDir: g.loopsDir})
+			if err != nil {
+				return err
+			}
+			lf, err := loadLoop(path, g, cmd.ErrOrStderr(), f.quiet)
+			if err != nil {
+				return err
+			}
+			if err := f.apply(&lf.Loop.Spec); err != nil {
+				return err
+			}
+			d, unlock, err := newDriver(g, path, lf.Loop, cmd.ErrOrStderr(), f.quiet, true)
+			if err != nil {
+				return err
+			}
+			defer unlock()
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			runID := fmt.Sprintf("%s-%s", lf.Loop.Name, time.Now().Format("20060102T150405"))
+			run, err := d.Start(ctx, runID)
+			if err != nil {
+				return err
+			}
+			return outcome(run, lf.Loop.Name)
+		},
+	}
+	f.bind(cmd)
+	return cmd
+}
+
+func newResumeCommand(g *globals) *cobra.Command {
+	f := &runFlags{}
+	cmd := &cobra.Command{
+		Use:   "resume NAME",
+		Short: "Continue a loop's saved run from where it stopped",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			store := localrun.NewStore(g.loopsDir, args[0])
+			sf, err := store.Load()
+			if errors.Is(err, os.ErrNotExist) {
+				return &exitError{code: 1, msg: fmt.Sprintf("nothing to resume: no saved run of %q in %s", args[0], g.loopsDir)}
+			}
+			if err != nil {
+				return err
+			}
+			run, err := sf.RunState()
+			if err != nil {
+				return fmt.Errorf("%s: %w", store.StatePath(), err)
+			}
+			if sf.LoopFile == "" {
+				return fmt.Errorf("%s does not say which loop file it ran", store.StatePath())
+			}
+			lf, err := loadLoop(sf.LoopFile, g, cmd.ErrOrStderr(), f.quiet)
+			if err != nil {
+				return err
+			}
+			for k, v := range sf.Context {
+				b, _ := json.Marshal(v)
+				if lf.Loop.Spec.Context == nil {
+					lf.Loop.Spec.Context = map[string]apiextensionsv1.JSON{}
+				}
+				lf.Loop.Spec.Context[k] = apiextensionsv1.JSON{Raw: b}
+			}
+			if err := f.apply(&lf.Loop.Spec); err != nil {
+				return err
+			}
+			lf.Loop.Name = args[0]
+			d, unlock, err := newDriver(g, sf.LoopFile, lf.Loop, cmd.ErrOrStderr(), f.quiet, false)
+			if err != nil {
+				return err
+			}
+			defer unlock()
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			if err := d.Resume(ctx, run); err != nil {
+				if errors.Is(err, localrun.ErrNothingToResume) {
+					return &exitError{code: 1, msg: err.Error()}
+				}
+				return err
+			}
+			return outcome(run, args[0])
+		},
+	}
+	f.bind(cmd)
+	return cmd
+}
+
+// loadLoop reads a loop file and prints its warnings.
+func loadLoop(path string, g *globals, stderr io.Writer, quiet bool) (*loopfile.File, error) {
+	lf, err := loopfile.Load(path, loopfile.Options{LoopsDir: g.loopsDir})
+	if err != nil {
+		return nil, err
+	}
+	if !quiet {
+		for _, w := range lf.Warnings {
+			fmt.Fprintf(stderr, "warning: %s: %s\n", path, w)
+		}
+	}
+	return lf, nil
+}
+
+// newDriver builds everything a local run needs, and takes the loop's lock.
+// A fresh run starts a new output log; a resumed one appends to it.
+func newDriver(g *globals, path string, loop *v1alpha1.Loop, stderr io.Writer, quiet, fresh bool) (*localrun.Driver, func(), error) {
+	m, err := executor.New(loop.Name, &loop.Spec, executor.Options{Judge: newJudge(&loop.Spec), Env: os.LookupEnv})
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: invalid loop: %w", path, err)
+	}
+	ctxValues, err := executor.DecodeContext(loop.Spec.Context)
+	if err != nil {
+		return nil, nil, err
+	}
+	store := localrun.NewStore(g.loopsDir, loop.Name)
+	unlock, err := store.Lock()
+	if err != nil {
+		return nil, nil, err
+	}
+	mode := os.O_CREATE | os.O_WRONLY | os.O_APPEND
+	if fresh {
+		mode |= os.O_TRUNC
+	}
+	logFile, err := os.OpenFile(store.LogPath(), mode, 0o644)
+	if err != nil {
+		unlock()
+		return nil, nil, err
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		abs = path
+	}
+	d := &localrun.Driver{
+		Machine:  m,
+		Runner:   &local.Runner{AgentCommand: loop.Spec.GetAgentCommand(), Log: logFile},
+		Store:    store,
+		LoopFile: abs,
+		Context:  ctxValues,
+	}
+	if !quiet {
+		d.OnEvents = newProgress(stderr).print
+	}
+	return d, func() { _ = logFile.Close(); unlock() }, nil
+}
+
+// newJudge returns the LLM judge, or nil when no API key is set.
+func newJudge(spec *v1alpha1.LoopSpec) evaluate.Judge {
+	key := os.Getenv("ANTHROPIC_API_KEY")
+	if key == "" {
+		return nil
+	}
+	return llm.ForSpec(spec.LLM, key, os.Getenv("ANTHROPIC_BASE_URL"))
+}
+
+// outcome turns a finished run into the exit code.
+func outcome(run *v1alpha1.RunState, name string) error {
+	switch {
+	case run.Phase == v1alpha1.PhaseCompleted:
+		return nil
+	case executor.IsFailureTerminal(run):
+		return &exitError{code: 2}
+	}
+	msg := fmt.Sprintf("loop %s ended: %s", name, run.TerminatedBy)
+	if run.Message != "" {
+		msg += ": " + run.Message
+	}
+	return &exitError{code: 1, msg: msg}
+}

@@ -1,0 +1,134 @@
+// Package eventlog keeps a loop's append-only event log. Locally it is a JSONL
+// file, one event per line, each append written in one call and fsynced.
+package eventlog
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/looprun/looprun/internal/executor"
+)
+
+// File is a JSONL event log.
+type File struct {
+	path string
+	f    *os.File
+	buf  bytes.Buffer
+}
+
+// Open opens (creating it if needed) the log at path for appending.
+func Open(path string) (*File, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	return &File{path: path, f: f}, nil
+}
+
+// Append writes events in one write and fsyncs the file.
+func (l *File) Append(events []executor.Event) error {
+	if len(events) == 0 {
+		return nil
+	}
+	l.buf.Reset()
+	enc := json.NewEncoder(&l.buf)
+	enc.SetEscapeHTML(false)
+	for _, e := range events {
+		if err := enc.Encode(e); err != nil {
+			return err
+		}
+	}
+	if _, err := l.f.Write(l.buf.Bytes()); err != nil {
+		return fmt.Errorf("append to %s: %w", l.path, err)
+	}
+	if err := l.f.Sync(); err != nil {
+		return fmt.Errorf("sync %s: %w", l.path, err)
+	}
+	return nil
+}
+
+// Close closes the log.
+func (l *File) Close() error {
+	return l.f.Close()
+}
+
+// Read returns the events in the log at path; a missing log has none. A last
+// line cut short by a crash is ignored.
+func Read(path string) ([]executor.Event, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []executor.Event
+	err = scan(f, func(e executor.Event, _ int64) bool {
+		out = append(out, e)
+		return true
+	})
+	return out, err
+}
+
+// TruncateAfter removes the events numbered after seq, and any partial last
+// line: they were written for a step whose state was never saved, and that
+// step will run again.
+func TruncateAfter(path string, seq int64) error {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	var keep int64
+	err = scan(f, func(e executor.Event, end int64) bool {
+		if e.Seq > seq {
+			return false
+		}
+		keep = end
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	if err := f.Truncate(keep); err != nil {
+		return err
+	}
+	return f.Sync()
+}
+
+// scan calls fn with each complete event and the offset just past its line,
+// until fn returns false.
+func scan(r io.Reader, fn func(executor.Event, int64) bool) error {
+	br := bufio.NewReaderSize(r, 64<<10)
+	var off int64
+	for {
+		line, err := br.ReadBytes('\n')
+		if len(line) > 0 && line[len(line)-1] == '\n' {
+			off += int64(len(line))
+			if t := bytes.TrimSpace(line); len(t) > 0 {
+				var e executor.Event
+				if jerr := json.Unmarshal(t, &e); jerr != nil {
+					return fmt.Errorf("event log line ending at byte %d: %w", off, jerr)
+				}
+				if !fn(e, off) {
+					return nil
+				}
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}

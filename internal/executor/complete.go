@@ -1,0 +1,235 @@
+package executor
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/internal/executor/evaluate"
+	"github.com/looprun/looprun/internal/executor/interpolate"
+)
+
+// Complete finishes the current state with the result of its action (nil for
+// a state without one): it evaluates, stores the capture, routes, and
+// enforces the edge limit. The judge is called through ctx.
+func (m *Machine) Complete(ctx context.Context, run *v1alpha1.RunState, res *ActionResult, now time.Time) []Event {
+	t := m.begin(run, now)
+	t.complete(ctx, res)
+	return t.done()
+}
+
+func (t *txn) complete(ctx context.Context, res *ActionResult) {
+	run := t.run
+	if run.Phase.IsFinished() {
+		return
+	}
+	st, ok := t.m.spec.States[run.CurrentState]
+	if !ok {
+		t.finish(v1alpha1.TerminatedError, fmt.Sprintf("state %q does not exist", run.CurrentState))
+		return
+	}
+	if st.Action != "" && res == nil {
+		t.finish(v1alpha1.TerminatedError, fmt.Sprintf("state %q: the action's result was lost", run.CurrentState))
+		return
+	}
+	run.Action = nil
+	if res != nil && st.Action != "" {
+		t.actionComplete(&st, res)
+	}
+	if st.Next != "" {
+		t.completeNext(&st, res)
+		return
+	}
+	result, typ, evaluated := t.evaluate(ctx, &st, res)
+	if evaluated {
+		data := make(map[string]any, len(result.Details)+2)
+		for k, v := range result.Details {
+			data[k] = v
+		}
+		data["type"] = typ
+		data["verdict"] = result.Verdict
+		t.emit(EventEvaluate, data)
+		run.LastResult = &v1alpha1.EvaluationResult{Verdict: result.Verdict, Details: detailsJSON(result.Details)}
+	}
+	t.capture(&st, res, result.Verdict)
+	target, ok := Route(&st, result.Verdict)
+	if !ok {
+		if !t.m.spec.Maintain {
+			t.finish(v1alpha1.TerminatedError, fmt.Sprintf("state %q: no route for verdict %q", run.CurrentState, result.Verdict))
+			return
+		}
+		target = st.OnMaintain
+		if target == "" {
+			target = t.m.spec.Initial
+		}
+	}
+	t.transition(target, result.Verdict)
+}
+
+// actionComplete records the action's result: the event and prev.
+func (t *txn) actionComplete(st *v1alpha1.State, res *ActionResult) {
+	run := t.run
+	t.emit(EventActionComplete, map[string]any{
+		"exit_code":      res.ExitCode,
+		"duration_ms":    res.Duration.Milliseconds(),
+		"output_preview": Tail(res.Output, min(previewBytes, t.m.opts.MaxCaptureBytes)),
+		"stderr_preview": Tail(res.Stderr, min(previewBytes, t.m.opts.MaxCaptureBytes)),
+		"is_prompt":      st.IsAgent(),
+	})
+	run.PrevResult = &v1alpha1.PrevResult{
+		Output:   Tail(trimOutput(res.Output), t.m.opts.MaxCaptureBytes),
+		ExitCode: int32(res.ExitCode),
+		State:    run.CurrentState,
+	}
+}
+
+// completeNext routes a state with an unconditional next: nothing is
+// evaluated, but a failed action goes to onError when the state has one.
+func (t *txn) completeNext(st *v1alpha1.State, res *ActionResult) {
+	t.capture(st, res, "")
+	if res != nil && res.ExitCode != 0 && st.OnError != "" {
+		t.transition(st.OnError, "")
+		return
+	}
+	if res != nil && res.ExitCode < 0 {
+		t.finish(v1alpha1.TerminatedError, fmt.Sprintf("state %q: action killed by signal %d", t.run.CurrentState, -res.ExitCode))
+		return
+	}
+	t.transition(st.Next, "")
+}
+
+// evaluate judges the state's result. evaluated is false for a state with
+// neither action nor evaluator, which simply succeeds.
+func (t *txn) evaluate(ctx context.Context, st *v1alpha1.State, res *ActionResult) (result evaluate.Result, typ string, evaluated bool) {
+	cfg := st.Evaluate
+	typ = "default"
+	if cfg != nil {
+		typ = string(cfg.Type)
+	}
+	if res != nil && res.Verdict != nil {
+		return *res.Verdict, typ, true
+	}
+	if cfg == nil && res == nil {
+		return evaluate.Result{Verdict: v1alpha1.VerdictSuccess}, "", false
+	}
+	output, exit := "", 0
+	if res != nil {
+		output, exit = res.Output, res.ExitCode
+	}
+	vars := t.vars(nil)
+	expand := func(s string) (string, error) { return interpolate.Expand(s, vars) }
+	if cfg != nil && cfg.Source != "" {
+		if s, err := expand(cfg.Source); err == nil {
+			output = s
+		}
+	}
+	switch {
+	case cfg == nil && st.IsAgent(), cfg != nil && cfg.Type == v1alpha1.EvalLLMStructured:
+		et := v1alpha1.EvalLLMStructured
+		if r, ok := evaluate.Precheck(et, exit); !ok {
+			return r, typ, true
+		}
+		return t.judge(ctx, cfg, Tail(output, evaluate.OutputLimit), vars), typ, true
+	case cfg == nil:
+		return evaluate.ExitCode(exit), typ, true
+	}
+	return evaluate.Deterministic(cfg, evaluate.Input{Output: output, ExitCode: exit, Expand: expand}), typ, true
+}
+
+// capture stores the action's result under the state's capture name.
+func (t *txn) capture(st *v1alpha1.State, res *ActionResult, verdict string) {
+	if st.Capture == "" || res == nil {
+		return
+	}
+	if t.run.Captured == nil {
+		t.run.Captured = map[string]v1alpha1.CapturedResult{}
+	}
+	t.run.Captured[st.Capture] = v1alpha1.CapturedResult{
+		Output:     Tail(trimOutput(res.Output), t.m.opts.MaxCaptureBytes),
+		Stderr:     Tail(res.Stderr, t.m.opts.MaxCaptureBytes),
+		ExitCode:   int32(res.ExitCode),
+		DurationMs: res.Duration.Milliseconds(),
+		Verdict:    verdict,
+	}
+}
+
+// Route finds the next state for a verdict: the route table (exact verdict,
+// then "_", then "_error" for error and failure), then the shorthands
+// (onSuccess, onFailure falling back to onError, onError). yes and no match
+// success and failure.
+func Route(st *v1alpha1.State, verdict string) (string, bool) {
+	v := v1alpha1.CanonicalVerdict(verdict)
+	if len(st.Route) > 0 {
+		for k, target := range st.Route {
+			if k != "_" && k != "_error" && v1alpha1.CanonicalVerdict(k) == v {
+				return target, true
+			}
+		}
+		if target, ok := st.Route["_"]; ok {
+			return target, true
+		}
+		if target, ok := st.Route["_error"]; ok && (v == v1alpha1.VerdictError || v == v1alpha1.VerdictFailure) {
+			return target, true
+		}
+	}
+	switch v {
+	case v1alpha1.VerdictSuccess:
+		return st.OnSuccess, st.OnSuccess != ""
+	case v1alpha1.VerdictFailure:
+		if st.OnFailure != "" {
+			return st.OnFailure, true
+		}
+		return st.OnError, st.OnError != ""
+	case v1alpha1.VerdictError:
+		return st.OnError, st.OnError != ""
+	}
+	return "", false
+}
+
+// transition moves the run to target ($current is the state itself), counting
+// the edge and the consecutive re-entries, and schedules the backoff. It
+// reports false when the run ended.
+func (t *txn) transition(target, verdict string) bool {
+	run, spec := t.run, t.m.spec
+	from := run.CurrentState
+	to := target
+	if to == v1alpha1.CurrentStateToken {
+		to = from
+	}
+	if _, ok := spec.States[to]; !ok {
+		t.finish(v1alpha1.TerminatedError, fmt.Sprintf("state %q: route target %q does not exist", from, to))
+		return false
+	}
+	data := map[string]any{"from": from, "to": to}
+	if verdict != "" {
+		data["verdict"] = verdict
+	}
+	t.emit(EventRoute, data)
+	edge := from + "->" + to
+	if run.EdgeRevisits == nil {
+		run.EdgeRevisits = map[string]int32{}
+	}
+	run.EdgeRevisits[edge]++
+	if count, limit := run.EdgeRevisits[edge], spec.GetMaxEdgeRevisits(); count > limit {
+		t.emit(EventCycleDetected, map[string]any{"edge": edge, "from": from, "to": to, "count": count, "max": limit})
+		t.finish(v1alpha1.TerminatedCycleDetected, fmt.Sprintf("edge %s taken %d times (maxEdgeRevisits %d)", edge, count, limit))
+		return false
+	}
+	if to == from {
+		if run.RetryCounts == nil {
+			run.RetryCounts = map[string]int32{}
+		}
+		run.RetryCounts[to]++
+	} else {
+		delete(run.RetryCounts, from)
+	}
+	run.CurrentState = to
+	if b := spec.GetBackoff(); b > 0 {
+		ts := metav1.NewTime(t.now.Add(b))
+		run.NextStepAt = &ts
+	}
+	return true
+}

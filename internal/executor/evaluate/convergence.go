@@ -1,0 +1,82 @@
+package evaluate
+
+import (
+	"math"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/looprun/looprun/api/v1alpha1"
+)
+
+func convergence(cfg *v1alpha1.Evaluate, in Input) Result {
+	current, err := parseNumber(in.Output)
+	if err != nil {
+		return errorResult("cannot read the output as a number: %v", err)
+	}
+	target, err := numberValue(cfg.Target, in)
+	if err != nil {
+		return errorResult("cannot resolve target: %v", err)
+	}
+	tolerance := 0.0
+	if cfg.Tolerance != nil {
+		if t, err := numberValue(cfg.Tolerance, in); err == nil {
+			tolerance = t
+		}
+	}
+	var previous *float64
+	if cfg.Previous != "" {
+		if s, err := in.expand(cfg.Previous); err == nil {
+			if p, err := parseNumber(s); err == nil {
+				previous = &p
+			}
+		}
+	}
+	direction := cfg.Direction
+	if direction == "" {
+		direction = "minimize"
+	}
+	details := map[string]any{"current": current, "target": target, "direction": direction, "previous": nil, "delta": nil}
+	if previous != nil {
+		details["previous"] = *previous
+	}
+	if math.Abs(current-target) <= tolerance {
+		details["delta"] = 0.0
+		return Result{Verdict: v1alpha1.VerdictTarget, Details: details}
+	}
+	if previous == nil {
+		return Result{Verdict: v1alpha1.VerdictProgress, Details: details}
+	}
+	delta := current - *previous
+	details["delta"] = delta
+	if (direction == "maximize" && delta > 0) || (direction != "maximize" && delta < 0) {
+		return Result{Verdict: v1alpha1.VerdictProgress, Details: details}
+	}
+	return Result{Verdict: v1alpha1.VerdictStall, Details: details}
+}
+
+func classify(cfg *v1alpha1.Evaluate, in Input) Result {
+	var lines []string
+	for _, l := range strings.Split(in.Output, "\n") {
+		if t := strings.TrimSpace(l); t != "" {
+			lines = append(lines, t)
+		}
+	}
+	idx, label := len(lines)-1, "last"
+	if cfg.Line != nil {
+		switch {
+		case cfg.Line.Type == intstr.Int:
+			idx, label = cfg.Line.IntValue(), cfg.Line.String()
+			if idx < 0 {
+				idx += len(lines)
+			}
+		case cfg.Line.StrVal == "first":
+			idx, label = 0, "first"
+		}
+	}
+	verdict := ""
+	if idx >= 0 && idx < len(lines) {
+		verdict = lines[idx]
+	}
+	return Result{Verdict: v1alpha1.CanonicalVerdict(verdict), Details: map[string]any{"line": label, "lines": len(lines)}}
+}

@@ -1,0 +1,114 @@
+// Package evaluate turns an action's result into a verdict.
+//
+// The deterministic evaluators (exit_code, output_numeric, output_json,
+// output_contains, convergence, classify) are pure functions of the output,
+// the exit code and the templates they may expand. llm_structured goes through
+// a Judge, which the caller injects.
+package evaluate
+
+import (
+	"fmt"
+
+	"github.com/looprun/looprun/api/v1alpha1"
+)
+
+// ExitTimeout is the exit code of an action that hit its timeout.
+const ExitTimeout = 124
+
+// Result is a verdict and what the evaluator found.
+type Result struct {
+	Verdict string
+	Details map[string]any
+}
+
+// Input is what an evaluator judges.
+type Input struct {
+	// Output is the action's stdout (or the expanded source template).
+	Output string
+	// ExitCode is the action's exit code.
+	ExitCode int
+	// Expand expands templates in target, tolerance and previous. Nil expands nothing.
+	Expand func(string) (string, error)
+}
+
+func (in Input) expand(s string) (string, error) {
+	if in.Expand == nil {
+		return s, nil
+	}
+	return in.Expand(s)
+}
+
+func errorResult(format string, args ...any) Result {
+	return Result{Verdict: v1alpha1.VerdictError, Details: map[string]any{"error": fmt.Sprintf(format, args...)}}
+}
+
+// IsDeterministic reports whether an evaluator type runs without the LLM judge.
+func IsDeterministic(t v1alpha1.EvaluatorType) bool {
+	switch t {
+	case v1alpha1.EvalExitCode, v1alpha1.EvalOutputNumeric, v1alpha1.EvalOutputJSON,
+		v1alpha1.EvalOutputContains, v1alpha1.EvalConvergence, v1alpha1.EvalClassify:
+		return true
+	}
+	return false
+}
+
+// readsOutputOnlyOnSuccess are the evaluators that give error for a non-zero exit
+// before looking at the output.
+func readsOutputOnlyOnSuccess(t v1alpha1.EvaluatorType) bool {
+	return t != v1alpha1.EvalExitCode && t != v1alpha1.EvalLLMStructured
+}
+
+// Precheck applies the rules that hold before any evaluator looks at the
+// output: a timed-out action is an error, and so is a non-zero exit for the
+// evaluators that read the output. ok is false when the verdict is decided.
+func Precheck(t v1alpha1.EvaluatorType, exitCode int) (Result, bool) {
+	if exitCode == ExitTimeout {
+		return errorResult("action timed out"), false
+	}
+	if exitCode != 0 && readsOutputOnlyOnSuccess(t) {
+		return errorResult("action exited with code %d", exitCode), false
+	}
+	return Result{}, true
+}
+
+// Deterministic runs a deterministic evaluator. It never panics: whatever goes
+// wrong is an error verdict with the reason in details.
+func Deterministic(cfg *v1alpha1.Evaluate, in Input) Result {
+	if r, ok := Precheck(cfg.Type, in.ExitCode); !ok {
+		return r
+	}
+	switch cfg.Type {
+	case v1alpha1.EvalExitCode:
+		return ExitCode(in.ExitCode)
+	case v1alpha1.EvalOutputNumeric:
+		return outputNumeric(cfg, in)
+	case v1alpha1.EvalOutputJSON:
+		return outputJSON(cfg, in)
+	case v1alpha1.EvalOutputContains:
+		return outputContains(cfg, in)
+	case v1alpha1.EvalConvergence:
+		return convergence(cfg, in)
+	case v1alpha1.EvalClassify:
+		return classify(cfg, in)
+	}
+	return errorResult("evaluator %q is not deterministic", cfg.Type)
+}
+
+// ExitCode maps 0 to success, 1 to failure and anything else to error.
+func ExitCode(code int) Result {
+	d := map[string]any{"exit_code": code}
+	switch code {
+	case 0:
+		return Result{Verdict: v1alpha1.VerdictSuccess, Details: d}
+	case 1:
+		return Result{Verdict: v1alpha1.VerdictFailure, Details: d}
+	}
+	return Result{Verdict: v1alpha1.VerdictError, Details: d}
+}
+
+func boolVerdict(ok bool) string {
+	if ok {
+		return v1alpha1.VerdictSuccess
+	}
+	return v1alpha1.VerdictFailure
+}

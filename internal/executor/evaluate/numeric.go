@@ -1,0 +1,109 @@
+package evaluate
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"regexp"
+	"strconv"
+	"strings"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+
+	"github.com/looprun/looprun/api/v1alpha1"
+)
+
+// Operators lists the comparison operators.
+var Operators = []string{"eq", "ne", "lt", "le", "gt", "ge"}
+
+func compare(op string, a, b float64) (bool, error) {
+	switch op {
+	case "", "eq":
+		return a == b, nil
+	case "ne":
+		return a != b, nil
+	case "lt":
+		return a < b, nil
+	case "le":
+		return a <= b, nil
+	case "gt":
+		return a > b, nil
+	case "ge":
+		return a >= b, nil
+	}
+	return false, fmt.Errorf("unknown operator %q", op)
+}
+
+func opName(op string) string {
+	if op == "" {
+		return "eq"
+	}
+	return op
+}
+
+// parseNumber reads a float the way a person writes one: surrounding space is
+// ignored, NaN and infinities are not numbers.
+func parseNumber(s string) (float64, error) {
+	f, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+		return 0, fmt.Errorf("%q is not a number", truncate(strings.TrimSpace(s), 80))
+	}
+	return f, nil
+}
+
+// numberValue reads a number or a template from a JSON field.
+func numberValue(j *apiextensionsv1.JSON, in Input) (float64, error) {
+	if j == nil || len(j.Raw) == 0 {
+		return 0, fmt.Errorf("not set")
+	}
+	var v any
+	if err := json.Unmarshal(j.Raw, &v); err != nil {
+		return 0, err
+	}
+	switch t := v.(type) {
+	case float64:
+		return t, nil
+	case string:
+		s, err := in.expand(t)
+		if err != nil {
+			return 0, err
+		}
+		return parseNumber(s)
+	}
+	return 0, fmt.Errorf("%s is neither a number nor a template", string(j.Raw))
+}
+
+func keyPattern(key string) *regexp.Regexp {
+	return regexp.MustCompile(regexp.QuoteMeta(key) + `\s*=\s*(-?[0-9]+(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?)`)
+}
+
+func outputNumeric(cfg *v1alpha1.Evaluate, in Input) Result {
+	text := in.Output
+	if cfg.Key != "" {
+		m := keyPattern(cfg.Key).FindAllStringSubmatch(in.Output, -1)
+		if len(m) == 0 {
+			return errorResult("no %q = NUMBER in the output", cfg.Key)
+		}
+		text = m[len(m)-1][1]
+	}
+	value, err := parseNumber(text)
+	if err != nil {
+		return errorResult("cannot read the output as a number: %v", err)
+	}
+	target, err := numberValue(cfg.Target, in)
+	if err != nil {
+		return errorResult("cannot resolve target: %v", err)
+	}
+	ok, err := compare(cfg.Operator, value, target)
+	if err != nil {
+		return errorResult("%v", err)
+	}
+	return Result{Verdict: boolVerdict(ok), Details: map[string]any{"value": value, "target": target, "operator": opName(cfg.Operator)}}
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}

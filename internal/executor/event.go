@@ -1,0 +1,91 @@
+package executor
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Event types, as little-loops writes them.
+const (
+	EventLoopStart       = "loop_start"
+	EventLoopResume      = "loop_resume"
+	EventStateEnter      = "state_enter"
+	EventActionStart     = "action_start"
+	EventActionComplete  = "action_complete"
+	EventActionRestarted = "action_restarted"
+	EventActionError     = "action_error"
+	EventEvaluate        = "evaluate"
+	EventRoute           = "route"
+	EventRetryExhausted  = "retry_exhausted"
+	EventCycleDetected   = "cycle_detected"
+	EventLoopComplete    = "loop_complete"
+)
+
+// Event is one entry of a loop's event log. Seq numbers events of a run from 1
+// without gaps, so an append that is repeated can be recognised and skipped.
+type Event struct {
+	Seq  int64
+	Type string
+	Time time.Time
+	Data map[string]any
+}
+
+// MarshalJSON writes {"event": ..., "seq": ..., "ts": ..., <data>}.
+func (e Event) MarshalJSON() ([]byte, error) {
+	var b bytes.Buffer
+	b.WriteString(`{"event":`)
+	t, err := MarshalJSON(e.Type)
+	if err != nil {
+		return nil, err
+	}
+	b.Write(t)
+	fmt.Fprintf(&b, `,"seq":%d,"ts":"%s"`, e.Seq, e.Time.UTC().Format(time.RFC3339Nano))
+	if len(e.Data) > 0 {
+		data, err := MarshalJSON(e.Data)
+		if err != nil {
+			return nil, fmt.Errorf("event %s: %w", e.Type, err)
+		}
+		b.WriteByte(',')
+		b.Write(data[1:]) // drop the opening brace, keep the closing one
+	} else {
+		b.WriteByte('}')
+	}
+	return b.Bytes(), nil
+}
+
+// UnmarshalJSON reads an event written by MarshalJSON (or by little-loops,
+// whose events have no seq).
+func (e *Event) UnmarshalJSON(b []byte) error {
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	var m map[string]any
+	if err := d.Decode(&m); err != nil {
+		return err
+	}
+	e.Type, _ = m["event"].(string)
+	if n, ok := m["seq"].(json.Number); ok {
+		e.Seq, _ = n.Int64()
+	}
+	if ts, ok := m["ts"].(string); ok {
+		e.Time, _ = time.Parse(time.RFC3339Nano, ts)
+	}
+	delete(m, "event")
+	delete(m, "seq")
+	delete(m, "ts")
+	e.Data = m
+	return nil
+}
+
+// MarshalJSON encodes v like json.Marshal, but leaves <, > and & as they are,
+// as little-loops' files have them.
+func MarshalJSON(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}

@@ -1,0 +1,234 @@
+// Package interpolate expands ${namespace.path} templates in actions, route
+// targets and evaluator fields.
+//
+// Syntax: ${ns.path} is replaced by the value; ${ns.path:default=TEXT} uses
+// TEXT when the value cannot be resolved; ${ns.path?} uses the empty string;
+// ${ns.path:shell} quotes the value for bash. $${ is a literal ${, so bash's own
+// ${VAR:-x} can be written $${VAR:-x}. Namespaces: context, captured, prev,
+// result, state, loop and env.
+package interpolate
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
+// Error is a template that cannot be expanded. Var is the reference as written.
+type Error struct {
+	Var    string
+	Reason string
+}
+
+func (e *Error) Error() string {
+	if e.Var == "" {
+		return e.Reason
+	}
+	return fmt.Sprintf("${%s}: %s", e.Var, e.Reason)
+}
+
+const (
+	suffixDefault = ":default="
+	suffixShell   = ":shell"
+	suffixOpt     = "?"
+	escape        = "$${"
+)
+
+// ref is one parsed ${...} reference.
+type ref struct {
+	raw       string // text between the braces
+	namespace string
+	path      []string
+	def       *string
+	optional  bool
+	shell     bool
+}
+
+// parseRef parses the text between ${ and }.
+func parseRef(raw string) (ref, error) {
+	r := ref{raw: raw}
+	body := raw
+	if i := strings.Index(body, suffixDefault); i >= 0 {
+		d := body[i+len(suffixDefault):]
+		body = body[:i]
+		if strings.HasSuffix(body, suffixOpt) || strings.HasSuffix(body, suffixShell) {
+			return r, &Error{Var: raw, Reason: "ambiguous suffix: use only one of :default=, ? and :shell"}
+		}
+		r.def = &d
+	} else if strings.HasSuffix(body, suffixOpt) {
+		body = strings.TrimSuffix(body, suffixOpt)
+		r.optional = true
+	} else if strings.HasSuffix(body, suffixShell) {
+		body = strings.TrimSuffix(body, suffixShell)
+		r.shell = true
+	}
+	if strings.Contains(body, ":-") {
+		return r, &Error{Var: raw, Reason: "bash-style default is not supported: write ${ns.path:default=VALUE}, or $${VAR:-x} for a bash variable"}
+	}
+	ns, path, ok := strings.Cut(body, ".")
+	if !ok || ns == "" || path == "" {
+		return r, &Error{Var: raw, Reason: "a reference needs a namespace and a path, as in ${context.name}"}
+	}
+	if !knownNamespace(ns) {
+		return r, &Error{Var: raw, Reason: fmt.Sprintf("unknown namespace %q (context, captured, prev, result, state, loop, env)", ns)}
+	}
+	r.namespace = ns
+	r.path = strings.Split(path, ".")
+	for _, p := range r.path {
+		if p == "" {
+			return r, &Error{Var: raw, Reason: "empty path segment"}
+		}
+	}
+	return r, nil
+}
+
+func knownNamespace(ns string) bool {
+	switch ns {
+	case "context", "captured", "prev", "result", "state", "loop", "env":
+		return true
+	}
+	return false
+}
+
+// scan walks a template, calling lit for literal text and onRef for each
+// reference. It returns the first error from parsing or from onRef.
+func scan(tmpl string, lit func(string), onRef func(ref) error) error {
+	for len(tmpl) > 0 {
+		i := strings.Index(tmpl, "${")
+		if i < 0 {
+			lit(tmpl)
+			return nil
+		}
+		if i > 0 && tmpl[i-1] == '$' {
+			// $${ escapes a literal ${.
+			lit(tmpl[:i-1])
+			lit("${")
+			tmpl = tmpl[i+2:]
+			continue
+		}
+		end := strings.IndexByte(tmpl[i+2:], '}')
+		if end <= 0 {
+			// No closing brace, or ${}: not a reference.
+			lit(tmpl[:i+2])
+			tmpl = tmpl[i+2:]
+			continue
+		}
+		lit(tmpl[:i])
+		r, err := parseRef(tmpl[i+2 : i+2+end])
+		if err != nil {
+			return err
+		}
+		if err := onRef(r); err != nil {
+			return err
+		}
+		tmpl = tmpl[i+2+end+1:]
+	}
+	return nil
+}
+
+// Check reports a syntax error in a template without resolving anything.
+func Check(tmpl string) error {
+	return scan(tmpl, func(string) {}, func(ref) error { return nil })
+}
+
+// Ref is a reference found in a template.
+type Ref struct {
+	Namespace string
+	Path      []string
+	// Guarded is true when the reference has a default or is optional.
+	Guarded bool
+}
+
+// References lists the references of a template (nil on a syntax error).
+func References(tmpl string) []Ref {
+	var out []Ref
+	err := scan(tmpl, func(string) {}, func(r ref) error {
+		out = append(out, Ref{Namespace: r.namespace, Path: r.path, Guarded: r.def != nil || r.optional})
+		return nil
+	})
+	if err != nil {
+		return nil
+	}
+	return out
+}
+
+// HasReferences reports whether s contains a ${...} reference.
+func HasReferences(s string) bool {
+	return strings.Contains(s, "${")
+}
+
+// Expand replaces every reference in tmpl with its value from vars.
+func Expand(tmpl string, vars *Vars) (string, error) {
+	if !strings.Contains(tmpl, "${") {
+		return tmpl, nil
+	}
+	var b strings.Builder
+	err := scan(tmpl, func(s string) { b.WriteString(s) }, func(r ref) error {
+		v, err := vars.resolve(r.namespace, r.path)
+		if err != nil {
+			switch {
+			case r.def != nil:
+				b.WriteString(*r.def)
+				return nil
+			case r.optional:
+				return nil
+			}
+			return &Error{Var: r.raw, Reason: err.Error()}
+		}
+		s := Render(v)
+		if r.shell {
+			s = ShellQuote(s)
+		}
+		b.WriteString(s)
+		return nil
+	})
+	if err != nil {
+		return "", err
+	}
+	return b.String(), nil
+}
+
+// Render turns a resolved value into text: strings as they are, nil as the
+// empty string, numbers as written, lists and objects as JSON.
+func Render(v any) string {
+	switch t := v.(type) {
+	case nil:
+		return ""
+	case string:
+		return t
+	case json.Number:
+		return t.String()
+	case bool:
+		if t {
+			return "true"
+		}
+		return "false"
+	case int, int32, int64:
+		return fmt.Sprintf("%d", t)
+	case float64:
+		return fmt.Sprintf("%v", t)
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprintf("%v", v)
+	}
+	return string(b)
+}
+
+// ShellQuote quotes s so bash reads it as one word.
+func ShellQuote(s string) string {
+	if s == "" {
+		return "''"
+	}
+	safe := true
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("@%+=:,./-_", c)) {
+			safe = false
+			break
+		}
+	}
+	if safe {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'"'"'`) + "'"
+}

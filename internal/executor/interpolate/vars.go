@@ -1,0 +1,139 @@
+package interpolate
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/looprun/looprun/api/v1alpha1"
+)
+
+// Result is the current state's evaluation, the ${result.*} namespace.
+type Result struct {
+	Verdict string
+	Details map[string]any
+}
+
+// Vars holds what templates can read.
+type Vars struct {
+	Context   map[string]any
+	Captured  map[string]v1alpha1.CapturedResult
+	Prev      *v1alpha1.PrevResult
+	Result    *Result
+	StateName string
+	Iteration int32
+	LoopName  string
+	StartedAt time.Time
+	Elapsed   time.Duration
+	// Env looks up environment variables; nil means none are visible.
+	Env func(string) (string, bool)
+}
+
+var errNotFound = errors.New("not defined")
+
+func (v *Vars) resolve(ns string, path []string) (any, error) {
+	switch ns {
+	case "context":
+		return walk(anyMap(v.Context), path)
+	case "captured":
+		c, ok := v.Captured[path[0]]
+		if !ok {
+			return nil, fmt.Errorf("nothing captured under %q yet", path[0])
+		}
+		return walk(capturedMap(c), path[1:])
+	case "prev":
+		if v.Prev == nil {
+			return nil, errors.New("no previous state result yet")
+		}
+		return walk(map[string]any{"output": v.Prev.Output, "exit_code": v.Prev.ExitCode, "exitCode": v.Prev.ExitCode, "state": v.Prev.State}, path)
+	case "result":
+		if v.Result == nil {
+			return nil, errors.New("no evaluation result in this state yet (result is only readable in route targets)")
+		}
+		return walk(map[string]any{"verdict": v.Result.Verdict, "details": anyMap(v.Result.Details)}, path)
+	case "state":
+		return walk(map[string]any{"name": v.StateName, "iteration": v.Iteration}, path)
+	case "loop":
+		return walk(map[string]any{
+			"name":       v.LoopName,
+			"started_at": v.StartedAt.UTC().Format(time.RFC3339Nano),
+			"elapsed_ms": v.Elapsed.Milliseconds(),
+			"elapsed":    FormatElapsed(v.Elapsed),
+		}, path)
+	case "env":
+		if len(path) != 1 {
+			return nil, errors.New("env takes one variable name")
+		}
+		if v.Env != nil {
+			if s, ok := v.Env(path[0]); ok {
+				return s, nil
+			}
+		}
+		return nil, errors.New("environment variable is not set")
+	}
+	return nil, fmt.Errorf("unknown namespace %q", ns)
+}
+
+func anyMap(m map[string]any) any {
+	if m == nil {
+		return map[string]any{}
+	}
+	return m
+}
+
+func capturedMap(c v1alpha1.CapturedResult) map[string]any {
+	return map[string]any{
+		"output":      c.Output,
+		"stderr":      c.Stderr,
+		"exit_code":   c.ExitCode,
+		"exitCode":    c.ExitCode,
+		"duration_ms": c.DurationMs,
+		"durationMs":  c.DurationMs,
+		"verdict":     c.Verdict,
+	}
+}
+
+// walk follows path through nested objects and lists.
+func walk(v any, path []string) (any, error) {
+	for _, p := range path {
+		switch t := v.(type) {
+		case map[string]any:
+			next, ok := t[p]
+			if !ok {
+				return nil, errNotFound
+			}
+			v = next
+		case []any:
+			i, err := strconv.Atoi(p)
+			if err != nil || i < 0 || i >= len(t) {
+				return nil, errNotFound
+			}
+			v = t[i]
+		default:
+			return nil, errNotFound
+		}
+	}
+	return v, nil
+}
+
+// FormatElapsed renders a duration as 500ms, 30s, 2m, 2m 15s or 1h 5m.
+func FormatElapsed(d time.Duration) string {
+	switch {
+	case d < time.Second:
+		return fmt.Sprintf("%dms", d.Milliseconds())
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		m, s := int(d.Minutes()), int(d.Seconds())%60
+		if s == 0 {
+			return fmt.Sprintf("%dm", m)
+		}
+		return fmt.Sprintf("%dm %ds", m, s)
+	}
+	h, m := int(d.Hours()), int(d.Minutes())%60
+	if m == 0 {
+		return fmt.Sprintf("%dh", h)
+	}
+	return fmt.Sprintf("%dh %dm", h, m)
+}

@@ -1,0 +1,302 @@
+// Package executor is the loop engine: a pure state machine over a run state.
+//
+// It never blocks, sleeps, starts processes or talks to Kubernetes. A driver
+// (the local CLI or the Loop reconciler) asks Plan what the current state
+// needs, runs the action itself, and hands the result to Complete, which
+// evaluates, routes and enforces the limits. Both return the events to append.
+package executor
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/internal/executor/evaluate"
+	"github.com/looprun/looprun/internal/executor/interpolate"
+)
+
+// DefaultMaxCaptureBytes bounds every output kept in the run state.
+const DefaultMaxCaptureBytes = 4096
+
+// previewBytes bounds the output previews in action_complete events.
+const previewBytes = 2000
+
+// Options configure a Machine.
+type Options struct {
+	// Judge answers llm_structured evaluations; nil makes them error verdicts.
+	Judge evaluate.Judge
+	// Env resolves ${env.NAME}; nil means no variable is visible.
+	Env func(string) (string, bool)
+	// MaxCaptureBytes bounds each output kept in the run state (the tail).
+	MaxCaptureBytes int
+}
+
+// Machine runs one loop spec. It holds no run state and is safe for concurrent use.
+type Machine struct {
+	name    string
+	spec    *v1alpha1.LoopSpec
+	context map[string]any
+	opts    Options
+}
+
+// New checks spec and returns a Machine for the loop called name.
+func New(name string, spec *v1alpha1.LoopSpec, opts Options) (*Machine, error) {
+	if errs := Validate(spec); len(errs) > 0 {
+		return nil, errs.ToAggregate()
+	}
+	ctx, err := DecodeContext(spec.Context)
+	if err != nil {
+		return nil, err
+	}
+	if opts.MaxCaptureBytes <= 0 {
+		opts.MaxCaptureBytes = DefaultMaxCaptureBytes
+	}
+	return &Machine{name: name, spec: spec, context: ctx, opts: opts}, nil
+}
+
+// Spec returns the spec the machine runs.
+func (m *Machine) Spec() *v1alpha1.LoopSpec { return m.spec }
+
+// Name returns the loop's name.
+func (m *Machine) Name() string { return m.name }
+
+// DecodeContext decodes spec.context into plain values (numbers stay as written).
+func DecodeContext(in map[string]apiextensionsJSON) (map[string]any, error) {
+	out := make(map[string]any, len(in))
+	for k, v := range in {
+		if len(v.Raw) == 0 {
+			out[k] = nil
+			continue
+		}
+		dv, err := decodeJSONValue(v.Raw)
+		if err != nil {
+			return nil, fmt.Errorf("context.%s: %w", k, err)
+		}
+		out[k] = dv
+	}
+	return out, nil
+}
+
+// StepKind says what the driver must do next.
+type StepKind int
+
+const (
+	// StepAction: run Step.Action, then call Complete with its result.
+	StepAction StepKind = iota
+	// StepEvaluate: the state has no action; call Complete with a nil result.
+	StepEvaluate
+	// StepWait: nothing to do until Step.WaitUntil (backoff); call Plan again then.
+	StepWait
+	// StepDone: the run is over.
+	StepDone
+)
+
+func (k StepKind) String() string {
+	return [...]string{"Action", "Evaluate", "Wait", "Done"}[k]
+}
+
+// Action is an action to run.
+type Action struct {
+	State     string
+	Iteration int32
+	Command   string
+	Agent     bool
+	Timeout   time.Duration
+}
+
+// Step is what Plan asks of the driver.
+type Step struct {
+	Kind      StepKind
+	Action    *Action
+	WaitUntil time.Time
+}
+
+// ActionResult is what running an action produced. Output and Stderr are the
+// tails the runner kept; the machine bounds them again before storing them.
+type ActionResult struct {
+	Output          string
+	Stderr          string
+	ExitCode        int
+	Duration        time.Duration
+	OutputTruncated bool
+	StderrTruncated bool
+	// Verdict, when set, was computed by the runner over the complete output
+	// (the pod entrypoint does this) or scripted (simulate); it replaces
+	// deterministic evaluation.
+	Verdict *evaluate.Result
+}
+
+// txn accumulates the events of one call and numbers them.
+type txn struct {
+	m      *Machine
+	run    *v1alpha1.RunState
+	now    time.Time
+	events []Event
+}
+
+func (m *Machine) begin(run *v1alpha1.RunState, now time.Time) *txn {
+	return &txn{m: m, run: run, now: now}
+}
+
+func (t *txn) emit(typ string, data map[string]any) {
+	t.run.LastSeq++
+	t.events = append(t.events, Event{Seq: t.run.LastSeq, Type: typ, Time: t.now, Data: data})
+}
+
+func (t *txn) done() []Event {
+	ts := metav1.NewTime(t.now)
+	t.run.UpdatedAt = &ts
+	return t.events
+}
+
+// Start begins a new run in run (which should be empty), with the given id.
+func (m *Machine) Start(run *v1alpha1.RunState, runID string, now time.Time) []Event {
+	*run = v1alpha1.RunState{}
+	t := m.begin(run, now)
+	ts := metav1.NewTime(now)
+	run.RunID = runID
+	run.CurrentState = m.spec.Initial
+	run.StartedAt = &ts
+	run.Phase = v1alpha1.PhaseRunning
+	t.emit(EventLoopStart, map[string]any{"loop": m.name})
+	return t.done()
+}
+
+// Resume continues a run that stopped (the process died, or it was
+// interrupted). It books the time already spent, and says so when the action
+// in flight will run again. ok is false when the run cannot be resumed
+// because it completed or failed.
+func (m *Machine) Resume(run *v1alpha1.RunState, now time.Time) ([]Event, bool) {
+	if run.Phase != v1alpha1.PhaseRunning && run.Phase != v1alpha1.PhaseInterrupted && run.Phase != v1alpha1.PhaseSuspended {
+		return nil, false
+	}
+	t := m.begin(run, now)
+	if run.UpdatedAt != nil {
+		since := run.StartedAt
+		if run.ResumedAt != nil {
+			since = run.ResumedAt
+		}
+		if since != nil && run.UpdatedAt.After(since.Time) {
+			run.AccumulatedMs += run.UpdatedAt.Sub(since.Time).Milliseconds()
+		}
+	}
+	ts := metav1.NewTime(now)
+	run.ResumedAt = &ts
+	run.Phase = v1alpha1.PhaseRunning
+	run.TerminatedBy = ""
+	run.Message = ""
+	t.emit(EventLoopResume, map[string]any{"loop": m.name, "from_state": run.CurrentState, "iteration": run.Iteration})
+	if a := run.Action; a != nil {
+		t.emit(EventActionRestarted, map[string]any{"state": a.State, "iteration": a.Iteration, "action": a.Command})
+		a.StartedAt = &ts
+	}
+	return t.done(), true
+}
+
+// Interrupt stops the run where it is (Ctrl-C, a stop request). The action in
+// flight stays recorded, so Resume runs it again.
+func (m *Machine) Interrupt(run *v1alpha1.RunState, now time.Time, reason string) []Event {
+	t := m.begin(run, now)
+	t.finish(v1alpha1.TerminatedStopped, reason)
+	return t.done()
+}
+
+// Elapsed is the run's running time: time before the last resume plus time since.
+func Elapsed(run *v1alpha1.RunState, now time.Time) time.Duration {
+	since := run.StartedAt
+	if run.ResumedAt != nil {
+		since = run.ResumedAt
+	}
+	d := time.Duration(run.AccumulatedMs) * time.Millisecond
+	if since != nil {
+		d += now.Sub(since.Time)
+	}
+	return d
+}
+
+// vars builds the template variables for the current state.
+func (t *txn) vars(result *interpolate.Result) *interpolate.Vars {
+	v := &interpolate.Vars{
+		Context:   t.m.context,
+		Captured:  t.run.Captured,
+		Prev:      t.run.PrevResult,
+		Result:    result,
+		StateName: t.run.CurrentState,
+		Iteration: t.run.Iteration,
+		LoopName:  t.m.name,
+		Elapsed:   Elapsed(t.run, t.now),
+		Env:       t.m.opts.Env,
+	}
+	if t.run.StartedAt != nil {
+		v.StartedAt = t.run.StartedAt.Time
+	}
+	return v
+}
+
+// finish ends the run.
+func (t *txn) finish(by v1alpha1.TerminationReason, message string) {
+	run := t.run
+	failureTerminal := false
+	switch by {
+	case v1alpha1.TerminatedTerminal:
+		st := t.m.spec.States[run.CurrentState]
+		failureTerminal = st.IsFailure(run.CurrentState)
+		run.Phase = v1alpha1.PhaseCompleted
+		if failureTerminal {
+			run.Phase = v1alpha1.PhaseFailed
+		}
+	case v1alpha1.TerminatedMaxIterations, v1alpha1.TerminatedStopped:
+		run.Phase = v1alpha1.PhaseInterrupted
+	default:
+		run.Phase = v1alpha1.PhaseFailed
+	}
+	if by != v1alpha1.TerminatedStopped {
+		run.Action = nil
+	}
+	run.TerminatedBy = by
+	run.Message = message
+	run.NextStepAt = nil
+	data := map[string]any{
+		"final_state":      run.CurrentState,
+		"iterations":       run.Iteration,
+		"terminated_by":    string(by),
+		"failure_terminal": failureTerminal,
+	}
+	if message != "" {
+		data["error"] = message
+	}
+	t.emit(EventLoopComplete, data)
+}
+
+// IsFailureTerminal reports whether a finished run ended in a failure terminal state.
+func IsFailureTerminal(run *v1alpha1.RunState) bool {
+	return run.TerminatedBy == v1alpha1.TerminatedTerminal && run.Phase == v1alpha1.PhaseFailed
+}
+
+// judge runs an llm_structured evaluation.
+func (t *txn) judge(ctx context.Context, cfg *v1alpha1.Evaluate, output string, vars *interpolate.Vars) evaluate.Result {
+	if !t.m.spec.LLMEnabled() {
+		return evaluate.Result{Verdict: v1alpha1.VerdictError, Details: map[string]any{"error": "LLM evaluation is disabled (spec.llm.enabled: false)"}}
+	}
+	if t.m.opts.Judge == nil {
+		return evaluate.Result{Verdict: v1alpha1.VerdictError, Details: map[string]any{"error": "no LLM judge is configured (set ANTHROPIC_API_KEY)"}}
+	}
+	req := evaluate.JudgeRequest{Output: output, MinConfidence: v1alpha1.DefaultMinConfidence}
+	if cfg != nil {
+		prompt, err := interpolate.Expand(cfg.Prompt, vars)
+		if err != nil {
+			prompt = cfg.Prompt
+		}
+		req.Prompt = prompt
+		if cfg.Schema != nil {
+			req.Schema = json.RawMessage(cfg.Schema.Raw)
+		}
+		req.MinConfidence = cfg.GetMinConfidence()
+		req.UncertainSuffix = cfg.UncertainSuffix
+	}
+	return t.m.opts.Judge.Judge(ctx, req)
+}

@@ -1,0 +1,137 @@
+package executor
+
+import (
+	"fmt"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/internal/executor/interpolate"
+)
+
+// Plan says what the current state needs. It enters the state when needed
+// (checking the limits first, counting the iteration, preparing the action)
+// and returns the events that produced. Called again while an action is in
+// flight, it returns the same action and no events: that is how a driver
+// that lost track of an action (a restart) finds it again.
+func (m *Machine) Plan(run *v1alpha1.RunState, now time.Time) (Step, []Event) {
+	t := m.begin(run, now)
+	step := t.plan()
+	if len(t.events) == 0 {
+		return step, nil
+	}
+	return step, t.done()
+}
+
+func (t *txn) plan() Step {
+	run, spec := t.run, t.m.spec
+	if run.Phase.IsFinished() {
+		return Step{Kind: StepDone}
+	}
+	if a := run.Action; a != nil {
+		return Step{Kind: StepAction, Action: &Action{
+			State: a.State, Iteration: a.Iteration, Command: a.Command, Agent: a.Agent,
+			Timeout: time.Duration(a.TimeoutSeconds) * time.Second,
+		}}
+	}
+	if run.NextStepAt != nil && t.now.Before(run.NextStepAt.Time) {
+		return Step{Kind: StepWait, WaitUntil: run.NextStepAt.Time}
+	}
+	run.NextStepAt = nil
+	// Hops that run nothing (maintain restarts, exhausted retries, missing
+	// variables routed to onError) continue here; each one either counts an
+	// iteration or leaves a state for good, so the loop is bounded.
+	for hops := 0; hops <= 2*len(spec.States)+2; hops++ {
+		if run.Iteration >= spec.GetMaxIterations() {
+			t.finish(v1alpha1.TerminatedMaxIterations, "")
+			return Step{Kind: StepDone}
+		}
+		if limit := spec.GetTimeout(); limit > 0 && Elapsed(run, t.now) > limit {
+			t.finish(v1alpha1.TerminatedTimeout, fmt.Sprintf("loop timeout %s exceeded", limit))
+			return Step{Kind: StepDone}
+		}
+		st, ok := spec.States[run.CurrentState]
+		if !ok {
+			t.finish(v1alpha1.TerminatedError, fmt.Sprintf("state %q does not exist", run.CurrentState))
+			return Step{Kind: StepDone}
+		}
+		if st.Terminal {
+			if !spec.Maintain {
+				t.finish(v1alpha1.TerminatedTerminal, "")
+				return Step{Kind: StepDone}
+			}
+			t.maintainRestart(&st)
+			continue
+		}
+		if st.MaxRetries != nil && run.RetryCounts[run.CurrentState] > *st.MaxRetries {
+			if !t.retryExhausted(&st) {
+				return Step{Kind: StepDone}
+			}
+			continue
+		}
+		run.Iteration++
+		t.emit(EventStateEnter, map[string]any{"state": run.CurrentState, "iteration": run.Iteration, "iteration_count": run.Passes})
+		if st.Action == "" {
+			return Step{Kind: StepEvaluate}
+		}
+		command, err := interpolate.Expand(st.Action, t.vars(nil))
+		if err != nil {
+			if !t.actionError(&st, fmt.Errorf("state %q: action: %w", run.CurrentState, err)) {
+				return Step{Kind: StepDone}
+			}
+			continue
+		}
+		a := &Action{State: run.CurrentState, Iteration: run.Iteration, Command: command, Agent: st.IsAgent(), Timeout: st.GetTimeout()}
+		ts := metav1.NewTime(t.now)
+		run.Action = &v1alpha1.ActionStatus{
+			State: a.State, Iteration: a.Iteration, Command: a.Command, Agent: a.Agent,
+			TimeoutSeconds: int64(a.Timeout / time.Second), StartedAt: &ts,
+		}
+		t.emit(EventActionStart, map[string]any{"action": command, "is_prompt": a.Agent})
+		return Step{Kind: StepAction, Action: a}
+	}
+	t.finish(v1alpha1.TerminatedError, "the loop keeps jumping between states without running any")
+	return Step{Kind: StepDone}
+}
+
+// maintainRestart jumps from a terminal state back to onMaintain or initial.
+// The hop counts as an iteration and a pass.
+func (t *txn) maintainRestart(st *v1alpha1.State) {
+	run := t.run
+	to := st.OnMaintain
+	if to == "" {
+		to = t.m.spec.Initial
+	}
+	run.Iteration++
+	run.Passes++
+	t.emit(EventRoute, map[string]any{"from": run.CurrentState, "to": to, "reason": "maintain"})
+	delete(run.RetryCounts, run.CurrentState)
+	run.CurrentState = to
+}
+
+// retryExhausted leaves a state that re-entered itself too often. It reports
+// false when the run ended.
+func (t *txn) retryExhausted(st *v1alpha1.State) bool {
+	run := t.run
+	retries := run.RetryCounts[run.CurrentState]
+	t.emit(EventRetryExhausted, map[string]any{"state": run.CurrentState, "retries": retries, "next": st.OnRetryExhausted})
+	delete(run.RetryCounts, run.CurrentState)
+	if st.OnRetryExhausted == "" {
+		t.finish(v1alpha1.TerminatedRetryExhausted, fmt.Sprintf("state %q re-entered itself %d times", run.CurrentState, retries))
+		return false
+	}
+	run.CurrentState = st.OnRetryExhausted
+	return true
+}
+
+// actionError handles an action that could not be prepared: onError when the
+// state has it, otherwise the run ends. It reports false when the run ended.
+func (t *txn) actionError(st *v1alpha1.State, err error) bool {
+	if st.OnError == "" {
+		t.finish(v1alpha1.TerminatedError, err.Error())
+		return false
+	}
+	t.emit(EventActionError, map[string]any{"state": t.run.CurrentState, "error": err.Error(), "route": "on_error"})
+	return t.transition(st.OnError, "")
+}

@@ -1,0 +1,67 @@
+package executor
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+)
+
+type apiextensionsJSON = apiextensionsv1.JSON
+
+func decodeJSONValue(raw []byte) (any, error) {
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	var v any
+	if err := d.Decode(&v); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// Tail returns the last max bytes of s, cut at a character boundary.
+func Tail(s string, max int) string {
+	if max <= 0 || len(s) <= max {
+		return s
+	}
+	s = s[len(s)-max:]
+	for i := 0; i < utf8.UTFMax && i < len(s); i++ {
+		if utf8.RuneStart(s[i]) {
+			return s[i:]
+		}
+	}
+	return s
+}
+
+// trimOutput removes the trailing newlines of an action's output.
+func trimOutput(s string) string {
+	return strings.TrimRight(s, "\r\n")
+}
+
+// detailsJSON encodes evaluator details for the run state.
+func detailsJSON(d map[string]any) *apiextensionsv1.JSON {
+	if len(d) == 0 {
+		return nil
+	}
+	b, err := json.Marshal(d)
+	if err != nil {
+		b = []byte(fmt.Sprintf(`{"error":%q}`, err.Error()))
+	}
+	return &apiextensionsv1.JSON{Raw: b}
+}
+
+// decodeDetails reads back details stored by detailsJSON.
+func decodeDetails(j *apiextensionsv1.JSON) map[string]any {
+	if j == nil {
+		return nil
+	}
+	v, err := decodeJSONValue(j.Raw)
+	if err != nil {
+		return nil
+	}
+	m, _ := v.(map[string]any)
+	return m
+}

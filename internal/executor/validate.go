@@ -1,0 +1,287 @@
+package executor
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/internal/executor/evaluate"
+	"github.com/looprun/looprun/internal/executor/interpolate"
+)
+
+// Validate checks a spec: what the CRD schema checks and more (templates,
+// evaluator fields, captured names). Every error names the field, such as
+// spec.states[check].evaluate.operator.
+func Validate(spec *v1alpha1.LoopSpec) field.ErrorList {
+	var errs field.ErrorList
+	root := field.NewPath("spec")
+	if len(spec.States) == 0 {
+		errs = append(errs, field.Required(root.Child("states"), "a loop needs at least one state"))
+	}
+	if spec.Initial == "" {
+		errs = append(errs, field.Required(root.Child("initial"), "name the state the loop starts in"))
+	} else if _, ok := spec.States[spec.Initial]; !ok && len(spec.States) > 0 {
+		errs = append(errs, field.NotFound(root.Child("initial"), spec.Initial))
+	}
+	errs = append(errs, validateLimits(spec, root)...)
+	if _, err := DecodeContext(spec.Context); err != nil {
+		errs = append(errs, field.Invalid(root.Child("context"), "", err.Error()))
+	}
+	captured := map[string]bool{}
+	terminal := false
+	for _, st := range spec.States {
+		if st.Capture != "" {
+			captured[st.Capture] = true
+		}
+		terminal = terminal || st.Terminal
+	}
+	if !terminal && len(spec.States) > 0 {
+		errs = append(errs, field.Required(root.Child("states"), "at least one state must be terminal"))
+	}
+	for _, name := range sortedStates(spec) {
+		st := spec.States[name]
+		errs = append(errs, validateState(spec, name, &st, captured, root.Child("states").Key(name))...)
+	}
+	return errs
+}
+
+func sortedStates(spec *v1alpha1.LoopSpec) []string {
+	names := make([]string, 0, len(spec.States))
+	for n := range spec.States {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+func validateLimits(spec *v1alpha1.LoopSpec, root *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if spec.MaxIterations != nil && *spec.MaxIterations < 1 {
+		errs = append(errs, field.Invalid(root.Child("maxIterations"), *spec.MaxIterations, "must be at least 1"))
+	}
+	if spec.MaxEdgeRevisits != nil && *spec.MaxEdgeRevisits < 1 {
+		errs = append(errs, field.Invalid(root.Child("maxEdgeRevisits"), *spec.MaxEdgeRevisits, "must be at least 1"))
+	}
+	if spec.Timeout != nil && spec.Timeout.Duration <= 0 {
+		errs = append(errs, field.Invalid(root.Child("timeout"), spec.Timeout.Duration.String(), "must be positive"))
+	}
+	if spec.Backoff != nil && spec.Backoff.Duration < 0 {
+		errs = append(errs, field.Invalid(root.Child("backoff"), spec.Backoff.Duration.String(), "must not be negative"))
+	}
+	if l := spec.LLM; l != nil {
+		p := root.Child("llm")
+		if l.MaxTokens != nil && *l.MaxTokens < 1 {
+			errs = append(errs, field.Invalid(p.Child("maxTokens"), *l.MaxTokens, "must be at least 1"))
+		}
+		if l.Timeout != nil && l.Timeout.Duration <= 0 {
+			errs = append(errs, field.Invalid(p.Child("timeout"), l.Timeout.Duration.String(), "must be positive"))
+		}
+	}
+	return errs
+}
+
+func validateState(spec *v1alpha1.LoopSpec, name string, st *v1alpha1.State, captured map[string]bool, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if st.ActionType != "" && st.ActionType != v1alpha1.ActionShell && st.ActionType != v1alpha1.ActionAgent {
+		errs = append(errs, field.NotSupported(p.Child("actionType"), st.ActionType, []string{"shell", "agent"}))
+	}
+	if st.Timeout != nil && st.Timeout.Duration <= 0 {
+		errs = append(errs, field.Invalid(p.Child("timeout"), st.Timeout.Duration.String(), "must be positive"))
+	}
+	errs = append(errs, checkTemplate(st.Action, captured, p.Child("action"))...)
+	errs = append(errs, validateTargets(spec, st, p)...)
+	if !st.Terminal && st.Next == "" && len(st.Route) == 0 && st.OnSuccess == "" && st.OnFailure == "" && st.OnError == "" {
+		errs = append(errs, field.Required(p, fmt.Sprintf("state %q has no way out: set next, route, onSuccess, onFailure or onError, or make it terminal", name)))
+	}
+	if st.MaxRetries != nil && *st.MaxRetries < 1 {
+		errs = append(errs, field.Invalid(p.Child("maxRetries"), *st.MaxRetries, "must be at least 1"))
+	}
+	if (st.MaxRetries != nil) != (st.OnRetryExhausted != "") {
+		errs = append(errs, field.Required(p.Child("onRetryExhausted"), "maxRetries and onRetryExhausted go together"))
+	}
+	if st.Evaluate != nil {
+		errs = append(errs, validateEvaluate(st.Evaluate, captured, p.Child("evaluate"))...)
+	}
+	return errs
+}
+
+func validateTargets(spec *v1alpha1.LoopSpec, st *v1alpha1.State, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	check := func(fp *field.Path, target string, current bool) {
+		switch {
+		case target == "":
+			return
+		case target == v1alpha1.CurrentStateToken && current:
+			return
+		case target == v1alpha1.CurrentStateToken:
+			errs = append(errs, field.Invalid(fp, target, "$current is only allowed in route, onSuccess, onFailure and onError"))
+		case interpolate.HasReferences(target):
+			errs = append(errs, field.Invalid(fp, target, "route targets must name a state; templates are not allowed"))
+		default:
+			if _, ok := spec.States[target]; !ok {
+				errs = append(errs, field.NotFound(fp, target))
+			}
+		}
+	}
+	check(p.Child("onSuccess"), st.OnSuccess, true)
+	check(p.Child("onFailure"), st.OnFailure, true)
+	check(p.Child("onError"), st.OnError, true)
+	check(p.Child("next"), st.Next, false)
+	check(p.Child("onMaintain"), st.OnMaintain, false)
+	check(p.Child("onRetryExhausted"), st.OnRetryExhausted, false)
+	seen := map[string]string{}
+	for _, k := range sortedKeys(st.Route) {
+		fp := p.Child("route").Key(k)
+		if k == "" {
+			errs = append(errs, field.Invalid(fp, k, "a route key must name a verdict, or be _ or _error"))
+			continue
+		}
+		if other, dup := seen[v1alpha1.CanonicalVerdict(k)]; dup {
+			errs = append(errs, field.Duplicate(fp, fmt.Sprintf("%s (same verdict as %s)", k, other)))
+		}
+		seen[v1alpha1.CanonicalVerdict(k)] = k
+		check(fp, st.Route[k], true)
+	}
+	return errs
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// checkTemplate reports syntax errors and references to captures no state makes.
+func checkTemplate(tmpl string, captured map[string]bool, p *field.Path) field.ErrorList {
+	if !interpolate.HasReferences(tmpl) {
+		return nil
+	}
+	if err := interpolate.Check(tmpl); err != nil {
+		return field.ErrorList{field.Invalid(p, tmpl, err.Error())}
+	}
+	var errs field.ErrorList
+	for _, r := range interpolate.References(tmpl) {
+		if r.Namespace == "captured" && !r.Guarded && !captured[r.Path[0]] {
+			errs = append(errs, field.Invalid(p, tmpl, fmt.Sprintf("${captured.%s...}: no state captures %q", r.Path[0], r.Path[0])))
+		}
+	}
+	return errs
+}
+
+func validateEvaluate(e *v1alpha1.Evaluate, captured map[string]bool, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	types := []string{"exit_code", "output_numeric", "output_json", "output_contains", "convergence", "classify", "llm_structured"}
+	if !evaluate.IsDeterministic(e.Type) && e.Type != v1alpha1.EvalLLMStructured {
+		return append(errs, field.NotSupported(p.Child("type"), e.Type, types))
+	}
+	if e.Operator != "" && !contains(evaluate.Operators, e.Operator) {
+		errs = append(errs, field.NotSupported(p.Child("operator"), e.Operator, evaluate.Operators))
+	}
+	if e.Direction != "" && e.Direction != "minimize" && e.Direction != "maximize" {
+		errs = append(errs, field.NotSupported(p.Child("direction"), e.Direction, []string{"minimize", "maximize"}))
+	}
+	if mc := e.MinConfidence; mc != nil && (*mc < 0 || *mc > 1) {
+		errs = append(errs, field.Invalid(p.Child("minConfidence"), *mc, "must be between 0 and 1"))
+	}
+	switch e.Type {
+	case v1alpha1.EvalOutputNumeric, v1alpha1.EvalConvergence:
+		errs = append(errs, checkNumberField(e.Target, numberRequired, captured, p.Child("target"))...)
+		errs = append(errs, checkNumberField(e.Tolerance, numberNonNegative, captured, p.Child("tolerance"))...)
+	case v1alpha1.EvalOutputJSON:
+		if e.Path == "" {
+			errs = append(errs, field.Required(p.Child("path"), "output_json needs a path"))
+		}
+		if e.Target == nil {
+			errs = append(errs, field.Required(p.Child("target"), "output_json needs a target"))
+		}
+	case v1alpha1.EvalOutputContains:
+		if e.Pattern == "" {
+			errs = append(errs, field.Required(p.Child("pattern"), "output_contains needs a pattern"))
+		}
+	case v1alpha1.EvalLLMStructured:
+		errs = append(errs, checkSchema(e.Schema, p.Child("schema"))...)
+	}
+	if e.Line != nil && e.Line.Type == intstr.String && e.Line.StrVal != "first" && e.Line.StrVal != "last" {
+		errs = append(errs, field.Invalid(p.Child("line"), e.Line.StrVal, "must be first, last or a line index"))
+	}
+	for _, f := range []struct {
+		name, tmpl string
+	}{{"source", e.Source}, {"previous", e.Previous}, {"prompt", e.Prompt}} {
+		errs = append(errs, checkTemplate(f.tmpl, captured, p.Child(f.name))...)
+	}
+	return errs
+}
+
+// Rules for number-or-template fields.
+const (
+	numberRequired = 1 << iota
+	numberNonNegative
+)
+
+// checkNumberField checks a number-or-template field.
+func checkNumberField(j *apiextensionsv1.JSON, rules int, captured map[string]bool, p *field.Path) field.ErrorList {
+	if j == nil {
+		if rules&numberRequired != 0 {
+			return field.ErrorList{field.Required(p, "a number or a template is required")}
+		}
+		return nil
+	}
+	v, err := decodeJSONValue(j.Raw)
+	if err != nil {
+		return field.ErrorList{field.Invalid(p, string(j.Raw), err.Error())}
+	}
+	switch t := v.(type) {
+	case json.Number:
+		f, err := t.Float64()
+		if err != nil {
+			return field.ErrorList{field.Invalid(p, t.String(), "must be a number")}
+		}
+		if rules&numberNonNegative != 0 && f < 0 {
+			return field.ErrorList{field.Invalid(p, t.String(), "must not be negative")}
+		}
+		return nil
+	case string:
+		if !interpolate.HasReferences(t) {
+			if _, err := json.Number(strings.TrimSpace(t)).Float64(); err != nil {
+				return field.ErrorList{field.Invalid(p, t, "must be a number or a ${...} template")}
+			}
+		}
+		return checkTemplate(t, captured, p)
+	}
+	return field.ErrorList{field.Invalid(p, string(j.Raw), "must be a number or a ${...} template")}
+}
+
+func checkSchema(j *apiextensionsv1.JSON, p *field.Path) field.ErrorList {
+	if j == nil {
+		return nil
+	}
+	var s struct {
+		Type       string                     `json:"type"`
+		Properties map[string]json.RawMessage `json:"properties"`
+	}
+	if err := json.Unmarshal(j.Raw, &s); err != nil {
+		return field.ErrorList{field.Invalid(p, "", "must be a JSON schema object: "+err.Error())}
+	}
+	if _, ok := s.Properties["verdict"]; !ok {
+		return field.ErrorList{field.Required(p.Child("properties", "verdict"), "the answer schema must have a verdict property")}
+	}
+	return nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

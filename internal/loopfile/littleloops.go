@@ -1,0 +1,468 @@
+package loopfile
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/looprun/looprun/api/v1alpha1"
+)
+
+// reader converts one little-loops document, collecting warnings and errors.
+type reader struct {
+	opts     Options
+	warnings []string
+	errs     []string
+}
+
+func (r *reader) warn(format string, args ...any) {
+	r.warnings = append(r.warnings, fmt.Sprintf(format, args...))
+}
+
+func (r *reader) fail(format string, args ...any) {
+	r.errs = append(r.errs, fmt.Sprintf(format, args...))
+}
+
+// Top-level keys little-loops knows that looprun does not use.
+var ignoredTopLevel = map[string]string{
+	"scope": "scope locks", "singleton": "scope locks", "on_handoff": "context handoff",
+	"category": "catalogue metadata", "labels": "catalogue metadata", "visibility": "catalogue metadata",
+	"commands": "catalogue metadata", "targets": "catalogue metadata", "parameters": "typed parameters",
+	"input_key": "positional input", "required_inputs": "positional input", "config": "ll-config overrides",
+	"circuit": "the repeated-failure circuit", "host_guard": "the host memory guard",
+	"prompt_size_guard": "the prompt size guard", "on_max_steps": "the max_steps summary state",
+	"on_max_iterations": "the full-pass summary state", "default_idle_timeout": "idle timeouts",
+	"pruning_profile": "Claude harness settings", "tamper_guard": "Claude harness settings",
+	"prepatch_check": "Claude harness settings", "session_mode": "Claude harness settings",
+	"artifact_versioning": "Claude harness settings",
+}
+
+// State keys little-loops knows that looprun does not use.
+var ignoredStateKeys = map[string]string{
+	"idle_timeout": "idle timeouts", "append_to_messages": "the messages log",
+	"retryable_exit_codes": "retryable exit codes", "max_rate_limit_retries": "rate-limit retries",
+	"on_rate_limit_exhausted": "rate-limit retries", "rate_limit_backoff_base_seconds": "rate-limit retries",
+	"rate_limit_max_wait_seconds": "rate-limit retries", "rate_limit_long_wait_ladder": "rate-limit retries",
+	"agent": "Claude CLI options", "tools": "Claude CLI options", "model": "Claude CLI options",
+	"effort": "Claude CLI options", "request_path": "Claude CLI options", "session_mode": "Claude CLI options",
+	"pruning_profile": "Claude CLI options", "throttle": "the throttle", "on_throttle_hard": "the throttle",
+	"cost_ceiling": "cost ceilings", "tamper_guard": "harness guards", "prepatch_check": "harness guards",
+	"with": "fragment parameters", "description": "",
+}
+
+// State keys that change what a state does; a loop using them cannot run faithfully.
+var unsupportedStateKeys = map[string]string{
+	"loop": "sub-loops (loop:) are not supported", "context_passthrough": "sub-loops (loop:) are not supported",
+	"worktree": "sub-loops (loop:) are not supported", "params": "MCP tool actions are not supported",
+	"type": "learning states are not supported", "learning": "learning states are not supported",
+}
+
+func (r *reader) littleLoops(doc map[string]any, dir string) (*v1alpha1.Loop, error) {
+	doc, err := r.inherit(doc, dir, map[string]bool{})
+	if err != nil {
+		return nil, err
+	}
+	if err := flow(doc); err != nil {
+		return nil, err
+	}
+	if err := r.fragments(doc, dir); err != nil {
+		return nil, err
+	}
+	var missing []string
+	for _, k := range []string{"name", "initial", "states"} {
+		if _, ok := doc[k]; !ok {
+			missing = append(missing, k)
+		}
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("missing required fields: %s", strings.Join(missing, ", "))
+	}
+	name := r.str(doc, "name", "name")
+	spec := v1alpha1.LoopSpec{Initial: r.str(doc, "initial", "initial")}
+	r.topLevel(doc, &spec)
+	states, ok := doc["states"].(map[string]any)
+	if !ok {
+		return nil, errors.New("states: must be a mapping of state names to states")
+	}
+	defaultTimeout := r.duration(doc, "default_timeout", "default_timeout")
+	spec.States = make(map[string]v1alpha1.State, len(states))
+	for _, sn := range sortedMapKeys(states) {
+		sm, ok := states[sn].(map[string]any)
+		if !ok {
+			r.fail("states.%s: must be a mapping", sn)
+			continue
+		}
+		st := r.state(sn, sm)
+		if st.Timeout == nil && defaultTimeout != nil && !st.Terminal {
+			st.Timeout = defaultTimeout
+		}
+		spec.States[sn] = st
+	}
+	if len(r.errs) > 0 {
+		return nil, errors.New(strings.Join(r.errs, "; "))
+	}
+	loop := NewLoop(name, spec)
+	if d, ok := doc["description"].(string); ok && d != "" {
+		loop.Annotations = map[string]string{"looprun.io/description": strings.TrimSpace(d)}
+	}
+	return loop, nil
+}
+
+func (r *reader) topLevel(doc map[string]any, spec *v1alpha1.LoopSpec) {
+	for _, k := range sortedMapKeys(doc) {
+		v := doc[k]
+		switch k {
+		case "name", "initial", "states", "description", "default_timeout":
+		case "context":
+			ctx, ok := v.(map[string]any)
+			if !ok {
+				r.fail("context: must be a mapping")
+				continue
+			}
+			spec.Context = map[string]apiextensionsv1.JSON{}
+			for ck, cv := range ctx {
+				spec.Context[ck] = toJSON(cv)
+			}
+		case "max_steps":
+			spec.MaxIterations = r.int32p(doc, k, k)
+		case "max_iterations":
+			if _, both := doc["max_steps"]; both {
+				r.warn("max_iterations: with max_steps it caps maintain-mode passes, which looprun does not support; ignored")
+				continue
+			}
+			spec.MaxIterations = r.int32p(doc, k, k)
+		case "max_edge_revisits":
+			spec.MaxEdgeRevisits = r.int32p(doc, k, k)
+		case "timeout":
+			spec.Timeout = r.duration(doc, k, k)
+		case "backoff":
+			spec.Backoff = r.duration(doc, k, k)
+		case "maintain":
+			spec.Maintain = r.boolean(doc, k, k)
+		case "llm":
+			spec.LLM = r.llm(v)
+		default:
+			if why, ok := ignoredTopLevel[k]; ok {
+				r.warn("%s: %s is not supported by looprun; ignored", k, why)
+			} else if !strings.HasSuffix(k, "_ok") {
+				r.warn("%s: unknown key; ignored", k)
+			}
+		}
+	}
+}
+
+func (r *reader) llm(v any) *v1alpha1.LLMSpec {
+	m, ok := v.(map[string]any)
+	if !ok {
+		r.fail("llm: must be a mapping")
+		return nil
+	}
+	l := &v1alpha1.LLMSpec{}
+	for _, k := range sortedMapKeys(m) {
+		path := "llm." + k
+		switch k {
+		case "enabled":
+			b := r.boolean(m, k, path)
+			l.Enabled = &b
+		case "model":
+			l.Model = r.str(m, k, path)
+		case "max_tokens":
+			l.MaxTokens = r.int32p(m, k, path)
+		case "timeout":
+			l.Timeout = r.duration(m, k, path)
+		case "base_url":
+			l.BaseURL = r.str(m, k, path)
+		case "effort":
+			r.warn("%s: not supported by looprun; ignored", path)
+		default:
+			r.warn("%s: unknown key; ignored", path)
+		}
+	}
+	return l
+}
+
+func (r *reader) state(name string, m map[string]any) v1alpha1.State {
+	var st v1alpha1.State
+	p := "states." + name
+	extra := map[string]string{}
+	_, hasRoute := m["route"]
+	for _, k := range sortedMapKeys(m) {
+		fp := p + "." + k
+		switch k {
+		case "action":
+			st.Action = r.str(m, k, fp)
+		case "action_type":
+			switch t := r.str(m, k, fp); t {
+			case "shell":
+				st.ActionType = v1alpha1.ActionShell
+			case "prompt", "slash_command":
+				st.ActionType = v1alpha1.ActionAgent
+			default:
+				r.fail("%s: action type %q is not supported (shell, prompt, slash_command)", fp, t)
+			}
+		case "evaluate":
+			st.Evaluate = r.evaluate(m[k], fp)
+		case "route":
+			st.Route = r.route(m[k], fp)
+		case "next":
+			st.Next = r.str(m, k, fp)
+		case "terminal":
+			st.Terminal = r.boolean(m, k, fp)
+		case "failure":
+			b := r.boolean(m, k, fp)
+			st.Failure = &b
+		case "capture":
+			st.Capture = r.str(m, k, fp)
+		case "timeout":
+			st.Timeout = r.duration(m, k, fp)
+		case "on_maintain":
+			st.OnMaintain = r.str(m, k, fp)
+		case "max_retries":
+			st.MaxRetries = r.int32p(m, k, fp)
+		case "on_retry_exhausted":
+			st.OnRetryExhausted = r.str(m, k, fp)
+		default:
+			r.stateExtra(m, k, fp, hasRoute, &st, extra)
+		}
+	}
+	if len(extra) > 0 {
+		if st.Route == nil {
+			st.Route = map[string]string{}
+		}
+		for k, v := range extra {
+			st.Route[k] = v
+		}
+	}
+	return st
+}
+
+// stateExtra handles shorthand routes and the keys looprun does not support.
+func (r *reader) stateExtra(m map[string]any, k, fp string, hasRoute bool, st *v1alpha1.State, extra map[string]string) {
+	if why, ok := unsupportedStateKeys[k]; ok {
+		r.fail("%s: %s", fp, why)
+		return
+	}
+	if why, ok := ignoredStateKeys[k]; ok {
+		if why != "" {
+			r.warn("%s: %s is not supported by looprun; ignored", fp, why)
+		}
+		return
+	}
+	if !strings.HasPrefix(k, "on_") {
+		r.warn("%s: unknown key; ignored", fp)
+		return
+	}
+	if hasRoute {
+		r.warn("%s: ignored because the state has a route table (as in little-loops)", fp)
+		return
+	}
+	target := r.str(m, k, fp)
+	switch k {
+	case "on_yes", "on_success":
+		st.OnSuccess = target
+	case "on_no", "on_failure":
+		st.OnFailure = target
+	case "on_error":
+		st.OnError = target
+	default:
+		extra[v1alpha1.CanonicalVerdict(strings.TrimPrefix(k, "on_"))] = target
+	}
+}
+
+func (r *reader) route(v any, fp string) map[string]string {
+	m, ok := v.(map[string]any)
+	if !ok {
+		r.fail("%s: must be a mapping of verdicts to states", fp)
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for k := range m {
+		out[v1alpha1.CanonicalVerdict(k)] = r.str(m, k, fp+"."+k)
+	}
+	return out
+}
+
+func (r *reader) evaluate(v any, fp string) *v1alpha1.Evaluate {
+	m, ok := v.(map[string]any)
+	if !ok {
+		r.fail("%s: must be a mapping", fp)
+		return nil
+	}
+	e := &v1alpha1.Evaluate{}
+	for _, k := range sortedMapKeys(m) {
+		kp := fp + "." + k
+		switch k {
+		case "type":
+			e.Type = v1alpha1.EvaluatorType(r.str(m, k, kp))
+			switch e.Type {
+			case v1alpha1.EvalExitCode, v1alpha1.EvalOutputNumeric, v1alpha1.EvalOutputJSON, v1alpha1.EvalOutputContains,
+				v1alpha1.EvalConvergence, v1alpha1.EvalClassify, v1alpha1.EvalLLMStructured:
+			default:
+				r.fail("%s: evaluator %q is not supported", kp, e.Type)
+			}
+		case "operator":
+			e.Operator = r.str(m, k, kp)
+		case "target":
+			j := toJSON(m[k])
+			e.Target = &j
+		case "tolerance":
+			j := toJSON(m[k])
+			e.Tolerance = &j
+		case "schema":
+			j := toJSON(m[k])
+			e.Schema = &j
+		case "pattern":
+			e.Pattern = r.str(m, k, kp)
+		case "negate":
+			e.Negate = r.boolean(m, k, kp)
+		case "path":
+			e.Path = r.str(m, k, kp)
+		case "key":
+			e.Key = r.str(m, k, kp)
+		case "direction":
+			e.Direction = r.str(m, k, kp)
+		case "previous":
+			e.Previous = r.str(m, k, kp)
+		case "source":
+			e.Source = r.str(m, k, kp)
+		case "prompt":
+			e.Prompt = r.str(m, k, kp)
+		case "uncertain_suffix":
+			e.UncertainSuffix = r.boolean(m, k, kp)
+		case "min_confidence":
+			f := r.number(m, k, kp)
+			e.MinConfidence = &f
+		case "error_patterns":
+			e.ErrorPatterns = r.strings(m, k, kp)
+		case "line":
+			e.Line = r.line(m, k, kp)
+		default:
+			r.warn("%s: unknown evaluator key; ignored", kp)
+		}
+	}
+	return e
+}
+
+func (r *reader) line(m map[string]any, k, fp string) *intstr.IntOrString {
+	switch v := m[k].(type) {
+	case json.Number:
+		i, err := v.Int64()
+		if err != nil {
+			r.fail("%s: must be first, last or an integer", fp)
+			return nil
+		}
+		l := intstr.FromInt32(int32(i))
+		return &l
+	case string:
+		l := intstr.FromString(v)
+		return &l
+	}
+	r.fail("%s: must be first, last or an integer", fp)
+	return nil
+}
+
+func (r *reader) str(m map[string]any, k, fp string) string {
+	switch v := m[k].(type) {
+	case string:
+		return v
+	case json.Number:
+		return v.String()
+	case nil:
+		return ""
+	}
+	r.fail("%s: must be a string", fp)
+	return ""
+}
+
+func (r *reader) strings(m map[string]any, k, fp string) []string {
+	list, ok := m[k].([]any)
+	if !ok {
+		r.fail("%s: must be a list of strings", fp)
+		return nil
+	}
+	out := make([]string, 0, len(list))
+	for i := range list {
+		out = append(out, r.str(map[string]any{"v": list[i]}, "v", fmt.Sprintf("%s[%d]", fp, i)))
+	}
+	return out
+}
+
+func (r *reader) boolean(m map[string]any, k, fp string) bool {
+	b, ok := m[k].(bool)
+	if !ok {
+		r.fail("%s: must be true or false", fp)
+	}
+	return b
+}
+
+func (r *reader) number(m map[string]any, k, fp string) float64 {
+	n, ok := m[k].(json.Number)
+	if !ok {
+		r.fail("%s: must be a number", fp)
+		return 0
+	}
+	f, err := n.Float64()
+	if err != nil {
+		r.fail("%s: %v", fp, err)
+	}
+	return f
+}
+
+func (r *reader) int32p(m map[string]any, k, fp string) *int32 {
+	f := r.number(m, k, fp)
+	if f != math.Trunc(f) || f > math.MaxInt32 || f < math.MinInt32 {
+		r.fail("%s: must be a whole number", fp)
+		return nil
+	}
+	i := int32(f)
+	return &i
+}
+
+// duration reads seconds (little-loops) or a Go duration string ("90s").
+func (r *reader) duration(m map[string]any, k, fp string) *metav1.Duration {
+	switch v := m[k].(type) {
+	case nil:
+		return nil
+	case json.Number:
+		f, err := v.Float64()
+		if err != nil {
+			r.fail("%s: %v", fp, err)
+			return nil
+		}
+		return &metav1.Duration{Duration: time.Duration(f * float64(time.Second))}
+	case string:
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			r.fail("%s: must be seconds or a duration such as 90s: %v", fp, err)
+			return nil
+		}
+		return &metav1.Duration{Duration: d}
+	}
+	r.fail("%s: must be seconds or a duration such as 90s", fp)
+	return nil
+}
+
+func toJSON(v any) apiextensionsv1.JSON {
+	b, err := json.Marshal(v)
+	if err != nil {
+		b = []byte("null")
+	}
+	return apiextensionsv1.JSON{Raw: b}
+}
+
+func sortedMapKeys(m map[string]any) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

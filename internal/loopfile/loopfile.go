@@ -1,0 +1,158 @@
+// Package loopfile reads loop files: Loop manifests (looprun.io/v1alpha1) and
+// little-loops YAML files (snake_case, on_yes/on_no, max_steps, flow:,
+// import:/fragment: libraries, from: inheritance). Both give the same Loop.
+//
+// Nothing is dropped silently: keys looprun does not know, or knows but does
+// not support, are reported as warnings; features whose absence would change
+// what the loop does (sub-loops, MCP actions) are errors.
+package loopfile
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/looprun/looprun/api/v1alpha1"
+)
+
+// Format names the kind of file a loop came from.
+type Format string
+
+// The formats.
+const (
+	FormatManifest    Format = "manifest"
+	FormatLittleLoops Format = "little-loops"
+)
+
+// File is a loop read from a file.
+type File struct {
+	Loop     *v1alpha1.Loop
+	Format   Format
+	Warnings []string
+}
+
+// Options say where to look for the files a loop refers to.
+type Options struct {
+	// LoopsDir holds named loops and libraries (default .loops).
+	LoopsDir string
+}
+
+// Load reads the loop in path.
+func Load(path string, opts Options) (*File, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	f, err := parse(data, filepath.Dir(path), opts)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return f, nil
+}
+
+// Parse reads a loop from data; relative references resolve against dir.
+func Parse(data []byte, dir string, opts Options) (*File, error) {
+	return parse(data, dir, opts)
+}
+
+// Resolve finds the file of a loop given as a path or a name: the path
+// itself, then LoopsDir/NAME.yaml, NAME.fsm.yaml and NAME.yml.
+func Resolve(nameOrPath string, opts Options) (string, error) {
+	if st, err := os.Stat(nameOrPath); err == nil && !st.IsDir() {
+		return nameOrPath, nil
+	}
+	dir := opts.LoopsDir
+	if dir == "" {
+		dir = ".loops"
+	}
+	for _, ext := range []string{".yaml", ".fsm.yaml", ".yml"} {
+		p := filepath.Join(dir, nameOrPath+ext)
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("no loop file %q (looked for it as a path and in %s)", nameOrPath, dir)
+}
+
+func parse(data []byte, dir string, opts Options) (*File, error) {
+	doc, err := decodeYAML(data)
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := doc["kind"]; ok {
+		return parseManifest(data)
+	}
+	if _, ok := doc["apiVersion"]; ok {
+		return parseManifest(data)
+	}
+	r := &reader{opts: opts}
+	loop, err := r.littleLoops(doc, dir)
+	if err != nil {
+		return nil, err
+	}
+	return &File{Loop: loop, Format: FormatLittleLoops, Warnings: r.warnings}, nil
+}
+
+// decodeYAML decodes YAML into plain values, keeping numbers as written.
+func decodeYAML(data []byte) (map[string]any, error) {
+	j, err := yaml.YAMLToJSON(data)
+	if err != nil {
+		return nil, fmt.Errorf("not valid YAML: %w", err)
+	}
+	d := json.NewDecoder(bytes.NewReader(j))
+	d.UseNumber()
+	var v any
+	if err := d.Decode(&v); err != nil {
+		return nil, err
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, errors.New("a loop file must be a YAML mapping")
+	}
+	return m, nil
+}
+
+func parseManifest(data []byte) (*File, error) {
+	var loop v1alpha1.Loop
+	if err := yaml.UnmarshalStrict(data, &loop); err != nil {
+		return nil, fmt.Errorf("Loop manifest: %w", err)
+	}
+	if loop.APIVersion != v1alpha1.GroupVersion.String() || loop.Kind != "Loop" {
+		return nil, fmt.Errorf("expected apiVersion %s and kind Loop, got %q and %q", v1alpha1.GroupVersion, loop.APIVersion, loop.Kind)
+	}
+	if loop.Name == "" {
+		return nil, errors.New("metadata.name is required")
+	}
+	return &File{Loop: &loop, Format: FormatManifest}, nil
+}
+
+var dnsUnsafe = regexp.MustCompile(`[^a-z0-9-]+`)
+
+// KubernetesName turns a loop name into a valid object name.
+func KubernetesName(name string) string {
+	n := strings.Trim(dnsUnsafe.ReplaceAllString(strings.ToLower(name), "-"), "-")
+	if len(n) > 63 {
+		n = strings.TrimRight(n[:63], "-")
+	}
+	if n == "" {
+		n = "loop"
+	}
+	return n
+}
+
+// NewLoop wraps a spec into a Loop object.
+func NewLoop(name string, spec v1alpha1.LoopSpec) *v1alpha1.Loop {
+	return &v1alpha1.Loop{
+		TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: "Loop"},
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec:       spec,
+	}
+}

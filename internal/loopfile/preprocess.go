@@ -1,0 +1,198 @@
+package loopfile
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// deepMerge returns base overlaid with over: objects merge key by key,
+// everything else (scalars, lists) is replaced.
+func deepMerge(base, over map[string]any) map[string]any {
+	out := make(map[string]any, len(base)+len(over))
+	for k, v := range base {
+		out[k] = v
+	}
+	for k, v := range over {
+		if bm, ok := out[k].(map[string]any); ok {
+			if om, ok := v.(map[string]any); ok {
+				out[k] = deepMerge(bm, om)
+				continue
+			}
+		}
+		out[k] = v
+	}
+	return out
+}
+
+// findFile resolves a referenced loop or library: a path relative to the
+// referring file, then the loops directory, with .yaml and .fsm.yaml tried.
+func (r *reader) findFile(ref, dir string) (string, error) {
+	loopsDir := r.opts.LoopsDir
+	if loopsDir == "" {
+		loopsDir = ".loops"
+	}
+	var tried []string
+	for _, base := range []string{dir, loopsDir} {
+		for _, ext := range []string{"", ".yaml", ".fsm.yaml"} {
+			p := ref + ext
+			if !filepath.IsAbs(p) {
+				p = filepath.Join(base, p)
+			}
+			tried = append(tried, p)
+			if st, err := os.Stat(p); err == nil && !st.IsDir() {
+				return p, nil
+			}
+		}
+	}
+	return "", fmt.Errorf("%q not found (tried %s)", ref, strings.Join(tried, ", "))
+}
+
+// inherit resolves from: PARENT, parent first, child winning.
+func (r *reader) inherit(doc map[string]any, dir string, seen map[string]bool) (map[string]any, error) {
+	parentRef, ok := doc["from"].(string)
+	if !ok {
+		if _, present := doc["from"]; present {
+			return nil, errors.New("from: must name a loop")
+		}
+		return doc, nil
+	}
+	path, err := r.findFile(parentRef, dir)
+	if err != nil {
+		return nil, fmt.Errorf("from: %w", err)
+	}
+	abs, _ := filepath.Abs(path)
+	if seen[abs] {
+		return nil, fmt.Errorf("from: inheritance cycle through %s", path)
+	}
+	seen[abs] = true
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("from: %w", err)
+	}
+	parent, err := decodeYAML(data)
+	if err != nil {
+		return nil, fmt.Errorf("from: %s: %w", path, err)
+	}
+	parent, err = r.inherit(parent, filepath.Dir(path), seen)
+	if err != nil {
+		return nil, err
+	}
+	child := make(map[string]any, len(doc))
+	for k, v := range doc {
+		if k != "from" {
+			child[k] = v
+		}
+	}
+	return deepMerge(parent, child), nil
+}
+
+// flow expands flow: [a, b, "c?yes:no", d] into states.
+func flow(doc map[string]any) error {
+	raw, ok := doc["flow"]
+	if !ok {
+		return nil
+	}
+	list, ok := raw.([]any)
+	if !ok || len(list) == 0 {
+		return errors.New("flow: must be a non-empty list of state names")
+	}
+	defs, _ := doc["state_defs"].(map[string]any)
+	states := map[string]any{}
+	for i, e := range list {
+		entry, ok := e.(string)
+		if !ok || strings.TrimSpace(entry) == "" {
+			return fmt.Errorf("flow[%d]: must be a state name", i)
+		}
+		st := map[string]any{}
+		name := entry
+		if q := strings.Index(entry, "?"); q >= 0 {
+			name = entry[:q]
+			yes, no, ok := strings.Cut(entry[q+1:], ":")
+			if !ok || name == "" || yes == "" || no == "" {
+				return fmt.Errorf("flow[%d]: %q must read state?yes_target:no_target", i, entry)
+			}
+			st["on_yes"], st["on_no"] = yes, no
+		} else if i < len(list)-1 {
+			next, _ := list[i+1].(string)
+			if q := strings.Index(next, "?"); q >= 0 {
+				next = next[:q]
+			}
+			st["next"] = next
+		} else {
+			st["terminal"] = true
+		}
+		if d, ok := defs[name].(map[string]any); ok {
+			st = deepMerge(st, d)
+		}
+		states[name] = st
+	}
+	doc["states"] = states
+	delete(doc, "flow")
+	delete(doc, "state_defs")
+	return nil
+}
+
+// fragments applies import: libraries and local fragments: to states that
+// say fragment: NAME (the state's own keys win).
+func (r *reader) fragments(doc map[string]any, dir string) error {
+	lib := map[string]any{}
+	if imports, ok := doc["import"]; ok {
+		list, ok := imports.([]any)
+		if !ok {
+			return errors.New("import: must be a list of library files")
+		}
+		for i, it := range list {
+			ref, _ := it.(string)
+			path, err := r.findFile(ref, dir)
+			if err != nil {
+				return fmt.Errorf("import[%d]: %w", i, err)
+			}
+			data, err := os.ReadFile(path)
+			if err != nil {
+				return fmt.Errorf("import[%d]: %w", i, err)
+			}
+			ldoc, err := decodeYAML(data)
+			if err != nil {
+				return fmt.Errorf("import[%d]: %s: %w", i, path, err)
+			}
+			if fr, ok := ldoc["fragments"].(map[string]any); ok {
+				for k, v := range fr {
+					lib[k] = v
+				}
+			}
+		}
+	}
+	if fr, ok := doc["fragments"].(map[string]any); ok {
+		for k, v := range fr {
+			lib[k] = v
+		}
+	}
+	delete(doc, "import")
+	delete(doc, "fragments")
+	states, _ := doc["states"].(map[string]any)
+	for name, raw := range states {
+		st, ok := raw.(map[string]any)
+		if !ok {
+			continue
+		}
+		ref, ok := st["fragment"].(string)
+		if !ok {
+			continue
+		}
+		frag, ok := lib[ref].(map[string]any)
+		if !ok {
+			return fmt.Errorf("states.%s.fragment: no fragment %q in the imported libraries or fragments:", name, ref)
+		}
+		merged := deepMerge(frag, st)
+		delete(merged, "fragment")
+		delete(merged, "description")
+		if _, ok := merged["with"]; ok {
+			r.warn("states.%s.with: fragment parameters are not supported; ${param.*} references will fail", name)
+		}
+		states[name] = merged
+	}
+	return nil
+}
