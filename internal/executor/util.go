@@ -33,7 +33,10 @@ func Tail(s string, max int) string {
 			return s[i:]
 		}
 	}
-	return s
+	if len(s) < utf8.UTFMax {
+		return "" // only the end of a character fits
+	}
+	return s // not UTF-8: keep the bytes
 }
 
 // trimOutput removes the trailing newlines of an action's output.

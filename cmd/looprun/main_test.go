@@ -1,0 +1,351 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/looprun/looprun/internal/eventlog"
+	"github.com/looprun/looprun/internal/localrun"
+	"github.com/looprun/looprun/internal/loopfile"
+)
+
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "looprun-cli")
+	if err != nil {
+		panic(err)
+	}
+	binary = filepath.Join(dir, "looprun")
+	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
+		panic(string(out))
+	}
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+// looprun runs the built binary in dir.
+func looprun(t *testing.T, dir string, args ...string) result {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	cmd.Dir = dir
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return result{code, out.String(), errb.String()}
+}
+
+func write(t *testing.T, dir, name, content string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+const fixLoop = `name: fixer
+initial: check
+states:
+  check:
+    action: test -f fixed
+    on_yes: done
+    on_no: fix
+  fix:
+    action: touch fixed
+    next: check
+  done:
+    terminal: true
+`
+
+func TestRunCompletes(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "fix.yaml", fixLoop)
+	r := looprun(t, dir, "run", "fix.yaml")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	for _, want := range []string{"[1] check -> fix (failure)", "[2] fix -> check", "[3] check -> done (success)", "loop ended in done after 3 iterations: terminal"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("progress lacks %q:\n%s", want, r.stderr)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "fixed")); err != nil {
+		t.Error("the action did not run in the current directory")
+	}
+	st := looprun(t, dir, "status", "fixer", "-o", "json")
+	var sf localrun.StateFile
+	if err := json.Unmarshal([]byte(st.stdout), &sf); err != nil || sf.Status != "completed" || sf.Iteration != 3 {
+		t.Errorf("status %s (%v)", st.stdout, err)
+	}
+	if r := looprun(t, dir, "status", "fixer"); !strings.Contains(r.stdout, "Status:") || !strings.Contains(r.stdout, "completed") {
+		t.Errorf("status text %q", r.stdout)
+	}
+	if r := looprun(t, dir, "list"); !strings.Contains(r.stdout, "fixer") || !strings.Contains(r.stdout, "completed") {
+		t.Errorf("list %q", r.stdout)
+	}
+	if r := looprun(t, dir, "list", "--running"); strings.Contains(r.stdout, "fixer") {
+		t.Errorf("list --running shows a completed run: %q", r.stdout)
+	}
+	h := looprun(t, dir, "history", "fixer", "--tail", "2")
+	lines := strings.Split(strings.TrimSpace(h.stdout), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[1], "loop_complete") {
+		t.Errorf("history %q", h.stdout)
+	}
+	if r := looprun(t, dir, "history", "fixer", "-o", "json"); !strings.HasPrefix(r.stdout, `{"event":"loop_start","seq":1,`) {
+		t.Errorf("history json %q", r.stdout[:min(len(r.stdout), 80)])
+	}
+	if r := looprun(t, dir, "run", "-q", "fix.yaml"); r.code != 0 || r.stderr != "" {
+		t.Errorf("-q printed %q (exit %d)", r.stderr, r.code)
+	}
+}
+
+func TestRunByNameWithContext(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, ".loops/greet.yaml", "name: greet\ninitial: hi\nstates:\n  hi:\n    action: echo \"hello ${context.who}\" > out.txt\n    next: done\n  done:\n    terminal: true\n")
+	if r := looprun(t, dir, "run", "greet", "--context", "who=loop world"); r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "out.txt")); string(b) != "hello loop world\n" {
+		t.Errorf("out.txt %q", b)
+	}
+	if r := looprun(t, dir, "run", "greet"); r.code != 1 || !strings.Contains(r.stderr, `${context.who}`) || !strings.Contains(r.stderr, `state "hi"`) {
+		t.Errorf("missing variable: exit %d, %q", r.code, r.stderr)
+	}
+}
+
+func TestExitCodes(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "fail.yaml", "name: f\ninitial: a\nstates:\n  a:\n    action: exit 1\n    on_yes: done\n    on_no: failed\n  done:\n    terminal: true\n  failed:\n    terminal: true\n")
+	write(t, dir, "spin.yaml", "name: s\ninitial: a\nmax_steps: 3\nstates:\n  a:\n    action: exit 1\n    on_no: a\n    on_yes: done\n  done:\n    terminal: true\n")
+	if r := looprun(t, dir, "run", "fail.yaml"); r.code != 2 {
+		t.Errorf("failure terminal: exit %d", r.code)
+	}
+	r := looprun(t, dir, "run", "spin.yaml")
+	if r.code != 1 || !strings.Contains(r.stderr, "max_iterations") {
+		t.Errorf("max iterations: exit %d %q", r.code, r.stderr)
+	}
+	if r := looprun(t, dir, "run", "spin.yaml", "--max-iterations", "1"); !strings.Contains(r.stderr, "after 1 iterations") {
+		t.Errorf("--max-iterations: %q", r.stderr)
+	}
+	if r := looprun(t, dir, "run", "nope.yaml"); r.code != 1 {
+		t.Errorf("missing file: exit %d", r.code)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "ok.yaml", fixLoop)
+	write(t, dir, "bad.yaml", `name: bad
+initial: check
+states:
+  check:
+    action: lint
+    evaluate:
+      type: output_numeric
+      operator: gte
+      target: 0
+    on_yes: done
+    on_no: fixx
+  fix:
+    action: echo ${captured.nothing.output}
+  done:
+    terminal: true
+`)
+	if r := looprun(t, dir, "validate", "ok.yaml"); r.code != 0 || !strings.Contains(r.stdout, "is valid") {
+		t.Errorf("valid: %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	r := looprun(t, dir, "validate", "bad.yaml")
+	if r.code != 1 {
+		t.Fatalf("invalid: exit %d", r.code)
+	}
+	for _, want := range []string{
+		`spec.states[check].evaluate.operator: Unsupported value: "gte"`,
+		`spec.states[check].onFailure: Not found: "fixx"`,
+		`spec.states[fix]: Required value: state "fix" has no way out`,
+		`spec.states[fix].action`,
+	} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("validate output lacks %q:\n%s", want, r.stdout)
+		}
+	}
+}
+
+func TestSimulate(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "fix.yaml", fixLoop)
+	r := looprun(t, dir, "simulate", "fix.yaml", "--scenario", "first-fail")
+	if r.code != 0 || !strings.Contains(r.stdout, "[1] check -> fix (failure)") || !strings.Contains(r.stdout, "check -> done (success)") {
+		t.Errorf("first-fail: %d\n%s", r.code, r.stdout)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "fixed")); err == nil {
+		t.Error("simulate ran an action")
+	}
+	if r := looprun(t, dir, "simulate", "fix.yaml", "--scenario", "all-fail"); r.code != 1 || !strings.Contains(r.stdout, "max_iterations") {
+		t.Errorf("all-fail: %d\n%s", r.code, r.stdout)
+	}
+	if r := looprun(t, dir, "simulate", "fix.yaml", "--scenario", "all-pass"); r.code != 0 || strings.Contains(r.stdout, "-> fix") {
+		t.Errorf("all-pass: %d\n%s", r.code, r.stdout)
+	}
+	if r := looprun(t, dir, "simulate", "fix.yaml", "--scenario", "alternating"); r.code != 0 {
+		t.Errorf("alternating: %d\n%s", r.code, r.stdout)
+	}
+	if r := looprun(t, dir, "simulate", "fix.yaml", "--scenario", "chaos"); r.code != 1 {
+		t.Errorf("unknown scenario: exit %d", r.code)
+	}
+}
+
+func TestConvertRoundTrips(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "fix_loop.yaml", strings.Replace(fixLoop, "name: fixer", "name: fix_loop", 1)+"max_steps: 9\ntimeout: 90\n")
+	r := looprun(t, dir, "convert", "fix_loop.yaml")
+	if r.code != 0 || !strings.Contains(r.stdout, "kind: Loop") || !strings.Contains(r.stdout, "name: fix-loop") || strings.Contains(r.stdout, "status") {
+		t.Fatalf("convert: %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	manifest := write(t, dir, "manifest.yaml", r.stdout)
+	a, err := loopfile.Load(filepath.Join(dir, "fix_loop.yaml"), loopfile.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := loopfile.Load(manifest, loopfile.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ja, _ := json.Marshal(a.Loop.Spec)
+	jb, _ := json.Marshal(b.Loop.Spec)
+	if string(ja) != string(jb) {
+		t.Errorf("specs differ:\n%s\n%s", ja, jb)
+	}
+}
+
+// A run killed with SIGKILL in the middle of a state resumes and finishes
+// with the right final state; the state file is never half-written.
+func TestKilledRunResumes(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "slow.yaml", `name: slow
+initial: a
+states:
+  a:
+    action: echo a >> trace
+    next: b
+  b:
+    action: echo b-start >> trace; test -f go-on || sleep 30; echo b-end >> trace
+    next: c
+  c:
+    action: echo c >> trace
+    on_yes: done
+  done:
+    terminal: true
+`)
+	cmd := exec.Command(binary, "run", "slow.yaml")
+	cmd.Dir = dir
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(readFile(dir, "trace"), "b-start") {
+		if time.Now().After(deadline) {
+			t.Fatal("state b never started")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond)
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	_ = cmd.Wait()
+
+	sf, err := localrun.ReadStateFile(filepath.Join(dir, ".loops/.running/slow.state.json"))
+	if err != nil {
+		t.Fatalf("state file after SIGKILL: %v", err)
+	}
+	if sf.Status != "running" || sf.CurrentState != "b" || sf.ActiveAction == nil || sf.Iteration != 2 {
+		t.Fatalf("saved state %+v", sf)
+	}
+	write(t, dir, "go-on", "")
+	r := looprun(t, dir, "resume", "slow")
+	if r.code != 0 {
+		t.Fatalf("resume: exit %d %s", r.code, r.stderr)
+	}
+	if !strings.Contains(r.stderr, "resumed in b at iteration 2") {
+		t.Errorf("resume output %q", r.stderr)
+	}
+	sf, _ = localrun.ReadStateFile(filepath.Join(dir, ".loops/.running/slow.state.json"))
+	if sf.Status != "completed" || sf.CurrentState != "done" || sf.Iteration != 3 {
+		t.Errorf("final state %+v", sf)
+	}
+	events, err := eventlog.Read(filepath.Join(dir, ".loops/.running/slow.events.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	enters := 0
+	for i, e := range events {
+		if e.Seq != int64(i+1) {
+			t.Fatalf("event %d has seq %d", i, e.Seq)
+		}
+		if e.Type == "state_enter" {
+			enters++
+		}
+	}
+	if enters != 3 {
+		t.Errorf("%d state_enter events, want 3 (the resumed state is not entered twice)", enters)
+	}
+	if r := looprun(t, dir, "resume", "slow"); r.code != 1 || !strings.Contains(r.stderr, "nothing to resume") {
+		t.Errorf("resume of a completed run: %d %q", r.code, r.stderr)
+	}
+}
+
+// Killing a run at arbitrary moments never leaves a state file that cannot be read.
+func TestStateFileSurvivesKills(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "spin.yaml", "name: spin\ninitial: a\nmax_steps: 100000\nmax_edge_revisits: 100000\nstates:\n  a:\n    action: 'true'\n    capture: a\n    on_yes: $current\n  done:\n    terminal: true\n")
+	for i := 0; i < 8; i++ {
+		cmd := exec.Command(binary, "run", "-q", "spin.yaml")
+		if i > 0 {
+			cmd = exec.Command(binary, "resume", "-q", "spin")
+		}
+		cmd.Dir = dir
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Duration(150+37*i) * time.Millisecond)
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		_ = cmd.Wait()
+		sf, err := localrun.ReadStateFile(filepath.Join(dir, ".loops/.running/spin.state.json"))
+		if err != nil {
+			t.Fatalf("kill %d: %v", i, err)
+		}
+		events, err := eventlog.Read(filepath.Join(dir, ".loops/.running/spin.events.jsonl"))
+		if err != nil {
+			t.Fatalf("kill %d: event log: %v", i, err)
+		}
+		if int64(len(events)) < sf.LastSeq {
+			t.Fatalf("kill %d: state says seq %d, log has %d events", i, sf.LastSeq, len(events))
+		}
+	}
+}
+
+func readFile(dir, name string) string {
+	b, _ := os.ReadFile(filepath.Join(dir, name))
+	return string(b)
+}

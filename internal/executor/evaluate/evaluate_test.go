@@ -1,0 +1,167 @@
+package evaluate
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/looprun/looprun/api/v1alpha1"
+)
+
+func js(v any) *apiextensionsv1.JSON {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return &apiextensionsv1.JSON{Raw: b}
+}
+
+func expandFrom(m map[string]string) func(string) (string, error) {
+	return func(s string) (string, error) {
+		if v, ok := m[s]; ok {
+			return v, nil
+		}
+		if strings.Contains(s, "${") {
+			return "", fmt.Errorf("%s: not defined", s)
+		}
+		return s, nil
+	}
+}
+
+func TestExitCode(t *testing.T) {
+	for code, want := range map[int]string{0: "success", 1: "failure", 2: "error", 124: "error", -9: "error", 127: "error"} {
+		if got := ExitCode(code).Verdict; got != want {
+			t.Errorf("ExitCode(%d) = %s, want %s", code, got, want)
+		}
+	}
+}
+
+func TestDeterministic(t *testing.T) {
+	line := func(v intstr.IntOrString) *intstr.IntOrString { return &v }
+	vars := map[string]string{"${context.goal}": "10", "${context.tol}": "0.5", "${prev.output}": "12", "${context.bad}": "abc"}
+	tests := []struct {
+		name    string
+		cfg     v1alpha1.Evaluate
+		output  string
+		exit    int
+		verdict string
+		detail  string // key=value expected in details, optional
+	}{
+		{"exit_code success", v1alpha1.Evaluate{Type: "exit_code"}, "", 0, "success", ""},
+		{"exit_code timeout", v1alpha1.Evaluate{Type: "exit_code"}, "", 124, "error", "error=action timed out"},
+
+		{"numeric eq default", v1alpha1.Evaluate{Type: "output_numeric", Target: js(0)}, "0\n", 0, "success", "operator=eq"},
+		{"numeric lt", v1alpha1.Evaluate{Type: "output_numeric", Operator: "lt", Target: js(5)}, " 3 ", 0, "success", "value=3"},
+		{"numeric ge fails", v1alpha1.Evaluate{Type: "output_numeric", Operator: "ge", Target: js(5)}, "4.5", 0, "failure", ""},
+		{"numeric ne", v1alpha1.Evaluate{Type: "output_numeric", Operator: "ne", Target: js(5)}, "5", 0, "failure", ""},
+		{"numeric le gt", v1alpha1.Evaluate{Type: "output_numeric", Operator: "gt", Target: js(-1)}, "0", 0, "success", ""},
+		{"numeric template target", v1alpha1.Evaluate{Type: "output_numeric", Operator: "le", Target: js("${context.goal}")}, "10", 0, "success", "target=10"},
+		{"numeric unresolved target", v1alpha1.Evaluate{Type: "output_numeric", Target: js("${context.nope}")}, "10", 0, "error", ""},
+		{"numeric not a number", v1alpha1.Evaluate{Type: "output_numeric", Target: js(1)}, "many", 0, "error", ""},
+		{"numeric NaN is not a number", v1alpha1.Evaluate{Type: "output_numeric", Target: js(1)}, "NaN", 0, "error", ""},
+		{"numeric non-zero exit", v1alpha1.Evaluate{Type: "output_numeric", Target: js(1)}, "1", 1, "error", "error=action exited with code 1"},
+		{"numeric timeout", v1alpha1.Evaluate{Type: "output_numeric", Target: js(1)}, "1", 124, "error", "error=action timed out"},
+		{"numeric key last match", v1alpha1.Evaluate{Type: "output_numeric", Key: "errors", Target: js(0)}, "errors = 3\nerrors=0\n", 0, "success", ""},
+		{"numeric key missing", v1alpha1.Evaluate{Type: "output_numeric", Key: "errors", Target: js(0)}, "none", 0, "error", ""},
+
+		{"json path number", v1alpha1.Evaluate{Type: "output_json", Path: "summary.failed", Operator: "eq", Target: js(0)}, `{"summary":{"failed":0}}`, 0, "success", ""},
+		{"json leading dot and index", v1alpha1.Evaluate{Type: "output_json", Path: ".items.1.name", Target: js("b")}, `{"items":[{"name":"a"},{"name":"b"}]}`, 0, "success", ""},
+		{"json string vs number differ", v1alpha1.Evaluate{Type: "output_json", Path: "n", Target: js(0)}, `{"n":"0"}`, 0, "failure", ""},
+		{"json ne", v1alpha1.Evaluate{Type: "output_json", Path: "s", Operator: "ne", Target: js("x")}, `{"s":"y"}`, 0, "success", ""},
+		{"json gt numbers", v1alpha1.Evaluate{Type: "output_json", Path: "n", Operator: "gt", Target: js(2)}, `{"n":3}`, 0, "success", ""},
+		{"json lt on strings", v1alpha1.Evaluate{Type: "output_json", Path: "s", Operator: "lt", Target: js("x")}, `{"s":"y"}`, 0, "error", ""},
+		{"json bool", v1alpha1.Evaluate{Type: "output_json", Path: "ok", Target: js(true)}, `{"ok":true}`, 0, "success", ""},
+		{"json path missing", v1alpha1.Evaluate{Type: "output_json", Path: "a.b", Target: js(1)}, `{"a":{}}`, 0, "error", ""},
+		{"json negative index", v1alpha1.Evaluate{Type: "output_json", Path: "l.-1", Target: js(1)}, `{"l":[1]}`, 0, "error", ""},
+		{"json invalid", v1alpha1.Evaluate{Type: "output_json", Path: "a", Target: js(1)}, `{"a":`, 0, "error", ""},
+
+		{"contains regex", v1alpha1.Evaluate{Type: "output_contains", Pattern: `\d+ passed`}, "12 passed", 0, "success", "matched=true"},
+		{"contains missing", v1alpha1.Evaluate{Type: "output_contains", Pattern: "PASS"}, "FAIL", 0, "failure", ""},
+		{"contains negate", v1alpha1.Evaluate{Type: "output_contains", Pattern: "ERROR", Negate: true}, "all good", 0, "success", ""},
+		{"contains negate matched", v1alpha1.Evaluate{Type: "output_contains", Pattern: "ERROR", Negate: true}, "ERROR x", 0, "failure", ""},
+		{"contains bad regex is literal", v1alpha1.Evaluate{Type: "output_contains", Pattern: "a(b"}, "xa(by", 0, "success", ""},
+		{"contains error pattern", v1alpha1.Evaluate{Type: "output_contains", Pattern: "PASS", ErrorPatterns: []string{"Traceback"}}, "Traceback (most recent", 0, "error", "error_pattern=Traceback"},
+		{"contains non-zero exit", v1alpha1.Evaluate{Type: "output_contains", Pattern: "x"}, "x", 3, "error", ""},
+
+		{"convergence on target", v1alpha1.Evaluate{Type: "convergence", Target: js(10), Tolerance: js(0.5)}, "10.4", 0, "target", "delta=0"},
+		{"convergence no previous", v1alpha1.Evaluate{Type: "convergence", Target: js(10)}, "15", 0, "progress", ""},
+		{"convergence minimize progress", v1alpha1.Evaluate{Type: "convergence", Target: js(0), Previous: "${prev.output}"}, "11", 0, "progress", "delta=-1"},
+		{"convergence minimize stall", v1alpha1.Evaluate{Type: "convergence", Target: js(0), Previous: "${prev.output}"}, "12", 0, "stall", ""},
+		{"convergence maximize progress", v1alpha1.Evaluate{Type: "convergence", Target: js(100), Direction: "maximize", Previous: "${prev.output}"}, "13", 0, "progress", ""},
+		{"convergence maximize stall", v1alpha1.Evaluate{Type: "convergence", Target: js(100), Direction: "maximize", Previous: "${prev.output}"}, "11", 0, "stall", ""},
+		{"convergence template target and tolerance", v1alpha1.Evaluate{Type: "convergence", Target: js("${context.goal}"), Tolerance: js("${context.tol}")}, "9.6", 0, "target", ""},
+		{"convergence unresolved target", v1alpha1.Evaluate{Type: "convergence", Target: js("${context.nope}")}, "1", 0, "error", ""},
+		{"convergence unreadable previous ignored", v1alpha1.Evaluate{Type: "convergence", Target: js(0), Previous: "${context.bad}"}, "5", 0, "progress", ""},
+		{"convergence non-number", v1alpha1.Evaluate{Type: "convergence", Target: js(0)}, "n/a", 0, "error", ""},
+
+		{"classify last line", v1alpha1.Evaluate{Type: "classify"}, "thinking...\nretry\n\n", 0, "retry", ""},
+		{"classify first", v1alpha1.Evaluate{Type: "classify", Line: line(intstr.FromString("first"))}, "\n  alpha \nbeta", 0, "alpha", ""},
+		{"classify index", v1alpha1.Evaluate{Type: "classify", Line: line(intstr.FromInt32(1))}, "a\nb\nc", 0, "b", ""},
+		{"classify negative index", v1alpha1.Evaluate{Type: "classify", Line: line(intstr.FromInt32(-2))}, "a\nb\nc", 0, "b", ""},
+		{"classify out of range", v1alpha1.Evaluate{Type: "classify", Line: line(intstr.FromInt32(7))}, "a", 0, "", ""},
+		{"classify empty", v1alpha1.Evaluate{Type: "classify"}, "", 0, "", ""},
+		{"classify yes is success", v1alpha1.Evaluate{Type: "classify"}, "yes", 0, "success", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := Deterministic(&tt.cfg, Input{Output: tt.output, ExitCode: tt.exit, Expand: expandFrom(vars)})
+			if r.Verdict != tt.verdict {
+				t.Fatalf("verdict = %q, want %q (details %v)", r.Verdict, tt.verdict, r.Details)
+			}
+			if tt.detail != "" {
+				k, v, _ := strings.Cut(tt.detail, "=")
+				if got := fmt.Sprint(r.Details[k]); got != v {
+					t.Errorf("details[%s] = %q, want %q (details %v)", k, got, v, r.Details)
+				}
+			}
+		})
+	}
+}
+
+func TestInterpret(t *testing.T) {
+	tests := []struct {
+		name    string
+		req     JudgeRequest
+		answer  map[string]any
+		verdict string
+	}{
+		{"yes with evidence", JudgeRequest{MinConfidence: 0.5}, map[string]any{"verdict": "yes", "confidence": 0.9, "reason": "r", "evidence": "ok"}, "success"},
+		{"no", JudgeRequest{}, map[string]any{"verdict": "no", "evidence": "e"}, "failure"},
+		{"partial stays", JudgeRequest{}, map[string]any{"verdict": "partial", "evidence": "e"}, "partial"},
+		{"yes without evidence is no", JudgeRequest{}, map[string]any{"verdict": "yes", "evidence": ""}, "failure"},
+		{"cannot_judge needs no evidence", JudgeRequest{}, map[string]any{"verdict": "cannot_judge"}, "cannot_judge"},
+		{"invalid verdict", JudgeRequest{}, map[string]any{"verdict": "maybe", "evidence": "e"}, "error"},
+		{"missing verdict", JudgeRequest{}, map[string]any{"confidence": 1.0}, "error"},
+		{"uncertain suffix", JudgeRequest{MinConfidence: 0.8, UncertainSuffix: true}, map[string]any{"verdict": "partial", "confidence": 0.3, "evidence": "e"}, "partial_uncertain"},
+		{"custom schema any verdict", JudgeRequest{Schema: json.RawMessage(`{}`)}, map[string]any{"verdict": "needs_tests"}, "needs_tests"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Interpret(tt.req, tt.answer).Verdict; got != tt.verdict {
+				t.Errorf("verdict = %q, want %q", got, tt.verdict)
+			}
+		})
+	}
+}
+
+func FuzzDeterministic(f *testing.F) {
+	f.Add("output_numeric", "eq", "5", "5", 0)
+	f.Add("output_json", "gt", `{"a":[1,2]}`, "a.1", 0)
+	f.Add("output_contains", "", "hello", "h.llo(", 1)
+	f.Add("convergence", "", "3.5", "${prev.output}", 0)
+	f.Add("classify", "", "a\nb\n", "", 124)
+	f.Fuzz(func(t *testing.T, typ, op, output, arg string, exit int) {
+		cfg := &v1alpha1.Evaluate{Type: v1alpha1.EvaluatorType(typ), Operator: op, Pattern: arg, Path: arg, Previous: arg, Target: js(arg)}
+		r := Deterministic(cfg, Input{Output: output, ExitCode: exit, Expand: expandFrom(nil)})
+		if r.Verdict == "error" && r.Details == nil {
+			t.Fatalf("error verdict without details for %+v", cfg)
+		}
+		if exit == ExitTimeout && r.Verdict != "error" {
+			t.Fatalf("a timed-out action gave %q", r.Verdict)
+		}
+	})
+}

@@ -1,0 +1,110 @@
+package executor
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/looprun/looprun/api/v1alpha1"
+)
+
+func TestValidate(t *testing.T) {
+	ok := func() *v1alpha1.LoopSpec { return fixSpec() }
+	tests := []struct {
+		name   string
+		mutate func(*v1alpha1.LoopSpec)
+		want   []string // substrings, each must appear in some error
+	}{
+		{"valid", func(*v1alpha1.LoopSpec) {}, nil},
+		{"initial missing", func(s *v1alpha1.LoopSpec) { s.Initial = "" }, []string{"spec.initial: Required"}},
+		{"initial unknown", func(s *v1alpha1.LoopSpec) { s.Initial = "nope" }, []string{`spec.initial: Not found: "nope"`}},
+		{"no terminal", func(s *v1alpha1.LoopSpec) { delete(s.States, "done"); s.States["check"] = v1alpha1.State{Action: "x", Next: "fix"} },
+			[]string{"at least one state must be terminal"}},
+		{"unknown target", func(s *v1alpha1.LoopSpec) { s.States["fix"] = v1alpha1.State{Action: "x", Next: "chek"} },
+			[]string{`spec.states[fix].next: Not found: "chek"`}},
+		{"route target", func(s *v1alpha1.LoopSpec) {
+			s.States["check"] = v1alpha1.State{Action: "x", Route: map[string]string{"success": "done", "_": "gone"}}
+		}, []string{`spec.states[check].route[_]: Not found: "gone"`}},
+		{"duplicate verdict keys", func(s *v1alpha1.LoopSpec) {
+			s.States["check"] = v1alpha1.State{Action: "x", Route: map[string]string{"yes": "done", "success": "fix"}}
+		}, []string{"spec.states[check].route[yes]: Duplicate"}},
+		{"no way out", func(s *v1alpha1.LoopSpec) { s.States["fix"] = v1alpha1.State{Action: "x"} }, []string{`spec.states[fix]: Required value: state "fix" has no way out`}},
+		{"$current in next", func(s *v1alpha1.LoopSpec) { s.States["fix"] = v1alpha1.State{Action: "x", Next: "$current"} },
+			[]string{"spec.states[fix].next", "$current is only allowed"}},
+		{"template target", func(s *v1alpha1.LoopSpec) { s.States["fix"] = v1alpha1.State{Action: "x", Next: "${context.next}"} },
+			[]string{"spec.states[fix].next", "templates are not allowed"}},
+		{"bad template", func(s *v1alpha1.LoopSpec) { s.States["fix"] = v1alpha1.State{Action: "echo ${context.x:-y}", Next: "check"} },
+			[]string{"spec.states[fix].action", "bash-style default"}},
+		{"unknown capture", func(s *v1alpha1.LoopSpec) {
+			s.States["fix"] = v1alpha1.State{Action: "echo ${captured.errors.output}", Next: "check"}
+		}, []string{"spec.states[fix].action", `no state captures "errors"`}},
+		{"guarded capture is fine", func(s *v1alpha1.LoopSpec) {
+			s.States["fix"] = v1alpha1.State{Action: "echo ${captured.errors.output?}", Next: "check"}
+		}, nil},
+		{"evaluator type", func(s *v1alpha1.LoopSpec) {
+			s.States["check"] = v1alpha1.State{Action: "x", OnSuccess: "done", Evaluate: &v1alpha1.Evaluate{Type: "diff_stall"}}
+		}, []string{`spec.states[check].evaluate.type: Unsupported value: "diff_stall"`}},
+		{"evaluator operator", func(s *v1alpha1.LoopSpec) {
+			s.States["check"] = v1alpha1.State{Action: "x", OnSuccess: "done", Evaluate: &v1alpha1.Evaluate{Type: "output_numeric", Operator: "gte", Target: jsp(1)}}
+		}, []string{`spec.states[check].evaluate.operator: Unsupported value: "gte"`}},
+		{"numeric target required", func(s *v1alpha1.LoopSpec) {
+			s.States["check"] = v1alpha1.State{Action: "x", OnSuccess: "done", Evaluate: &v1alpha1.Evaluate{Type: "output_numeric"}}
+		}, []string{"spec.states[check].evaluate.target: Required"}},
+		{"numeric target text", func(s *v1alpha1.LoopSpec) {
+			s.States["check"] = v1alpha1.State{Action: "x", OnSuccess: "done", Evaluate: &v1alpha1.Evaluate{Type: "convergence", Target: jsp("ten")}}
+		}, []string{"spec.states[check].evaluate.target", "number or a ${...} template"}},
+		{"negative tolerance", func(s *v1alpha1.LoopSpec) {
+			s.States["check"] = v1alpha1.State{Action: "x", OnSuccess: "done", Evaluate: &v1alpha1.Evaluate{Type: "convergence", Target: jsp(1), Tolerance: jsp(-1)}}
+		}, []string{"spec.states[check].evaluate.tolerance", "must not be negative"}},
+		{"json needs path", func(s *v1alpha1.LoopSpec) {
+			s.States["check"] = v1alpha1.State{Action: "x", OnSuccess: "done", Evaluate: &v1alpha1.Evaluate{Type: "output_json", Target: jsp(1)}}
+		}, []string{"spec.states[check].evaluate.path: Required"}},
+		{"contains needs pattern", func(s *v1alpha1.LoopSpec) {
+			s.States["check"] = v1alpha1.State{Action: "x", OnSuccess: "done", Evaluate: &v1alpha1.Evaluate{Type: "output_contains"}}
+		}, []string{"spec.states[check].evaluate.pattern: Required"}},
+		{"direction", func(s *v1alpha1.LoopSpec) {
+			s.States["check"] = v1alpha1.State{Action: "x", OnSuccess: "done", Evaluate: &v1alpha1.Evaluate{Type: "convergence", Target: jsp(1), Direction: "down"}}
+		}, []string{"spec.states[check].evaluate.direction"}},
+		{"min confidence", func(s *v1alpha1.LoopSpec) {
+			mc := 1.5
+			s.States["check"] = v1alpha1.State{Action: "x", OnSuccess: "done", Evaluate: &v1alpha1.Evaluate{Type: "llm_structured", MinConfidence: &mc}}
+		}, []string{"spec.states[check].evaluate.minConfidence"}},
+		{"schema without verdict", func(s *v1alpha1.LoopSpec) {
+			s.States["check"] = v1alpha1.State{Action: "x", OnSuccess: "done", Evaluate: &v1alpha1.Evaluate{Type: "llm_structured", Schema: jsp(map[string]any{"type": "object"})}}
+		}, []string{"spec.states[check].evaluate.schema.properties.verdict"}},
+		{"retries pairing", func(s *v1alpha1.LoopSpec) {
+			s.States["check"] = v1alpha1.State{Action: "x", OnSuccess: "done", MaxRetries: i32(3)}
+		}, []string{"spec.states[check].onRetryExhausted: Required"}},
+		{"limits", func(s *v1alpha1.LoopSpec) { s.MaxIterations = i32(0); s.MaxEdgeRevisits = i32(-1) },
+			[]string{"spec.maxIterations", "spec.maxEdgeRevisits"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := ok()
+			tt.mutate(s)
+			errs := Validate(s)
+			if len(tt.want) == 0 {
+				if len(errs) > 0 {
+					t.Fatalf("unexpected errors: %v", errs)
+				}
+				return
+			}
+			all := errs.ToAggregate()
+			if all == nil {
+				t.Fatalf("no errors, want %v", tt.want)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(all.Error(), w) {
+					t.Errorf("errors %q do not contain %q", all.Error(), w)
+				}
+			}
+		})
+	}
+}
+
+func TestNewRejectsInvalidSpec(t *testing.T) {
+	s := fixSpec()
+	s.Initial = "missing"
+	if _, err := New("x", s, Options{}); err == nil || !strings.Contains(err.Error(), "spec.initial") {
+		t.Errorf("New: %v", err)
+	}
+}

@@ -1,0 +1,264 @@
+package localrun
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/internal/eventlog"
+	"github.com/looprun/looprun/internal/executor"
+	"github.com/looprun/looprun/internal/runner/local"
+)
+
+func spec(states map[string]v1alpha1.State) *v1alpha1.LoopSpec {
+	return &v1alpha1.LoopSpec{Initial: "check", States: states}
+}
+
+func newDriver(t *testing.T, dir string, s *v1alpha1.LoopSpec) *Driver {
+	t.Helper()
+	m, err := executor.New("demo", s, executor.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Driver{Machine: m, Runner: &local.Runner{Dir: dir}, Store: NewStore(filepath.Join(dir, ".loops"), "demo"), LoopFile: "loop.yaml"}
+}
+
+func fixStates() map[string]v1alpha1.State {
+	return map[string]v1alpha1.State{
+		"check": {Action: "test -f fixed", Capture: "check", OnSuccess: "done", OnFailure: "fix"},
+		"fix":   {Action: "touch fixed; echo fixed it", Next: "check"},
+		"done":  {Terminal: true},
+	}
+}
+
+func readEvents(t *testing.T, d *Driver) []executor.Event {
+	t.Helper()
+	evs, err := eventlog.Read(d.Store.EventsPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, e := range evs {
+		if e.Seq != int64(i+1) {
+			t.Fatalf("event %d (%s) has seq %d", i, e.Type, e.Seq)
+		}
+	}
+	return evs
+}
+
+func types(evs []executor.Event) []string {
+	out := make([]string, len(evs))
+	for i, e := range evs {
+		out[i] = e.Type
+	}
+	return out
+}
+
+// The state file has little-loops' field names and the run's final values.
+func TestStateFileFormat(t *testing.T) {
+	dir := t.TempDir()
+	d := newDriver(t, dir, spec(fixStates()))
+	run, err := d.Start(context.Background(), "demo-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run.Phase != v1alpha1.PhaseCompleted || run.Iteration != 3 {
+		t.Fatalf("phase %s iteration %d", run.Phase, run.Iteration)
+	}
+	raw, err := os.ReadFile(d.Store.StatePath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"loop_name", "current_state", "iteration", "captured", "prev_result", "last_result", "started_at", "updated_at", "status"} {
+		if _, ok := m[k]; !ok {
+			t.Errorf("state file has no %q", k)
+		}
+	}
+	if m["loop_name"] != "demo" || m["current_state"] != "done" || m["status"] != "completed" || m["iteration"] != 3.0 {
+		t.Errorf("state file %s", raw)
+	}
+	c := m["captured"].(map[string]any)["check"].(map[string]any)
+	if c["exit_code"] != 0.0 || c["output"] != "" || c["verdict"] != "success" {
+		t.Errorf("captured %v", c)
+	}
+	if p := m["prev_result"].(map[string]any); p["state"] != "check" || p["exit_code"] != 0.0 {
+		t.Errorf("prev_result %v", p)
+	}
+	if l := m["last_result"].(map[string]any); l["verdict"] != "success" {
+		t.Errorf("last_result %v", l)
+	}
+	evs := readEvents(t, d)
+	if evs[0].Type != executor.EventLoopStart || evs[len(evs)-1].Type != executor.EventLoopComplete {
+		t.Errorf("events %v", types(evs))
+	}
+	if got, _ := ReadStateFile(d.Store.StatePath()); got.LastSeq != int64(len(evs)) {
+		t.Errorf("state says last seq %d, log has %d events", got.LastSeq, len(evs))
+	}
+	// The file reads back into the same run state.
+	sf, _ := ReadStateFile(d.Store.StatePath())
+	back, err := sf.RunState()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.CurrentState != run.CurrentState || back.Captured["check"] != run.Captured["check"] || back.LastSeq != run.LastSeq || !back.StartedAt.Equal(run.StartedAt) {
+		t.Errorf("round trip %+v", back)
+	}
+}
+
+func TestNewRunClearsOldFiles(t *testing.T) {
+	dir := t.TempDir()
+	d := newDriver(t, dir, spec(fixStates()))
+	if _, err := d.Start(context.Background(), "one"); err != nil {
+		t.Fatal(err)
+	}
+	first := len(readEvents(t, d))
+	if _, err := d.Start(context.Background(), "two"); err != nil {
+		t.Fatal(err)
+	}
+	evs := readEvents(t, d)
+	if evs[0].Seq != 1 || len(evs) >= first {
+		t.Errorf("second run: %d events (first had %d)", len(evs), first)
+	}
+	sf, _ := d.Store.Load()
+	if sf.RunID != "two" {
+		t.Errorf("run id %q", sf.RunID)
+	}
+}
+
+// A run stopped in the middle of an action resumes: the action runs again,
+// the iteration count carries on, the log has no duplicate.
+func TestInterruptAndResume(t *testing.T) {
+	dir := t.TempDir()
+	states := map[string]v1alpha1.State{
+		"check": {Action: "echo once >> trace", Next: "slow"},
+		"slow":  {Action: "echo slow >> trace; test -f go-on || sleep 30", Next: "done"},
+		"done":  {Terminal: true},
+	}
+	d := newDriver(t, dir, spec(states))
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(500*time.Millisecond, cancel)
+	run, err := d.Start(ctx, "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run.Phase != v1alpha1.PhaseInterrupted || run.Action == nil || run.Action.State != "slow" {
+		t.Fatalf("phase %s action %+v", run.Phase, run.Action)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "go-on"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sf, err := d.Store.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	saved, err := sf.RunState()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d2 := newDriver(t, dir, spec(states))
+	if err := d2.Resume(context.Background(), saved); err != nil {
+		t.Fatal(err)
+	}
+	if saved.Phase != v1alpha1.PhaseCompleted || saved.Iteration != 2 {
+		t.Errorf("phase %s iteration %d", saved.Phase, saved.Iteration)
+	}
+	trace, _ := os.ReadFile(filepath.Join(dir, "trace"))
+	if string(trace) != "once\nslow\nslow\n" {
+		t.Errorf("trace %q", trace)
+	}
+	evs := readEvents(t, d2)
+	tt := types(evs)
+	if !slices.Contains(tt, executor.EventLoopResume) || !slices.Contains(tt, executor.EventActionRestarted) {
+		t.Errorf("events %v", tt)
+	}
+	if err := d2.Resume(context.Background(), saved); !errors.Is(err, ErrNothingToResume) {
+		t.Errorf("resuming a completed run: %v", err)
+	}
+}
+
+// Events written for a step whose state never made it to disk are dropped on resume.
+func TestResumeDropsUnsavedEvents(t *testing.T) {
+	dir := t.TempDir()
+	d := newDriver(t, dir, spec(fixStates()))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := d.Start(ctx, "r"); err != nil {
+		t.Fatal(err)
+	}
+	sf, _ := d.Store.Load()
+	log, _ := eventlog.Open(d.Store.EventsPath())
+	ghost := executor.Event{Seq: sf.LastSeq + 1, Type: "state_enter", Time: time.Now(), Data: map[string]any{"state": "ghost"}}
+	if err := log.Append([]executor.Event{ghost}); err != nil {
+		t.Fatal(err)
+	}
+	_ = log.Close()
+	f, _ := os.OpenFile(d.Store.EventsPath(), os.O_APPEND|os.O_WRONLY, 0)
+	_, _ = f.WriteString(`{"event":"route","seq":`) // a line cut short by a crash
+	_ = f.Close()
+	run, _ := sf.RunState()
+	if err := newDriver(t, dir, spec(fixStates())).Resume(context.Background(), run); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range readEvents(t, d) {
+		if e.Data["state"] == "ghost" {
+			t.Error("the unsaved event is still in the log")
+		}
+	}
+}
+
+func TestLock(t *testing.T) {
+	s := NewStore(t.TempDir(), "x")
+	unlock, err := s.Lock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Lock(); err == nil || !strings.Contains(err.Error(), "already running") {
+		t.Errorf("second lock: %v", err)
+	}
+	unlock()
+	unlock2, err := s.Lock()
+	if err != nil {
+		t.Errorf("after unlock: %v", err)
+	} else {
+		unlock2()
+	}
+}
+
+func TestListStates(t *testing.T) {
+	dir := t.TempDir()
+	d := newDriver(t, dir, spec(fixStates()))
+	if _, err := d.Start(context.Background(), "r"); err != nil {
+		t.Fatal(err)
+	}
+	states, err := ListStates(filepath.Join(dir, ".loops"))
+	if err != nil || len(states) != 1 || states[0].LoopName != "demo" || states[0].Status != StatusCompleted {
+		t.Errorf("states %v err %v", states, err)
+	}
+}
+
+func TestBackoffIsSleptAndSaved(t *testing.T) {
+	dir := t.TempDir()
+	s := spec(fixStates())
+	s.Backoff = &metav1.Duration{Duration: 150 * time.Millisecond}
+	d := newDriver(t, dir, s)
+	start := time.Now()
+	if _, err := d.Start(context.Background(), "r"); err != nil {
+		t.Fatal(err)
+	}
+	// check -> fix -> check -> done: three routed transitions, three pauses.
+	if el := time.Since(start); el < 450*time.Millisecond {
+		t.Errorf("finished in %v, want at least 3 backoffs", el)
+	}
+}

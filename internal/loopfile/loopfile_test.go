@@ -1,0 +1,228 @@
+package loopfile
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/internal/executor"
+)
+
+func load(t *testing.T, name string) *File {
+	t.Helper()
+	f, err := Load(filepath.Join("testdata", name), Options{LoopsDir: "testdata"})
+	if err != nil {
+		t.Fatalf("Load(%s): %v", name, err)
+	}
+	if errs := executor.Validate(&f.Loop.Spec); len(errs) > 0 {
+		t.Fatalf("%s does not validate: %v", name, errs.ToAggregate())
+	}
+	return f
+}
+
+func specJSON(t *testing.T, s v1alpha1.LoopSpec) string {
+	t.Helper()
+	b, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// A Loop manifest and the same loop in little-loops YAML give the same spec.
+func TestManifestAndLittleLoopsAgree(t *testing.T) {
+	m := load(t, "fix.manifest.yaml")
+	l := load(t, "fix.little.yaml")
+	if m.Format != FormatManifest || l.Format != FormatLittleLoops {
+		t.Errorf("formats %s, %s", m.Format, l.Format)
+	}
+	if a, b := specJSON(t, m.Loop.Spec), specJSON(t, l.Loop.Spec); a != b {
+		t.Errorf("specs differ:\nmanifest %s\nlittle   %s", a, b)
+	}
+	if m.Loop.Name != "fix" || l.Loop.Name != "fix" {
+		t.Errorf("names %q %q", m.Loop.Name, l.Loop.Name)
+	}
+}
+
+func TestQualityGate(t *testing.T) {
+	f := load(t, "quality-gate.yaml")
+	s := f.Loop.Spec
+	if s.GetMaxIterations() != 30 || s.GetTimeout() != 2*time.Hour {
+		t.Errorf("limits %d %v", s.GetMaxIterations(), s.GetTimeout())
+	}
+	lint := s.States["check-lint"]
+	if lint.ActionType != v1alpha1.ActionAgent || lint.Evaluate.Type != v1alpha1.EvalLLMStructured || lint.OnSuccess != "check-tests" ||
+		lint.OnFailure != "analyze" || lint.OnError != "analyze" || lint.Route["partial"] != "check-lint" || lint.GetTimeout() != 5*time.Minute {
+		t.Errorf("check-lint %+v", lint)
+	}
+	if a := s.States["analyze"]; !a.IsAgent() || a.Capture != "lint_report" {
+		t.Errorf("analyze %+v", a)
+	}
+	tests := s.States["check-tests"]
+	if tests.ActionType != v1alpha1.ActionShell || tests.Evaluate == nil || tests.Evaluate.Type != v1alpha1.EvalExitCode || tests.GetTimeout() != 10*time.Minute {
+		t.Errorf("fragment not applied: %+v", tests)
+	}
+	if f.Loop.Annotations["looprun.io/description"] != "Lint must be clean before the tests run." {
+		t.Errorf("annotations %v", f.Loop.Annotations)
+	}
+	if !hasWarning(f, "scope:") || !hasWarning(f, "on_handoff:") {
+		t.Errorf("warnings %v", f.Warnings)
+	}
+}
+
+func TestSweepMaintain(t *testing.T) {
+	s := load(t, "sweep.yaml").Loop.Spec
+	if !s.Maintain || s.GetBackoff() != 5*time.Second || s.GetMaxIterations() != 40 {
+		t.Errorf("spec %+v", s)
+	}
+	failed := s.States["failed"]
+	if !failed.IsFailure("failed") {
+		t.Error("a terminal state named failed is a failure by default")
+	}
+	if done := s.States["done"]; done.IsFailure("done") || done.OnMaintain != "count_stale" {
+		t.Errorf("done %+v", done)
+	}
+}
+
+func TestBanditRouteTable(t *testing.T) {
+	s := load(t, "bandit.yaml").Loop.Spec
+	score := s.States["score"]
+	want := map[string]string{"target": "done", "progress": "exploit", "stall": "explore", "error": "failed"}
+	if !reflect.DeepEqual(score.Route, want) || string(score.Evaluate.Target.Raw) != `"${context.goal}"` || string(score.Evaluate.Tolerance.Raw) != "0.05" {
+		t.Errorf("score %+v", score)
+	}
+	if s.GetMaxIterations() != 12 {
+		t.Errorf("a lone max_iterations is the step cap: %d", s.GetMaxIterations())
+	}
+	if string(s.Context["goal"].Raw) != "0.8" {
+		t.Errorf("context keeps numbers as written: %s", s.Context["goal"].Raw)
+	}
+}
+
+func TestFlow(t *testing.T) {
+	s := load(t, "flow.yaml").Loop.Spec
+	if st := s.States["build"]; st.Action != "make build" || st.Next != "test" {
+		t.Errorf("build %+v", st)
+	}
+	if st := s.States["test"]; st.OnSuccess != "ship" || st.OnFailure != "fix" {
+		t.Errorf("test %+v", st)
+	}
+	if st := s.States["fix"]; st.Next != "test" {
+		t.Errorf("state_defs win over the flow: %+v", st)
+	}
+	if st := s.States["ship"]; !st.Terminal || st.Action != "echo shipped" {
+		t.Errorf("ship %+v", st)
+	}
+}
+
+func TestInheritance(t *testing.T) {
+	s := load(t, "child.yaml").Loop.Spec
+	if st := s.States["check"]; st.Action != "echo check ${context.target}" || st.OnFailure != "repair" || st.OnSuccess != "done" {
+		t.Errorf("check %+v", st)
+	}
+	if string(s.Context["target"].Raw) != `"child"` || string(s.Context["level"].Raw) != `"info"` || s.GetMaxIterations() != 10 {
+		t.Errorf("context %v max %d", s.Context, s.GetMaxIterations())
+	}
+}
+
+func TestUnknownKeysAreReported(t *testing.T) {
+	f := load(t, "unknown-keys.yaml")
+	for _, w := range []string{"frobnicate: unknown key", "states.a.with_: unknown key", "states.a.throttle: the throttle", "states.a.evaluate.wobble: unknown evaluator key"} {
+		if !hasWarning(f, w) {
+			t.Errorf("no warning %q in %v", w, f.Warnings)
+		}
+	}
+}
+
+func TestUnsupportedFeaturesAreErrors(t *testing.T) {
+	_, err := Load(filepath.Join("testdata", "sub-loop.yaml"), Options{LoopsDir: "testdata"})
+	if err == nil || !strings.Contains(err.Error(), "states.child.loop: sub-loops") {
+		t.Errorf("err %v", err)
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	tests := []struct {
+		name, doc, want string
+	}{
+		{"not a mapping", "- a\n- b\n", "must be a YAML mapping"},
+		{"missing fields", "name: x\n", "missing required fields: initial, states"},
+		{"bad action type", "name: x\ninitial: a\nstates:\n  a:\n    action: x\n    action_type: mcp_tool\n    next: d\n  d:\n    terminal: true\n", "states.a.action_type"},
+		{"bad timeout", "name: x\ninitial: a\nstates:\n  a:\n    action: x\n    timeout: soon\n    next: d\n  d:\n    terminal: true\n", "states.a.timeout"},
+		{"bad evaluator", "name: x\ninitial: a\nstates:\n  a:\n    action: x\n    evaluate:\n      type: diff_stall\n    on_yes: d\n  d:\n    terminal: true\n", `states.a.evaluate.type: evaluator "diff_stall"`},
+		{"missing import", "name: x\ninitial: a\nimport: [lib/nope.yaml]\nstates:\n  a:\n    terminal: true\n", "import[0]"},
+		{"missing fragment", "name: x\ninitial: a\nstates:\n  a:\n    fragment: nope\n    terminal: true\n", `no fragment "nope"`},
+		{"bad flow", "name: x\ninitial: a\nflow: [\"a?b\"]\n", "flow[0]"},
+		{"manifest unknown field", "apiVersion: looprun.io/v1alpha1\nkind: Loop\nmetadata: {name: x}\nspec:\n  initial: a\n  sttes: {}\n", "unknown field"},
+		{"manifest wrong kind", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n", "expected apiVersion looprun.io/v1alpha1 and kind Loop"},
+		{"inheritance cycle", "name: x\nfrom: cycle-a\ninitial: a\nstates: {a: {terminal: true}}\n", "inheritance cycle"},
+	}
+	dir := t.TempDir()
+	_ = os.WriteFile(filepath.Join(dir, "cycle-a.yaml"), []byte("from: cycle-b\n"), 0o644)
+	_ = os.WriteFile(filepath.Join(dir, "cycle-b.yaml"), []byte("from: cycle-a\n"), 0o644)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse([]byte(tt.doc), dir, Options{LoopsDir: dir})
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("err %v, want %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestResolve(t *testing.T) {
+	p, err := Resolve("sweep", Options{LoopsDir: "testdata"})
+	if err != nil || p != filepath.Join("testdata", "sweep.yaml") {
+		t.Errorf("Resolve = %q, %v", p, err)
+	}
+	if _, err := Resolve("nope", Options{LoopsDir: "testdata"}); err == nil {
+		t.Error("Resolve of a missing loop succeeded")
+	}
+}
+
+func TestKubernetesName(t *testing.T) {
+	for in, want := range map[string]string{"fix_types": "fix-types", "Fix Types!": "fix-types", "__": "loop", strings.Repeat("a", 70): strings.Repeat("a", 63)} {
+		if got := KubernetesName(in); got != want {
+			t.Errorf("KubernetesName(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func hasWarning(f *File, sub string) bool {
+	for _, w := range f.Warnings {
+		if strings.Contains(w, sub) {
+			return true
+		}
+	}
+	return false
+}
+
+func FuzzParse(f *testing.F) {
+	for _, name := range []string{"quality-gate.yaml", "sweep.yaml", "bandit.yaml", "flow.yaml", "fix.manifest.yaml", "unknown-keys.yaml"} {
+		b, err := os.ReadFile(filepath.Join("testdata", name))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		lf, err := Parse(data, "testdata", Options{LoopsDir: "testdata"})
+		if err != nil {
+			return
+		}
+		if lf.Loop == nil {
+			t.Fatal("no error and no loop")
+		}
+		// Whatever was read, validation must not panic and a valid spec must build a machine.
+		if errs := executor.Validate(&lf.Loop.Spec); len(errs) == 0 {
+			if _, err := executor.New(lf.Loop.Name, &lf.Loop.Spec, executor.Options{}); err != nil {
+				t.Fatalf("valid spec rejected by New: %v", err)
+			}
+		}
+	})
+}

@@ -1,0 +1,149 @@
+package local
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/looprun/looprun/internal/executor"
+)
+
+func run(t *testing.T, r *Runner, a *executor.Action) executor.ActionResult {
+	t.Helper()
+	return r.Run(context.Background(), a)
+}
+
+func TestTailBuffer(t *testing.T) {
+	b := newTailBuffer(8)
+	for _, s := range []string{"abc", "defgh", "ij", "klmnopqrstu", "v"} {
+		_, _ = b.Write([]byte(s))
+	}
+	if got := b.String(); got != "opqrstuv" || !b.Truncated() {
+		t.Errorf("tail %q truncated %v", got, b.Truncated())
+	}
+	small := newTailBuffer(8)
+	_, _ = small.Write([]byte("abc"))
+	if small.String() != "abc" || small.Truncated() {
+		t.Errorf("small %q", small.String())
+	}
+}
+
+func TestExitCodesAndOutput(t *testing.T) {
+	r := &Runner{}
+	tests := []struct {
+		cmd            string
+		code           int
+		stdout, stderr string
+	}{
+		{"echo hello", 0, "hello\n", ""},
+		{"echo oops >&2; exit 1", 1, "", "oops\n"},
+		{"exit 3", 3, "", ""},
+		{"kill -9 $$", -9, "", ""},
+		{"kill -TERM $$", -15, "", ""},
+	}
+	for _, tt := range tests {
+		res := run(t, r, &executor.Action{Command: tt.cmd, Timeout: 10 * time.Second})
+		if res.ExitCode != tt.code || res.Output != tt.stdout || res.Stderr != tt.stderr {
+			t.Errorf("%q: exit %d out %q err %q", tt.cmd, res.ExitCode, res.Output, res.Stderr)
+		}
+	}
+}
+
+func TestCannotStart(t *testing.T) {
+	res := run(t, &Runner{Shell: "/nonexistent/shell"}, &executor.Action{Command: "true"})
+	if res.ExitCode != 127 || !strings.Contains(res.Stderr, "cannot start action") {
+		t.Errorf("exit %d stderr %q", res.ExitCode, res.Stderr)
+	}
+}
+
+func TestRunsInDirWithEnv(t *testing.T) {
+	dir := t.TempDir()
+	res := run(t, &Runner{Dir: dir, Env: []string{"GREETING=hi"}}, &executor.Action{Command: "echo $GREETING; pwd"})
+	if res.Output != "hi\n"+dir+"\n" {
+		t.Errorf("output %q", res.Output)
+	}
+}
+
+// A timeout kills the whole process group, grandchildren included, and exits 124.
+func TestTimeoutKillsProcessGroup(t *testing.T) {
+	dir := t.TempDir()
+	pidFile := filepath.Join(dir, "pid")
+	late := filepath.Join(dir, "late")
+	cmd := "(sleep 30; touch " + late + ") & echo $! > " + pidFile + "; sleep 30"
+	start := time.Now()
+	res := run(t, &Runner{}, &executor.Action{Command: cmd, Timeout: 300 * time.Millisecond})
+	if res.ExitCode != ExitTimeout || !strings.Contains(res.Stderr, "timed out") {
+		t.Fatalf("exit %d stderr %q", res.ExitCode, res.Stderr)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("took %v", d)
+	}
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	deadline := time.Now().Add(2 * time.Second)
+	for syscall.Kill(pid, 0) == nil && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if syscall.Kill(pid, 0) == nil {
+		t.Errorf("grandchild %d survived the timeout", pid)
+	}
+}
+
+func TestCancelKillsAction(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(200*time.Millisecond, cancel)
+	start := time.Now()
+	res := (&Runner{}).Run(ctx, &executor.Action{Command: "sleep 30", Timeout: time.Minute})
+	if res.ExitCode != -9 || time.Since(start) > 5*time.Second {
+		t.Errorf("exit %d after %v", res.ExitCode, time.Since(start))
+	}
+}
+
+func TestBackgroundChildDoesNotHang(t *testing.T) {
+	start := time.Now()
+	res := run(t, &Runner{}, &executor.Action{Command: "sleep 30 & echo started", Timeout: time.Minute})
+	if res.ExitCode != 0 || res.Output != "started\n" || time.Since(start) > 10*time.Second {
+		t.Errorf("exit %d out %q after %v", res.ExitCode, res.Output, time.Since(start))
+	}
+}
+
+func TestAgentCommandStub(t *testing.T) {
+	dir := t.TempDir()
+	stub := "#!/bin/sh\nprintf 'agent args:'; for a in \"$@\"; do printf ' [%s]' \"$a\"; done; echo\n"
+	if err := os.WriteFile(filepath.Join(dir, "claude"), []byte(stub), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	res := run(t, &Runner{}, &executor.Action{Command: "/fix the tests", Agent: true, Timeout: 10 * time.Second})
+	if res.Output != "agent args: [--dangerously-skip-permissions] [-p] [/fix the tests]\n" {
+		t.Errorf("output %q", res.Output)
+	}
+	res = run(t, &Runner{AgentCommand: []string{"claude", "--model", "x", "-p"}}, &executor.Action{Command: "hi", Agent: true})
+	if res.Output != "agent args: [--model] [x] [-p] [hi]\n" {
+		t.Errorf("configured command output %q", res.Output)
+	}
+}
+
+// An action printing 1 GiB keeps only the window and leaves memory flat.
+func TestHugeOutputMemoryIsFlat(t *testing.T) {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	res := run(t, &Runner{}, &executor.Action{Command: "head -c 1073741824 /dev/zero | tr '\\0' x; echo; echo END", Timeout: 2 * time.Minute})
+	runtime.ReadMemStats(&after)
+	if res.ExitCode != 0 || len(res.Output) != DefaultOutputWindow || !strings.HasSuffix(res.Output, "x\nEND\n") || !res.OutputTruncated {
+		t.Fatalf("exit %d, kept %d bytes, truncated %v", res.ExitCode, len(res.Output), res.OutputTruncated)
+	}
+	if grown := after.TotalAlloc - before.TotalAlloc; grown > 64<<20 {
+		t.Errorf("allocated %d MiB while reading 1 GiB", grown>>20)
+	}
+}
