@@ -178,9 +178,9 @@ func TestCurrentToken(t *testing.T) {
 // Seed FEAT-045: maintain restarts after the terminal state.
 func TestMaintainMode(t *testing.T) {
 	spec := &v1alpha1.LoopSpec{Initial: "check", Maintain: true, MaxIterations: i32(7), States: map[string]v1alpha1.State{
-		"check": {Action: "check", OnSuccess: "done", OnFailure: "repair"},
+		"check":  {Action: "check", OnSuccess: "done", OnFailure: "repair"},
 		"repair": {Action: "repair", Next: "check"},
-		"done":  {Terminal: true, OnMaintain: "check"},
+		"done":   {Terminal: true, OnMaintain: "check"},
 	}}
 	acts := &fakeActions{results: map[string][]ActionResult{"check": {{ExitCode: 1}, {ExitCode: 0}}}}
 	r := runLoop(t, spec, acts, Options{}, time.Millisecond)

@@ -17,7 +17,10 @@ func TestValidate(t *testing.T) {
 		{"valid", func(*v1alpha1.LoopSpec) {}, nil},
 		{"initial missing", func(s *v1alpha1.LoopSpec) { s.Initial = "" }, []string{"spec.initial: Required"}},
 		{"initial unknown", func(s *v1alpha1.LoopSpec) { s.Initial = "nope" }, []string{`spec.initial: Not found: "nope"`}},
-		{"no terminal", func(s *v1alpha1.LoopSpec) { delete(s.States, "done"); s.States["check"] = v1alpha1.State{Action: "x", Next: "fix"} },
+		{"no terminal", func(s *v1alpha1.LoopSpec) {
+			delete(s.States, "done")
+			s.States["check"] = v1alpha1.State{Action: "x", Next: "fix"}
+		},
 			[]string{"at least one state must be terminal"}},
 		{"unknown target", func(s *v1alpha1.LoopSpec) { s.States["fix"] = v1alpha1.State{Action: "x", Next: "chek"} },
 			[]string{`spec.states[fix].next: Not found: "chek"`}},
@@ -32,7 +35,9 @@ func TestValidate(t *testing.T) {
 			[]string{"spec.states[fix].next", "$current is only allowed"}},
 		{"template target", func(s *v1alpha1.LoopSpec) { s.States["fix"] = v1alpha1.State{Action: "x", Next: "${context.next}"} },
 			[]string{"spec.states[fix].next", "templates are not allowed"}},
-		{"bad template", func(s *v1alpha1.LoopSpec) { s.States["fix"] = v1alpha1.State{Action: "echo ${context.x:-y}", Next: "check"} },
+		{"bad template", func(s *v1alpha1.LoopSpec) {
+			s.States["fix"] = v1alpha1.State{Action: "echo ${context.x:-y}", Next: "check"}
+		},
 			[]string{"spec.states[fix].action", "bash-style default"}},
 		{"unknown capture", func(s *v1alpha1.LoopSpec) {
 			s.States["fix"] = v1alpha1.State{Action: "echo ${captured.errors.output}", Next: "check"}
