@@ -5,6 +5,7 @@ go 1.26.8
 require (
 	github.com/anthropics/anthropic-sdk-go v1.84.0
 	github.com/spf13/cobra v1.10.2
+	golang.org/x/sys v0.40.0
 	k8s.io/apiextensions-apiserver v0.36.3
 	k8s.io/apimachinery v0.36.3
 	sigs.k8s.io/yaml v1.6.0

@@ -168,7 +168,7 @@ func loadLoop(path string, g *globals, stderr io.Writer, quiet bool) (*loopfile.
 }
 
 // newDriver builds everything a local run needs, and takes the loop's lock.
-// A fresh run starts a new output log; a resumed one appends to it.
+// A fresh run starts new output logs; a resumed one appends to them.
 func newDriver(g *globals, path string, loop *v1alpha1.Loop, stderr io.Writer, quiet, fresh bool) (*localrun.Driver, func(), error) {
 	m, err := executor.New(loop.Name, &loop.Spec, executor.Options{Judge: newJudge(&loop.Spec), Env: os.LookupEnv})
 	if err != nil {
@@ -183,11 +183,7 @@ func newDriver(g *globals, path string, loop *v1alpha1.Loop, stderr io.Writer, q
 	if err != nil {
 		return nil, nil, err
 	}
-	mode := os.O_CREATE | os.O_WRONLY | os.O_APPEND
-	if fresh {
-		mode |= os.O_TRUNC
-	}
-	logFile, err := os.OpenFile(store.LogPath(), mode, 0o644)
+	outLog, errLog, err := store.OpenOutputs(fresh)
 	if err != nil {
 		unlock()
 		return nil, nil, err
@@ -198,7 +194,7 @@ func newDriver(g *globals, path string, loop *v1alpha1.Loop, stderr io.Writer, q
 	}
 	d := &localrun.Driver{
 		Machine:  m,
-		Runner:   &local.Runner{AgentCommand: loop.Spec.GetAgentCommand(), Log: logFile},
+		Runner:   &local.Runner{AgentCommand: loop.Spec.GetAgentCommand(), Stdout: outLog, Stderr: errLog},
 		Store:    store,
 		LoopFile: abs,
 		Context:  ctxValues,
@@ -206,7 +202,7 @@ func newDriver(g *globals, path string, loop *v1alpha1.Loop, stderr io.Writer, q
 	if !quiet {
 		d.OnEvents = newProgress(stderr).print
 	}
-	return d, func() { _ = logFile.Close(); unlock() }, nil
+	return d, func() { _ = outLog.Close(); _ = errLog.Close(); unlock() }, nil
 }
 
 // newJudge returns the LLM judge, or nil when no API key is set.

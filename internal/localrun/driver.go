@@ -112,9 +112,6 @@ func (d *Driver) drive(ctx context.Context, w *writer, run *v1alpha1.RunState, b
 			}
 			batch = nil
 			res := d.Runner.Run(ctx, step.Action)
-			if err := w.wait(); err != nil {
-				return err
-			}
 			if ctx.Err() != nil {
 				return d.interrupt(w, run, nil)
 			}

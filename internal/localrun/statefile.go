@@ -208,38 +208,66 @@ func (f *StateFile) RunState() (*v1alpha1.RunState, error) {
 	return run, nil
 }
 
-// writeAtomic replaces path with data: a temporary file in the same
-// directory, fsynced, renamed over path, and the directory fsynced. A reader
-// sees the old file or the new one, never a mix.
-func writeAtomic(path string, data []byte) error {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+// atomicFile replaces a file's content atomically: the new content goes into
+// a new temporary file beside it, which is fsynced and then renamed over the
+// file. A reader sees the old content or the new, never a mix, and a crash
+// leaves one or the other.
+type atomicFile struct {
+	path string
+	// dirDirty is set when a rename must still be made durable by fsyncing
+	// the directory.
+	dirDirty bool
+}
+
+func newAtomicFile(path string) *atomicFile {
+	return &atomicFile{path: path}
+}
+
+// write replaces the file with data. before, when set, must succeed before
+// the rename (the event log is synced by then).
+func (a *atomicFile) write(data []byte, before func() error) error {
+	f, err := os.CreateTemp(filepath.Dir(a.path), "."+filepath.Base(a.path)+".tmp-*")
 	if err != nil {
 		return err
 	}
-	clean := func(e error) error {
-		_ = tmp.Close()
-		_ = os.Remove(tmp.Name())
-		return e
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
 	}
-	if _, err := tmp.Write(data); err != nil {
-		return clean(err)
+	if cerr := f.Close(); err == nil {
+		err = cerr
 	}
-	if err := tmp.Sync(); err != nil {
-		return clean(err)
+	if err == nil && before != nil {
+		err = before()
 	}
-	if err := tmp.Close(); err != nil {
-		return clean(err)
+	if err == nil {
+		err = os.Rename(f.Name(), a.path)
 	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return clean(err)
+	if err != nil {
+		_ = os.Remove(f.Name())
+		return err
 	}
-	d, err := os.Open(dir)
+	a.dirDirty = true
+	return nil
+}
+
+// syncDir makes the renames durable. Saves during a run skip it: on the
+// usual journaling filesystems the next fsync commits the rename anyway, and
+// a state one step older is still a consistent state.
+func (a *atomicFile) syncDir() error {
+	if !a.dirDirty {
+		return nil
+	}
+	d, err := os.Open(filepath.Dir(a.path))
 	if err != nil {
 		return err
 	}
 	defer d.Close()
-	return d.Sync()
+	if err := d.Sync(); err != nil {
+		return err
+	}
+	a.dirDirty = false
+	return nil
 }
 
 // ReadStateFile reads a state file.

@@ -31,8 +31,31 @@ func (s *Store) StatePath() string { return filepath.Join(s.dir, s.name+".state.
 // EventsPath is the JSONL event log.
 func (s *Store) EventsPath() string { return filepath.Join(s.dir, s.name+".events.jsonl") }
 
-// LogPath holds the complete output of every action.
-func (s *Store) LogPath() string { return filepath.Join(s.dir, s.name+".log") }
+// StdoutPath holds the complete stdout of every action of the run.
+func (s *Store) StdoutPath() string { return filepath.Join(s.dir, s.name+".stdout.log") }
+
+// StderrPath holds the complete stderr of every action of the run.
+func (s *Store) StderrPath() string { return filepath.Join(s.dir, s.name+".stderr.log") }
+
+// OpenOutputs opens the output logs for an action runner: a fresh run
+// starts them empty, a resumed one appends.
+func (s *Store) OpenOutputs(fresh bool) (stdout, stderr *os.File, err error) {
+	if err := os.MkdirAll(s.dir, 0o755); err != nil {
+		return nil, nil, err
+	}
+	mode := os.O_CREATE | os.O_RDWR | os.O_APPEND
+	if fresh {
+		mode |= os.O_TRUNC
+	}
+	if stdout, err = os.OpenFile(s.StdoutPath(), mode, 0o644); err != nil {
+		return nil, nil, err
+	}
+	if stderr, err = os.OpenFile(s.StderrPath(), mode, 0o644); err != nil {
+		_ = stdout.Close()
+		return nil, nil, err
+	}
+	return stdout, stderr, nil
+}
 
 func (s *Store) lockPath() string { return filepath.Join(s.dir, s.name+".lock") }
 
@@ -53,8 +76,8 @@ func (s *Store) Lock() (unlock func(), err error) {
 	return func() { _ = f.Close() }, nil
 }
 
-// Clear removes the state and events of a previous run. (The output log is
-// truncated by whoever opens it for the new run.)
+// Clear removes the state and events of a previous run. (The output logs
+// are truncated by OpenOutputs for the new run.)
 func (s *Store) Clear() error {
 	var errs []error
 	for _, p := range []string{s.StatePath(), s.EventsPath()} {
@@ -75,6 +98,7 @@ func (s *Store) Load() (*StateFile, error) {
 // most one is in flight and they complete in order.
 type writer struct {
 	store    *Store
+	state    *atomicFile
 	log      *eventlog.File
 	loopFile string
 	context  map[string]any
@@ -89,7 +113,7 @@ func (s *Store) openWriter(loopFile string, ctx map[string]any) (*writer, error)
 	if err != nil {
 		return nil, err
 	}
-	return &writer{store: s, log: log, loopFile: loopFile, context: ctx}, nil
+	return &writer{store: s, state: newAtomicFile(s.StatePath()), log: log, loopFile: loopFile, context: ctx}, nil
 }
 
 // encode snapshots the run state, so the caller may change it at once.
@@ -102,11 +126,14 @@ func (w *writer) encode(run *v1alpha1.RunState) ([]byte, error) {
 	return b.Bytes(), err
 }
 
+// write appends the events and replaces the state file. The two fsyncs run
+// side by side (the filesystem can commit them together); the state file is
+// renamed into place only once both are on disk, so a saved state never
+// refers to an event that is not.
 func (w *writer) write(events []executor.Event, state []byte) error {
-	if err := w.log.Append(events); err != nil {
-		return err
-	}
-	return writeAtomic(w.store.StatePath(), state)
+	logDone := make(chan error, 1)
+	go func() { logDone <- w.log.Append(events) }()
+	return w.state.write(state, func() error { return <-logDone })
 }
 
 // saveAsync starts saving in the background; wait returns the outcome.
@@ -124,7 +151,7 @@ func (w *writer) saveAsync(run *v1alpha1.RunState, events []executor.Event) erro
 	return nil
 }
 
-// save saves now.
+// save saves now, the directory included.
 func (w *writer) save(run *v1alpha1.RunState, events []executor.Event) error {
 	if err := w.wait(); err != nil {
 		return err
@@ -133,7 +160,10 @@ func (w *writer) save(run *v1alpha1.RunState, events []executor.Event) error {
 	if err != nil {
 		return err
 	}
-	return w.write(events, state)
+	if err := w.write(events, state); err != nil {
+		return err
+	}
+	return w.state.syncDir()
 }
 
 // wait waits for the background save.

@@ -19,18 +19,29 @@ func run(t *testing.T, r *Runner, a *executor.Action) executor.ActionResult {
 	return r.Run(context.Background(), a)
 }
 
-func TestTailBuffer(t *testing.T) {
-	b := newTailBuffer(8)
-	for _, s := range []string{"abc", "defgh", "ij", "klmnopqrstu", "v"} {
-		_, _ = b.Write([]byte(s))
+// With output files, each action's tail is its own and the files keep everything.
+func TestOutputFilesKeepEverything(t *testing.T) {
+	dir := t.TempDir()
+	open := func(name string) *os.File {
+		f, err := os.OpenFile(filepath.Join(dir, name), os.O_CREATE|os.O_RDWR|os.O_APPEND, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = f.Close() })
+		return f
 	}
-	if got := b.String(); got != "opqrstuv" || !b.Truncated() {
-		t.Errorf("tail %q truncated %v", got, b.Truncated())
+	r := &Runner{Stdout: open("out"), Stderr: open("err"), OutputWindow: 8}
+	first := run(t, r, &executor.Action{Command: "echo first; echo e1 >&2"})
+	second := run(t, r, &executor.Action{Command: "echo 0123456789abcdef"})
+	if first.Output != "first\n" || first.Stderr != "e1\n" || first.OutputTruncated {
+		t.Errorf("first %+v", first)
 	}
-	small := newTailBuffer(8)
-	_, _ = small.Write([]byte("abc"))
-	if small.String() != "abc" || small.Truncated() {
-		t.Errorf("small %q", small.String())
+	if second.Output != "9abcdef\n" || !second.OutputTruncated || second.Stderr != "" {
+		t.Errorf("second %+v", second)
+	}
+	all, _ := os.ReadFile(filepath.Join(dir, "out"))
+	if string(all) != "first\n0123456789abcdef\n" {
+		t.Errorf("output file %q", all)
 	}
 }
 

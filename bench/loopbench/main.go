@@ -1,0 +1,148 @@
+// Command loopbench measures the local engine's cost per iteration: a
+// 200-iteration loop of `true` run by the looprun binary (whole process,
+// durable persistence), against a Go program that spawns `bash -c true` 200
+// times. Runs alternate so both see the same machine.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+)
+
+const iterations = 200
+
+func main() {
+	rounds := flag.Int("rounds", 15, "measured rounds of each command")
+	keep := flag.Bool("keep", false, "keep the build directory")
+	flag.Parse()
+	if len(flag.Args()) == 1 && flag.Arg(0) == "spawn" {
+		spawn()
+		return
+	}
+	if err := run(*rounds, *keep); err != nil {
+		fmt.Fprintln(os.Stderr, "loopbench:", err)
+		os.Exit(1)
+	}
+}
+
+// spawn is the baseline: what running the actions alone costs.
+func spawn() {
+	for i := 0; i < iterations; i++ {
+		if err := exec.Command("bash", "-c", "true").Run(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+	}
+}
+
+func run(rounds int, keep bool) error {
+	dir, err := os.MkdirTemp("", "loopbench")
+	if err != nil {
+		return err
+	}
+	if !keep {
+		defer os.RemoveAll(dir)
+	}
+	looprun := filepath.Join(dir, "looprun")
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	if out, err := exec.Command("go", "build", "-o", looprun, "./cmd/looprun").CombinedOutput(); err != nil {
+		return fmt.Errorf("build looprun: %v\n%s", err, out)
+	}
+	loop, err := filepath.Abs("bench/self-loop.yaml")
+	if err != nil {
+		return err
+	}
+	work := filepath.Join(dir, "work")
+	if err := os.MkdirAll(work, 0o755); err != nil {
+		return err
+	}
+	ours := func() error {
+		cmd := exec.Command(looprun, "run", "-q", loop)
+		cmd.Dir = work
+		out, err := cmd.CombinedOutput()
+		// The loop ends by max_iterations: exit code 1 is expected.
+		if ee, ok := err.(*exec.ExitError); ok && ee.ExitCode() == 1 && strings.Contains(string(out), "max_iterations") {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("looprun: %v\n%s", err, out)
+		}
+		return nil
+	}
+	base := func() error { return exec.Command(self, "spawn").Run() }
+
+	var tOurs, tBase []time.Duration
+	for r := -2; r < rounds; r++ { // two warm-up rounds
+		d1, err := timeIt(base)
+		if err != nil {
+			return err
+		}
+		d2, err := timeIt(ours)
+		if err != nil {
+			return err
+		}
+		if r >= 0 {
+			tBase, tOurs = append(tBase, d1), append(tOurs, d2)
+		}
+	}
+	if err := checkDurable(work); err != nil {
+		return err
+	}
+	mb, mo := median(tBase), median(tOurs)
+	over := (mo - mb) / iterations
+	fmt.Printf("rounds: %d, iterations per round: %d\n", rounds, iterations)
+	fmt.Printf("baseline (Go spawning bash -c true): median %v, %v per iteration\n", mb.Round(time.Microsecond), (mb / iterations).Round(time.Microsecond))
+	fmt.Printf("looprun run (whole process, fsynced): median %v, %v per iteration\n", mo.Round(time.Microsecond), (mo / iterations).Round(time.Microsecond))
+	fmt.Printf("overhead per iteration: %v (target <= 300µs)\n", over.Round(time.Microsecond))
+	fmt.Printf("per-round overhead, sorted: %v\n", perRound(tBase, tOurs))
+	if over > 300*time.Microsecond {
+		return fmt.Errorf("overhead %v per iteration is above the 300µs target", over)
+	}
+	return nil
+}
+
+// checkDurable makes sure the run wrote what it should.
+func checkDurable(work string) error {
+	b, err := os.ReadFile(filepath.Join(work, ".loops", ".running", "bench-self-loop.events.jsonl"))
+	if err != nil {
+		return err
+	}
+	if n := strings.Count(string(b), "\n"); n < 5*iterations {
+		return fmt.Errorf("event log has %d lines, want at least %d", n, 5*iterations)
+	}
+	return nil
+}
+
+func timeIt(f func() error) (time.Duration, error) {
+	start := time.Now()
+	err := f()
+	return time.Since(start), err
+}
+
+func median(d []time.Duration) time.Duration {
+	s := append([]time.Duration(nil), d...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[len(s)/2]
+}
+
+func perRound(base, ours []time.Duration) []string {
+	var d []time.Duration
+	for i := range base {
+		d = append(d, (ours[i]-base[i])/iterations)
+	}
+	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+	out := make([]string, len(d))
+	for i, x := range d {
+		out[i] = x.Round(time.Microsecond).String()
+	}
+	return out
+}

@@ -1,0 +1,68 @@
+package localrun
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+)
+
+// A reader racing the writer only ever sees a whole state file.
+func TestAtomicFileNeverHalfWritten(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "x.state.json")
+	a := newAtomicFile(path)
+	if err := a.write([]byte(`{"n":0}`), nil); err != nil {
+		t.Fatal(err)
+	}
+	var stop atomic.Bool
+	var reads, bad atomic.Int64
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for !stop.Load() {
+			b, err := os.ReadFile(path)
+			var v map[string]any
+			if err != nil || json.Unmarshal(b, &v) != nil {
+				bad.Add(1)
+			}
+			reads.Add(1)
+		}
+	}()
+	for i := 1; i <= 300; i++ {
+		// Sizes vary so a torn write would show.
+		data := fmt.Sprintf(`{"n":%d,"pad":"%s"}`, i, strings.Repeat("x", (i*37)%900))
+		if err := a.write([]byte(data), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stop.Store(true)
+	<-done
+	if bad.Load() > 0 {
+		t.Errorf("%d of %d reads saw a partial file", bad.Load(), reads.Load())
+	}
+	var last struct{ N int }
+	b, _ := os.ReadFile(path)
+	if err := json.Unmarshal(b, &last); err != nil || last.N != 300 {
+		t.Errorf("final content %s", b)
+	}
+	if err := a.syncDir(); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestAtomicFileBeforeFailureKeepsOldContent(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "x.state.json")
+	a := newAtomicFile(path)
+	if err := a.write([]byte("old"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.write([]byte("new"), func() error { return fmt.Errorf("log sync failed") }); err == nil {
+		t.Fatal("want the error of before")
+	}
+	if b, _ := os.ReadFile(path); string(b) != "old" {
+		t.Errorf("content %q after a failed save", b)
+	}
+}
