@@ -7,6 +7,7 @@ CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen
 GOLANGCI_LINT ?= $(LOCALBIN)/golangci-lint
 CONTROLLER_TOOLS_VERSION ?= v0.21.0
 GOLANGCI_LINT_VERSION ?= v2.15.0
+FUZZTIME ?= 30s
 
 .PHONY: all
 all: build
@@ -30,8 +31,25 @@ lint: golangci-lint ## Run golangci-lint.
 	$(GOLANGCI_LINT) run ./...
 
 .PHONY: test
-test: ## Run every test.
-	go test ./... -count=1
+test: verify ## Run every check and test (what CI runs).
+	go test -race -count=1 ./...
+
+.PHONY: verify
+verify: verify-generated fmt-check vet lint ## Generated code fresh, formatting, vet, lint.
+
+.PHONY: verify-generated
+verify-generated: controller-gen ## Fail when generated code is stale.
+	hack/verify-generated.sh
+
+.PHONY: fmt-check
+fmt-check: ## Fail when a Go file is not gofmt-formatted.
+	@out=$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go')); if [ -n "$$out" ]; then echo "not gofmt-formatted:"; echo "$$out"; exit 1; fi
+
+.PHONY: fuzz
+fuzz: ## Run each fuzz target for FUZZTIME (default 30s).
+	go test ./internal/executor/interpolate -run '^$$' -fuzz '^FuzzExpand$$' -fuzztime $(FUZZTIME)
+	go test ./internal/executor/evaluate -run '^$$' -fuzz '^FuzzDeterministic$$' -fuzztime $(FUZZTIME)
+	go test ./internal/loopfile -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
 
 .PHONY: build
 build: ## Build the binaries into bin/.

@@ -117,6 +117,15 @@ func (e *Evaluate) GetMinConfidence() float64 {
 	return *e.MinConfidence
 }
 
+// IsKnown reports whether t names one of the evaluators.
+func (t EvaluatorType) IsKnown() bool {
+	switch t {
+	case EvalExitCode, EvalOutputNumeric, EvalOutputJSON, EvalOutputContains, EvalConvergence, EvalClassify, EvalLLMStructured:
+		return true
+	}
+	return false
+}
+
 // CanonicalVerdict maps the little-loops spellings yes and no onto success and failure.
 func CanonicalVerdict(v string) string {
 	switch v {

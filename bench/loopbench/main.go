@@ -5,6 +5,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -55,7 +56,7 @@ func run(rounds int, keep bool) error {
 		return err
 	}
 	if out, err := exec.Command("go", "build", "-o", looprun, "./cmd/looprun").CombinedOutput(); err != nil {
-		return fmt.Errorf("build looprun: %v\n%s", err, out)
+		return fmt.Errorf("build looprun: %w\n%s", err, out)
 	}
 	loop, err := filepath.Abs("bench/self-loop.yaml")
 	if err != nil {
@@ -70,11 +71,12 @@ func run(rounds int, keep bool) error {
 		cmd.Dir = work
 		out, err := cmd.CombinedOutput()
 		// The loop ends by max_iterations: exit code 1 is expected.
-		if ee, ok := err.(*exec.ExitError); ok && ee.ExitCode() == 1 && strings.Contains(string(out), "max_iterations") {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) && ee.ExitCode() == 1 && strings.Contains(string(out), "max_iterations") {
 			return nil
 		}
 		if err != nil {
-			return fmt.Errorf("looprun: %v\n%s", err, out)
+			return fmt.Errorf("looprun: %w\n%s", err, out)
 		}
 		return nil
 	}

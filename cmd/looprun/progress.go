@@ -33,7 +33,7 @@ func (p *progress) print(events []executor.Event) {
 		case executor.EventRoute:
 			line := fmt.Sprintf("[%v] %v -> %v", p.iteration, d["from"], d["to"])
 			if d["reason"] != nil {
-				line += fmt.Sprintf(" (%v)", d["reason"])
+				line = fmt.Sprintf("    %v -> %v (%v)", d["from"], d["to"], d["reason"])
 			} else if p.verdict != nil {
 				line += fmt.Sprintf(" (%v)", p.verdict)
 			}

@@ -81,7 +81,7 @@ func (t *txn) actionComplete(st *v1alpha1.State, res *ActionResult) {
 	})
 	run.PrevResult = &v1alpha1.PrevResult{
 		Output:   Tail(trimOutput(res.Output), t.m.opts.MaxCaptureBytes),
-		ExitCode: int32(res.ExitCode),
+		ExitCode: exitCode32(res.ExitCode),
 		State:    run.CurrentState,
 	}
 }
@@ -150,7 +150,7 @@ func (t *txn) capture(st *v1alpha1.State, res *ActionResult, verdict string) {
 	t.run.Captured[st.Capture] = v1alpha1.CapturedResult{
 		Output:     Tail(trimOutput(res.Output), t.m.opts.MaxCaptureBytes),
 		Stderr:     Tail(res.Stderr, t.m.opts.MaxCaptureBytes),
-		ExitCode:   int32(res.ExitCode),
+		ExitCode:   exitCode32(res.ExitCode),
 		DurationMs: res.Duration.Milliseconds(),
 		Verdict:    verdict,
 	}

@@ -67,14 +67,6 @@ type runResult struct {
 	ran    []string
 }
 
-func (r *runResult) types() []string {
-	out := make([]string, len(r.events))
-	for i, e := range r.events {
-		out[i] = e.Type
-	}
-	return out
-}
-
 func (r *runResult) count(typ string) int {
 	n := 0
 	for _, e := range r.events {

@@ -85,13 +85,13 @@ func DecodeContext(in map[string]apiextensionsJSON) (map[string]any, error) {
 type StepKind int
 
 const (
-	// StepAction: run Step.Action, then call Complete with its result.
+	// StepAction asks the driver to run Step.Action, then call Complete with its result.
 	StepAction StepKind = iota
-	// StepEvaluate: the state has no action; call Complete with a nil result.
+	// StepEvaluate is a state without action: Complete with a nil result.
 	StepEvaluate
-	// StepWait: nothing to do until Step.WaitUntil (backoff); call Plan again then.
+	// StepWait means nothing to do until Step.WaitUntil (backoff); call Plan again then.
 	StepWait
-	// StepDone: the run is over.
+	// StepDone means the run is over.
 	StepDone
 )
 

@@ -56,15 +56,8 @@ func detailsJSON(d map[string]any) *apiextensionsv1.JSON {
 	return &apiextensionsv1.JSON{Raw: b}
 }
 
-// decodeDetails reads back details stored by detailsJSON.
-func decodeDetails(j *apiextensionsv1.JSON) map[string]any {
-	if j == nil {
-		return nil
-	}
-	v, err := decodeJSONValue(j.Raw)
-	if err != nil {
-		return nil
-	}
-	m, _ := v.(map[string]any)
-	return m
+// exitCode32 stores an exit code; real exit codes fit easily.
+func exitCode32(code int) int32 {
+	const lim = 1 << 30
+	return int32(max(-lim, min(lim, code)))
 }

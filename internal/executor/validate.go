@@ -180,7 +180,7 @@ func checkTemplate(tmpl string, captured map[string]bool, p *field.Path) field.E
 func validateEvaluate(e *v1alpha1.Evaluate, captured map[string]bool, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	types := []string{"exit_code", "output_numeric", "output_json", "output_contains", "convergence", "classify", "llm_structured"}
-	if !evaluate.IsDeterministic(e.Type) && e.Type != v1alpha1.EvalLLMStructured {
+	if !e.Type.IsKnown() {
 		return append(errs, field.NotSupported(p.Child("type"), e.Type, types))
 	}
 	if e.Operator != "" && !contains(evaluate.Operators, e.Operator) {
@@ -192,6 +192,21 @@ func validateEvaluate(e *v1alpha1.Evaluate, captured map[string]bool, p *field.P
 	if mc := e.MinConfidence; mc != nil && (*mc < 0 || *mc > 1) {
 		errs = append(errs, field.Invalid(p.Child("minConfidence"), *mc, "must be between 0 and 1"))
 	}
+	errs = append(errs, validateEvaluatorFields(e, captured, p)...)
+	if e.Line != nil && e.Line.Type == intstr.String && e.Line.StrVal != "first" && e.Line.StrVal != "last" {
+		errs = append(errs, field.Invalid(p.Child("line"), e.Line.StrVal, "must be first, last or a line index"))
+	}
+	for _, f := range []struct {
+		name, tmpl string
+	}{{"source", e.Source}, {"previous", e.Previous}, {"prompt", e.Prompt}} {
+		errs = append(errs, checkTemplate(f.tmpl, captured, p.Child(f.name))...)
+	}
+	return errs
+}
+
+// validateEvaluatorFields checks the fields each evaluator type requires.
+func validateEvaluatorFields(e *v1alpha1.Evaluate, captured map[string]bool, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
 	switch e.Type {
 	case v1alpha1.EvalOutputNumeric, v1alpha1.EvalConvergence:
 		errs = append(errs, checkNumberField(e.Target, numberRequired, captured, p.Child("target"))...)
@@ -209,14 +224,6 @@ func validateEvaluate(e *v1alpha1.Evaluate, captured map[string]bool, p *field.P
 		}
 	case v1alpha1.EvalLLMStructured:
 		errs = append(errs, checkSchema(e.Schema, p.Child("schema"))...)
-	}
-	if e.Line != nil && e.Line.Type == intstr.String && e.Line.StrVal != "first" && e.Line.StrVal != "last" {
-		errs = append(errs, field.Invalid(p.Child("line"), e.Line.StrVal, "must be first, last or a line index"))
-	}
-	for _, f := range []struct {
-		name, tmpl string
-	}{{"source", e.Source}, {"previous", e.Previous}, {"prompt", e.Prompt}} {
-		errs = append(errs, checkTemplate(f.tmpl, captured, p.Child(f.name))...)
 	}
 	return errs
 }

@@ -23,7 +23,7 @@ func TestAtomicFileNeverHalfWritten(t *testing.T) {
 	go func() {
 		defer close(done)
 		for !stop.Load() {
-			b, err := os.ReadFile(path)
+			b, err := readLive(path)
 			var v map[string]any
 			if err != nil || json.Unmarshal(b, &v) != nil {
 				bad.Add(1)
@@ -50,6 +50,14 @@ func TestAtomicFileNeverHalfWritten(t *testing.T) {
 	}
 	if err := a.syncDir(); err != nil {
 		t.Error(err)
+	}
+	// The temporary files hold earlier states, whole.
+	for _, p := range slots(path) {
+		b, err := os.ReadFile(p)
+		var v map[string]any
+		if err != nil || json.Unmarshal(b, &v) != nil {
+			t.Errorf("%s: %v %q", p, err, b)
+		}
 	}
 }
 

@@ -80,7 +80,7 @@ func (s *Store) Lock() (unlock func(), err error) {
 // are truncated by OpenOutputs for the new run.)
 func (s *Store) Clear() error {
 	var errs []error
-	for _, p := range []string{s.StatePath(), s.EventsPath()} {
+	for _, p := range append([]string{s.StatePath(), s.EventsPath()}, slots(s.StatePath())...) {
 		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, err)
 		}

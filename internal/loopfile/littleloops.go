@@ -297,44 +297,30 @@ func (r *reader) evaluate(v any, fp string) *v1alpha1.Evaluate {
 		return nil
 	}
 	e := &v1alpha1.Evaluate{}
+	strs := map[string]*string{
+		"operator": &e.Operator, "pattern": &e.Pattern, "path": &e.Path, "key": &e.Key,
+		"direction": &e.Direction, "previous": &e.Previous, "source": &e.Source, "prompt": &e.Prompt,
+	}
+	values := map[string]**apiextensionsv1.JSON{"target": &e.Target, "tolerance": &e.Tolerance, "schema": &e.Schema}
 	for _, k := range sortedMapKeys(m) {
 		kp := fp + "." + k
+		if dst, ok := strs[k]; ok {
+			*dst = r.str(m, k, kp)
+			continue
+		}
+		if dst, ok := values[k]; ok {
+			j := toJSON(m[k])
+			*dst = &j
+			continue
+		}
 		switch k {
 		case "type":
 			e.Type = v1alpha1.EvaluatorType(r.str(m, k, kp))
-			switch e.Type {
-			case v1alpha1.EvalExitCode, v1alpha1.EvalOutputNumeric, v1alpha1.EvalOutputJSON, v1alpha1.EvalOutputContains,
-				v1alpha1.EvalConvergence, v1alpha1.EvalClassify, v1alpha1.EvalLLMStructured:
-			default:
+			if !e.Type.IsKnown() {
 				r.fail("%s: evaluator %q is not supported", kp, e.Type)
 			}
-		case "operator":
-			e.Operator = r.str(m, k, kp)
-		case "target":
-			j := toJSON(m[k])
-			e.Target = &j
-		case "tolerance":
-			j := toJSON(m[k])
-			e.Tolerance = &j
-		case "schema":
-			j := toJSON(m[k])
-			e.Schema = &j
-		case "pattern":
-			e.Pattern = r.str(m, k, kp)
 		case "negate":
 			e.Negate = r.boolean(m, k, kp)
-		case "path":
-			e.Path = r.str(m, k, kp)
-		case "key":
-			e.Key = r.str(m, k, kp)
-		case "direction":
-			e.Direction = r.str(m, k, kp)
-		case "previous":
-			e.Previous = r.str(m, k, kp)
-		case "source":
-			e.Source = r.str(m, k, kp)
-		case "prompt":
-			e.Prompt = r.str(m, k, kp)
 		case "uncertain_suffix":
 			e.UncertainSuffix = r.boolean(m, k, kp)
 		case "min_confidence":
@@ -355,7 +341,7 @@ func (r *reader) line(m map[string]any, k, fp string) *intstr.IntOrString {
 	switch v := m[k].(type) {
 	case json.Number:
 		i, err := v.Int64()
-		if err != nil {
+		if err != nil || i < math.MinInt32 || i > math.MaxInt32 {
 			r.fail("%s: must be first, last or an integer", fp)
 			return nil
 		}

@@ -123,7 +123,7 @@ func decodeYAML(data []byte) (map[string]any, error) {
 func parseManifest(data []byte) (*File, error) {
 	var loop v1alpha1.Loop
 	if err := yaml.UnmarshalStrict(data, &loop); err != nil {
-		return nil, fmt.Errorf("Loop manifest: %w", err)
+		return nil, fmt.Errorf("loop manifest: %w", err)
 	}
 	if loop.APIVersion != v1alpha1.GroupVersion.String() || loop.Kind != "Loop" {
 		return nil, fmt.Errorf("expected apiVersion %s and kind Loop, got %q and %q", v1alpha1.GroupVersion, loop.APIVersion, loop.Kind)

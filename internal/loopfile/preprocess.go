@@ -184,7 +184,7 @@ func (r *reader) fragments(doc map[string]any, dir string) error {
 		}
 		frag, ok := lib[ref].(map[string]any)
 		if !ok {
-			return fmt.Errorf("states.%s.fragment: no fragment %q in the imported libraries or fragments:", name, ref)
+			return fmt.Errorf("states.%s.fragment: no fragment %q in the imported libraries or the fragments section", name, ref)
 		}
 		merged := deepMerge(frag, st)
 		delete(merged, "fragment")

@@ -143,13 +143,13 @@ func readTail(f *os.File, start int64, max int) (string, bool) {
 func (r *Runner) command(ctx context.Context, a *executor.Action) *exec.Cmd {
 	if a.Agent {
 		argv := append(append([]string{}, r.agentCommand()...), a.Command)
-		return exec.CommandContext(ctx, argv[0], argv[1:]...) //nolint:gosec // running the loop's own agent command is the point
+		return exec.CommandContext(ctx, argv[0], argv[1:]...)
 	}
 	shell := r.Shell
 	if shell == "" {
 		shell = "bash"
 	}
-	return exec.CommandContext(ctx, shell, "-c", a.Command) //nolint:gosec // running the loop's own action is the point
+	return exec.CommandContext(ctx, shell, "-c", a.Command)
 }
 
 func (r *Runner) agentCommand() []string {

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Fails when generated files in the work tree differ from what the generators
+# produce now. The files are regenerated either way.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+snapshot=$(mktemp -d)
+trap 'rm -rf "$snapshot"' EXIT
+files=$(git ls-files -co --exclude-standard -- '*zz_generated*.go')
+for f in $files; do mkdir -p "$snapshot/$(dirname "$f")"; cp "$f" "$snapshot/$f"; done
+make --no-print-directory generate >/dev/null
+stale=0
+for f in $(git ls-files -co --exclude-standard -- '*zz_generated*.go'); do
+	if ! cmp -s "$f" "$snapshot/$f"; then
+		echo "stale generated file: $f (run make generate and commit it)" >&2
+		stale=1
+	fi
+done
+exit $stale
