@@ -157,6 +157,38 @@ func TestExitCodes(t *testing.T) {
 	}
 }
 
+// Seed FEAT-046: resume returns nothing when there is no saved run, or when
+// it completed or failed.
+func TestResumeNothing(t *testing.T) {
+	dir := t.TempDir()
+	if r := looprun(t, dir, "resume", "never-ran"); r.code != 1 || !strings.Contains(r.stderr, "nothing to resume") {
+		t.Errorf("no state: %d %q", r.code, r.stderr)
+	}
+	write(t, dir, "fail.yaml", "name: f\ninitial: a\nstates:\n  a:\n    action: exit 1\n    on_yes: done\n    on_no: failed\n  done:\n    terminal: true\n  failed:\n    terminal: true\n")
+	if r := looprun(t, dir, "run", "fail.yaml"); r.code != 2 {
+		t.Fatalf("run: exit %d", r.code)
+	}
+	if r := looprun(t, dir, "resume", "f"); r.code != 1 || !strings.Contains(r.stderr, "nothing to resume") || !strings.Contains(r.stderr, "failed") {
+		t.Errorf("failed run: %d %q", r.code, r.stderr)
+	}
+	if r := looprun(t, dir, "status", "never-ran"); r.code != 1 {
+		t.Errorf("status of nothing: exit %d", r.code)
+	}
+}
+
+// A run that hit max_iterations is resumable with a higher cap.
+func TestResumeRaisesCap(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "count.yaml", "name: count\ninitial: a\nmax_steps: 2\nstates:\n  a:\n    action: echo x >> n; test $(wc -l < n) -ge 4\n    on_no: a\n    on_yes: done\n  done:\n    terminal: true\n")
+	if r := looprun(t, dir, "run", "count.yaml"); r.code != 1 || !strings.Contains(r.stderr, "max_iterations") {
+		t.Fatalf("run: %d %q", r.code, r.stderr)
+	}
+	r := looprun(t, dir, "resume", "count", "--max-iterations", "10")
+	if r.code != 0 || !strings.Contains(r.stderr, "[4] a -> done (success)") {
+		t.Errorf("resume: %d %q", r.code, r.stderr)
+	}
+}
+
 func TestValidate(t *testing.T) {
 	dir := t.TempDir()
 	write(t, dir, "ok.yaml", fixLoop)
