@@ -44,17 +44,25 @@ func (f *runFlags) apply(spec *v1alpha1.LoopSpec) error {
 		if !ok || k == "" {
 			return fmt.Errorf("--context %q: want KEY=VALUE", kv)
 		}
-		b, _ := json.Marshal(v)
-		if spec.Context == nil {
-			spec.Context = map[string]apiextensionsv1.JSON{}
-		}
-		spec.Context[k] = apiextensionsv1.JSON{Raw: b}
+		setContext(spec, k, v)
 	}
 	if f.maxIterations > 0 {
 		n := f.maxIterations
 		spec.MaxIterations = &n
 	}
 	return nil
+}
+
+// setContext sets one context variable of a spec.
+func setContext(spec *v1alpha1.LoopSpec, k string, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		b = []byte("null")
+	}
+	if spec.Context == nil {
+		spec.Context = map[string]apiextensionsv1.JSON{}
+	}
+	spec.Context[k] = apiextensionsv1.JSON{Raw: b}
 }
 
 func newRunCommand(g *globals) *cobra.Command {
@@ -123,11 +131,7 @@ func newResumeCommand(g *globals) *cobra.Command {
 				return err
 			}
 			for k, v := range sf.Context {
-				b, _ := json.Marshal(v)
-				if lf.Loop.Spec.Context == nil {
-					lf.Loop.Spec.Context = map[string]apiextensionsv1.JSON{}
-				}
-				lf.Loop.Spec.Context[k] = apiextensionsv1.JSON{Raw: b}
+				setContext(&lf.Loop.Spec, k, v)
 			}
 			if err := f.apply(&lf.Loop.Spec); err != nil {
 				return err

@@ -3,7 +3,8 @@ package executor
 import (
 	"encoding/json"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -44,20 +45,11 @@ func Validate(spec *v1alpha1.LoopSpec) field.ErrorList {
 	if !terminal && len(spec.States) > 0 {
 		errs = append(errs, field.Required(root.Child("states"), "at least one state must be terminal"))
 	}
-	for _, name := range sortedStates(spec) {
+	for _, name := range slices.Sorted(maps.Keys(spec.States)) {
 		st := spec.States[name]
 		errs = append(errs, validateState(spec, name, &st, captured, root.Child("states").Key(name))...)
 	}
 	return errs
-}
-
-func sortedStates(spec *v1alpha1.LoopSpec) []string {
-	names := make([]string, 0, len(spec.States))
-	for n := range spec.States {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
 }
 
 func validateLimits(spec *v1alpha1.LoopSpec, root *field.Path) field.ErrorList {
@@ -136,7 +128,7 @@ func validateTargets(spec *v1alpha1.LoopSpec, st *v1alpha1.State, p *field.Path)
 	check(p.Child("onMaintain"), st.OnMaintain, false)
 	check(p.Child("onRetryExhausted"), st.OnRetryExhausted, false)
 	seen := map[string]string{}
-	for _, k := range sortedKeys(st.Route) {
+	for _, k := range slices.Sorted(maps.Keys(st.Route)) {
 		fp := p.Child("route").Key(k)
 		if k == "" {
 			errs = append(errs, field.Invalid(fp, k, "a route key must name a verdict, or be _ or _error"))
@@ -149,15 +141,6 @@ func validateTargets(spec *v1alpha1.LoopSpec, st *v1alpha1.State, p *field.Path)
 		check(fp, st.Route[k], true)
 	}
 	return errs
-}
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // checkTemplate reports syntax errors and references to captures no state makes.
@@ -183,7 +166,7 @@ func validateEvaluate(e *v1alpha1.Evaluate, captured map[string]bool, p *field.P
 	if !e.Type.IsKnown() {
 		return append(errs, field.NotSupported(p.Child("type"), e.Type, types))
 	}
-	if e.Operator != "" && !contains(evaluate.Operators, e.Operator) {
+	if e.Operator != "" && !slices.Contains(evaluate.Operators, e.Operator) {
 		errs = append(errs, field.NotSupported(p.Child("operator"), e.Operator, evaluate.Operators))
 	}
 	if e.Direction != "" && e.Direction != "minimize" && e.Direction != "maximize" {
@@ -282,13 +265,4 @@ func checkSchema(j *apiextensionsv1.JSON, p *field.Path) field.ErrorList {
 		return field.ErrorList{field.Required(p.Child("properties", "verdict"), "the answer schema must have a verdict property")}
 	}
 	return nil
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }

@@ -5,10 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
-	"strconv"
 	"strings"
 
 	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/internal/executor/interpolate"
 )
 
 // LookupPath follows a dot-separated path (optional leading dot, integer
@@ -18,26 +18,7 @@ func LookupPath(doc any, path string) (any, bool) {
 	if path == "" {
 		return doc, true
 	}
-	v := doc
-	for _, seg := range strings.Split(path, ".") {
-		switch t := v.(type) {
-		case map[string]any:
-			next, ok := t[seg]
-			if !ok {
-				return nil, false
-			}
-			v = next
-		case []any:
-			i, err := strconv.Atoi(seg)
-			if err != nil || i < 0 || i >= len(t) {
-				return nil, false
-			}
-			v = t[i]
-		default:
-			return nil, false
-		}
-	}
-	return v, true
+	return interpolate.Walk(doc, strings.Split(path, "."))
 }
 
 func decodeJSON(s string) (any, error) {

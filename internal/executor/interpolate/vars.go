@@ -94,27 +94,35 @@ func capturedMap(c v1alpha1.CapturedResult) map[string]any {
 	}
 }
 
-// walk follows path through nested objects and lists.
 func walk(v any, path []string) (any, error) {
+	if v, ok := Walk(v, path); ok {
+		return v, nil
+	}
+	return nil, errNotFound
+}
+
+// Walk follows path through nested objects and lists (a segment that is a
+// non-negative integer indexes a list).
+func Walk(v any, path []string) (any, bool) {
 	for _, p := range path {
 		switch t := v.(type) {
 		case map[string]any:
 			next, ok := t[p]
 			if !ok {
-				return nil, errNotFound
+				return nil, false
 			}
 			v = next
 		case []any:
 			i, err := strconv.Atoi(p)
 			if err != nil || i < 0 || i >= len(t) {
-				return nil, errNotFound
+				return nil, false
 			}
 			v = t[i]
 		default:
-			return nil, errNotFound
+			return nil, false
 		}
 	}
-	return v, nil
+	return v, true
 }
 
 // FormatElapsed renders a duration as 500ms, 30s, 2m, 2m 15s or 1h 5m.
