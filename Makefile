@@ -14,6 +14,10 @@ all: build
 
 ##@ Development
 
+.PHONY: manifests
+manifests: controller-gen ## Generate the CRD and RBAC manifests.
+	$(CONTROLLER_GEN) rbac:roleName=manager-role crd:allowDangerousTypes=true paths="./..." output:crd:artifacts:config=config/crd/bases
+
 .PHONY: generate
 generate: controller-gen ## Generate DeepCopy methods.
 	$(CONTROLLER_GEN) object:headerFile="hack/boilerplate.go.txt" paths="./api/..."
@@ -31,14 +35,18 @@ lint: golangci-lint ## Run golangci-lint.
 	$(GOLANGCI_LINT) run ./...
 
 .PHONY: test
-test: verify ## Run every check and test (what CI runs).
-	go test -race -count=1 ./...
+test: verify envtest ## Run every check and test (what CI runs).
+	KUBEBUILDER_ASSETS="$$(hack/setup-envtest.sh)" go test -race -count=1 ./...
+
+.PHONY: envtest
+envtest: ## Build kube-apiserver, etcd and kubectl for the tests into bin/k8s (once).
+	hack/setup-envtest.sh >/dev/null
 
 .PHONY: verify
 verify: verify-generated fmt-check vet lint ## Generated code fresh, formatting, vet, lint.
 
 .PHONY: verify-generated
-verify-generated: controller-gen ## Fail when generated code is stale.
+verify-generated: controller-gen ## Fail when generated code or manifests are stale.
 	hack/verify-generated.sh
 
 .PHONY: fmt-check
@@ -54,6 +62,23 @@ fuzz: ## Run each fuzz target for FUZZTIME (default 30s).
 .PHONY: build
 build: ## Build the binaries into bin/.
 	go build -o $(LOCALBIN)/looprun ./cmd/looprun
+	go build -o $(LOCALBIN)/manager ./cmd/manager
+
+.PHONY: dev-up
+dev-up: ## Start a local kube-apiserver and etcd with the CRDs (kubeconfig: bin/dev/kubeconfig).
+	hack/dev-cluster.sh up
+
+.PHONY: dev-down
+dev-down: ## Stop the local control plane.
+	hack/dev-cluster.sh down
+
+.PHONY: run
+run: ## Run the operator against the dev cluster, with local actions.
+	KUBECONFIG=$(CURDIR)/bin/dev/kubeconfig go run ./cmd/manager --allow-local-actions
+
+.PHONY: demo
+demo: ## Dev cluster + operator + config/samples: watch a Loop run to completion.
+	hack/demo.sh
 
 .PHONY: bench
 bench: ## Run the benchmarks (see bench/RESULTS.md).

@@ -186,9 +186,33 @@ type RunState struct {
 	LastSeq int64 `json:"lastSeq,omitempty"`
 }
 
+// EventLogStatus locates a Loop's event log: ConfigMaps named
+// <loop>-events-<n>, n from firstSegment to lastSegment, each holding JSONL.
+type EventLogStatus struct {
+	// firstSegment is the oldest segment kept.
+	// +optional
+	FirstSegment int32 `json:"firstSegment,omitempty"`
+	// lastSegment is the segment appended to.
+	// +optional
+	LastSegment int32 `json:"lastSegment,omitempty"`
+	// count is how many events the kept segments hold.
+	// +optional
+	Count int64 `json:"count,omitempty"`
+	// lastSeq is the sequence number of the last event in the log.
+	// +optional
+	LastSeq int64 `json:"lastSeq,omitempty"`
+	// bytes is the size of the kept segments.
+	// +optional
+	Bytes int64 `json:"bytes,omitempty"`
+}
+
 // LoopStatus is the observed state of a Loop: the saved run state plus conditions.
 type LoopStatus struct {
 	RunState `json:",inline"`
+
+	// eventLog locates the loop's event log.
+	// +optional
+	EventLog *EventLogStatus `json:"eventLog,omitempty"`
 
 	// observedGeneration is the spec generation the status reflects.
 	// +optional

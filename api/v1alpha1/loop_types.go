@@ -28,6 +28,11 @@ const (
 var DefaultAgentCommand = []string{"claude", "--dangerously-skip-permissions", "-p"}
 
 // LoopSpec is the state machine a Loop runs.
+// +kubebuilder:validation:XValidation:rule="self.initial in self.states",message="initial must name a state"
+// +kubebuilder:validation:XValidation:rule="self.states.exists(k, has(self.states[k].terminal) && self.states[k].terminal)",message="at least one state must be terminal"
+// +kubebuilder:validation:XValidation:rule="self.states.all(k, (!has(self.states[k].next) || self.states[k].next in self.states) && (!has(self.states[k].onMaintain) || self.states[k].onMaintain in self.states) && (!has(self.states[k].onRetryExhausted) || self.states[k].onRetryExhausted in self.states))",message="next, onMaintain and onRetryExhausted must name a state"
+// +kubebuilder:validation:XValidation:rule="self.states.all(k, (!has(self.states[k].onSuccess) || self.states[k].onSuccess == '$current' || self.states[k].onSuccess in self.states) && (!has(self.states[k].onFailure) || self.states[k].onFailure == '$current' || self.states[k].onFailure in self.states) && (!has(self.states[k].onError) || self.states[k].onError == '$current' || self.states[k].onError in self.states))",message="onSuccess, onFailure and onError must name a state or be $current"
+// +kubebuilder:validation:XValidation:rule="self.states.all(k, !has(self.states[k].route) || self.states[k].route.all(v, self.states[k].route[v] == '$current' || self.states[k].route[v] in self.states))",message="route targets must name a state or be $current"
 type LoopSpec struct {
 	// initial names the state the loop starts in.
 	// +required
@@ -38,7 +43,7 @@ type LoopSpec struct {
 	// states maps each state name to what the state does and where it goes next.
 	// +required
 	// +kubebuilder:validation:MinProperties=1
-	// +kubebuilder:validation:MaxProperties=256
+	// +kubebuilder:validation:MaxProperties=64
 	States map[string]State `json:"states"`
 
 	// context holds user variables, read in templates as ${context.NAME}.
@@ -90,6 +95,10 @@ type LoopSpec struct {
 	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
 }
 
+// StateName names a state, or is $current.
+// +kubebuilder:validation:MaxLength=253
+type StateName string
+
 // ActionType says how a state's action runs.
 // +kubebuilder:validation:Enum=shell;agent
 type ActionType string
@@ -102,6 +111,9 @@ const (
 )
 
 // State is one state of the machine.
+// +kubebuilder:validation:XValidation:rule="(has(self.terminal) && self.terminal) || has(self.next) || has(self.route) || has(self.onSuccess) || has(self.onFailure) || has(self.onError)",message="a state that is not terminal needs a way out: next, route, onSuccess, onFailure or onError"
+// +kubebuilder:validation:XValidation:rule="!has(self.next) || self.next != '$current'",message="next cannot be $current; use onSuccess, onFailure, onError or route"
+// +kubebuilder:validation:XValidation:rule="has(self.maxRetries) == has(self.onRetryExhausted)",message="maxRetries and onRetryExhausted go together"
 type State struct {
 	// action is a shell command, or an agent prompt when actionType is agent
 	// or the action starts with "/". Templates ${namespace.path} are expanded first.
@@ -120,26 +132,30 @@ type State struct {
 
 	// onSuccess is the next state when the verdict is success (little-loops: yes).
 	// +optional
+	// +kubebuilder:validation:MaxLength=253
 	OnSuccess string `json:"onSuccess,omitempty"`
 
 	// onFailure is the next state when the verdict is failure (little-loops: no).
 	// +optional
+	// +kubebuilder:validation:MaxLength=253
 	OnFailure string `json:"onFailure,omitempty"`
 
 	// onError is the next state when the verdict is error, when a failure has no
 	// onFailure, or when the action cannot be prepared (a missing variable).
 	// +optional
+	// +kubebuilder:validation:MaxLength=253
 	OnError string `json:"onError,omitempty"`
 
 	// route maps verdicts to next states. "_" is the default for any verdict;
 	// "_error" catches error and failure verdicts. Checked before the shorthands.
 	// +optional
-	// +kubebuilder:validation:MaxProperties=64
-	Route map[string]string `json:"route,omitempty"`
+	// +kubebuilder:validation:MaxProperties=16
+	Route map[string]StateName `json:"route,omitempty"`
 
 	// next is an unconditional transition: the action runs, nothing is evaluated.
 	// A non-zero exit goes to onError instead when onError is set.
 	// +optional
+	// +kubebuilder:validation:MaxLength=253
 	Next string `json:"next,omitempty"`
 
 	// terminal ends the loop when it is entered. Its action never runs.
@@ -164,6 +180,7 @@ type State struct {
 
 	// onMaintain is where a maintain-mode loop restarts after this terminal state.
 	// +optional
+	// +kubebuilder:validation:MaxLength=253
 	OnMaintain string `json:"onMaintain,omitempty"`
 
 	// maxRetries caps consecutive re-entries of this state; past it the loop
@@ -174,6 +191,7 @@ type State struct {
 
 	// onRetryExhausted is where the loop goes when maxRetries is exceeded.
 	// +optional
+	// +kubebuilder:validation:MaxLength=253
 	OnRetryExhausted string `json:"onRetryExhausted,omitempty"`
 }
 

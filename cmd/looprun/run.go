@@ -198,7 +198,7 @@ func newDriver(g *globals, path string, loop *v1alpha1.Loop, stderr io.Writer, q
 	}
 	d := &localrun.Driver{
 		Machine:  m,
-		Runner:   &local.Runner{AgentCommand: loop.Spec.GetAgentCommand(), Stdout: outLog, Stderr: errLog},
+		Runner:   &local.Runner{Stdout: outLog, Stderr: errLog},
 		Store:    store,
 		LoopFile: abs,
 		Context:  ctxValues,

@@ -165,14 +165,14 @@ func Route(st *v1alpha1.State, verdict string) (string, bool) {
 	if len(st.Route) > 0 {
 		for k, target := range st.Route {
 			if k != "_" && k != "_error" && v1alpha1.CanonicalVerdict(k) == v {
-				return target, true
+				return string(target), true
 			}
 		}
 		if target, ok := st.Route["_"]; ok {
-			return target, true
+			return string(target), true
 		}
 		if target, ok := st.Route["_error"]; ok && (v == v1alpha1.VerdictError || v == v1alpha1.VerdictFailure) {
-			return target, true
+			return string(target), true
 		}
 	}
 	switch v {

@@ -21,6 +21,7 @@ const (
 	EventRetryExhausted  = "retry_exhausted"
 	EventCycleDetected   = "cycle_detected"
 	EventLoopComplete    = "loop_complete"
+	EventSpecChanged     = "spec_changed"
 )
 
 // Event is one entry of a loop's event log. Seq numbers events of a run from 1

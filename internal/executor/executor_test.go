@@ -280,7 +280,7 @@ func TestLLMPromptIsInterpolated(t *testing.T) {
 		States: map[string]v1alpha1.State{
 			"j": {Action: "x", Evaluate: &v1alpha1.Evaluate{Type: "llm_structured", Prompt: "Did it reach ${context.goal}?",
 				Schema: jsp(map[string]any{"type": "object", "properties": map[string]any{"verdict": map[string]any{"type": "string"}}})},
-				Route: map[string]string{"ship": "done", "_": "j"}},
+				Route: map[string]v1alpha1.StateName{"ship": "done", "_": "j"}},
 			"done": {Terminal: true},
 		}}
 	judge := &fakeJudge{verdicts: []string{"ship"}}
@@ -472,7 +472,7 @@ func TestConvergenceTrace(t *testing.T) {
 	spec := &v1alpha1.LoopSpec{Initial: "measure", States: map[string]v1alpha1.State{
 		"measure": {Action: "measure", Capture: "metric",
 			Evaluate: &v1alpha1.Evaluate{Type: "convergence", Target: jsp(0), Tolerance: jsp(0.5), Previous: "${captured.metric.output:default=}"},
-			Route:    map[string]string{"target": "done", "progress": "apply", "stall": "failed"}},
+			Route:    map[string]v1alpha1.StateName{"target": "done", "progress": "apply", "stall": "failed"}},
 		"apply":  {Action: "apply", Next: "measure"},
 		"done":   {Terminal: true},
 		"failed": {Terminal: true},
@@ -548,5 +548,23 @@ func TestPrecomputedVerdictWins(t *testing.T) {
 	m.Complete(context.Background(), run, &ActionResult{ExitCode: 0, Verdict: &evaluateResult{Verdict: "failure"}}, t0)
 	if run.CurrentState != "fix" {
 		t.Errorf("state %s", run.CurrentState)
+	}
+}
+
+func TestRestartActionAndRecord(t *testing.T) {
+	m, _ := New("test", fixSpec(), Options{})
+	run := &v1alpha1.RunState{}
+	m.Start(run, "r", t0)
+	if evs := m.RestartAction(run, t0); evs != nil {
+		t.Errorf("restart with nothing in flight: %v", evs)
+	}
+	m.Plan(run, t0)
+	evs := m.RestartAction(run, t0.Add(time.Minute))
+	if len(evs) != 1 || evs[0].Type != EventActionRestarted || evs[0].Seq != 4 || !run.Action.StartedAt.Time.Equal(t0.Add(time.Minute)) {
+		t.Errorf("restart events %v", evs)
+	}
+	evs = m.Record(run, t0, EventSpecChanged, map[string]any{"generation": 2})
+	if len(evs) != 1 || evs[0].Seq != 5 || run.LastSeq != 5 {
+		t.Errorf("record %v", evs)
 	}
 }

@@ -105,7 +105,9 @@ type Action struct {
 	Iteration int32
 	Command   string
 	Agent     bool
-	Timeout   time.Duration
+	// AgentCommand runs an agent action, Command appended (spec.agent.command).
+	AgentCommand []string
+	Timeout      time.Duration
 }
 
 // Step is what Plan asks of the driver.
@@ -299,4 +301,26 @@ func (t *txn) judge(ctx context.Context, cfg *v1alpha1.Evaluate, output string, 
 		req.UncertainSuffix = cfg.UncertainSuffix
 	}
 	return t.m.opts.Judge.Judge(ctx, req)
+}
+
+// RestartAction says that the action in flight is started again because the
+// process that ran it is gone (an operator restart lost a local action).
+func (m *Machine) RestartAction(run *v1alpha1.RunState, now time.Time) []Event {
+	a := run.Action
+	if a == nil {
+		return nil
+	}
+	t := m.begin(run, now)
+	ts := metav1.NewTime(now)
+	a.StartedAt = &ts
+	t.emit(EventActionRestarted, map[string]any{"state": a.State, "iteration": a.Iteration, "action": a.Command})
+	return t.done()
+}
+
+// Record appends an event of the driver's own (a spec change, a note) to the
+// run's numbered events.
+func (m *Machine) Record(run *v1alpha1.RunState, now time.Time, typ string, data map[string]any) []Event {
+	t := m.begin(run, now)
+	t.emit(typ, data)
+	return t.done()
 }

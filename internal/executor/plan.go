@@ -32,7 +32,7 @@ func (t *txn) plan() Step {
 	if a := run.Action; a != nil {
 		return Step{Kind: StepAction, Action: &Action{
 			State: a.State, Iteration: a.Iteration, Command: a.Command, Agent: a.Agent,
-			Timeout: time.Duration(a.TimeoutSeconds) * time.Second,
+			AgentCommand: spec.GetAgentCommand(), Timeout: time.Duration(a.TimeoutSeconds) * time.Second,
 		}}
 	}
 	if run.NextStepAt != nil && t.now.Before(run.NextStepAt.Time) {
@@ -82,7 +82,8 @@ func (t *txn) plan() Step {
 			}
 			continue
 		}
-		a := &Action{State: run.CurrentState, Iteration: run.Iteration, Command: command, Agent: st.IsAgent(), Timeout: st.GetTimeout()}
+		a := &Action{State: run.CurrentState, Iteration: run.Iteration, Command: command, Agent: st.IsAgent(),
+			AgentCommand: spec.GetAgentCommand(), Timeout: st.GetTimeout()}
 		ts := metav1.NewTime(t.now)
 		run.Action = &v1alpha1.ActionStatus{
 			State: a.State, Iteration: a.Iteration, Command: a.Command, Agent: a.Agent,

@@ -12,10 +12,10 @@ type evaluateResult = evaluate.Result
 func TestRoute(t *testing.T) {
 	short := v1alpha1.State{OnSuccess: "ok", OnFailure: "bad", OnError: "err"}
 	onlyErr := v1alpha1.State{OnSuccess: "ok", OnError: "err"}
-	table := v1alpha1.State{Route: map[string]string{"success": "ok", "partial": "again", "_": "other", "_error": "err"}}
-	errOnly := v1alpha1.State{Route: map[string]string{"target": "done", "_error": "err"}}
-	mixed := v1alpha1.State{OnSuccess: "ok", Route: map[string]string{"blocked": "help"}}
-	yesNo := v1alpha1.State{Route: map[string]string{"yes": "ok", "no": "bad"}}
+	table := v1alpha1.State{Route: map[string]v1alpha1.StateName{"success": "ok", "partial": "again", "_": "other", "_error": "err"}}
+	errOnly := v1alpha1.State{Route: map[string]v1alpha1.StateName{"target": "done", "_error": "err"}}
+	mixed := v1alpha1.State{OnSuccess: "ok", Route: map[string]v1alpha1.StateName{"blocked": "help"}}
+	yesNo := v1alpha1.State{Route: map[string]v1alpha1.StateName{"yes": "ok", "no": "bad"}}
 	tests := []struct {
 		name    string
 		st      v1alpha1.State

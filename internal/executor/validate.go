@@ -138,7 +138,7 @@ func validateTargets(spec *v1alpha1.LoopSpec, st *v1alpha1.State, p *field.Path)
 			errs = append(errs, field.Duplicate(fp, fmt.Sprintf("%s (same verdict as %s)", k, other)))
 		}
 		seen[v1alpha1.CanonicalVerdict(k)] = k
-		check(fp, st.Route[k], true)
+		check(fp, string(st.Route[k]), true)
 	}
 	return errs
 }

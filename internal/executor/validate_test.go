@@ -25,10 +25,10 @@ func TestValidate(t *testing.T) {
 		{"unknown target", func(s *v1alpha1.LoopSpec) { s.States["fix"] = v1alpha1.State{Action: "x", Next: "chek"} },
 			[]string{`spec.states[fix].next: Not found: "chek"`}},
 		{"route target", func(s *v1alpha1.LoopSpec) {
-			s.States["check"] = v1alpha1.State{Action: "x", Route: map[string]string{"success": "done", "_": "gone"}}
+			s.States["check"] = v1alpha1.State{Action: "x", Route: map[string]v1alpha1.StateName{"success": "done", "_": "gone"}}
 		}, []string{`spec.states[check].route[_]: Not found: "gone"`}},
 		{"duplicate verdict keys", func(s *v1alpha1.LoopSpec) {
-			s.States["check"] = v1alpha1.State{Action: "x", Route: map[string]string{"yes": "done", "success": "fix"}}
+			s.States["check"] = v1alpha1.State{Action: "x", Route: map[string]v1alpha1.StateName{"yes": "done", "success": "fix"}}
 		}, []string{"spec.states[check].route[yes]: Duplicate"}},
 		{"no way out", func(s *v1alpha1.LoopSpec) { s.States["fix"] = v1alpha1.State{Action: "x"} }, []string{`spec.states[fix]: Required value: state "fix" has no way out`}},
 		{"$current in next", func(s *v1alpha1.LoopSpec) { s.States["fix"] = v1alpha1.State{Action: "x", Next: "$current"} },

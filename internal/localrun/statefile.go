@@ -306,17 +306,21 @@ func (a *atomicFile) syncDir() error {
 	return nil
 }
 
-// ReadStateFile reads a state file, even while a run is saving it.
+// ReadStateFile reads a state file, even while a run is saving it: a read
+// that raced a save (it read an old inode being rewritten) is read again.
 func ReadStateFile(path string) (*StateFile, error) {
-	data, err := readLive(path)
-	if err != nil {
-		return nil, err
+	var lastErr error
+	for range 5 {
+		data, err := readLive(path)
+		if err != nil {
+			return nil, err
+		}
+		var f StateFile
+		if lastErr = json.Unmarshal(data, &f); lastErr == nil {
+			return &f, nil
+		}
 	}
-	var f StateFile
-	if err := json.Unmarshal(data, &f); err != nil {
-		return nil, fmt.Errorf("%s is not a readable state file: %w", path, err)
-	}
-	return &f, nil
+	return nil, fmt.Errorf("%s is not a readable state file: %w", path, lastErr)
 }
 
 // ListStates reads every state file under loopsDir/.running.

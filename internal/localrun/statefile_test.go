@@ -23,9 +23,7 @@ func TestAtomicFileNeverHalfWritten(t *testing.T) {
 	go func() {
 		defer close(done)
 		for !stop.Load() {
-			b, err := readLive(path)
-			var v map[string]any
-			if err != nil || json.Unmarshal(b, &v) != nil {
+			if _, err := ReadStateFile(path); err != nil {
 				bad.Add(1)
 			}
 			reads.Add(1)

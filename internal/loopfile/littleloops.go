@@ -236,10 +236,10 @@ func (r *reader) state(name string, m map[string]any) v1alpha1.State {
 	}
 	if len(extra) > 0 {
 		if st.Route == nil {
-			st.Route = map[string]string{}
+			st.Route = map[string]v1alpha1.StateName{}
 		}
 		for k, v := range extra {
-			st.Route[k] = v
+			st.Route[k] = v1alpha1.StateName(v)
 		}
 	}
 	return st
@@ -278,15 +278,15 @@ func (r *reader) stateExtra(m map[string]any, k, fp string, hasRoute bool, st *v
 	}
 }
 
-func (r *reader) route(v any, fp string) map[string]string {
+func (r *reader) route(v any, fp string) map[string]v1alpha1.StateName {
 	m, ok := v.(map[string]any)
 	if !ok {
 		r.fail("%s: must be a mapping of verdicts to states", fp)
 		return nil
 	}
-	out := make(map[string]string, len(m))
+	out := make(map[string]v1alpha1.StateName, len(m))
 	for k := range m {
-		out[v1alpha1.CanonicalVerdict(k)] = r.str(m, k, fp+"."+k)
+		out[v1alpha1.CanonicalVerdict(k)] = v1alpha1.StateName(r.str(m, k, fp+"."+k))
 	}
 	return out
 }

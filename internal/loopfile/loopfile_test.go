@@ -92,7 +92,7 @@ func TestSweepMaintain(t *testing.T) {
 func TestBanditRouteTable(t *testing.T) {
 	s := load(t, "bandit.yaml").Loop.Spec
 	score := s.States["score"]
-	want := map[string]string{"target": "done", "progress": "exploit", "stall": "explore", "error": "failed"}
+	want := map[string]v1alpha1.StateName{"target": "done", "progress": "exploit", "stall": "explore", "error": "failed"}
 	if !reflect.DeepEqual(score.Route, want) || string(score.Evaluate.Target.Raw) != `"${context.goal}"` || string(score.Evaluate.Tolerance.Raw) != "0.05" {
 		t.Errorf("score %+v", score)
 	}

@@ -142,7 +142,11 @@ func readTail(f *os.File, start int64, max int) (string, bool) {
 
 func (r *Runner) command(ctx context.Context, a *executor.Action) *exec.Cmd {
 	if a.Agent {
-		argv := append(append([]string{}, r.agentCommand()...), a.Command)
+		base := a.AgentCommand
+		if len(base) == 0 {
+			base = r.agentCommand()
+		}
+		argv := append(append([]string{}, base...), a.Command)
 		return exec.CommandContext(ctx, argv[0], argv[1:]...)
 	}
 	shell := r.Shell

@@ -158,3 +158,38 @@ func TestHugeOutputMemoryIsFlat(t *testing.T) {
 		t.Errorf("allocated %d MiB while reading 1 GiB", grown>>20)
 	}
 }
+
+func TestAsync(t *testing.T) {
+	notified := make(chan string, 4)
+	a := &Async{BaseDir: t.TempDir(), Notify: func(owner string) { notified <- owner }}
+	if _, st := a.Result("k1"); st != JobUnknown {
+		t.Fatalf("state %v", st)
+	}
+	act := executor.Action{Command: "echo $PWD; sleep 0.2", Timeout: 10 * time.Second}
+	a.Start("k1", "ns/loop", "ns/loop", act)
+	a.Start("k1", "ns/loop", "ns/loop", act) // the same key does not start twice
+	if _, st := a.Result("k1"); st != JobRunning || a.Running() != 1 {
+		t.Fatalf("state %v, running %d", st, a.Running())
+	}
+	if owner := <-notified; owner != "ns/loop" {
+		t.Errorf("notified %q", owner)
+	}
+	res, st := a.Result("k1")
+	if st != JobDone || res.ExitCode != 0 || !strings.HasSuffix(strings.TrimSpace(res.Output), filepath.Join("ns", "loop")) {
+		t.Errorf("state %v result %+v", st, res)
+	}
+	select {
+	case o := <-notified:
+		t.Errorf("second notification for %q: the action ran twice", o)
+	case <-time.After(300 * time.Millisecond):
+	}
+	a.Forget("k1")
+	if _, st := a.Result("k1"); st != JobUnknown {
+		t.Errorf("after Forget: %v", st)
+	}
+	a.Start("uid-1/r/1", "o", "w", executor.Action{Command: "sleep 30", Timeout: time.Minute})
+	a.Cancel("uid-1/")
+	if _, st := a.Result("uid-1/r/1"); st != JobUnknown || a.Running() != 0 {
+		t.Errorf("after Cancel: %v", st)
+	}
+}

@@ -1,0 +1,70 @@
+package v1alpha1
+
+// Condition types, following kstatus: GitOps tools (Argo CD, Flux,
+// kubectl wait) read a Loop's health from them without plugins.
+const (
+	// ReadyCondition is True when the loop completed, False when it failed or
+	// stopped at a limit, Unknown while it runs.
+	ReadyCondition = "Ready"
+
+	// ReconcilingCondition is True while the loop runs; absent otherwise.
+	ReconcilingCondition = "Reconciling"
+
+	// StalledCondition is True when the loop cannot go on without a person:
+	// an invalid spec, a failed loop; absent otherwise.
+	StalledCondition = "Stalled"
+)
+
+// Condition reasons.
+const (
+	// ReasonProgressing: the loop is running its states.
+	ReasonProgressing = "Progressing"
+	// ReasonActionRunning: a state's action is running.
+	ReasonActionRunning = "ActionRunning"
+	// ReasonBackoff: the loop waits out spec.backoff before the next state.
+	ReasonBackoff = "Backoff"
+	// ReasonSuspended: spec.suspend holds the loop between states.
+	ReasonSuspended = "Suspended"
+	// ReasonNoRunner: no way to run actions is available to the operator.
+	ReasonNoRunner = "NoRunnerAvailable"
+	// ReasonCompleted: the loop reached a terminal state.
+	ReasonCompleted = "Completed"
+	// ReasonFailureState: the loop reached a terminal state marked as failure.
+	ReasonFailureState = "FailureState"
+	// ReasonMaxIterations: the loop stopped at spec.maxIterations.
+	ReasonMaxIterations = "MaxIterations"
+	// ReasonTimeout: the loop ran past spec.timeout.
+	ReasonTimeout = "Timeout"
+	// ReasonCycleDetected: an edge was taken more than spec.maxEdgeRevisits times.
+	ReasonCycleDetected = "CycleDetected"
+	// ReasonRetryExhausted: a state re-entered itself more than its maxRetries.
+	ReasonRetryExhausted = "RetryExhausted"
+	// ReasonError: the loop ended with an error (no route for a verdict, a missing variable, ...).
+	ReasonError = "Error"
+	// ReasonStopped: the loop was stopped.
+	ReasonStopped = "Stopped"
+	// ReasonInvalidSpec: the spec cannot run; the message names the state and field.
+	ReasonInvalidSpec = "InvalidSpec"
+)
+
+// TerminationReasonToCondition gives the condition reason of a finished loop.
+func TerminationReasonToCondition(r TerminationReason, failureState bool) string {
+	switch r {
+	case TerminatedTerminal:
+		if failureState {
+			return ReasonFailureState
+		}
+		return ReasonCompleted
+	case TerminatedMaxIterations:
+		return ReasonMaxIterations
+	case TerminatedTimeout:
+		return ReasonTimeout
+	case TerminatedCycleDetected:
+		return ReasonCycleDetected
+	case TerminatedRetryExhausted:
+		return ReasonRetryExhausted
+	case TerminatedStopped:
+		return ReasonStopped
+	}
+	return ReasonError
+}

@@ -1,0 +1,166 @@
+// Package controllers holds the Loop reconciler: it reads a Loop, asks the
+// executor for one step, applies it, and saves the run in the Loop's status.
+package controllers
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	ctrlbuilder "sigs.k8s.io/controller-runtime/pkg/builder"
+	ctrl "sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/internal/eventlog"
+	"github.com/looprun/looprun/internal/executor/evaluate"
+)
+
+// LoopReconciler runs Loops, one state transition per reconcile.
+type LoopReconciler struct {
+	Client    ctrl.Client
+	APIReader ctrl.Reader
+	Scheme    *runtime.Scheme
+	Recorder  events.EventRecorder
+	Clock     clock.PassiveClock
+	// Actions runs actions; nil means none can run (the Loop waits, saying so).
+	Actions ActionRunner
+	// EventLog keeps each Loop's event log in ConfigMaps.
+	EventLog *eventlog.ConfigMaps
+	// JudgeFor returns the LLM judge of a Loop; nil means none.
+	JudgeFor func(ctx context.Context, loop *v1alpha1.Loop) evaluate.Judge
+	// ActionEvents, when set, requeues a Loop whose action ended.
+	ActionEvents <-chan event.TypedGenericEvent[*v1alpha1.Loop]
+	// MaxConcurrentReconciles bounds the workers (default 4).
+	MaxConcurrentReconciles int
+
+	// seen remembers the last sequence number this process saved per Loop, so
+	// a Loop read from a stale cache is read again from the API server.
+	seen sync.Map
+	// running tracks the Loops in progress, for the running-loops metric.
+	running sync.Map
+}
+
+// RBAC, each verb for a reason:
+// loops: watch them; delete finished ones past ttlSecondsAfterFinished.
+// +kubebuilder:rbac:groups=looprun.io,resources=loops,verbs=get;list;watch;delete
+// loops/status: the one status patch per reconcile.
+// +kubebuilder:rbac:groups=looprun.io,resources=loops/status,verbs=get;patch
+// configmaps: the event log segments (read uncached, so no list or watch).
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;create;update;delete
+// events: Kubernetes Events for start, completion, failure, invalid spec.
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// secrets: the LLM API key named by spec.llm.apiKeySecretRef, read when a judge is needed.
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+
+// Reconcile gets the Loop, takes one step, and writes the status once.
+func (r *LoopReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	loop, err := r.get(ctx, req)
+	if err != nil || loop == nil {
+		return reconcile.Result{}, err
+	}
+	logger := log.FromContext(ctx).WithValues("state", loop.Status.CurrentState, "iteration", loop.Status.Iteration)
+	ctx = log.IntoContext(ctx, logger)
+	if !loop.DeletionTimestamp.IsZero() {
+		r.forget(loop)
+		return reconcile.Result{}, nil
+	}
+	before := loop.DeepCopy()
+	result, h, stepErr := r.reconcileLoop(ctx, loop)
+	if err := r.patchStatus(ctx, before, loop, h, stepErr); err != nil {
+		recordReconcileError("status")
+		return reconcile.Result{}, errors.Join(stepErr, err)
+	}
+	if stepErr != nil && !errors.Is(stepErr, reconcile.TerminalError(nil)) {
+		recordReconcileError("step")
+		logger.Error(stepErr, "Step failed")
+	}
+	return result, stepErr
+}
+
+// get reads the Loop, from the API server when the cache is behind what this
+// process last saved. A missing Loop is nil.
+func (r *LoopReconciler) get(ctx context.Context, req reconcile.Request) (*v1alpha1.Loop, error) {
+	loop := &v1alpha1.Loop{}
+	if err := r.Client.Get(ctx, req.NamespacedName, loop); err != nil {
+		return nil, ctrl.IgnoreNotFound(err)
+	}
+	if want, ok := r.seen.Load(loop.UID); ok && loop.Status.LastSeq < want.(int64) {
+		if err := r.APIReader.Get(ctx, req.NamespacedName, loop); err != nil {
+			return nil, ctrl.IgnoreNotFound(err)
+		}
+	}
+	return loop, nil
+}
+
+func (r *LoopReconciler) forget(loop *v1alpha1.Loop) {
+	if r.Actions != nil {
+		r.Actions.CancelLoop(loop)
+	}
+	r.seen.Delete(loop.UID)
+	r.setRunning(loop, false)
+}
+
+// patchStatus writes the status once, a merge patch against the snapshot.
+func (r *LoopReconciler) patchStatus(ctx context.Context, before, loop *v1alpha1.Loop, h health, stepErr error) error {
+	if stepErr == nil || errors.Is(stepErr, reconcile.TerminalError(nil)) {
+		loop.Status.ObservedGeneration = loop.Generation
+	}
+	setConditions(loop, h)
+	patch := ctrl.MergeFromWithOptions(before, ctrl.MergeFromWithOptimisticLock{})
+	if err := r.Client.Status().Patch(ctx, loop, patch); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return err
+	}
+	r.seen.Store(loop.UID, loop.Status.LastSeq)
+	r.setRunning(loop, !loop.Status.Phase.IsFinished() && loop.Status.Phase != "")
+	return nil
+}
+
+func (r *LoopReconciler) setRunning(loop *v1alpha1.Loop, running bool) {
+	if running {
+		r.running.Store(loop.UID, true)
+	} else {
+		r.running.Delete(loop.UID)
+	}
+	n := 0
+	r.running.Range(func(any, any) bool { n++; return true })
+	runningLoops.Set(float64(n))
+}
+
+func (r *LoopReconciler) now() time.Time {
+	if r.Clock == nil {
+		return time.Now()
+	}
+	return r.Clock.Now()
+}
+
+// SetupWithManager registers the reconciler: it watches Loops, and is woken
+// when an action ends.
+func (r *LoopReconciler) SetupWithManager(mgr manager.Manager) error {
+	workers := r.MaxConcurrentReconciles
+	if workers <= 0 {
+		workers = 4
+	}
+	b := ctrlbuilder.ControllerManagedBy(mgr).
+		For(&v1alpha1.Loop{}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
+		Named("loop")
+	if r.ActionEvents != nil {
+		b = b.WatchesRawSource(source.Channel(r.ActionEvents, &handler.TypedEnqueueRequestForObject[*v1alpha1.Loop]{}))
+	}
+	return b.Complete(r)
+}

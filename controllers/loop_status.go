@@ -1,0 +1,83 @@
+package controllers
+
+import (
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/internal/executor"
+)
+
+// health is what a reconcile found that the run state does not say.
+type health struct {
+	// invalid is why the spec cannot run.
+	invalid string
+	// noRunner: actions cannot run in this operator.
+	noRunner bool
+}
+
+// setConditions derives Ready, Reconciling and Stalled from the status, by
+// kstatus rules: Ready is always there; Reconciling and Stalled only when True.
+func setConditions(loop *v1alpha1.Loop, h health) {
+	run := loop.Status.RunState
+	switch {
+	case h.invalid != "":
+		finished(loop, metav1.ConditionFalse, v1alpha1.ReasonInvalidSpec, h.invalid, true)
+	case run.Phase == v1alpha1.PhaseCompleted:
+		finished(loop, metav1.ConditionTrue, v1alpha1.ReasonCompleted,
+			fmt.Sprintf("completed in state %s after %d iterations", run.CurrentState, run.Iteration), false)
+	case run.Phase.IsFinished():
+		reason := v1alpha1.TerminationReasonToCondition(run.TerminatedBy, executor.IsFailureTerminal(&run))
+		msg := fmt.Sprintf("ended (%s) in state %s after %d iterations", run.TerminatedBy, run.CurrentState, run.Iteration)
+		if run.Message != "" {
+			msg += ": " + run.Message
+		}
+		finished(loop, metav1.ConditionFalse, reason, msg, true)
+	case h.noRunner:
+		finished(loop, metav1.ConditionFalse, v1alpha1.ReasonNoRunner,
+			"no action runner is available: start the operator with --allow-local-actions, or install the pod runner", true)
+	case run.Phase == v1alpha1.PhaseSuspended:
+		set(loop, v1alpha1.ReadyCondition, metav1.ConditionUnknown, v1alpha1.ReasonSuspended, "suspended by spec.suspend")
+		remove(loop, v1alpha1.ReconcilingCondition, v1alpha1.StalledCondition)
+	default:
+		reason, msg := v1alpha1.ReasonProgressing, fmt.Sprintf("in state %s, iteration %d", run.CurrentState, run.Iteration)
+		switch {
+		case run.Action != nil:
+			reason, msg = v1alpha1.ReasonActionRunning, fmt.Sprintf("running the action of state %s, iteration %d", run.Action.State, run.Action.Iteration)
+		case run.NextStepAt != nil:
+			reason, msg = v1alpha1.ReasonBackoff, fmt.Sprintf("waiting until %s before state %s", run.NextStepAt.UTC().Format("15:04:05"), run.CurrentState)
+		}
+		set(loop, v1alpha1.ReadyCondition, metav1.ConditionUnknown, reason, msg)
+		set(loop, v1alpha1.ReconcilingCondition, metav1.ConditionTrue, reason, msg)
+		remove(loop, v1alpha1.StalledCondition)
+	}
+}
+
+// finished sets the conditions of a Loop that will not go on by itself.
+func finished(loop *v1alpha1.Loop, ready metav1.ConditionStatus, reason, msg string, stalled bool) {
+	set(loop, v1alpha1.ReadyCondition, ready, reason, msg)
+	remove(loop, v1alpha1.ReconcilingCondition)
+	if stalled {
+		set(loop, v1alpha1.StalledCondition, metav1.ConditionTrue, reason, msg)
+	} else {
+		remove(loop, v1alpha1.StalledCondition)
+	}
+}
+
+func set(loop *v1alpha1.Loop, typ string, status metav1.ConditionStatus, reason, msg string) {
+	meta.SetStatusCondition(&loop.Status.Conditions, metav1.Condition{
+		Type: typ, Status: status, Reason: reason, Message: msg, ObservedGeneration: loop.Generation,
+	})
+}
+
+func remove(loop *v1alpha1.Loop, types ...string) {
+	for _, t := range types {
+		meta.RemoveStatusCondition(&loop.Status.Conditions, t)
+	}
+}
+
+func findCondition(loop *v1alpha1.Loop, typ string) *metav1.Condition {
+	return meta.FindStatusCondition(loop.Status.Conditions, typ)
+}

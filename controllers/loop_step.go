@@ -1,0 +1,199 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/internal/executor"
+	"github.com/looprun/looprun/internal/runner/local"
+)
+
+// reconcileLoop takes one step of a Loop: it starts the run, collects the
+// result of the action in flight, or plans and starts the next state. The
+// step's events go to the event log before the status is written.
+func (r *LoopReconciler) reconcileLoop(ctx context.Context, loop *v1alpha1.Loop) (reconcile.Result, health, error) {
+	if loop.Status.Phase.IsFinished() {
+		res, err := r.reconcileFinished(ctx, loop)
+		return res, health{}, err
+	}
+	m, err := executor.New(loop.Name, &loop.Spec, executor.Options{
+		Judge: r.judge(ctx, loop),
+		Env:   func(string) (string, bool) { return "", false },
+	})
+	if err != nil {
+		r.announceInvalid(loop, err)
+		return reconcile.Result{}, health{invalid: err.Error()}, reconcile.TerminalError(err)
+	}
+	s := &step{r: r, loop: loop, m: m, now: r.now()}
+	result, err := s.take(ctx)
+	if aerr := r.appendEvents(ctx, loop, s.events); aerr != nil {
+		return reconcile.Result{}, s.health, aerr
+	}
+	s.announce()
+	return result, s.health, err
+}
+
+// step is one reconcile's work on a running Loop.
+type step struct {
+	r      *LoopReconciler
+	loop   *v1alpha1.Loop
+	m      *executor.Machine
+	now    time.Time
+	events []executor.Event
+	health health
+}
+
+func (s *step) add(evs []executor.Event) { s.events = append(s.events, evs...) }
+
+func (s *step) take(ctx context.Context) (reconcile.Result, error) {
+	run := &s.loop.Status.RunState
+	if run.Phase == "" || run.Phase == v1alpha1.PhasePending {
+		s.add(s.m.Start(run, runID(s.loop), s.now))
+	}
+	if g := s.loop.Generation; s.loop.Status.ObservedGeneration != 0 && g != s.loop.Status.ObservedGeneration {
+		s.add(s.m.Record(run, s.now, executor.EventSpecChanged, map[string]any{"generation": g}))
+	}
+	if run.Action != nil {
+		done, err := s.collect(ctx)
+		if !done || err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+	if s.loop.Spec.Suspend {
+		run.Phase = v1alpha1.PhaseSuspended
+		return reconcile.Result{}, nil
+	}
+	if run.Phase == v1alpha1.PhaseSuspended {
+		run.Phase = v1alpha1.PhaseRunning
+	}
+	if s.r.Actions == nil {
+		s.health.noRunner = true
+		return reconcile.Result{}, nil
+	}
+	return s.plan(ctx)
+}
+
+// collect completes the action in flight when its result is there. done is
+// false while it still runs.
+func (s *step) collect(ctx context.Context) (bool, error) {
+	run := &s.loop.Status.RunState
+	if s.r.Actions == nil {
+		s.health.noRunner = true
+		return false, nil
+	}
+	key := actionKey(s.loop, run.RunID, run.Action.Iteration)
+	res, state := s.r.Actions.Result(key)
+	switch state {
+	case local.JobRunning:
+		return false, nil
+	case local.JobUnknown:
+		// The process that ran it is gone (the operator restarted): run it again.
+		step, _ := s.m.Plan(run, s.now)
+		s.add(s.m.RestartAction(run, s.now))
+		return false, s.r.Actions.Start(ctx, key, s.loop, *step.Action)
+	}
+	observeAction(res.Duration)
+	s.add(s.m.Complete(ctx, run, &res, s.now))
+	s.r.Actions.Forget(key)
+	transitions.Inc()
+	return true, nil
+}
+
+// plan enters the next state and starts its action, or finishes.
+func (s *step) plan(ctx context.Context) (reconcile.Result, error) {
+	run := &s.loop.Status.RunState
+	st, evs := s.m.Plan(run, s.now)
+	s.add(evs)
+	switch st.Kind {
+	case executor.StepAction:
+		return reconcile.Result{}, s.r.Actions.Start(ctx, actionKey(s.loop, run.RunID, st.Action.Iteration), s.loop, *st.Action)
+	case executor.StepEvaluate:
+		s.add(s.m.Complete(ctx, run, nil, s.now))
+		transitions.Inc()
+		return reconcile.Result{RequeueAfter: time.Millisecond}, nil
+	case executor.StepWait:
+		return reconcile.Result{RequeueAfter: st.WaitUntil.Sub(s.now)}, nil
+	}
+	return s.r.reconcileFinished(ctx, s.loop)
+}
+
+// announce emits Kubernetes Events for the step's milestones.
+func (s *step) announce() {
+	for _, e := range s.events {
+		switch e.Type {
+		case executor.EventLoopStart:
+			s.r.event(s.loop, corev1.EventTypeNormal, "Started", "Start", "loop started in state %s", s.loop.Spec.Initial)
+		case executor.EventSpecChanged:
+			s.r.event(s.loop, corev1.EventTypeNormal, "SpecChanged", "Update", "spec generation %d applies from the next state", s.loop.Generation)
+		case executor.EventActionRestarted:
+			s.r.event(s.loop, corev1.EventTypeWarning, "ActionRestarted", "Restart", "the action of state %v (iteration %v) runs again: the process running it was lost", e.Data["state"], e.Data["iteration"])
+		case executor.EventLoopComplete:
+			run := s.loop.Status.RunState
+			if run.Phase == v1alpha1.PhaseCompleted {
+				s.r.event(s.loop, corev1.EventTypeNormal, "Completed", "Complete", "loop completed in state %s after %d iterations", run.CurrentState, run.Iteration)
+			} else {
+				s.r.event(s.loop, corev1.EventTypeWarning, "Failed", "Complete", "loop ended (%s) in state %s after %d iterations: %s", run.TerminatedBy, run.CurrentState, run.Iteration, run.Message)
+			}
+		}
+	}
+}
+
+// reconcileFinished deletes a finished Loop once its ttlSecondsAfterFinished passed.
+func (r *LoopReconciler) reconcileFinished(ctx context.Context, loop *v1alpha1.Loop) (reconcile.Result, error) {
+	r.setRunning(loop, false)
+	ttl := loop.Spec.TTLSecondsAfterFinished
+	if ttl == nil || loop.Status.UpdatedAt == nil {
+		return reconcile.Result{}, nil
+	}
+	expires := loop.Status.UpdatedAt.Add(time.Duration(*ttl) * time.Second)
+	if wait := expires.Sub(r.now()); wait > 0 {
+		return reconcile.Result{RequeueAfter: wait}, nil
+	}
+	log.FromContext(ctx).Info("Deleting finished Loop", "ttlSecondsAfterFinished", *ttl)
+	return reconcile.Result{}, ctrl.IgnoreNotFound(r.Client.Delete(ctx, loop))
+}
+
+// announceInvalid emits an Event for a spec that cannot run, once per message.
+// The Loop is not retried (a terminal error): a spec change starts a new reconcile.
+func (r *LoopReconciler) announceInvalid(loop *v1alpha1.Loop, err error) {
+	if c := findCondition(loop, v1alpha1.StalledCondition); c == nil || c.Reason != v1alpha1.ReasonInvalidSpec || c.Message != err.Error() {
+		r.event(loop, corev1.EventTypeWarning, "InvalidSpec", "Validate", "%s", err.Error())
+	}
+}
+
+func (r *LoopReconciler) appendEvents(ctx context.Context, loop *v1alpha1.Loop, evs []executor.Event) error {
+	if r.EventLog == nil || len(evs) == 0 {
+		return nil
+	}
+	if err := r.EventLog.Append(ctx, loop, evs); err != nil {
+		recordReconcileError("event-log")
+		return fmt.Errorf("append to the event log: %w", err)
+	}
+	return nil
+}
+
+func (r *LoopReconciler) event(loop *v1alpha1.Loop, typ, reason, action, note string, args ...any) {
+	if r.Recorder != nil {
+		r.Recorder.Eventf(loop, nil, typ, reason, action, note, args...)
+	}
+}
+
+// runID names a Loop's run: stable for the Loop's life.
+func runID(loop *v1alpha1.Loop) string {
+	id := string(loop.UID)
+	if len(id) > 8 {
+		id = id[:8]
+	}
+	if id == "" {
+		id = fmt.Sprintf("%d", os.Getpid())
+	}
+	return id
+}

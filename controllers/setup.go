@@ -1,0 +1,37 @@
+package controllers
+
+import (
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/looprun/looprun/internal/eventlog"
+)
+
+// Config configures the reconciler.
+type Config struct {
+	AllowLocalActions bool
+	LocalWorkdir      string
+	SegmentBytes      int
+	MaxEventBytes     int64
+	Workers           int
+}
+
+// NewReconciler wires a LoopReconciler to a manager.
+func NewReconciler(mgr ctrl.Manager, cfg Config) *LoopReconciler {
+	r := &LoopReconciler{
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Scheme:    mgr.GetScheme(),
+		Recorder:  mgr.GetEventRecorder("looprun"),
+		Clock:     clock.RealClock{},
+		EventLog: &eventlog.ConfigMaps{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(),
+			SegmentBytes: cfg.SegmentBytes, MaxBytes: cfg.MaxEventBytes},
+		JudgeFor:                (&SecretJudges{Reader: mgr.GetAPIReader()}).JudgeFor,
+		MaxConcurrentReconciles: cfg.Workers,
+	}
+	if cfg.AllowLocalActions {
+		local := NewLocalActions(cfg.LocalWorkdir)
+		r.Actions, r.ActionEvents = local, local.Events()
+	}
+	return r
+}

@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Builds the envtest binaries (kube-apiserver, etcd, kubectl) from source
+# through the Go module proxy, since prebuilt ones cannot be downloaded here,
+# and caches them in bin/k8s/. Prints the directory (for KUBEBUILDER_ASSETS).
+#
+#   kube-apiserver, kubectl: k8s.io/kubernetes with every staging module
+#                            replaced by the same-named module at the same
+#                            minor release
+#   etcd:                    go.etcd.io/etcd/server/v3, etcdmain.Main
+set -euo pipefail
+cd "$(dirname "$0")/.."
+KUBE_VERSION=${KUBE_VERSION:-1.36.3}
+ETCD_VERSION=${ETCD_VERSION:-3.5.17}
+out=${ENVTEST_DIR:-$PWD/bin/k8s}
+stamp="$out/.versions"
+want="kube $KUBE_VERSION etcd $ETCD_VERSION stamped"
+if [[ -x $out/kube-apiserver && -x $out/etcd && -x $out/kubectl && "$(cat "$stamp" 2>/dev/null)" == "$want" ]]; then
+	echo "$out"
+	exit 0
+fi
+mkdir -p "$out"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+log() { echo "setup-envtest: $*" >&2; }
+
+staging=(api apiextensions-apiserver apimachinery apiserver cli-runtime client-go cloud-provider
+	cluster-bootstrap code-generator component-base component-helpers controller-manager cri-api
+	cri-client cri-streaming csi-translation-lib dynamic-resource-allocation endpointslice externaljwt
+	kms kube-aggregator kube-controller-manager kube-proxy kube-scheduler kubectl kubelet metrics
+	mount-utils pod-security-admission sample-apiserver sample-cli-plugin sample-controller streaming)
+
+log "building kube-apiserver and kubectl v$KUBE_VERSION (a few minutes the first time)"
+mkdir -p "$work/kube"
+(
+	cd "$work/kube"
+	{
+		echo "module looprun.local/envtest-kube"
+		echo
+		echo "go 1.26"
+		echo
+		echo "require k8s.io/kubernetes v$KUBE_VERSION"
+		echo
+		echo "replace ("
+		for m in "${staging[@]}"; do echo "	k8s.io/$m => k8s.io/$m v0.${KUBE_VERSION#1.}"; done
+		echo ")"
+	} >go.mod
+	cat >tools.go <<'GO'
+//go:build tools
+
+package tools
+
+import (
+	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kubectl"
+)
+GO
+	GOFLAGS=-mod=mod go mod tidy >&2
+	# The version is stamped as the release builds do: the apiserver derives
+	# its compatibility version (and so which features it serves) from it.
+	minor=${KUBE_VERSION#1.}
+	minor=${minor%%.*}
+	ldflags=""
+	for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+		ldflags+=" -X $pkg.gitVersion=v$KUBE_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
+		ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
+	done
+	CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$out/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver
+	CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$out/kubectl" k8s.io/kubernetes/cmd/kubectl
+)
+
+log "building etcd v$ETCD_VERSION"
+mkdir -p "$work/etcd"
+(
+	cd "$work/etcd"
+	cat >go.mod <<MOD
+module looprun.local/envtest-etcd
+
+go 1.26
+
+require go.etcd.io/etcd/server/v3 v$ETCD_VERSION
+MOD
+	cat >main.go <<'GO'
+package main
+
+import (
+	"os"
+
+	"go.etcd.io/etcd/server/v3/etcdmain"
+)
+
+func main() { etcdmain.Main(os.Args) }
+GO
+	GOFLAGS=-mod=mod go mod tidy >&2
+	CGO_ENABLED=0 go build -trimpath -o "$out/etcd" .
+)
+echo "$want" >"$stamp"
+log "done: $out"
+echo "$out"

@@ -1,0 +1,248 @@
+package eventlog
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/internal/executor"
+)
+
+// In a cluster the event log is a chain of ConfigMaps <loop>-events-<n>, each
+// holding JSONL under one key and owned by the Loop.
+const (
+	// EventsKey is the ConfigMap key holding a segment's events.
+	EventsKey = "events.jsonl"
+	// DefaultSegmentBytes caps one segment.
+	DefaultSegmentBytes = 512 << 10
+	// LabelLoop names the Loop a ConfigMap or Pod belongs to.
+	LabelLoop = "looprun.io/loop"
+	// LabelEventLog marks event-log segments.
+	LabelEventLog = "looprun.io/event-log"
+)
+
+// ConfigMaps appends events to a Loop's event log in ConfigMaps.
+type ConfigMaps struct {
+	// Client writes segments; Reader reads them past any cache.
+	Client client.Client
+	Reader client.Reader
+	Scheme *runtime.Scheme
+	// SegmentBytes caps a segment (default 512 KiB).
+	SegmentBytes int
+	// MaxBytes, when positive, deletes the oldest segments past it.
+	MaxBytes int64
+}
+
+// SegmentName is the name of segment n of a Loop's log.
+func SegmentName(loop string, n int32) string {
+	return fmt.Sprintf("%s-events-%d", loop, n)
+}
+
+// Append adds events to the log of loop and updates loop.Status.EventLog.
+// Events the log already holds (by sequence number) are skipped, so an
+// append repeated after a failed status update adds nothing twice. An append
+// writes one segment (two when it starts a new one), never the whole log.
+func (l *ConfigMaps) Append(ctx context.Context, loop *v1alpha1.Loop, events []executor.Event) error {
+	if len(events) == 0 {
+		return nil
+	}
+	st := loop.Status.EventLog
+	if st == nil {
+		st = &v1alpha1.EventLogStatus{FirstSegment: 1, LastSegment: 1}
+		loop.Status.EventLog = st
+	}
+	for attempt := 0; attempt < 3; attempt++ {
+		done, err := l.appendOnce(ctx, loop, st, events)
+		if err != nil || done {
+			return err
+		}
+	}
+	return fmt.Errorf("event log of %s: segment %d keeps changing", loop.Name, st.LastSegment)
+}
+
+// appendOnce tries to append to the current segment; done is false when it
+// must be retried (a segment appeared under it).
+func (l *ConfigMaps) appendOnce(ctx context.Context, loop *v1alpha1.Loop, st *v1alpha1.EventLogStatus, events []executor.Event) (bool, error) {
+	cm, err := l.get(ctx, loop, st.LastSegment)
+	if err != nil {
+		return false, err
+	}
+	data := ""
+	lastSeq := st.LastSeq
+	if cm != nil {
+		data = cm.Data[EventsKey]
+		if seq, ok := lastSeqIn(data); ok {
+			lastSeq = seq
+		}
+	}
+	lines, last, n, err := encode(events, lastSeq)
+	if err != nil {
+		return false, err
+	}
+	if n == 0 {
+		st.LastSeq = lastSeq
+		return true, nil
+	}
+	if cm != nil && data != "" && len(data)+len(lines) > l.segmentBytes() {
+		// This segment is full: the next one takes the events.
+		st.LastSegment++
+		next, err := l.get(ctx, loop, st.LastSegment)
+		if err != nil || next != nil {
+			return false, err // it exists already (an earlier try): read it and retry
+		}
+		cm, data = nil, ""
+	}
+	if cm == nil {
+		cm, err = l.newSegment(loop, st.LastSegment, lines)
+		if err != nil {
+			return false, err
+		}
+		if err := l.Client.Create(ctx, cm); err != nil {
+			if apierrors.IsAlreadyExists(err) {
+				return false, nil
+			}
+			return false, fmt.Errorf("create %s: %w", cm.Name, err)
+		}
+	} else {
+		if cm.Data == nil {
+			cm.Data = map[string]string{}
+		}
+		cm.Data[EventsKey] = data + lines
+		if err := l.Client.Update(ctx, cm); err != nil {
+			return false, fmt.Errorf("append to %s: %w", cm.Name, err)
+		}
+	}
+	if st.LastSeq == 0 && lastSeq == 0 {
+		st.Count = 0
+	}
+	st.Count += int64(n)
+	st.Bytes += int64(len(lines))
+	st.LastSeq = last
+	return true, l.trim(ctx, loop, st)
+}
+
+func (l *ConfigMaps) segmentBytes() int {
+	if l.SegmentBytes > 0 {
+		return l.SegmentBytes
+	}
+	return DefaultSegmentBytes
+}
+
+func (l *ConfigMaps) get(ctx context.Context, loop *v1alpha1.Loop, n int32) (*corev1.ConfigMap, error) {
+	cm := &corev1.ConfigMap{}
+	err := l.Reader.Get(ctx, client.ObjectKey{Namespace: loop.Namespace, Name: SegmentName(loop.Name, n)}, cm)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read event log segment %d: %w", n, err)
+	}
+	return cm, nil
+}
+
+func (l *ConfigMaps) newSegment(loop *v1alpha1.Loop, n int32, data string) (*corev1.ConfigMap, error) {
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      SegmentName(loop.Name, n),
+			Namespace: loop.Namespace,
+			Labels:    map[string]string{LabelLoop: loop.Name, LabelEventLog: "true"},
+		},
+		Data: map[string]string{EventsKey: data},
+	}
+	if err := controllerutil.SetControllerReference(loop, cm, l.Scheme); err != nil {
+		return nil, err
+	}
+	return cm, nil
+}
+
+// trim deletes the oldest segments while the log is larger than MaxBytes.
+// The segment being appended to is always kept.
+func (l *ConfigMaps) trim(ctx context.Context, loop *v1alpha1.Loop, st *v1alpha1.EventLogStatus) error {
+	for l.MaxBytes > 0 && st.Bytes > l.MaxBytes && st.FirstSegment < st.LastSegment {
+		cm, err := l.get(ctx, loop, st.FirstSegment)
+		if err != nil {
+			return err
+		}
+		if cm != nil {
+			data := cm.Data[EventsKey]
+			if err := l.Client.Delete(ctx, cm); client.IgnoreNotFound(err) != nil {
+				return fmt.Errorf("delete %s: %w", cm.Name, err)
+			}
+			st.Bytes -= int64(len(data))
+			st.Count -= int64(strings.Count(data, "\n"))
+		}
+		st.FirstSegment++
+	}
+	return nil
+}
+
+// encode renders the events numbered after after as JSONL.
+func encode(events []executor.Event, after int64) (lines string, last int64, n int, err error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	for _, e := range events {
+		if e.Seq <= after {
+			continue
+		}
+		if err := enc.Encode(e); err != nil {
+			return "", 0, 0, err
+		}
+		last, n = e.Seq, n+1
+	}
+	return b.String(), last, n, nil
+}
+
+// lastSeqIn reads the sequence number of the last event in a segment.
+func lastSeqIn(data string) (int64, bool) {
+	data = strings.TrimRight(data, "\n")
+	if data == "" {
+		return 0, false
+	}
+	line := data[strings.LastIndexByte(data, '\n')+1:]
+	var e executor.Event
+	if err := json.Unmarshal([]byte(line), &e); err != nil {
+		return 0, false
+	}
+	return e.Seq, true
+}
+
+// ReadSegments returns the events of the kept segments of a Loop's log, oldest first.
+func ReadSegments(ctx context.Context, r client.Reader, loop *v1alpha1.Loop) ([]executor.Event, error) {
+	st := loop.Status.EventLog
+	if st == nil {
+		return nil, nil
+	}
+	var out []executor.Event
+	for n := st.FirstSegment; n <= st.LastSegment; n++ {
+		cm := &corev1.ConfigMap{}
+		err := r.Get(ctx, client.ObjectKey{Namespace: loop.Namespace, Name: SegmentName(loop.Name, n)}, cm)
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		sc := bufio.NewScanner(strings.NewReader(cm.Data[EventsKey]))
+		sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
+		for sc.Scan() {
+			var e executor.Event
+			if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+				return nil, fmt.Errorf("%s: %w", cm.Name, err)
+			}
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
