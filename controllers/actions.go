@@ -3,7 +3,9 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"time"
 
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"github.com/looprun/looprun/api/v1alpha1"
@@ -20,8 +22,9 @@ type ActionRunner interface {
 	Result(key string) (executor.ActionResult, local.JobState)
 	// Forget drops an ended action's result.
 	Forget(key string)
-	// CancelLoop stops every action of a Loop (it was deleted).
-	CancelLoop(loop *v1alpha1.Loop)
+	// CancelLoop stops every action of the Loop with this namespace and name
+	// (it was deleted).
+	CancelLoop(key types.NamespacedName)
 }
 
 // actionKey names an action: the same Loop, run and iteration give the same key.
@@ -70,13 +73,19 @@ func (l *LocalActions) Result(key string) (executor.ActionResult, local.JobState
 func (l *LocalActions) Forget(key string) { l.async.Forget(key) }
 
 // CancelLoop implements ActionRunner.
-func (l *LocalActions) CancelLoop(loop *v1alpha1.Loop) { l.async.Cancel(string(loop.UID) + "/") }
+func (l *LocalActions) CancelLoop(key types.NamespacedName) { l.async.CancelOwner(key.String()) }
 
 // Running counts the actions in flight.
 func (l *LocalActions) Running() int { return l.async.Running() }
 
-// CancelAll kills every action (the operator is stopping).
-func (l *LocalActions) CancelAll() { l.async.Cancel("") }
+// EndedAt is when the action with this key ended (zero while it runs).
+func (l *LocalActions) EndedAt(key string) time.Time { return l.async.EndedAt(key) }
+
+// CancelAll kills every action and waits for them (the operator is stopping).
+func (l *LocalActions) CancelAll() {
+	l.async.Cancel("")
+	l.async.Wait()
+}
 
 func splitOwner(owner string) (string, string) {
 	for i := 0; i < len(owner); i++ {

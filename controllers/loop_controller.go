@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
@@ -19,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
@@ -67,8 +69,15 @@ type LoopReconciler struct {
 // Reconcile gets the Loop, takes one step, and writes the status once.
 func (r *LoopReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	loop, err := r.get(ctx, req)
-	if err != nil || loop == nil {
+	if err != nil {
 		return reconcile.Result{}, err
+	}
+	if loop == nil {
+		// Deleted: its actions stop; its ConfigMaps go with it (owner references).
+		if r.Actions != nil {
+			r.Actions.CancelLoop(req.NamespacedName)
+		}
+		return reconcile.Result{}, nil
 	}
 	logger := log.FromContext(ctx).WithValues("state", loop.Status.CurrentState, "iteration", loop.Status.Iteration)
 	ctx = log.IntoContext(ctx, logger)
@@ -106,10 +115,13 @@ func (r *LoopReconciler) get(ctx context.Context, req reconcile.Request) (*v1alp
 
 func (r *LoopReconciler) forget(loop *v1alpha1.Loop) {
 	if r.Actions != nil {
-		r.Actions.CancelLoop(loop)
+		r.Actions.CancelLoop(ctrl.ObjectKeyFromObject(loop))
 	}
 	r.seen.Delete(loop.UID)
 	r.setRunning(loop, false)
+	if r.EventLog != nil {
+		r.EventLog.Forget(loop.UID)
+	}
 }
 
 // patchStatus writes the status once, a merge patch against the snapshot.
@@ -118,6 +130,9 @@ func (r *LoopReconciler) patchStatus(ctx context.Context, before, loop *v1alpha1
 		loop.Status.ObservedGeneration = loop.Generation
 	}
 	setConditions(loop, h)
+	if equality.Semantic.DeepEqual(before.Status, loop.Status) {
+		return nil // nothing to write: an empty patch still costs the API server
+	}
 	patch := ctrl.MergeFromWithOptions(before, ctrl.MergeFromWithOptimisticLock{})
 	if err := r.Client.Status().Patch(ctx, loop, patch); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -155,8 +170,11 @@ func (r *LoopReconciler) SetupWithManager(mgr manager.Manager) error {
 	if workers <= 0 {
 		workers = 4
 	}
+	// Status changes are this controller's own writes: only spec changes
+	// (and creation and deletion) start a reconcile; actions ending and
+	// RequeueAfter do the rest.
 	b := ctrlbuilder.ControllerManagedBy(mgr).
-		For(&v1alpha1.Loop{}).
+		For(&v1alpha1.Loop{}, ctrlbuilder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		Named("loop")
 	if r.ActionEvents != nil {

@@ -149,6 +149,9 @@ func (s *step) announce() {
 // reconcileFinished deletes a finished Loop once its ttlSecondsAfterFinished passed.
 func (r *LoopReconciler) reconcileFinished(ctx context.Context, loop *v1alpha1.Loop) (reconcile.Result, error) {
 	r.setRunning(loop, false)
+	if r.EventLog != nil {
+		r.EventLog.Forget(loop.UID)
+	}
 	ttl := loop.Spec.TTLSecondsAfterFinished
 	if ttl == nil || loop.Status.UpdatedAt == nil {
 		return reconcile.Result{}, nil

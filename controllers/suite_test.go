@@ -80,7 +80,7 @@ func startOperator(c Config) *operator {
 		c.LocalWorkdir = GinkgoT().TempDir()
 	}
 	c.AllowLocalActions = true
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+	mgr, err := ctrl.NewManager(RestConfig(cfg), ctrl.Options{
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",

@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -42,6 +43,10 @@ type ConfigMaps struct {
 	SegmentBytes int
 	// MaxBytes, when positive, deletes the oldest segments past it.
 	MaxBytes int64
+
+	// last remembers the segment each Loop appended to last, so the next
+	// append needs no read; see segmentCache.
+	last segmentCache
 }
 
 // SegmentName is the name of segment n of a Loop's log.
@@ -74,7 +79,7 @@ func (l *ConfigMaps) Append(ctx context.Context, loop *v1alpha1.Loop, events []e
 // appendOnce tries to append to the current segment; done is false when it
 // must be retried (a segment appeared under it).
 func (l *ConfigMaps) appendOnce(ctx context.Context, loop *v1alpha1.Loop, st *v1alpha1.EventLogStatus, events []executor.Event) (bool, error) {
-	cm, err := l.get(ctx, loop, st.LastSegment)
+	cm, err := l.current(ctx, loop, st.LastSegment)
 	if err != nil {
 		return false, err
 	}
@@ -120,9 +125,14 @@ func (l *ConfigMaps) appendOnce(ctx context.Context, loop *v1alpha1.Loop, st *v1
 		}
 		cm.Data[EventsKey] = data + lines
 		if err := l.Client.Update(ctx, cm); err != nil {
+			l.last.forget(loop.UID)
+			if apierrors.IsConflict(err) {
+				return false, nil // someone else wrote it: read it and try again
+			}
 			return false, fmt.Errorf("append to %s: %w", cm.Name, err)
 		}
 	}
+	l.last.put(loop.UID, st.LastSegment, cm)
 	if st.LastSeq == 0 && lastSeq == 0 {
 		st.Count = 0
 	}
@@ -131,6 +141,19 @@ func (l *ConfigMaps) appendOnce(ctx context.Context, loop *v1alpha1.Loop, st *v1
 	st.LastSeq = last
 	return true, l.trim(ctx, loop, st)
 }
+
+// current returns segment n of a Loop's log: the one remembered from the last
+// append when it is that segment, else read from the API server. nil when
+// it does not exist.
+func (l *ConfigMaps) current(ctx context.Context, loop *v1alpha1.Loop, n int32) (*corev1.ConfigMap, error) {
+	if cm := l.last.get(loop.UID, n); cm != nil {
+		return cm, nil
+	}
+	return l.get(ctx, loop, n)
+}
+
+// Forget drops what is remembered of a Loop's log (it finished or went away).
+func (l *ConfigMaps) Forget(uid types.UID) { l.last.forget(uid) }
 
 func (l *ConfigMaps) segmentBytes() int {
 	if l.SegmentBytes > 0 {

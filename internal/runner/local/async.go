@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/looprun/looprun/internal/executor"
 )
@@ -35,11 +36,13 @@ type Async struct {
 
 	mu   sync.Mutex
 	jobs map[string]*job
+	wg   sync.WaitGroup
 }
 
 type job struct {
 	owner  string
 	done   bool
+	ended  time.Time
 	res    executor.ActionResult
 	cancel context.CancelFunc
 }
@@ -60,7 +63,9 @@ func (a *Async) Start(key, owner, workdir string, act executor.Action) {
 	a.jobs[key] = j
 	r := a.Runner
 	r.Dir = filepath.Join(a.BaseDir, workdir)
+	a.wg.Add(1)
 	go func() {
+		defer a.wg.Done()
 		defer cancel()
 		var res executor.ActionResult
 		if err := os.MkdirAll(r.Dir, 0o755); err != nil {
@@ -69,7 +74,7 @@ func (a *Async) Start(key, owner, workdir string, act executor.Action) {
 			res = r.Run(ctx, &act)
 		}
 		a.mu.Lock()
-		j.done, j.res = true, res
+		j.done, j.res, j.ended = true, res, time.Now()
 		a.mu.Unlock()
 		if a.Notify != nil {
 			a.Notify(owner)
@@ -89,6 +94,16 @@ func (a *Async) Result(key string) (executor.ActionResult, JobState) {
 		return executor.ActionResult{}, JobRunning
 	}
 	return j.res, JobDone
+}
+
+// EndedAt is when the action with this key ended (zero while it runs).
+func (a *Async) EndedAt(key string) time.Time {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if j, ok := a.jobs[key]; ok {
+		return j.ended
+	}
+	return time.Time{}
 }
 
 // Forget drops a finished action's result.
@@ -111,6 +126,21 @@ func (a *Async) Cancel(prefix string) {
 		}
 	}
 }
+
+// CancelOwner kills and forgets every action of owner.
+func (a *Async) CancelOwner(owner string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for k, j := range a.jobs {
+		if j.owner == owner {
+			j.cancel()
+			delete(a.jobs, k)
+		}
+	}
+}
+
+// Wait waits until every action started has ended (after Cancel, at once).
+func (a *Async) Wait() { a.wg.Wait() }
 
 // Running counts the actions in flight.
 func (a *Async) Running() int {

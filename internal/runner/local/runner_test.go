@@ -192,4 +192,10 @@ func TestAsync(t *testing.T) {
 	if _, st := a.Result("uid-1/r/1"); st != JobUnknown || a.Running() != 0 {
 		t.Errorf("after Cancel: %v", st)
 	}
+	a.Start("uid-2/r/1", "ns/other", "w", executor.Action{Command: "sleep 30", Timeout: time.Minute})
+	a.CancelOwner("ns/other")
+	if _, st := a.Result("uid-2/r/1"); st != JobUnknown || a.Running() != 0 {
+		t.Errorf("after CancelOwner: %v", st)
+	}
+	a.Wait()
 }

@@ -1,0 +1,283 @@
+// Command operatorbench measures the Loop controller against a real
+// kube-apiserver and etcd (the envtest binaries):
+//
+//   - overhead per transition: from the moment an action's process ends to
+//     the moment the next action is started, over one Loop of N transitions
+//     of `true` (p50, p99);
+//   - throughput: many Loops at once, transitions per second.
+//
+// Run it with bench/run.sh (it sets KUBEBUILDER_ASSETS).
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/controllers"
+	"github.com/looprun/looprun/internal/executor"
+)
+
+func main() {
+	transitions := flag.Int("transitions", 1000, "transitions of the latency Loop")
+	loops := flag.Int("loops", 200, "Loops of the throughput run")
+	perLoop := flag.Int("per-loop", 10, "transitions of each throughput Loop")
+	workers := flag.Int("workers", 8, "max concurrent reconciles")
+	verbose = flag.Bool("requests", false, "print the API requests each transition cost")
+	apiProfile = flag.String("apiserver-profile", "", "save an 8 s CPU profile of the API server taken during the throughput run")
+	flag.Parse()
+	ctrl.SetLogger(logr.Discard())
+	if err := run(*transitions, *loops, *perLoop, *workers); err != nil {
+		fmt.Fprintln(os.Stderr, "operatorbench:", err)
+		os.Exit(1)
+	}
+}
+
+var (
+	verbose    *bool
+	apiProfile *string
+)
+
+// timed wraps the local runner and measures each Loop's gap from an
+// action's end to the start of its next action.
+type timed struct {
+	*controllers.LocalActions
+	mu    sync.Mutex
+	ended map[string]time.Time
+	gaps  []time.Duration
+}
+
+func (t *timed) Start(ctx context.Context, key string, loop *v1alpha1.Loop, a executor.Action) error {
+	now := time.Now()
+	t.mu.Lock()
+	if e, ok := t.ended[loop.Namespace+"/"+loop.Name]; ok {
+		t.gaps = append(t.gaps, now.Sub(e))
+		delete(t.ended, loop.Namespace+"/"+loop.Name)
+	}
+	t.mu.Unlock()
+	return t.LocalActions.Start(ctx, key, loop, a)
+}
+
+func (t *timed) Forget(key string) {
+	// Called right after the result is used: remember when that action ended.
+	ended := t.EndedAt(key)
+	t.mu.Lock()
+	t.lastEnded(key, ended)
+	t.mu.Unlock()
+	t.LocalActions.Forget(key)
+}
+
+// keys carry the Loop's UID; map them back through the registry below.
+var keyOwner sync.Map
+
+func (t *timed) lastEnded(key string, at time.Time) {
+	if owner, ok := keyOwner.Load(key); ok && !at.IsZero() {
+		t.ended[owner.(string)] = at
+	}
+}
+
+func run(transitions, loops, perLoop, workers int) error {
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(v1alpha1.AddToScheme(scheme))
+	env := &envtest.Environment{CRDDirectoryPaths: []string{filepath.Join("config", "crd", "bases")}, ErrorIfCRDPathMissing: true}
+	cfg, err := env.Start()
+	if err != nil {
+		return err
+	}
+	defer func() { _ = env.Stop() }()
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return err
+	}
+	mgr, err := ctrl.NewManager(controllers.RestConfig(cfg), ctrl.Options{
+		Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+		Client: client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.ConfigMap{}, &corev1.Secret{}}}},
+	})
+	if err != nil {
+		return err
+	}
+	workdir, err := os.MkdirTemp("", "operatorbench")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(workdir)
+	r := controllers.NewReconciler(mgr, controllers.Config{AllowLocalActions: true, LocalWorkdir: workdir, Workers: workers})
+	tr := &timed{LocalActions: r.Actions.(*controllers.LocalActions), ended: map[string]time.Time{}}
+	r.Actions = keyed{tr}
+	if err := r.SetupWithManager(mgr); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = mgr.Start(ctx) }()
+	if !mgr.GetCache().WaitForCacheSync(ctx) {
+		return fmt.Errorf("cache did not sync")
+	}
+
+	// Latency: one Loop, many transitions.
+	if _, err := runLoops(ctx, c, "latency", 1, transitions); err != nil {
+		return err
+	}
+	tr.mu.Lock()
+	gaps := append([]time.Duration(nil), tr.gaps...)
+	tr.gaps = nil
+	tr.mu.Unlock()
+	p50, p99 := percentile(gaps, 50), percentile(gaps, 99)
+	fmt.Printf("overhead per transition (action end -> next action start), %d transitions: p50 %v, p99 %v (targets <= 15ms, <= 100ms)\n",
+		len(gaps), p50.Round(10*time.Microsecond), p99.Round(10*time.Microsecond))
+
+	// Throughput: many Loops at once.
+	if *apiProfile != "" {
+		go profileAPIServer(cfg, *apiProfile)
+	}
+	before := requestCounts(cfg)
+	elapsed, err := runLoops(ctx, c, "throughput", loops, perLoop)
+	if err != nil {
+		return err
+	}
+	if *verbose {
+		after := requestCounts(cfg)
+		for k, v := range after {
+			if d := v - before[k]; d > 0 {
+				fmt.Printf("requests %-60s %6.0f (%.2f per transition)\n", k, d, d/float64(loops*perLoop))
+			}
+		}
+	}
+	total := loops * perLoop
+	rate := float64(total) / elapsed.Seconds()
+	fmt.Printf("throughput: %d Loops x %d transitions = %d in %v: %.0f transitions/s (target >= 300), %d workers\n",
+		loops, perLoop, total, elapsed.Round(time.Millisecond), rate, workers)
+	failed := p50 > 15*time.Millisecond || p99 > 100*time.Millisecond || rate < 300
+	if failed {
+		return fmt.Errorf("a target was missed")
+	}
+	return nil
+}
+
+// keyed records which Loop each action key belongs to.
+type keyed struct{ *timed }
+
+func (k keyed) Start(ctx context.Context, key string, loop *v1alpha1.Loop, a executor.Action) error {
+	keyOwner.Store(key, loop.Namespace+"/"+loop.Name)
+	return k.timed.Start(ctx, key, loop, a)
+}
+
+// runLoops creates n Loops of `transitions` self-transitions of `true` in a
+// new namespace and waits for all of them to finish.
+func runLoops(ctx context.Context, c client.Client, prefix string, n, transitions int) (time.Duration, error) {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}
+	if err := c.Create(ctx, ns); err != nil {
+		return 0, err
+	}
+	max := int32(transitions)           //nolint:gosec // a flag of a few thousand
+	revisits := int32(transitions + 10) //nolint:gosec // a flag of a few thousand
+	spec := v1alpha1.LoopSpec{Initial: "spin", MaxIterations: &max, MaxEdgeRevisits: &revisits, States: map[string]v1alpha1.State{
+		"spin": {Action: "true", OnSuccess: "$current"},
+		"done": {Terminal: true},
+	}}
+	start := time.Now()
+	for i := 0; i < n; i++ {
+		loop := &v1alpha1.Loop{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: fmt.Sprintf("%s-%d", prefix, i)}, Spec: spec}
+		if err := c.Create(ctx, loop); err != nil {
+			return 0, err
+		}
+	}
+	deadline := time.Now().Add(10 * time.Minute)
+	for time.Now().Before(deadline) {
+		var list v1alpha1.LoopList
+		if err := c.List(ctx, &list, client.InNamespace(ns.Name)); err != nil {
+			return 0, err
+		}
+		finished := 0
+		for _, l := range list.Items {
+			if l.Status.Phase.IsFinished() {
+				if l.Status.TerminatedBy != v1alpha1.TerminatedMaxIterations || l.Status.Iteration != max {
+					return 0, fmt.Errorf("%s ended %s at %d", l.Name, l.Status.TerminatedBy, l.Status.Iteration)
+				}
+				finished++
+			}
+		}
+		if finished == n {
+			return time.Since(start), nil
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	return 0, fmt.Errorf("%s: Loops did not finish in time", prefix)
+}
+
+func percentile(d []time.Duration, p int) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	s := append([]time.Duration(nil), d...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	i := (len(s)*p + 99) / 100
+	if i > 0 {
+		i--
+	}
+	return s[i]
+}
+
+// profileAPIServer saves a CPU profile of the API server (for looking into
+// where a run's time goes).
+func profileAPIServer(cfg *rest.Config, out string) {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return
+	}
+	b, err := cs.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").Param("seconds", "8").DoRaw(context.Background())
+	if err == nil {
+		_ = os.WriteFile(out, b, 0o644)
+	}
+}
+
+// requestCounts reads the API server's request counters by verb and resource.
+func requestCounts(cfg *rest.Config) map[string]float64 {
+	out := map[string]float64{}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return out
+	}
+	b, err := cs.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
+	if err != nil {
+		return out
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if !strings.HasPrefix(line, "apiserver_request_total{") {
+			continue
+		}
+		i := strings.LastIndex(line, " ")
+		var v float64
+		_, _ = fmt.Sscan(line[i+1:], &v)
+		labels := line[len("apiserver_request_total{") : i-1]
+		key := ""
+		for _, kv := range strings.Split(labels, ",") {
+			if strings.HasPrefix(kv, "verb=") || strings.HasPrefix(kv, "resource=") || strings.HasPrefix(kv, "subresource=") {
+				key += kv + " "
+			}
+		}
+		out[key] += v
+	}
+	return out
+}
