@@ -37,6 +37,9 @@ func (r *LoopReconciler) reconcileLoop(ctx context.Context, loop *v1alpha1.Loop)
 	if aerr := r.appendEvents(ctx, loop, s.events); aerr != nil {
 		return reconcile.Result{}, s.health, aerr
 	}
+	if loop.Status.Phase.IsFinished() && r.EventLog != nil {
+		r.EventLog.Forget(loop.UID) // its last append is done
+	}
 	s.announce()
 	return result, s.health, err
 }
@@ -149,9 +152,6 @@ func (s *step) announce() {
 // reconcileFinished deletes a finished Loop once its ttlSecondsAfterFinished passed.
 func (r *LoopReconciler) reconcileFinished(ctx context.Context, loop *v1alpha1.Loop) (reconcile.Result, error) {
 	r.setRunning(loop, false)
-	if r.EventLog != nil {
-		r.EventLog.Forget(loop.UID)
-	}
 	ttl := loop.Spec.TTLSecondsAfterFinished
 	if ttl == nil || loop.Status.UpdatedAt == nil {
 		return reconcile.Result{}, nil
