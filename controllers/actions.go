@@ -81,11 +81,9 @@ func (l *LocalActions) Running() int { return l.async.Running() }
 // EndedAt is when the action with this key ended (zero while it runs).
 func (l *LocalActions) EndedAt(key string) time.Time { return l.async.EndedAt(key) }
 
-// CancelAll kills every action and waits for them (the operator is stopping).
-func (l *LocalActions) CancelAll() {
-	l.async.Cancel("")
-	l.async.Wait()
-}
+// CancelAll kills every action, refuses new ones and waits for the killed
+// ones (the operator is stopping).
+func (l *LocalActions) CancelAll() { l.async.Close() }
 
 func splitOwner(owner string) (string, string) {
 	for i := 0; i < len(owner); i++ {

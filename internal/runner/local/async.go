@@ -34,9 +34,10 @@ type Async struct {
 	// Notify is called with the job's owner once its action ended.
 	Notify func(owner string)
 
-	mu   sync.Mutex
-	jobs map[string]*job
-	wg   sync.WaitGroup
+	mu     sync.Mutex
+	jobs   map[string]*job
+	wg     sync.WaitGroup
+	closed bool
 }
 
 type job struct {
@@ -55,7 +56,7 @@ func (a *Async) Start(key, owner, workdir string, act executor.Action) {
 	if a.jobs == nil {
 		a.jobs = map[string]*job{}
 	}
-	if _, ok := a.jobs[key]; ok {
+	if _, ok := a.jobs[key]; ok || a.closed {
 		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -140,7 +141,17 @@ func (a *Async) CancelOwner(owner string) {
 }
 
 // Wait waits until every action started has ended (after Cancel, at once).
+// Nothing may be started while it waits: see Close.
 func (a *Async) Wait() { a.wg.Wait() }
+
+// Close kills every action, refuses new ones, and waits for the killed ones.
+func (a *Async) Close() {
+	a.mu.Lock()
+	a.closed = true
+	a.mu.Unlock()
+	a.Cancel("")
+	a.wg.Wait()
+}
 
 // Running counts the actions in flight.
 func (a *Async) Running() int {

@@ -197,5 +197,9 @@ func TestAsync(t *testing.T) {
 	if _, st := a.Result("uid-2/r/1"); st != JobUnknown || a.Running() != 0 {
 		t.Errorf("after CancelOwner: %v", st)
 	}
-	a.Wait()
+	a.Close()
+	a.Start("after-close", "o", "w", executor.Action{Command: "true"})
+	if _, st := a.Result("after-close"); st != JobUnknown {
+		t.Errorf("a closed runner started an action: %v", st)
+	}
 }
