@@ -58,11 +58,13 @@ fuzz: ## Run each fuzz target for FUZZTIME (default 30s).
 	go test ./internal/executor/interpolate -run '^$$' -fuzz '^FuzzExpand$$' -fuzztime $(FUZZTIME)
 	go test ./internal/executor/evaluate -run '^$$' -fuzz '^FuzzDeterministic$$' -fuzztime $(FUZZTIME)
 	go test ./internal/loopfile -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
+	go test ./internal/entrypoint -run '^$$' -fuzz '^FuzzEncode$$' -fuzztime $(FUZZTIME)
 
 .PHONY: build
 build: ## Build the binaries into bin/.
 	go build -o $(LOCALBIN)/looprun ./cmd/looprun
 	go build -o $(LOCALBIN)/manager ./cmd/manager
+	CGO_ENABLED=0 go build -o $(LOCALBIN)/entrypoint ./cmd/entrypoint
 
 .PHONY: dev-up
 dev-up: ## Start a local kube-apiserver and etcd with the CRDs (kubeconfig: bin/dev/kubeconfig).

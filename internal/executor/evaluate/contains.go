@@ -17,7 +17,7 @@ func Match(pattern, text string) bool {
 }
 
 func outputContains(cfg *v1alpha1.Evaluate, in Input) Result {
-	matched := Match(cfg.Pattern, in.Output)
+	matched := Match(cfg.Pattern, in.Output) || (in.Streamed != nil && in.Streamed.PatternMatched)
 	ok := matched != cfg.Negate
 	details := map[string]any{"matched": matched, "pattern": cfg.Pattern, "negate": cfg.Negate}
 	if !ok && !cfg.Negate {

@@ -29,6 +29,18 @@ type Input struct {
 	ExitCode int
 	// Expand expands templates in target, tolerance and previous. Nil expands nothing.
 	Expand func(string) (string, error)
+	// Streamed, when set, holds what a runner found in the complete output
+	// while it streamed by; Output is then only its tail.
+	Streamed *Streamed
+}
+
+// Streamed is what a runner learns from an action's complete stdout, line by
+// line, when it keeps only the tail: whether output_contains' pattern
+// occurred, and the last "KEY = NUMBER" of output_numeric.
+type Streamed struct {
+	PatternMatched bool
+	KeyValue       string
+	KeyFound       bool
 }
 
 func (in Input) expand(s string) (string, error) {

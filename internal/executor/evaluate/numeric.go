@@ -77,14 +77,36 @@ func keyPattern(key string) *regexp.Regexp {
 	return regexp.MustCompile(regexp.QuoteMeta(key) + `\s*=\s*(-?[0-9]+(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?)`)
 }
 
+// KeyMatcher finds "KEY = NUMBER" in text, for output_numeric with a key.
+type KeyMatcher struct{ re *regexp.Regexp }
+
+// NewKeyMatcher compiles the matcher of key.
+func NewKeyMatcher(key string) KeyMatcher { return KeyMatcher{re: keyPattern(key)} }
+
+// Last returns the number of the last match in text.
+func (k KeyMatcher) Last(text string) (string, bool) {
+	m := k.re.FindAllStringSubmatch(text, -1)
+	if len(m) == 0 {
+		return "", false
+	}
+	return m[len(m)-1][1], true
+}
+
+// LastKeyValue returns the number of the last "KEY = NUMBER" in text.
+func LastKeyValue(key, text string) (string, bool) { return NewKeyMatcher(key).Last(text) }
+
 func outputNumeric(cfg *v1alpha1.Evaluate, in Input) Result {
 	text := in.Output
 	if cfg.Key != "" {
-		m := keyPattern(cfg.Key).FindAllStringSubmatch(in.Output, -1)
-		if len(m) == 0 {
+		// What was streamed saw every line; the tail only the end.
+		v, ok := LastKeyValue(cfg.Key, in.Output)
+		if s := in.Streamed; s != nil {
+			v, ok = s.KeyValue, s.KeyFound
+		}
+		if !ok {
 			return errorResult("no %q = NUMBER in the output", cfg.Key)
 		}
-		text = m[len(m)-1][1]
+		text = v
 	}
 	value, err := parseNumber(text)
 	if err != nil {

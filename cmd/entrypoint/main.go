@@ -1,0 +1,92 @@
+// Command entrypoint wraps an action inside its Pod. An init container copies
+// it into a shared volume (entrypoint --copy-to DIR/entrypoint); the main
+// container runs
+//
+//	entrypoint [--timeout 2m] [--evaluate JSON] -- bash -c ACTION
+//
+// It streams the action's output to the container log, forwards signals to
+// it, writes a JSON result (exit code, duration, output tails, the verdict of
+// a deterministic evaluator over the complete stdout) to the termination
+// message, never more than 4,096 bytes, and exits with the action's code
+// (124 after a timeout, 128+N after signal N).
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/internal/entrypoint"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("entrypoint", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	copyTo := fs.String("copy-to", "", "copy this binary to the given path and exit (the init container's job)")
+	termLog := fs.String("termination-log", "/dev/termination-log", "where to write the result")
+	timeout := fs.Duration("timeout", 0, "kill the action's process group after this long and exit 124")
+	evalJSON := fs.String("evaluate", os.Getenv("LOOPRUN_EVALUATE"), "the state's evaluator as JSON, templates expanded (default $LOOPRUN_EVALUATE)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *copyTo != "" {
+		if err := copySelf(*copyTo); err != nil {
+			fmt.Fprintln(stderr, "entrypoint:", err)
+			return 1
+		}
+		return 0
+	}
+	var eval *v1alpha1.Evaluate
+	if *evalJSON != "" {
+		eval = &v1alpha1.Evaluate{}
+		if err := json.Unmarshal([]byte(*evalJSON), eval); err != nil {
+			fmt.Fprintln(stderr, "entrypoint: --evaluate:", err)
+			return 2
+		}
+	}
+	signals := make(chan os.Signal, 4)
+	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2)
+	defer signal.Stop(signals)
+	res := entrypoint.Run(context.Background(), entrypoint.Options{
+		Command: fs.Args(), Timeout: *timeout, Evaluate: eval, Stdout: stdout, Stderr: stderr, Signals: signals,
+	})
+	if err := os.WriteFile(*termLog, res.Encode(), 0o644); err != nil {
+		fmt.Fprintln(stderr, "entrypoint: writing the result:", err)
+	}
+	if res.ExitCode < 0 {
+		return 128 - res.ExitCode
+	}
+	return res.ExitCode
+}
+
+// copySelf copies the running binary to dst, executable.
+func copySelf(dst string) error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	in, err := os.Open(self)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		_ = out.Close()
+		return err
+	}
+	return out.Close()
+}

@@ -1,0 +1,106 @@
+package entrypoint
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/looprun/looprun/internal/executor"
+	"github.com/looprun/looprun/internal/executor/evaluate"
+)
+
+// MaxMessageBytes is the size limit of a container's termination message.
+const MaxMessageBytes = 4096
+
+// Result is what the wrapper writes to the termination message: everything
+// the controller needs to complete the step, in at most MaxMessageBytes.
+type Result struct {
+	ExitCode        int              `json:"exitCode"`
+	DurationMs      int64            `json:"durationMs"`
+	Stdout          string           `json:"stdout"`
+	Stderr          string           `json:"stderr"`
+	StdoutTruncated bool             `json:"stdoutTruncated,omitempty"`
+	StderrTruncated bool             `json:"stderrTruncated,omitempty"`
+	TimedOut        bool             `json:"timedOut,omitempty"`
+	Verdict         *evaluate.Result `json:"verdict,omitempty"`
+}
+
+// Encode renders r as JSON within MaxMessageBytes: detail values are capped
+// first, then the stderr tail, then the stdout tail are shortened, and the
+// details dropped, until it fits.
+func (r Result) Encode() []byte {
+	if r.Verdict != nil {
+		r.Verdict = capDetails(r.Verdict)
+	}
+	for {
+		b, err := json.Marshal(r)
+		if err != nil {
+			b = []byte(fmt.Sprintf(`{"exitCode":%d,"durationMs":%d,"stdout":"","stderr":%q}`, r.ExitCode, r.DurationMs, "cannot encode the result: "+err.Error()))
+		}
+		if len(b) <= MaxMessageBytes {
+			return b
+		}
+		over := len(b) - MaxMessageBytes
+		switch {
+		case r.Stderr != "":
+			r.Stderr, r.StderrTruncated = shorten(r.Stderr, over), true
+		case r.Stdout != "":
+			r.Stdout, r.StdoutTruncated = shorten(r.Stdout, over), true
+		case r.Verdict != nil && len(r.Verdict.Details) > 0:
+			r.Verdict = &evaluate.Result{Verdict: r.Verdict.Verdict}
+		case r.Verdict != nil && len(r.Verdict.Verdict) > 256:
+			r.Verdict = &evaluate.Result{Verdict: executor.Tail(r.Verdict.Verdict, 256)}
+		default:
+			return []byte(fmt.Sprintf(`{"exitCode":%d,"durationMs":%d,"stdout":"","stderr":""}`, r.ExitCode, r.DurationMs))
+		}
+	}
+}
+
+// detailBytes caps one detail value in the termination message.
+const detailBytes = 256
+
+// capDetails shortens detail values that are long once encoded.
+func capDetails(v *evaluate.Result) *evaluate.Result {
+	out := &evaluate.Result{Verdict: v.Verdict, Details: make(map[string]any, len(v.Details))}
+	for k, d := range v.Details {
+		if b, err := json.Marshal(d); err == nil && len(b) > detailBytes {
+			s, ok := d.(string)
+			if !ok {
+				s = string(b)
+			}
+			d = shorten(s, len(b)-detailBytes)
+		}
+		out.Details[k] = d
+	}
+	return out
+}
+
+// shorten drops the front of s so that its JSON encoding shrinks by about
+// over bytes, keeping whole characters (escaped characters cost more than
+// one byte, so the cut is proportional to the encoded size).
+func shorten(s string, over int) string {
+	b, _ := json.Marshal(s)
+	enc := len(b)
+	if enc <= over+16 {
+		return ""
+	}
+	keep := int(float64(len(s)) * float64(enc-over-16) / float64(enc))
+	if keep <= 0 {
+		return ""
+	}
+	return executor.Tail(s, keep)
+}
+
+// Decode reads a termination message back into an action result.
+func Decode(msg string) (executor.ActionResult, error) {
+	var r Result
+	if err := json.Unmarshal([]byte(msg), &r); err != nil {
+		return executor.ActionResult{}, fmt.Errorf("termination message is not a wrapper result: %w", err)
+	}
+	return executor.ActionResult{
+		Output: r.Stdout, Stderr: r.Stderr, ExitCode: r.ExitCode,
+		Duration:        time.Duration(r.DurationMs) * time.Millisecond,
+		OutputTruncated: r.StdoutTruncated, StderrTruncated: r.StderrTruncated,
+		Verdict: r.Verdict,
+	}, nil
+}
