@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	goruntime "runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -43,6 +44,7 @@ func main() {
 	loops := flag.Int("loops", 200, "Loops of the throughput run")
 	perLoop := flag.Int("per-loop", 10, "transitions of each throughput Loop")
 	workers := flag.Int("workers", 8, "max concurrent reconciles")
+	idle = flag.Int("idle", 1000, "idle (suspended) Loops for the memory figure; 0 skips it")
 	verbose = flag.Bool("requests", false, "print the API requests each transition cost")
 	apiProfile = flag.String("apiserver-profile", "", "save an 8 s CPU profile of the API server taken during the throughput run")
 	flag.Parse()
@@ -56,6 +58,7 @@ func main() {
 var (
 	verbose    *bool
 	apiProfile *string
+	idle       *int
 )
 
 // timed wraps the local runner and measures each Loop's gap from an
@@ -168,6 +171,13 @@ func run(transitions, loops, perLoop, workers int) error {
 	rate := float64(total) / elapsed.Seconds()
 	fmt.Printf("throughput: %d Loops x %d transitions = %d in %v: %.0f transitions/s (target >= 300), %d workers\n",
 		loops, perLoop, total, elapsed.Round(time.Millisecond), rate, workers)
+	if *idle > 0 {
+		perLoop, err := idleMemory(ctx, c, *idle)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("memory per idle Loop: %.1f KiB of manager heap (%d suspended Loops; goal <= 20 KiB)\n", perLoop/1024, *idle)
+	}
 	failed := p50 > 15*time.Millisecond || p99 > 100*time.Millisecond || rate < 300
 	if failed {
 		return fmt.Errorf("a target was missed")
@@ -280,4 +290,58 @@ func requestCounts(cfg *rest.Config) map[string]float64 {
 		out[key] += v
 	}
 	return out
+}
+
+// idleMemory creates n suspended Loops (each holding a small machine) and
+// reports the growth of the manager's live heap per Loop once they are
+// reconciled and the process is at rest.
+func idleMemory(ctx context.Context, c client.Client, n int) (float64, error) {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "idle-"}}
+	if err := c.Create(ctx, ns); err != nil {
+		return 0, err
+	}
+	heap := func() uint64 {
+		var m goruntime.MemStats
+		for i := 0; i < 3; i++ {
+			goruntime.GC()
+		}
+		goruntime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	time.Sleep(2 * time.Second) // let the earlier runs settle
+	before := heap()
+	spec := v1alpha1.LoopSpec{Initial: "check", Suspend: true, States: map[string]v1alpha1.State{
+		"check": {Action: "make test", OnSuccess: "done", OnFailure: "fix"},
+		"fix":   {Action: "/fix the failing tests", Next: "check"},
+		"done":  {Terminal: true},
+	}}
+	for i := 0; i < n; i++ {
+		loop := &v1alpha1.Loop{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: fmt.Sprintf("idle-%d", i)}, Spec: spec}
+		if err := c.Create(ctx, loop); err != nil {
+			return 0, err
+		}
+	}
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		var list v1alpha1.LoopList
+		if err := c.List(ctx, &list, client.InNamespace(ns.Name)); err != nil {
+			return 0, err
+		}
+		suspended := 0
+		for _, l := range list.Items {
+			if l.Status.Phase == v1alpha1.PhaseSuspended {
+				suspended++
+			}
+		}
+		if suspended == n {
+			break
+		}
+		if time.Now().After(deadline) {
+			return 0, fmt.Errorf("only %d of %d Loops were reconciled", suspended, n)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	time.Sleep(2 * time.Second)
+	after := heap()
+	return (float64(after) - float64(before)) / float64(n), nil
 }
