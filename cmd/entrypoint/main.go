@@ -33,7 +33,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("entrypoint", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	copyTo := fs.String("copy-to", "", "copy this binary to the given path and exit (the init container's job)")
-	termLog := fs.String("termination-log", "/dev/termination-log", "where to write the result")
+	termLog := fs.String("termination-log", envOr("LOOPRUN_TERMINATION_LOG", "/dev/termination-log"), "where to write the result (default $LOOPRUN_TERMINATION_LOG, else /dev/termination-log)")
 	timeout := fs.Duration("timeout", 0, "kill the action's process group after this long and exit 124")
 	evalJSON := fs.String("evaluate", os.Getenv("LOOPRUN_EVALUATE"), "the state's evaluator as JSON, templates expanded (default $LOOPRUN_EVALUATE)")
 	if err := fs.Parse(args); err != nil {
@@ -89,4 +89,11 @@ func copySelf(dst string) error {
 		return err
 	}
 	return out.Close()
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
 }

@@ -78,6 +78,20 @@ func TestWrapper(t *testing.T) {
 		t.Errorf("forwarded SIGTERM: exit %d, message %+v", cmd.ProcessState.ExitCode(), m)
 	}
 
+	// Killed outright, the wrapper takes the action with it.
+	late := filepath.Join(dir, "late")
+	cmd = exec.Command(bin, "--termination-log", term, "--", "bash", "-c", "sleep 1; touch "+late)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	time.Sleep(1500 * time.Millisecond)
+	if _, err := os.Stat(late); err == nil {
+		t.Error("the action outlived its killed wrapper")
+	}
+
 	// The init container's copy.
 	dst := filepath.Join(dir, "copied")
 	if code, out := run("--copy-to", dst); code != 0 {

@@ -64,7 +64,9 @@ func Run(ctx context.Context, o Options) Result {
 	cmd := exec.Command(o.Command[0], o.Command[1:]...)
 	cmd.Stdout = io.MultiWriter(writerOr(o.Stdout), out, lines)
 	cmd.Stderr = io.MultiWriter(writerOr(o.Stderr), errTail)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Its own group, so signals and the timeout reach everything it starts;
+	// and it dies with the wrapper, should the wrapper be killed outright.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.WaitDelay = 2 * time.Second
 
 	start := time.Now()

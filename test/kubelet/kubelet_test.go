@@ -1,0 +1,166 @@
+package kubelet
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/go-logr/logr"
+
+	"github.com/looprun/looprun/internal/entrypoint"
+)
+
+func TestKubeletRunsPods(t *testing.T) {
+	logf.SetLogger(logr.Discard())
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		assets, _ := filepath.Abs(filepath.Join("..", "..", "bin", "k8s"))
+		if _, err := os.Stat(filepath.Join(assets, "kube-apiserver")); err != nil {
+			t.Fatal("no envtest binaries: run make test, or hack/setup-envtest.sh")
+		}
+		t.Setenv("KUBEBUILDER_ASSETS", assets)
+	}
+	dir := t.TempDir()
+	ep := filepath.Join(dir, "entrypoint")
+	if out, err := exec.Command("go", "build", "-o", ep, "../../cmd/entrypoint").CombinedOutput(); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	env := &envtest.Environment{}
+	cfg, err := env.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = env.Stop() }()
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := &Kubelet{Client: mgr.GetClient(), Dir: filepath.Join(dir, "kubelet"),
+		Binaries: map[string]string{"/entrypoint": ep}, NeverStarts: map[string]bool{"example.invalid/missing:1": true}}
+	if err := k.SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = mgr.Start(ctx) }()
+	defer k.Stop()
+
+	ns := "default"
+	if err := c.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: ns}}); client.IgnoreAlreadyExists(err) != nil {
+		t.Fatal(err)
+	}
+	no := false
+	pod := func(name, script string, deadline *int64) *corev1.Pod {
+		return &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Spec: corev1.PodSpec{
+				RestartPolicy: corev1.RestartPolicyNever, AutomountServiceAccountToken: &no, ActiveDeadlineSeconds: deadline,
+				Volumes: []corev1.Volume{
+					{Name: "looprun", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+					{Name: "workspace", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "ws"}}},
+				},
+				InitContainers: []corev1.Container{{Name: "copy", Image: "looprun/entrypoint", Command: []string{"/entrypoint", "--copy-to", "/looprun/entrypoint"},
+					VolumeMounts: []corev1.VolumeMount{{Name: "looprun", MountPath: "/looprun"}}}},
+				Containers: []corev1.Container{{Name: "action", Image: "busybox", WorkingDir: "/workspace",
+					Command:      []string{"/looprun/entrypoint", "--evaluate", `{"type":"output_contains","pattern":"shared"}`, "--", "bash", "-c", script},
+					VolumeMounts: []corev1.VolumeMount{{Name: "looprun", MountPath: "/looprun"}, {Name: "workspace", MountPath: "/workspace"}}}},
+			},
+		}
+	}
+	wait := func(name string, done func(*corev1.Pod) bool) *corev1.Pod {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			p := &corev1.Pod{}
+			if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, p); err == nil && done(p) {
+				return p
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("pod %s: %+v", name, p.Status)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	finished := func(p *corev1.Pod) bool {
+		return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+	}
+
+	// Two steps share the workspace; the result comes back in the termination message.
+	if err := c.Create(ctx, pod("step-1", "echo shared > note; echo wrote", nil)); err != nil {
+		t.Fatal(err)
+	}
+	p := wait("step-1", finished)
+	if p.Spec.NodeName != NodeName || p.Status.Phase != corev1.PodSucceeded {
+		t.Fatalf("step-1: node %q phase %s", p.Spec.NodeName, p.Status.Phase)
+	}
+	if err := c.Create(ctx, pod("step-2", "cat /workspace/note", nil)); err != nil {
+		t.Fatal(err)
+	}
+	p = wait("step-2", finished)
+	term := p.Status.ContainerStatuses[0].State.Terminated
+	res, err := entrypoint.Decode(term.Message)
+	if err != nil || term.ExitCode != 0 || res.Output != "shared\n" || res.Verdict == nil || res.Verdict.Verdict != "success" {
+		t.Fatalf("step-2: %+v, %+v, %v", term, res, err)
+	}
+
+	// A failing action fails the Pod, with its exit code.
+	if err := c.Create(ctx, pod("fails", "exit 3", nil)); err != nil {
+		t.Fatal(err)
+	}
+	if p := wait("fails", finished); p.Status.Phase != corev1.PodFailed || p.Status.ContainerStatuses[0].State.Terminated.ExitCode != 3 {
+		t.Errorf("fails: %+v", p.Status)
+	}
+
+	// activeDeadlineSeconds ends a Pod that runs too long.
+	one := int64(1)
+	if err := c.Create(ctx, pod("slow", "sleep 30", &one)); err != nil {
+		t.Fatal(err)
+	}
+	if p := wait("slow", finished); p.Status.Phase != corev1.PodFailed || p.Status.Reason != "DeadlineExceeded" {
+		t.Errorf("slow: %+v", p.Status)
+	}
+
+	// Deleting a Pod kills its processes.
+	if err := c.Create(ctx, pod("deleted", "sleep 2; touch late", nil)); err != nil {
+		t.Fatal(err)
+	}
+	wait("deleted", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
+	time.Sleep(200 * time.Millisecond)
+	if err := c.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "deleted", Namespace: ns}}, client.GracePeriodSeconds(0)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second)
+	if _, err := os.Stat(filepath.Join(k.Dir, "claims", ns, "ws", "late")); err == nil {
+		t.Error("the deleted Pod's action went on")
+	}
+
+	// An image that cannot be pulled keeps the Pod Pending, and says why.
+	bad := pod("never", "true", nil)
+	bad.Spec.Containers[0].Image = "example.invalid/missing:1"
+	if err := c.Create(ctx, bad); err != nil {
+		t.Fatal(err)
+	}
+	p = wait("never", func(p *corev1.Pod) bool { return len(p.Status.ContainerStatuses) > 0 })
+	if w := p.Status.ContainerStatuses[0].State.Waiting; p.Status.Phase != corev1.PodPending || w == nil || w.Reason != "ErrImagePull" {
+		t.Errorf("never: %+v", p.Status)
+	}
+}
