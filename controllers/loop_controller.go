@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -50,8 +51,10 @@ type LoopReconciler struct {
 	// seen remembers the last sequence number this process saved per Loop, so
 	// a Loop read from a stale cache is read again from the API server.
 	seen sync.Map
-	// running tracks the Loops in progress, for the running-loops metric.
-	running sync.Map
+	// running tracks the Loops in progress, for the running-loops metric;
+	// runningCount is its size.
+	running      sync.Map
+	runningCount atomic.Int64
 }
 
 // RBAC, each verb for a reason:
@@ -146,14 +149,16 @@ func (r *LoopReconciler) patchStatus(ctx context.Context, before, loop *v1alpha1
 }
 
 func (r *LoopReconciler) setRunning(loop *v1alpha1.Loop, running bool) {
-	if running {
-		r.running.Store(loop.UID, true)
-	} else {
-		r.running.Delete(loop.UID)
+	switch _, had := r.running.Load(loop.UID); {
+	case running && !had:
+		if _, loaded := r.running.LoadOrStore(loop.UID, true); !loaded {
+			runningLoops.Set(float64(r.runningCount.Add(1)))
+		}
+	case !running && had:
+		if _, loaded := r.running.LoadAndDelete(loop.UID); loaded {
+			runningLoops.Set(float64(r.runningCount.Add(-1)))
+		}
 	}
-	n := 0
-	r.running.Range(func(any, any) bool { n++; return true })
-	runningLoops.Set(float64(n))
 }
 
 func (r *LoopReconciler) now() time.Time {

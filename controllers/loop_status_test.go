@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -87,5 +89,24 @@ func TestNoRunnerWaits(t *testing.T) {
 	}
 	if c := condition(got, v1alpha1.StalledCondition); c == nil || c.Reason != v1alpha1.ReasonNoRunner {
 		t.Errorf("conditions %+v", got.Status.Conditions)
+	}
+}
+
+func TestRunningLoopsGauge(t *testing.T) {
+	r := &LoopReconciler{}
+	a := &v1alpha1.Loop{ObjectMeta: metav1.ObjectMeta{UID: "a"}}
+	b := &v1alpha1.Loop{ObjectMeta: metav1.ObjectMeta{UID: "b"}}
+	steps := []struct {
+		loop    *v1alpha1.Loop
+		running bool
+		want    float64
+	}{
+		{a, true, 1}, {a, true, 1}, {b, true, 2}, {a, false, 1}, {a, false, 1}, {b, false, 0},
+	}
+	for i, s := range steps {
+		r.setRunning(s.loop, s.running)
+		if got := testutil.ToFloat64(runningLoops); got != s.want {
+			t.Errorf("step %d: gauge %v, want %v", i, got, s.want)
+		}
 	}
 }

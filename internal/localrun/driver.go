@@ -76,14 +76,10 @@ func (d *Driver) Resume(ctx context.Context, run *v1alpha1.RunState) error {
 }
 
 // drive steps the machine until the run ends or ctx is cancelled. Saving the
-// step that starts an action overlaps with the action; a step's save always
-// completes before the next step is decided.
+// step that starts an action overlaps with the action; a save always
+// completes before the next one starts, so they reach the disk in order.
 func (d *Driver) drive(ctx context.Context, w *writer, run *v1alpha1.RunState, batch []executor.Event) error {
-	notify := func(evs []executor.Event) {
-		if d.OnEvents != nil && len(evs) > 0 {
-			d.OnEvents(evs)
-		}
-	}
+	notify := d.notify
 	notify(batch)
 	for {
 		if ctx.Err() != nil {
@@ -102,9 +98,7 @@ func (d *Driver) drive(ctx context.Context, w *writer, run *v1alpha1.RunState, b
 				return err
 			}
 			batch = nil
-			if err := sleepUntil(ctx, step.WaitUntil, d.now()); err != nil {
-				continue // cancelled: the loop head interrupts
-			}
+			sleepUntil(ctx, step.WaitUntil, d.now()) // if cancelled, the loop head interrupts
 			continue
 		case executor.StepAction:
 			if err := w.saveAsync(run, batch); err != nil {
@@ -125,19 +119,23 @@ func (d *Driver) drive(ctx context.Context, w *writer, run *v1alpha1.RunState, b
 // interrupt records that the run was stopped; the action in flight runs again on resume.
 func (d *Driver) interrupt(w *writer, run *v1alpha1.RunState, batch []executor.Event) error {
 	evs := d.Machine.Interrupt(run, d.now(), "interrupted")
-	if d.OnEvents != nil {
-		d.OnEvents(evs)
-	}
+	d.notify(evs)
 	return w.save(run, append(batch, evs...))
 }
 
-func sleepUntil(ctx context.Context, until, now time.Time) error {
+// notify shows events to OnEvents.
+func (d *Driver) notify(evs []executor.Event) {
+	if d.OnEvents != nil && len(evs) > 0 {
+		d.OnEvents(evs)
+	}
+}
+
+// sleepUntil waits until the time or the cancellation of ctx.
+func sleepUntil(ctx context.Context, until, now time.Time) {
 	t := time.NewTimer(until.Sub(now))
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
-		return ctx.Err()
 	case <-t.C:
-		return nil
 	}
 }

@@ -153,14 +153,10 @@ func (w *writer) saveAsync(run *v1alpha1.RunState, events []executor.Event) erro
 
 // save saves now, the directory included.
 func (w *writer) save(run *v1alpha1.RunState, events []executor.Event) error {
+	if err := w.saveAsync(run, events); err != nil {
+		return err
+	}
 	if err := w.wait(); err != nil {
-		return err
-	}
-	state, err := w.encode(run)
-	if err != nil {
-		return err
-	}
-	if err := w.write(events, state); err != nil {
 		return err
 	}
 	return w.state.syncDir()

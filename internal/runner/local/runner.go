@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/executor"
 )
 
@@ -160,7 +161,7 @@ func (r *Runner) agentCommand() []string {
 	if len(r.AgentCommand) > 0 {
 		return r.AgentCommand
 	}
-	return []string{"claude", "--dangerously-skip-permissions", "-p"}
+	return v1alpha1.DefaultAgentCommand
 }
 
 func killGroup(p *os.Process) error {
