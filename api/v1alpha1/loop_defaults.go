@@ -45,6 +45,30 @@ func (s *LoopSpec) GetAgentCommand() []string {
 	return DefaultAgentCommand
 }
 
+// GetShell returns the shell that runs shell actions in a Pod.
+func (s *LoopSpec) GetShell() string {
+	if s.Runner != nil && s.Runner.Shell != "" {
+		return s.Runner.Shell
+	}
+	return DefaultShell
+}
+
+// GetKeepPods returns how many finished action Pods are kept.
+func (s *LoopSpec) GetKeepPods() int32 {
+	if s.History != nil && s.History.KeepPods != nil && *s.History.KeepPods >= 0 {
+		return *s.History.KeepPods
+	}
+	return DefaultKeepPods
+}
+
+// GetMountPath returns where the workspace is mounted.
+func (w *WorkspaceSpec) GetMountPath() string {
+	if w == nil || w.MountPath == "" {
+		return DefaultWorkspacePath
+	}
+	return w.MountPath
+}
+
 // LLMEnabled reports whether llm_structured evaluators may call the judge.
 func (s *LoopSpec) LLMEnabled() bool {
 	return s.LLM == nil || s.LLM.Enabled == nil || *s.LLM.Enabled

@@ -1,6 +1,7 @@
 package v1alpha1
 
 import (
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -81,9 +82,19 @@ type LoopSpec struct {
 	// +optional
 	LLM *LLMSpec `json:"llm,omitempty"`
 
+	// runner says how actions run in a cluster: each action is one Pod built
+	// from this template subset (image, service account, environment,
+	// resources, workspace volume, security context).
+	// +optional
+	Runner *RunnerSpec `json:"runner,omitempty"`
+
 	// agent configures how agent actions run.
 	// +optional
 	Agent *AgentSpec `json:"agent,omitempty"`
+
+	// history says how much of a run's past is kept.
+	// +optional
+	History *HistorySpec `json:"history,omitempty"`
 
 	// suspend pauses the loop between states while true.
 	// +optional
@@ -349,4 +360,117 @@ type AgentSpec struct {
 	// +optional
 	// +kubebuilder:validation:MaxItems=64
 	Command []string `json:"command,omitempty"`
+
+	// apiKeySecretRef names the Secret key holding the agent's API key. In an
+	// action Pod it becomes the environment variable ANTHROPIC_API_KEY; the
+	// operator never reads it.
+	// +optional
+	APIKeySecretRef *SecretKeyRef `json:"apiKeySecretRef,omitempty"`
+}
+
+// DefaultShell runs shell actions in a Pod: SHELL -c ACTION.
+const DefaultShell = "bash"
+
+// DefaultWorkspacePath is where the workspace is mounted in every action Pod.
+const DefaultWorkspacePath = "/workspace"
+
+// DefaultKeepPods is how many finished action Pods are kept for kubectl logs.
+const DefaultKeepPods int32 = 5
+
+// DefaultRunAsUser is the user action Pods run as unless runner.securityContext says otherwise.
+const DefaultRunAsUser int64 = 65532
+
+// RunnerSpec is the Pod template subset every action Pod is built from.
+type RunnerSpec struct {
+	// image runs shell actions. Default: the operator's --runner-image.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Image string `json:"image,omitempty"`
+
+	// shell runs a shell action as SHELL -c ACTION. Default bash.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	Shell string `json:"shell,omitempty"`
+
+	// serviceAccountName is the identity action Pods run under. Default: the
+	// namespace's default service account. Never the operator's.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	ServiceAccountName string `json:"serviceAccountName,omitempty"`
+
+	// automountServiceAccountToken mounts the service account's token into
+	// action Pods. Default false: actions get no API credentials unless asked.
+	// +optional
+	AutomountServiceAccountToken *bool `json:"automountServiceAccountToken,omitempty"`
+
+	// env sets environment variables in the action container.
+	// +optional
+	// +kubebuilder:validation:MaxItems=128
+	Env []corev1.EnvVar `json:"env,omitempty"`
+
+	// envFrom fills the action container's environment from ConfigMaps and Secrets.
+	// +optional
+	// +kubebuilder:validation:MaxItems=32
+	EnvFrom []corev1.EnvFromSource `json:"envFrom,omitempty"`
+
+	// resources are the action container's requests and limits.
+	// +optional
+	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// nodeSelector constrains the nodes action Pods run on.
+	// +optional
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+
+	// tolerations let action Pods run on tainted nodes.
+	// +optional
+	// +kubebuilder:validation:MaxItems=32
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+
+	// imagePullSecrets are used to pull the action images.
+	// +optional
+	// +kubebuilder:validation:MaxItems=16
+	ImagePullSecrets []corev1.LocalObjectReference `json:"imagePullSecrets,omitempty"`
+
+	// securityContext replaces the Pod security context. Default: run as
+	// non-root user 65532 (group 65532, fsGroup 65532) with the RuntimeDefault
+	// seccomp profile. The container always drops all capabilities and
+	// forbids privilege escalation.
+	// +optional
+	SecurityContext *corev1.PodSecurityContext `json:"securityContext,omitempty"`
+
+	// workspace is the volume every step mounts at the same path, so steps
+	// share files. Unset: each step gets an empty directory of its own.
+	// +optional
+	Workspace *WorkspaceSpec `json:"workspace,omitempty"`
+}
+
+// WorkspaceSpec is the volume the steps of a Loop share.
+// +kubebuilder:validation:XValidation:rule="!(has(self.claimName) && has(self.volumeClaimTemplate))",message="set claimName or volumeClaimTemplate, not both"
+type WorkspaceSpec struct {
+	// mountPath is where the workspace is mounted, and the working directory
+	// of every action. Default /workspace.
+	// +optional
+	// +kubebuilder:validation:Pattern=`^/`
+	// +kubebuilder:validation:MaxLength=1024
+	MountPath string `json:"mountPath,omitempty"`
+
+	// claimName names an existing PersistentVolumeClaim in the Loop's namespace.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	ClaimName string `json:"claimName,omitempty"`
+
+	// volumeClaimTemplate makes the operator create a PersistentVolumeClaim
+	// named LOOP-workspace, owned by the Loop (deleted with it).
+	// +optional
+	VolumeClaimTemplate *corev1.PersistentVolumeClaimSpec `json:"volumeClaimTemplate,omitempty"`
+}
+
+// HistorySpec says how much of a run's past is kept.
+type HistorySpec struct {
+	// keepPods is how many finished action Pods are kept (for kubectl logs);
+	// older ones are deleted. Default 5.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	KeepPods *int32 `json:"keepPods,omitempty"`
 }

@@ -72,13 +72,17 @@ func (t *txn) complete(ctx context.Context, res *ActionResult) {
 // actionComplete records the action's result: the event and prev.
 func (t *txn) actionComplete(st *v1alpha1.State, res *ActionResult) {
 	run := t.run
-	t.emit(EventActionComplete, map[string]any{
+	data := map[string]any{
 		"exit_code":      res.ExitCode,
 		"duration_ms":    res.Duration.Milliseconds(),
 		"output_preview": Tail(res.Output, min(previewBytes, t.m.opts.MaxCaptureBytes)),
 		"stderr_preview": Tail(res.Stderr, min(previewBytes, t.m.opts.MaxCaptureBytes)),
 		"is_prompt":      st.IsAgent(),
-	})
+	}
+	if f := res.Failure; f != nil {
+		data["failure"], data["failure_message"] = f.Reason, f.Message
+	}
+	t.emit(EventActionComplete, data)
 	run.PrevResult = &v1alpha1.PrevResult{
 		Output:   Tail(trimOutput(res.Output), t.m.opts.MaxCaptureBytes),
 		ExitCode: exitCode32(res.ExitCode),
@@ -90,6 +94,14 @@ func (t *txn) actionComplete(st *v1alpha1.State, res *ActionResult) {
 // evaluated, but a failed action goes to onError when the state has one.
 func (t *txn) completeNext(st *v1alpha1.State, res *ActionResult) {
 	t.capture(st, res, "")
+	if res != nil && res.Failure != nil {
+		if st.OnError != "" {
+			t.transition(st.OnError, "")
+			return
+		}
+		t.finish(v1alpha1.TerminatedError, fmt.Sprintf("state %q: %s: %s", t.run.CurrentState, res.Failure.Reason, res.Failure.Message))
+		return
+	}
 	if res != nil && res.ExitCode != 0 && st.OnError != "" {
 		t.transition(st.OnError, "")
 		return
@@ -108,6 +120,11 @@ func (t *txn) evaluate(ctx context.Context, st *v1alpha1.State, res *ActionResul
 	typ = "default"
 	if cfg != nil {
 		typ = string(cfg.Type)
+	}
+	if res != nil && res.Failure != nil {
+		return evaluate.Result{Verdict: v1alpha1.VerdictError, Details: map[string]any{
+			"reason": res.Failure.Reason, "error": res.Failure.Message,
+		}}, typ, true
 	}
 	if res != nil && res.Verdict != nil {
 		return *res.Verdict, typ, true

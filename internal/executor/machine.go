@@ -108,6 +108,11 @@ type Action struct {
 	// AgentCommand runs an agent action, Command appended (spec.agent.command).
 	AgentCommand []string
 	Timeout      time.Duration
+	// Evaluate is the state's evaluator with its templates expanded, for a
+	// runner that judges the complete output itself (the pod entrypoint). It
+	// is nil when the evaluator is not deterministic or reads values only
+	// known once the action ended (prev, result, loop.elapsed, source).
+	Evaluate *v1alpha1.Evaluate
 }
 
 // Step is what Plan asks of the driver.
@@ -130,6 +135,18 @@ type ActionResult struct {
 	// (the pod entrypoint does this) or scripted (simulate); it replaces
 	// deterministic evaluation.
 	Verdict *evaluate.Result
+	// Failure, when set, says why the action did not finish on its own (its
+	// Pod was deleted or never started): the verdict is error, with the
+	// reason and message in its details.
+	Failure *ActionFailure
+}
+
+// ActionFailure is why an action did not run to its end.
+type ActionFailure struct {
+	// Reason is a CamelCase word, for example PodDeleted or ImagePullFailed.
+	Reason string
+	// Message says what happened, for people.
+	Message string
 }
 
 // txn accumulates the events of one call and numbers them.

@@ -1,12 +1,16 @@
 package executor
 
 import (
+	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/internal/executor/evaluate"
 	"github.com/looprun/looprun/internal/executor/interpolate"
 )
 
@@ -30,9 +34,11 @@ func (t *txn) plan() Step {
 		return Step{Kind: StepDone}
 	}
 	if a := run.Action; a != nil {
+		st := spec.States[a.State]
 		return Step{Kind: StepAction, Action: &Action{
 			State: a.State, Iteration: a.Iteration, Command: a.Command, Agent: a.Agent,
 			AgentCommand: spec.GetAgentCommand(), Timeout: time.Duration(a.TimeoutSeconds) * time.Second,
+			Evaluate: t.runnerEvaluate(&st),
 		}}
 	}
 	if run.NextStepAt != nil && t.now.Before(run.NextStepAt.Time) {
@@ -83,7 +89,7 @@ func (t *txn) plan() Step {
 			continue
 		}
 		a := &Action{State: run.CurrentState, Iteration: run.Iteration, Command: command, Agent: st.IsAgent(),
-			AgentCommand: spec.GetAgentCommand(), Timeout: st.GetTimeout()}
+			AgentCommand: spec.GetAgentCommand(), Timeout: st.GetTimeout(), Evaluate: t.runnerEvaluate(&st)}
 		ts := metav1.NewTime(t.now)
 		run.Action = &v1alpha1.ActionStatus{
 			State: a.State, Iteration: a.Iteration, Command: a.Command, Agent: a.Agent,
@@ -135,4 +141,66 @@ func (t *txn) actionError(st *v1alpha1.State, err error) bool {
 	}
 	t.emit(EventActionError, map[string]any{"state": t.run.CurrentState, "error": err.Error(), "route": "on_error"})
 	return t.transition(st.OnError, "")
+}
+
+// runnerEvaluate is the state's evaluator prepared for a runner that judges
+// the complete output where the action runs: deterministic, its templates
+// expanded now. Templates that read what only exists once the action ended
+// (prev, result, the elapsed time) or a source other than stdout keep the
+// judging here, on the output's tail; so does a template that cannot expand.
+func (t *txn) runnerEvaluate(st *v1alpha1.State) *v1alpha1.Evaluate {
+	cfg := st.Evaluate
+	if st.Next != "" || cfg == nil || !evaluate.IsDeterministic(cfg.Type) || cfg.Source != "" {
+		return nil
+	}
+	out := cfg.DeepCopy()
+	vars := t.vars(nil)
+	expandJSON := func(v *apiextensionsv1.JSON) bool {
+		var s string
+		if v == nil || json.Unmarshal(v.Raw, &s) != nil || !interpolate.HasReferences(s) {
+			return true
+		}
+		if !stableTemplate(s) {
+			return false
+		}
+		x, err := interpolate.Expand(s, vars)
+		if err != nil {
+			return false
+		}
+		raw, _ := json.Marshal(x)
+		v.Raw = raw
+		return true
+	}
+	if !expandJSON(out.Target) || !expandJSON(out.Tolerance) {
+		return nil
+	}
+	if out.Previous != "" {
+		if !stableTemplate(out.Previous) {
+			return nil
+		}
+		x, err := interpolate.Expand(out.Previous, vars)
+		if err != nil {
+			return nil
+		}
+		out.Previous = x
+	}
+	return out
+}
+
+// stableTemplate reports whether a template means the same before and after
+// the action runs.
+func stableTemplate(s string) bool {
+	refs := interpolate.References(s)
+	if refs == nil {
+		return false
+	}
+	for _, r := range refs {
+		switch {
+		case r.Namespace == "prev", r.Namespace == "result":
+			return false
+		case r.Namespace == "loop" && len(r.Path) > 0 && strings.HasPrefix(r.Path[0], "elapsed"):
+			return false
+		}
+	}
+	return true
 }
