@@ -17,13 +17,10 @@ import (
 	ctrlbuilder "sigs.k8s.io/controller-runtime/pkg/builder"
 	ctrl "sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/eventlog"
@@ -43,8 +40,6 @@ type LoopReconciler struct {
 	EventLog *eventlog.ConfigMaps
 	// JudgeFor returns the LLM judge of a Loop; nil means none.
 	JudgeFor func(ctx context.Context, loop *v1alpha1.Loop) evaluate.Judge
-	// ActionEvents, when set, requeues a Loop whose action ended.
-	ActionEvents <-chan event.TypedGenericEvent[*v1alpha1.Loop]
 	// MaxConcurrentReconciles bounds the workers (default 4).
 	MaxConcurrentReconciles int
 
@@ -66,6 +61,11 @@ type LoopReconciler struct {
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;create;update;delete
 // events: Kubernetes Events for start, completion, failure, invalid spec.
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// pods: one per action, read from a cache of labelled Pods (list, watch),
+// created per step, deleted past history.keepPods or when one never starts.
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;delete
+// persistentvolumeclaims: the workspace of a Loop with a volumeClaimTemplate.
+// +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=create
 // secrets: the LLM API key named by spec.llm.apiKeySecretRef, read when a judge is needed.
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 
@@ -98,7 +98,20 @@ func (r *LoopReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 		recordReconcileError("step")
 		logger.Error(stepErr, "Step failed")
 	}
+	if stepErr == nil && actionEnded(before, loop) {
+		// The status now says the action ended: what it left may go.
+		if err := r.Actions.Prune(ctx, loop); err != nil {
+			recordReconcileError("prune")
+			logger.Error(err, "Pruning finished actions failed")
+		}
+	}
 	return result, stepErr
+}
+
+// actionEnded reports whether the action that was in flight is no more.
+func actionEnded(before, after *v1alpha1.Loop) bool {
+	b, a := before.Status.Action, after.Status.Action
+	return b != nil && (a == nil || a.Iteration != b.Iteration)
 }
 
 // get reads the Loop, from the API server when the cache is behind what this
@@ -182,8 +195,8 @@ func (r *LoopReconciler) SetupWithManager(mgr manager.Manager) error {
 		For(&v1alpha1.Loop{}, ctrlbuilder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		Named("loop")
-	if r.ActionEvents != nil {
-		b = b.WatchesRawSource(source.Channel(r.ActionEvents, &handler.TypedEnqueueRequestForObject[*v1alpha1.Loop]{}))
+	if r.Actions != nil {
+		b = r.Actions.Watch(b)
 	}
 	return b.Complete(r)
 }

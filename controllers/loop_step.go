@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -13,7 +14,7 @@ import (
 
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/executor"
-	"github.com/looprun/looprun/internal/runner/local"
+	"github.com/looprun/looprun/internal/runner"
 )
 
 // reconcileLoop takes one step of a Loop: it starts the run, collects the
@@ -52,6 +53,10 @@ type step struct {
 	now    time.Time
 	events []executor.Event
 	health health
+	// recheck asks for another look at a running action after this long.
+	recheck time.Duration
+	// completed is true when an action's result was used.
+	completed bool
 }
 
 func (s *step) add(evs []executor.Event) { s.events = append(s.events, evs...) }
@@ -67,7 +72,7 @@ func (s *step) take(ctx context.Context) (reconcile.Result, error) {
 	if run.Action != nil {
 		done, err := s.collect(ctx)
 		if !done || err != nil {
-			return reconcile.Result{}, err
+			return reconcile.Result{RequeueAfter: s.recheck}, err
 		}
 	}
 	if s.loop.Spec.Suspend {
@@ -92,22 +97,47 @@ func (s *step) collect(ctx context.Context) (bool, error) {
 		s.health.noRunner = true
 		return false, nil
 	}
-	key := actionKey(s.loop, run.RunID, run.Action.Iteration)
-	res, state := s.r.Actions.Result(key)
-	switch state {
-	case local.JobRunning:
-		return false, nil
-	case local.JobUnknown:
-		// The process that ran it is gone (the operator restarted): run it again.
-		step, _ := s.m.Plan(run, s.now)
-		s.add(s.m.RestartAction(run, s.now))
-		return false, s.r.Actions.Start(ctx, key, s.loop, *step.Action)
+	out, err := s.r.Actions.Check(ctx, s.loop)
+	if err != nil {
+		return false, err
 	}
-	observeAction(res.Duration)
-	s.add(s.m.Complete(ctx, run, &res, s.now))
-	s.r.Actions.Forget(key)
-	transitions.Inc()
+	switch out.State {
+	case runner.Running:
+		s.recheck = out.RecheckAfter
+		return false, nil
+	case runner.Lost, runner.NotStarted:
+		step, _ := s.m.Plan(run, s.now)
+		if out.State == runner.Lost {
+			// The process that ran it is gone (the operator restarted): run it again.
+			s.add(s.m.RestartAction(run, s.now))
+		}
+		return s.start(ctx, *step.Action)
+	}
+	s.complete(ctx, &out.Result)
 	return true, nil
+}
+
+// start starts an action. A runner that refuses it ends the step with an
+// error verdict (done is then true).
+func (s *step) start(ctx context.Context, a executor.Action) (bool, error) {
+	err := s.r.Actions.Start(ctx, s.loop, a)
+	var refused *runner.Refused
+	if !errors.As(err, &refused) {
+		return false, err
+	}
+	res := runner.Failure(refused.Reason, "%s", refused.Message)
+	s.complete(ctx, &res)
+	return true, nil
+}
+
+func (s *step) complete(ctx context.Context, res *executor.ActionResult) {
+	run := &s.loop.Status.RunState
+	iteration := run.Action.Iteration
+	observeAction(res.Duration)
+	s.add(s.m.Complete(ctx, run, res, s.now))
+	s.r.Actions.Forget(s.loop, iteration)
+	s.completed = true
+	transitions.Inc()
 }
 
 // plan enters the next state and starts its action, or finishes.
@@ -117,7 +147,11 @@ func (s *step) plan(ctx context.Context) (reconcile.Result, error) {
 	s.add(evs)
 	switch st.Kind {
 	case executor.StepAction:
-		return reconcile.Result{}, s.r.Actions.Start(ctx, actionKey(s.loop, run.RunID, st.Action.Iteration), s.loop, *st.Action)
+		done, err := s.start(ctx, *st.Action)
+		if done {
+			return reconcile.Result{RequeueAfter: time.Millisecond}, err
+		}
+		return reconcile.Result{}, err
 	case executor.StepEvaluate:
 		s.add(s.m.Complete(ctx, run, nil, s.now))
 		transitions.Inc()

@@ -1,12 +1,18 @@
 package controllers
 
 import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/looprun/looprun/internal/eventlog"
+	"github.com/looprun/looprun/internal/runner/pod"
 )
 
 // Config configures the reconciler.
@@ -16,6 +22,9 @@ type Config struct {
 	SegmentBytes      int
 	MaxEventBytes     int64
 	Workers           int
+	// Pods shapes action Pods; with an entrypoint image and without
+	// AllowLocalActions, actions run as Pods.
+	Pods pod.Options
 }
 
 // NewReconciler wires a LoopReconciler to a manager.
@@ -31,11 +40,27 @@ func NewReconciler(mgr ctrl.Manager, cfg Config) *LoopReconciler {
 		JudgeFor:                (&SecretJudges{Reader: mgr.GetAPIReader()}).JudgeFor,
 		MaxConcurrentReconciles: cfg.Workers,
 	}
-	if cfg.AllowLocalActions {
-		local := NewLocalActions(cfg.LocalWorkdir)
-		r.Actions, r.ActionEvents = local, local.Events()
+	switch {
+	case cfg.AllowLocalActions:
+		r.Actions = NewLocalActions(cfg.LocalWorkdir)
+	case cfg.Pods.Images.Entrypoint != "":
+		r.Actions = &PodActions{Runner: &pod.Runner{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Options: cfg.Pods, Now: r.now}}
 	}
 	return r
+}
+
+// CacheOptions keeps the manager's cache small: event-log ConfigMaps and
+// Secrets are read through the API server, and only action Pods (labelled
+// looprun.io/loop) are cached.
+func CacheOptions() (cache.Options, client.Options) {
+	selector := labels.NewSelector()
+	req, err := labels.NewRequirement(pod.LabelLoop, selection.Exists, nil)
+	if err != nil {
+		panic(err)
+	}
+	selector = selector.Add(*req)
+	return cache.Options{ByObject: map[client.Object]cache.ByObject{&corev1.Pod{}: {Label: selector}}},
+		client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.ConfigMap{}, &corev1.Secret{}}}}
 }
 
 // RestConfig tunes a client config for the operator: built-in objects (the

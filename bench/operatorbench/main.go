@@ -70,7 +70,7 @@ type timed struct {
 	gaps  []time.Duration
 }
 
-func (t *timed) Start(ctx context.Context, key string, loop *v1alpha1.Loop, a executor.Action) error {
+func (t *timed) Start(ctx context.Context, loop *v1alpha1.Loop, a executor.Action) error {
 	now := time.Now()
 	t.mu.Lock()
 	if e, ok := t.ended[loop.Namespace+"/"+loop.Name]; ok {
@@ -78,25 +78,17 @@ func (t *timed) Start(ctx context.Context, key string, loop *v1alpha1.Loop, a ex
 		delete(t.ended, loop.Namespace+"/"+loop.Name)
 	}
 	t.mu.Unlock()
-	return t.LocalActions.Start(ctx, key, loop, a)
+	return t.LocalActions.Start(ctx, loop, a)
 }
 
-func (t *timed) Forget(key string) {
+func (t *timed) Forget(loop *v1alpha1.Loop, iteration int32) {
 	// Called right after the result is used: remember when that action ended.
-	ended := t.EndedAt(key)
-	t.mu.Lock()
-	t.lastEnded(key, ended)
-	t.mu.Unlock()
-	t.LocalActions.Forget(key)
-}
-
-// keys carry the Loop's UID; map them back through the registry below.
-var keyOwner sync.Map
-
-func (t *timed) lastEnded(key string, at time.Time) {
-	if owner, ok := keyOwner.Load(key); ok && !at.IsZero() {
-		t.ended[owner.(string)] = at
+	if ended := t.EndedAt(loop, iteration); !ended.IsZero() {
+		t.mu.Lock()
+		t.ended[loop.Namespace+"/"+loop.Name] = ended
+		t.mu.Unlock()
 	}
+	t.LocalActions.Forget(loop, iteration)
 }
 
 func run(transitions, loops, perLoop, workers int) error {
@@ -127,7 +119,7 @@ func run(transitions, loops, perLoop, workers int) error {
 	defer os.RemoveAll(workdir)
 	r := controllers.NewReconciler(mgr, controllers.Config{AllowLocalActions: true, LocalWorkdir: workdir, Workers: workers})
 	tr := &timed{LocalActions: r.Actions.(*controllers.LocalActions), ended: map[string]time.Time{}}
-	r.Actions = keyed{tr}
+	r.Actions = tr
 	if err := r.SetupWithManager(mgr); err != nil {
 		return err
 	}
@@ -183,14 +175,6 @@ func run(transitions, loops, perLoop, workers int) error {
 		return fmt.Errorf("a target was missed")
 	}
 	return nil
-}
-
-// keyed records which Loop each action key belongs to.
-type keyed struct{ *timed }
-
-func (k keyed) Start(ctx context.Context, key string, loop *v1alpha1.Loop, a executor.Action) error {
-	keyOwner.Store(key, loop.Namespace+"/"+loop.Name)
-	return k.timed.Start(ctx, key, loop, a)
 }
 
 // runLoops creates n Loops of `transitions` self-transitions of `true` in a

@@ -6,12 +6,10 @@ import (
 	"os"
 	"path/filepath"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -19,6 +17,13 @@ import (
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/controllers"
 	"github.com/looprun/looprun/internal/eventlog"
+	"github.com/looprun/looprun/internal/runner/pod"
+)
+
+// Default images of action Pods; the Helm chart and kustomize set them.
+const (
+	DefaultEntrypointImage = "ghcr.io/looprun/looprun:latest"
+	DefaultRunnerImage     = "docker.io/library/bash:5.2"
 )
 
 func main() {
@@ -37,6 +42,11 @@ func main() {
 	flag.IntVar(&segmentBytes, "event-segment-bytes", eventlog.DefaultSegmentBytes, "size cap of one event-log ConfigMap")
 	flag.Int64Var(&maxEventBytes, "max-event-bytes", 0, "delete the oldest event-log segments of a Loop past this size (0 keeps all)")
 	flag.IntVar(&workers, "max-concurrent-reconciles", 4, "Loops reconciled at once")
+	pods := pod.Options{OperatorNamespace: os.Getenv("POD_NAMESPACE"), OperatorServiceAccount: os.Getenv("SERVICE_ACCOUNT_NAME")}
+	flag.StringVar(&pods.Images.Entrypoint, "entrypoint-image", DefaultEntrypointImage, "image holding /entrypoint, copied into every action Pod")
+	flag.StringVar(&pods.Images.Runner, "runner-image", DefaultRunnerImage, "image of shell actions when a Loop sets no spec.runner.image")
+	flag.StringVar(&pods.Images.Agent, "agent-image", "", "image of agent actions when a Loop sets no spec.agent.image (default: the runner image)")
+	flag.DurationVar(&pods.StartAllowance, "pod-start-timeout", pod.DefaultStartAllowance, "how long an action Pod may take to start before its step fails")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -47,30 +57,32 @@ func main() {
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(v1alpha1.AddToScheme(scheme))
 
+	cacheOpts, clientOpts := controllers.CacheOptions()
 	mgr, err := ctrl.NewManager(controllers.RestConfig(ctrl.GetConfigOrDie()), ctrl.Options{
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: metricsAddr},
 		HealthProbeBindAddress: probeAddr,
 		LeaderElection:         leaderElect,
 		LeaderElectionID:       "looprun-manager.looprun.io",
-		// Event-log segments and Secrets are read through the API server:
-		// caching every Loop's log would cost gigabytes.
-		Client: client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.ConfigMap{}, &corev1.Secret{}}}},
+		Cache:                  cacheOpts,
+		Client:                 clientOpts,
 	})
 	if err != nil {
 		log.Error(err, "Unable to create the manager")
 		os.Exit(1)
 	}
 	r := controllers.NewReconciler(mgr, controllers.Config{AllowLocalActions: allowLocal, LocalWorkdir: localWorkdir,
-		SegmentBytes: segmentBytes, MaxEventBytes: maxEventBytes, Workers: workers})
+		SegmentBytes: segmentBytes, MaxEventBytes: maxEventBytes, Workers: workers, Pods: pods})
 	if err := r.SetupWithManager(mgr); err != nil {
 		log.Error(err, "Unable to set up the Loop controller")
 		os.Exit(1)
 	}
 	utilruntime.Must(mgr.AddHealthzCheck("healthz", healthz.Ping))
 	utilruntime.Must(mgr.AddReadyzCheck("readyz", healthz.Ping))
-	if !allowLocal {
-		log.Info("Actions cannot run: start with --allow-local-actions for development; Loops wait and say so")
+	if allowLocal {
+		log.Info("Actions run as processes of the operator (--allow-local-actions): for development only")
+	} else {
+		log.Info("Actions run as Pods", "entrypointImage", pods.Images.Entrypoint, "runnerImage", pods.Images.Runner)
 	}
 	log.Info("Starting the manager")
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {

@@ -332,11 +332,14 @@ func (m *pathMap) add(from, to string) {
 	m.from, m.to = froms, tos
 }
 
+// rewrite replaces container paths in one pass, so a host directory put in
+// is never rewritten again.
 func (m *pathMap) rewrite(s string) string {
+	pairs := make([]string, 0, 2*len(m.from))
 	for i, f := range m.from {
-		s = strings.ReplaceAll(s, f, m.to[i])
+		pairs = append(pairs, f, m.to[i])
 	}
-	return s
+	return strings.NewReplacer(pairs...).Replace(s)
 }
 
 // exitCode is the container's exit code as a kubelet reports it: 128+N

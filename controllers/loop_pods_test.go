@@ -1,0 +1,232 @@
+package controllers
+
+import (
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/internal/executor"
+	"github.com/looprun/looprun/internal/runner/pod"
+)
+
+// withWorkspace runs a spec's actions as Pods sharing a claim the operator creates.
+func withWorkspace(spec v1alpha1.LoopSpec) v1alpha1.LoopSpec {
+	spec.Runner = &v1alpha1.RunnerSpec{Workspace: &v1alpha1.WorkspaceSpec{VolumeClaimTemplate: &corev1.PersistentVolumeClaimSpec{
+		AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+		Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+	}}}
+	return spec
+}
+
+// claimDir is where the test kubelet keeps a claim's files.
+func claimDir(ns, claim string) string {
+	return filepath.Join(testKubelet.Dir, "claims", ns, claim)
+}
+
+func loopPods(ns, loop string) []corev1.Pod {
+	list := &corev1.PodList{}
+	Expect(k8sClient.List(bg, list, client.InNamespace(ns), client.MatchingLabels{pod.LabelLoop: loop})).To(Succeed())
+	var out []corev1.Pod
+	for _, p := range list.Items {
+		if p.DeletionTimestamp.IsZero() {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// normalEvents is an event log without its times and durations, for comparing runs.
+func normalEvents(evs []executor.Event) []map[string]any {
+	out := make([]map[string]any, len(evs))
+	for i, e := range evs {
+		m := map[string]any{"event": e.Type, "seq": e.Seq}
+		for k, v := range e.Data {
+			if k != "duration_ms" {
+				m[k] = v
+			}
+		}
+		out[i] = m
+	}
+	return out
+}
+
+// normalStatus is a run's outcome without times and durations.
+func normalStatus(loop *v1alpha1.Loop) v1alpha1.RunState {
+	run := *loop.Status.RunState.DeepCopy()
+	run.RunID, run.StartedAt, run.UpdatedAt, run.AccumulatedMs = "", nil, nil, 0
+	for k, c := range run.Captured {
+		c.DurationMs = 0
+		run.Captured[k] = c
+	}
+	return run
+}
+
+var _ = Describe("Actions as Pods", func() {
+	It("runs fix-until-clean through Pods with the local runner's status and events", func() {
+		spec := withWorkspace(fixUntilClean())
+		spec.History = &v1alpha1.HistorySpec{KeepPods: i32(2)}
+
+		localNS := newNamespace()
+		op := startOperator(Config{})
+		want := waitFinished(createLoop(localNS, "fix", spec))
+		op.stop()
+
+		ns := newNamespace()
+		op = startPodOperator(Config{})
+		DeferCleanup(func() { op.stop() })
+		got := waitFinished(createLoop(ns, "fix", spec))
+
+		Expect(got.Status.Phase).To(Equal(v1alpha1.PhaseCompleted))
+		Expect(normalStatus(got)).To(Equal(normalStatus(want)))
+		Expect(normalEvents(loopEvents(got))).To(Equal(normalEvents(loopEvents(want))))
+
+		// The steps shared the workspace: fix wrote twice, check read it.
+		data, err := os.ReadFile(filepath.Join(claimDir(ns, pod.WorkspaceClaim("fix")), "fixes"))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(string(data)).To(Equal("fixed\nfixed\n"))
+		pvc := &corev1.PersistentVolumeClaim{}
+		Expect(k8sClient.Get(bg, client.ObjectKey{Namespace: ns, Name: "fix-workspace"}, pvc)).To(Succeed())
+		Expect(metav1.GetControllerOf(pvc).UID).To(Equal(got.UID))
+
+		// Only the newest keepPods Pods are left, owned and labelled.
+		Eventually(func() []corev1.Pod { return loopPods(ns, "fix") }).Should(HaveLen(2))
+		for _, p := range loopPods(ns, "fix") {
+			Expect(metav1.GetControllerOf(&p).UID).To(Equal(got.UID))
+			Expect(p.Labels).To(HaveKeyWithValue(pod.LabelRun, got.Status.RunID))
+			Expect(p.Labels[pod.LabelIteration]).To(BeElementOf("4", "5"))
+			Expect(*p.Spec.AutomountServiceAccountToken).To(BeFalse())
+		}
+	})
+
+	Context("with a pod operator", func() {
+		var (
+			ns string
+			op *operator
+		)
+		BeforeEach(func() {
+			ns = newNamespace()
+			op = startPodOperator(Config{Pods: pod.Options{StartAllowance: 2 * time.Second}})
+			DeferCleanup(func() { op.stop() })
+		})
+
+		It("times an action out with exit code 124", func() {
+			spec := v1alpha1.LoopSpec{Initial: "slow", States: map[string]v1alpha1.State{
+				"slow":     {Action: "echo started; sleep 30", Timeout: dur(time.Second), Capture: "slow", OnSuccess: "done", OnError: "timedout"},
+				"done":     {Terminal: true},
+				"timedout": {Terminal: true, Failure: new(true)},
+			}}
+			loop := waitFinished(createLoop(ns, "slow", spec))
+			Expect(loop.Status.CurrentState).To(Equal("timedout"))
+			Expect(loop.Status.Captured["slow"].ExitCode).To(Equal(int32(124)))
+			Expect(loop.Status.Captured["slow"].Output).To(Equal("started"))
+			Expect(loop.Status.Captured["slow"].DurationMs).To(BeNumerically("<", 10000))
+		})
+
+		It("gives an error verdict when the Pod is deleted mid-step", func() {
+			spec := v1alpha1.LoopSpec{Initial: "long", States: map[string]v1alpha1.State{
+				"long":      {Action: "sleep 60", OnSuccess: "done", OnError: "recovered"},
+				"done":      {Terminal: true},
+				"recovered": {Terminal: true},
+			}}
+			key := createLoop(ns, "deleted", spec)
+			var name string
+			Eventually(func(g Gomega) {
+				loop := getLoop(g, key)
+				g.Expect(loop.Status.Action).NotTo(BeNil())
+				name = loop.Status.Action.Pod
+				g.Expect(name).NotTo(BeEmpty())
+				p := &corev1.Pod{}
+				g.Expect(k8sClient.Get(bg, client.ObjectKey{Namespace: ns, Name: name}, p)).To(Succeed())
+				g.Expect(p.Status.Phase).To(Equal(corev1.PodRunning))
+			}, 30*time.Second).Should(Succeed())
+			Expect(k8sClient.Delete(bg, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}})).To(Succeed())
+			loop := waitFinished(key)
+			Expect(loop.Status.CurrentState).To(Equal("recovered"))
+			Expect(loop.Status.LastResult.Verdict).To(Equal("error"))
+			Expect(string(loop.Status.LastResult.Details.Raw)).To(ContainSubstring(pod.ReasonPodDeleted))
+		})
+
+		It("gives an error verdict, routed by onError, when the image never starts", func() {
+			spec := v1alpha1.LoopSpec{Initial: "build", States: map[string]v1alpha1.State{
+				"build":   {Action: "make", OnSuccess: "done", OnError: "alert"},
+				"done":    {Terminal: true},
+				"alert":   {Terminal: true, Failure: new(true)},
+				"unknown": {Terminal: true},
+			}}
+			spec.Runner = &v1alpha1.RunnerSpec{Image: neverStartsImage}
+			loop := waitFinished(createLoop(ns, "pull", spec))
+			Expect(loop.Status.CurrentState).To(Equal("alert"))
+			Expect(loop.Status.Phase).To(Equal(v1alpha1.PhaseFailed))
+			Expect(loop.Status.LastResult.Verdict).To(Equal("error"))
+			Expect(string(loop.Status.LastResult.Details.Raw)).To(ContainSubstring(pod.ReasonImagePullFailed))
+			Expect(string(loop.Status.LastResult.Details.Raw)).To(ContainSubstring("ErrImagePull"))
+			// The Pod is gone, so it can never run the action late.
+			Eventually(func() []corev1.Pod { return loopPods(ns, "pull") }).Should(BeEmpty())
+		})
+
+		It("refuses the operator's own service account", func() {
+			op.stop()
+			op = startPodOperator(Config{Pods: pod.Options{OperatorNamespace: ns, OperatorServiceAccount: "looprun-manager"}})
+			spec := v1alpha1.LoopSpec{Initial: "steal", States: map[string]v1alpha1.State{
+				"steal": {Action: "cat /var/run/secrets/kubernetes.io/serviceaccount/token", OnSuccess: "done", OnError: "refused"},
+				"done":  {Terminal: true}, "refused": {Terminal: true},
+			}}
+			spec.Runner = &v1alpha1.RunnerSpec{ServiceAccountName: "looprun-manager"}
+			loop := waitFinished(createLoop(ns, "steal", spec))
+			Expect(loop.Status.CurrentState).To(Equal("refused"))
+			Expect(string(loop.Status.LastResult.Details.Raw)).To(ContainSubstring("ForbiddenServiceAccount"))
+			Expect(loopPods(ns, "steal")).To(BeEmpty())
+		})
+	})
+
+	It("runs every step exactly once across ten operator restarts", func() {
+		spec := withWorkspace(v1alpha1.LoopSpec{Initial: "append", MaxIterations: i32(20), States: map[string]v1alpha1.State{
+			"append": {Action: "echo ${state.iteration} >> lines; sleep 0.4", OnSuccess: "$current"},
+			"done":   {Terminal: true},
+		}})
+		calmNS := newNamespace()
+		op := startPodOperator(Config{})
+		want := waitFinished(createLoop(calmNS, "steps", spec))
+		op.stop()
+
+		ns := newNamespace()
+		op = startPodOperator(Config{})
+		key := createLoop(ns, "steps", spec)
+		restarts := 0
+		for {
+			time.Sleep(time.Duration(rand.IntN(700)) * time.Millisecond)
+			loop := getLoop(Default, key)
+			if loop.Status.Phase.IsFinished() {
+				break
+			}
+			op.stop() // killed at a random point: mid-action, mid-reconcile
+			op = startPodOperator(Config{})
+			restarts++
+		}
+		DeferCleanup(func() { op.stop() })
+		got := waitFinished(key)
+		GinkgoWriter.Printf("manager restarts during the run: %d\n", restarts)
+		Expect(restarts).To(BeNumerically(">=", 10))
+
+		data, err := os.ReadFile(filepath.Join(claimDir(ns, pod.WorkspaceClaim("steps")), "lines"))
+		Expect(err).NotTo(HaveOccurred())
+		var lines []string
+		for i := 1; i <= 20; i++ {
+			lines = append(lines, strconv.Itoa(i))
+		}
+		Expect(string(data)).To(Equal(strings.Join(lines, "\n") + "\n"))
+		Expect(normalStatus(got)).To(Equal(normalStatus(want)))
+		Expect(normalEvents(loopEvents(got))).To(Equal(normalEvents(loopEvents(want))))
+	})
+})

@@ -1,0 +1,227 @@
+package pod
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/internal/executor"
+	"github.com/looprun/looprun/internal/runner"
+)
+
+// The parts of an action Pod.
+const (
+	// ActionContainer runs the action under the wrapper.
+	ActionContainer = "action"
+	// EntrypointContainer is the init container that copies the wrapper.
+	EntrypointContainer = "entrypoint"
+	// EntrypointBinary is where the wrapper lives in the entrypoint image.
+	EntrypointBinary = "/entrypoint"
+	// ToolsPath is where the wrapper is copied to, in an emptyDir.
+	ToolsPath   = "/looprun"
+	toolsVolume = "looprun-tools"
+	// WorkspaceVolume is the volume the steps share.
+	WorkspaceVolume = "workspace"
+	// EvaluateEnv carries the state's evaluator to the wrapper.
+	EvaluateEnv = "LOOPRUN_EVALUATE"
+	// APIKeyEnv carries the agent's API key from spec.agent.apiKeySecretRef.
+	APIKeyEnv = "ANTHROPIC_API_KEY"
+)
+
+// DefaultStartAllowance is how long an action Pod may take to start (pull
+// images, be scheduled) before it is given up.
+const DefaultStartAllowance = 5 * time.Minute
+
+// Images are the operator's defaults for the images a Loop leaves unset.
+type Images struct {
+	// Entrypoint holds /entrypoint; its init container copies it into the Pod.
+	Entrypoint string
+	// Runner runs shell actions.
+	Runner string
+	// Agent runs agent actions; unset, the runner image does.
+	Agent string
+}
+
+// Options shape every action Pod.
+type Options struct {
+	Images Images
+	// StartAllowance is added to the action's timeout for the Pod's
+	// activeDeadlineSeconds, and bounds how long a Pod may take to start.
+	StartAllowance time.Duration
+	// OperatorNamespace and OperatorServiceAccount are the operator's own
+	// identity, which no action Pod may use.
+	OperatorNamespace, OperatorServiceAccount string
+}
+
+func (o Options) startAllowance() time.Duration {
+	if o.StartAllowance > 0 {
+		return o.StartAllowance
+	}
+	return DefaultStartAllowance
+}
+
+// WorkspaceClaim is the PersistentVolumeClaim the operator creates for a
+// Loop's volumeClaimTemplate.
+func WorkspaceClaim(loop string) string { return loop + "-workspace" }
+
+// Build makes the Pod that runs action a of the Loop's run. It refuses, with
+// a *runner.Refused, a Pod that would run under the operator's own service
+// account or that has no image.
+func Build(loop *v1alpha1.Loop, run string, a executor.Action, o Options) (*corev1.Pod, error) {
+	spec := &loop.Spec
+	rs := spec.Runner
+	if rs == nil {
+		rs = &v1alpha1.RunnerSpec{}
+	}
+	sa := rs.ServiceAccountName
+	if o.OperatorServiceAccount != "" && loop.Namespace == o.OperatorNamespace && sa == o.OperatorServiceAccount {
+		return nil, &runner.Refused{Reason: "ForbiddenServiceAccount",
+			Message: fmt.Sprintf("spec.runner.serviceAccountName: %q is the operator's own service account; actions run under the Loop's", sa)}
+	}
+	image, command := firstNonEmpty(rs.Image, o.Images.Runner), []string{spec.GetShell(), "-c", a.Command}
+	if a.Agent {
+		var agentImage string
+		if spec.Agent != nil {
+			agentImage = spec.Agent.Image
+		}
+		image = firstNonEmpty(agentImage, o.Images.Agent, image)
+		command = append(append([]string{}, a.AgentCommand...), a.Command)
+	}
+	if image == "" {
+		return nil, &runner.Refused{Reason: "NoImage", Message: "no image to run the action: set spec.runner.image (spec.agent.image for agent actions) or the operator's default"}
+	}
+	if o.Images.Entrypoint == "" {
+		return nil, &runner.Refused{Reason: "NoImage", Message: "the operator has no entrypoint image (--entrypoint-image)"}
+	}
+	timeout := a.Timeout
+	if timeout <= 0 {
+		timeout = v1alpha1.DefaultActionTimeoutSeconds * time.Second
+	}
+	deadline := int64((timeout + o.startAllowance() + time.Second - 1) / time.Second)
+	workdir := rs.Workspace.GetMountPath()
+	wrapper := ToolsPath + "/entrypoint"
+
+	env := []corev1.EnvVar{
+		{Name: "LOOPRUN_LOOP", Value: loop.Name},
+		{Name: "LOOPRUN_STATE", Value: a.State},
+		{Name: "LOOPRUN_ITERATION", Value: strconv.Itoa(int(a.Iteration))},
+	}
+	if a.Evaluate != nil {
+		b, err := json.Marshal(a.Evaluate)
+		if err != nil {
+			return nil, fmt.Errorf("encode the evaluator: %w", err)
+		}
+		env = append(env, corev1.EnvVar{Name: EvaluateEnv, Value: string(b)})
+	}
+	if a.Agent && spec.Agent != nil && spec.Agent.APIKeySecretRef != nil {
+		ref := spec.Agent.APIKeySecretRef
+		env = append(env, corev1.EnvVar{Name: APIKeyEnv, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+			LocalObjectReference: corev1.LocalObjectReference{Name: ref.Name}, Key: ref.Key}}})
+	}
+	env = append(env, rs.Env...)
+
+	no := false
+	automount := &no
+	if rs.AutomountServiceAccountToken != nil {
+		automount = rs.AutomountServiceAccountToken
+	}
+	containerSecurity := &corev1.SecurityContext{
+		AllowPrivilegeEscalation: &no,
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+	}
+	mounts := []corev1.VolumeMount{
+		{Name: toolsVolume, MountPath: ToolsPath, ReadOnly: true},
+		{Name: WorkspaceVolume, MountPath: workdir},
+	}
+	labels := map[string]string{
+		LabelLoop:      LabelValue(loop.Name),
+		LabelRun:       LabelValue(run),
+		LabelIteration: strconv.Itoa(int(a.Iteration)),
+		LabelState:     LabelValue(a.State),
+	}
+	var annotations map[string]string
+	if labels[LabelState] != a.State {
+		annotations = map[string]string{AnnotationState: a.State}
+	}
+	ctrl := true
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: Name(loop.Name, run, a.Iteration), Namespace: loop.Namespace,
+			Labels: labels, Annotations: annotations,
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: v1alpha1.GroupVersion.String(), Kind: "Loop", Name: loop.Name, UID: loop.UID,
+				Controller: &ctrl, BlockOwnerDeletion: &ctrl,
+			}},
+		},
+		Spec: corev1.PodSpec{
+			RestartPolicy:                corev1.RestartPolicyNever,
+			ActiveDeadlineSeconds:        &deadline,
+			ServiceAccountName:           sa,
+			AutomountServiceAccountToken: automount,
+			EnableServiceLinks:           &no,
+			NodeSelector:                 rs.NodeSelector,
+			Tolerations:                  rs.Tolerations,
+			ImagePullSecrets:             rs.ImagePullSecrets,
+			SecurityContext:              podSecurity(rs.SecurityContext),
+			InitContainers: []corev1.Container{{
+				Name: EntrypointContainer, Image: o.Images.Entrypoint,
+				Command:         []string{EntrypointBinary, "--copy-to", wrapper},
+				VolumeMounts:    []corev1.VolumeMount{{Name: toolsVolume, MountPath: ToolsPath}},
+				SecurityContext: containerSecurity,
+			}},
+			Containers: []corev1.Container{{
+				Name: ActionContainer, Image: image,
+				Command:                  append([]string{wrapper, "--timeout", timeout.String(), "--"}, command...),
+				WorkingDir:               workdir,
+				Env:                      env,
+				EnvFrom:                  rs.EnvFrom,
+				Resources:                rs.Resources,
+				VolumeMounts:             mounts,
+				SecurityContext:          containerSecurity,
+				TerminationMessagePath:   corev1.TerminationMessagePathDefault,
+				TerminationMessagePolicy: corev1.TerminationMessageReadFile,
+			}},
+			Volumes: []corev1.Volume{
+				{Name: toolsVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+				{Name: WorkspaceVolume, VolumeSource: workspaceSource(loop.Name, rs.Workspace)},
+			},
+		},
+	}
+	return pod, nil
+}
+
+// podSecurity is the Loop's Pod security context, or the non-root default.
+func podSecurity(sc *corev1.PodSecurityContext) *corev1.PodSecurityContext {
+	if sc != nil {
+		return sc.DeepCopy()
+	}
+	yes, user := true, v1alpha1.DefaultRunAsUser
+	return &corev1.PodSecurityContext{
+		RunAsNonRoot: &yes, RunAsUser: &user, RunAsGroup: &user, FSGroup: &user,
+		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	}
+}
+
+func workspaceSource(loop string, w *v1alpha1.WorkspaceSpec) corev1.VolumeSource {
+	switch {
+	case w != nil && w.ClaimName != "":
+		return corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: w.ClaimName}}
+	case w != nil && w.VolumeClaimTemplate != nil:
+		return corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: WorkspaceClaim(loop)}}
+	}
+	return corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}
+}
+
+func firstNonEmpty(s ...string) string {
+	for _, v := range s {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}

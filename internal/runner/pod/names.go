@@ -1,0 +1,71 @@
+// Package pod runs each action of a Loop as one Pod: the Pod's name follows
+// from the Loop, its run and the iteration, so an action is created once and
+// found again after any restart; the in-pod wrapper (cmd/entrypoint) reports
+// the result in the container's termination message.
+package pod
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// Labels and annotations on every action Pod.
+const (
+	LabelLoop      = "looprun.io/loop"
+	LabelRun       = "looprun.io/run"
+	LabelIteration = "looprun.io/iteration"
+	LabelState     = "looprun.io/state"
+	// AnnotationState holds the state's full name when the label had to shorten it.
+	AnnotationState = "looprun.io/state"
+)
+
+// maxNameLength keeps Pod names usable as host names.
+const maxNameLength = validation.DNS1123LabelMaxLength
+
+// Name is the Pod of a Loop's iteration in a run: LOOP-RUN-ITERATION, the
+// Loop's name shortened and suffixed with a hash of it when the whole would
+// exceed 63 characters.
+func Name(loop, run string, iteration int32) string {
+	suffix := fmt.Sprintf("-%s-%d", run, iteration)
+	if len(loop)+len(suffix) <= maxNameLength {
+		return loop + suffix
+	}
+	keep := maxNameLength - len(suffix) - 9
+	return strings.TrimRight(loop[:keep], "-.") + "-" + shortHash(loop) + suffix
+}
+
+// LabelValue makes s a valid label value: unchanged when it is one,
+// otherwise with the invalid characters replaced, shortened, and suffixed
+// with a hash of s.
+func LabelValue(s string) string {
+	if len(validation.IsValidLabelValue(s)) == 0 {
+		return s
+	}
+	b := []byte(s)
+	for i, c := range b {
+		if !isLabelChar(c) {
+			b[i] = '-'
+		}
+	}
+	v := string(b)
+	if len(v) > validation.LabelValueMaxLength-9 {
+		v = v[:validation.LabelValueMaxLength-9]
+	}
+	if v = strings.Trim(v, "-_."); v == "" {
+		return shortHash(s)
+	}
+	return v + "-" + shortHash(s)
+}
+
+func isLabelChar(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.'
+}
+
+func shortHash(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:4])
+}

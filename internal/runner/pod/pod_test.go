@@ -1,0 +1,298 @@
+package pod
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/internal/entrypoint"
+	"github.com/looprun/looprun/internal/executor"
+	"github.com/looprun/looprun/internal/executor/evaluate"
+	"github.com/looprun/looprun/internal/runner"
+)
+
+func TestName(t *testing.T) {
+	if got := Name("fix", "0a1b2c3d", 7); got != "fix-0a1b2c3d-7" {
+		t.Errorf("short name %q", got)
+	}
+	long := strings.Repeat("a", 60) + ".b-" + strings.Repeat("c", 100)
+	other := strings.Repeat("a", 60) + ".b-" + strings.Repeat("c", 99)
+	n1, n2 := Name(long, "0a1b2c3d", 1234567), Name(other, "0a1b2c3d", 1234567)
+	for _, n := range []string{n1, n2} {
+		if len(n) > 63 || len(validation.IsDNS1123Subdomain(n)) > 0 {
+			t.Errorf("name %q (%d) is not a valid short Pod name", n, len(n))
+		}
+	}
+	if n1 == n2 || Name(long, "0a1b2c3d", 1234567) != n1 {
+		t.Errorf("names not stable and distinct: %q %q", n1, n2)
+	}
+	if Name(long, "0a1b2c3d", 1) == Name(long, "0a1b2c3d", 2) || Name(long, "0a1b2c3d", 1) == Name(long, "ffffffff", 1) {
+		t.Error("iteration and run must change the name")
+	}
+}
+
+func TestLabelValue(t *testing.T) {
+	for _, s := range []string{"fix", "check_lint", "a.b", strings.Repeat("x", 63), strings.Repeat("x", 200), "fix lint!", "-edge-", "ünïcode"} {
+		v := LabelValue(s)
+		if errs := validation.IsValidLabelValue(v); len(errs) > 0 {
+			t.Errorf("LabelValue(%q) = %q: %v", s, v, errs)
+		}
+		if len(validation.IsValidLabelValue(s)) == 0 && v != s {
+			t.Errorf("a valid value changed: %q -> %q", s, v)
+		}
+	}
+	if LabelValue("fix lint") == LabelValue("fix-lint") {
+		t.Error("a sanitized value must not collide with the valid one")
+	}
+}
+
+func testLoop() *v1alpha1.Loop {
+	return &v1alpha1.Loop{
+		ObjectMeta: metav1.ObjectMeta{Name: "fix", Namespace: "team", UID: "0a1b2c3d-uid"},
+		Spec: v1alpha1.LoopSpec{Initial: "check", States: map[string]v1alpha1.State{
+			"check": {Action: "make lint", OnSuccess: "done", OnFailure: "check"}, "done": {Terminal: true},
+		}},
+	}
+}
+
+var testOptions = Options{Images: Images{Entrypoint: "looprun/entrypoint:1", Runner: "bash:5"}, StartAllowance: time.Minute}
+
+func TestBuild(t *testing.T) {
+	loop := testLoop()
+	a := executor.Action{State: "check", Iteration: 3, Command: "make lint", Timeout: 90 * time.Second,
+		Evaluate: &v1alpha1.Evaluate{Type: "output_contains", Pattern: "ok"}}
+	pod, err := Build(loop, "0a1b2c3d", a, testOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pod.Name != "fix-0a1b2c3d-3" || pod.Namespace != "team" {
+		t.Errorf("name %s/%s", pod.Namespace, pod.Name)
+	}
+	wantLabels := map[string]string{LabelLoop: "fix", LabelRun: "0a1b2c3d", LabelIteration: "3", LabelState: "check"}
+	for k, v := range wantLabels {
+		if pod.Labels[k] != v {
+			t.Errorf("label %s = %q, want %q", k, pod.Labels[k], v)
+		}
+	}
+	owner := metav1.GetControllerOf(pod)
+	if owner == nil || owner.UID != loop.UID || owner.Kind != "Loop" || owner.APIVersion != "looprun.io/v1alpha1" || owner.BlockOwnerDeletion == nil || !*owner.BlockOwnerDeletion {
+		t.Errorf("owner %+v", owner)
+	}
+	spec := pod.Spec
+	if spec.RestartPolicy != corev1.RestartPolicyNever {
+		t.Errorf("restartPolicy %s", spec.RestartPolicy)
+	}
+	if spec.ActiveDeadlineSeconds == nil || *spec.ActiveDeadlineSeconds != 150 {
+		t.Errorf("activeDeadlineSeconds %v, want timeout + start allowance = 150", spec.ActiveDeadlineSeconds)
+	}
+	if spec.AutomountServiceAccountToken == nil || *spec.AutomountServiceAccountToken {
+		t.Error("the service account token must not be mounted by default")
+	}
+	if spec.ServiceAccountName != "" {
+		t.Errorf("serviceAccountName %q", spec.ServiceAccountName)
+	}
+	sc := spec.SecurityContext
+	if sc == nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot || sc.RunAsUser == nil || *sc.RunAsUser == 0 || sc.SeccompProfile == nil {
+		t.Errorf("pod security context %+v", sc)
+	}
+	if len(spec.InitContainers) != 1 || len(spec.Containers) != 1 {
+		t.Fatalf("containers %d + %d", len(spec.InitContainers), len(spec.Containers))
+	}
+	init, c := spec.InitContainers[0], spec.Containers[0]
+	if init.Image != "looprun/entrypoint:1" || strings.Join(init.Command, " ") != "/entrypoint --copy-to /looprun/entrypoint" {
+		t.Errorf("init container %s %v", init.Image, init.Command)
+	}
+	if c.Image != "bash:5" || strings.Join(c.Command, " ") != "/looprun/entrypoint --timeout 1m30s -- bash -c make lint" {
+		t.Errorf("action container %s %q", c.Image, c.Command)
+	}
+	if c.WorkingDir != "/workspace" || c.TerminationMessagePath != corev1.TerminationMessagePathDefault {
+		t.Errorf("workdir %s, termination message %s", c.WorkingDir, c.TerminationMessagePath)
+	}
+	for _, ctr := range []corev1.Container{init, c} {
+		s := ctr.SecurityContext
+		if s == nil || s.AllowPrivilegeEscalation == nil || *s.AllowPrivilegeEscalation || s.Capabilities == nil || len(s.Capabilities.Drop) != 1 {
+			t.Errorf("container %s security context %+v", ctr.Name, s)
+		}
+	}
+	var eval v1alpha1.Evaluate
+	if err := json.Unmarshal([]byte(envValue(c.Env, EvaluateEnv)), &eval); err != nil || eval.Pattern != "ok" {
+		t.Errorf("LOOPRUN_EVALUATE %q: %v", envValue(c.Env, EvaluateEnv), err)
+	}
+	if envValue(c.Env, "LOOPRUN_ITERATION") != "3" {
+		t.Errorf("env %+v", c.Env)
+	}
+	if v := spec.Volumes[1]; v.Name != WorkspaceVolume || v.EmptyDir == nil {
+		t.Errorf("workspace volume %+v", v)
+	}
+	for _, ctr := range append(spec.InitContainers, spec.Containers...) {
+		for _, m := range ctr.VolumeMounts {
+			if strings.Contains(m.MountPath, "serviceaccount") {
+				t.Errorf("token mounted in %s", ctr.Name)
+			}
+		}
+	}
+}
+
+func TestBuildFromRunnerSpec(t *testing.T) {
+	loop := testLoop()
+	yes := true
+	user := int64(1000)
+	loop.Spec.Runner = &v1alpha1.RunnerSpec{
+		Image: "python:3", Shell: "sh", ServiceAccountName: "builder", AutomountServiceAccountToken: &yes,
+		Env:             []corev1.EnvVar{{Name: "GOFLAGS", Value: "-mod=mod"}},
+		NodeSelector:    map[string]string{"pool": "ci"},
+		Tolerations:     []corev1.Toleration{{Key: "ci", Operator: corev1.TolerationOpExists}},
+		SecurityContext: &corev1.PodSecurityContext{RunAsUser: &user},
+		Workspace:       &v1alpha1.WorkspaceSpec{MountPath: "/src", VolumeClaimTemplate: &corev1.PersistentVolumeClaimSpec{}},
+	}
+	pod, err := Build(loop, "r", executor.Action{State: "check", Iteration: 1, Command: "ls"}, testOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := pod.Spec.Containers[0]
+	if c.Image != "python:3" || c.Command[len(c.Command)-3] != "sh" || c.WorkingDir != "/src" || envValue(c.Env, "GOFLAGS") != "-mod=mod" {
+		t.Errorf("container %s %v %s %v", c.Image, c.Command, c.WorkingDir, c.Env)
+	}
+	if envValue(c.Env, EvaluateEnv) != "" {
+		t.Error("no evaluator, no LOOPRUN_EVALUATE")
+	}
+	if pod.Spec.ServiceAccountName != "builder" || !*pod.Spec.AutomountServiceAccountToken || pod.Spec.NodeSelector["pool"] != "ci" || len(pod.Spec.Tolerations) != 1 {
+		t.Errorf("pod spec %+v", pod.Spec)
+	}
+	if *pod.Spec.SecurityContext.RunAsUser != 1000 || pod.Spec.SecurityContext.RunAsNonRoot != nil {
+		t.Errorf("security context %+v", pod.Spec.SecurityContext)
+	}
+	if v := pod.Spec.Volumes[1]; v.PersistentVolumeClaim == nil || v.PersistentVolumeClaim.ClaimName != "fix-workspace" {
+		t.Errorf("workspace %+v", v)
+	}
+	if ws := (&v1alpha1.WorkspaceSpec{ClaimName: "shared"}); workspaceSource("fix", ws).PersistentVolumeClaim.ClaimName != "shared" {
+		t.Error("claimName not used")
+	}
+}
+
+func TestBuildAgent(t *testing.T) {
+	loop := testLoop()
+	loop.Spec.Agent = &v1alpha1.AgentSpec{Image: "agent:1", APIKeySecretRef: &v1alpha1.SecretKeyRef{Name: "keys", Key: "anthropic"}}
+	a := executor.Action{State: "check", Iteration: 1, Command: "/fix the lint", Agent: true, AgentCommand: []string{"claude", "-p"}}
+	pod, err := Build(loop, "r", a, testOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := pod.Spec.Containers[0]
+	if c.Image != "agent:1" || strings.Join(c.Command[4:], " ") != "claude -p /fix the lint" {
+		t.Errorf("agent container %s %q", c.Image, c.Command)
+	}
+	var key *corev1.EnvVar
+	for i := range c.Env {
+		if c.Env[i].Name == APIKeyEnv {
+			key = &c.Env[i]
+		}
+	}
+	if key == nil || key.Value != "" || key.ValueFrom == nil || key.ValueFrom.SecretKeyRef.Name != "keys" || key.ValueFrom.SecretKeyRef.Key != "anthropic" {
+		t.Errorf("API key env %+v", key)
+	}
+}
+
+func TestBuildRefuses(t *testing.T) {
+	loop := testLoop()
+	loop.Namespace = "looprun-system"
+	loop.Spec.Runner = &v1alpha1.RunnerSpec{ServiceAccountName: "looprun-manager"}
+	o := testOptions
+	o.OperatorNamespace, o.OperatorServiceAccount = "looprun-system", "looprun-manager"
+	var refused *runner.Refused
+	if _, err := Build(loop, "r", executor.Action{Command: "id"}, o); !errors.As(err, &refused) || refused.Reason != "ForbiddenServiceAccount" {
+		t.Errorf("the operator's service account: %v", err)
+	}
+	loop.Spec.Runner = nil
+	o.Images.Runner = ""
+	if _, err := Build(loop, "r", executor.Action{Command: "id"}, o); !errors.As(err, &refused) || refused.Reason != "NoImage" {
+		t.Errorf("no image: %v", err)
+	}
+}
+
+func envValue(env []corev1.EnvVar, name string) string {
+	for _, e := range env {
+		if e.Name == name {
+			return e.Value
+		}
+	}
+	return ""
+}
+
+func TestInspect(t *testing.T) {
+	created := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+	now := created.Add(10 * time.Second)
+	result := string(entrypoint.Result{ExitCode: 1, DurationMs: 250, Stdout: "3 problems", Verdict: &evaluate.Result{Verdict: "failure"}}.Encode())
+	terminated := func(code int32, reason, msg string) []corev1.ContainerStatus {
+		return []corev1.ContainerStatus{{Name: ActionContainer, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Reason: reason, Message: msg}}}}
+	}
+	waiting := func(name, reason string) []corev1.ContainerStatus {
+		return []corev1.ContainerStatus{{Name: name, State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: "details"}}}}
+	}
+	deleted := metav1.NewTime(now)
+	cases := []struct {
+		name    string
+		status  corev1.PodStatus
+		deleted bool
+		age     time.Duration
+		state   runner.State
+		exit    int
+		reason  string
+		giveUp  bool
+	}{
+		{name: "pending", status: corev1.PodStatus{Phase: corev1.PodPending}, state: runner.Running},
+		{name: "running", status: corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{{Name: ActionContainer, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}}, state: runner.Running},
+		{name: "result", status: corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: terminated(1, "Error", result)}, state: runner.Done, exit: 1},
+		{name: "no result", status: corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: terminated(137, "OOMKilled", "")}, state: runner.Done, exit: 137, reason: ReasonNoResult},
+		{name: "deadline", status: corev1.PodStatus{Phase: corev1.PodFailed, Reason: "DeadlineExceeded"}, state: runner.Done, exit: 124},
+		{name: "evicted", status: corev1.PodStatus{Phase: corev1.PodFailed, Reason: "Evicted", Message: "disk pressure"}, state: runner.Done, exit: -1, reason: ReasonPodDeleted},
+		{name: "init failed", status: corev1.PodStatus{Phase: corev1.PodFailed}, state: runner.Done, exit: -1, reason: ReasonPodFailed},
+		{name: "deleting", status: corev1.PodStatus{Phase: corev1.PodRunning}, deleted: true, state: runner.Done, exit: -1, reason: ReasonPodDeleted},
+		{name: "finished then deleted", status: corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: terminated(1, "Error", result)}, deleted: true, state: runner.Done, exit: 1},
+		{name: "invalid image", status: corev1.PodStatus{Phase: corev1.PodPending, ContainerStatuses: waiting(ActionContainer, "InvalidImageName")}, state: runner.Done, exit: -1, reason: ReasonImagePullFailed, giveUp: true},
+		{name: "pull error, young", status: corev1.PodStatus{Phase: corev1.PodPending, InitContainerStatuses: waiting(EntrypointContainer, "ErrImagePull")}, state: runner.Running},
+		{name: "pull error, too old", age: time.Hour, status: corev1.PodStatus{Phase: corev1.PodPending, InitContainerStatuses: waiting(EntrypointContainer, "ImagePullBackOff")}, state: runner.Done, exit: -1, reason: ReasonImagePullFailed, giveUp: true},
+		{name: "never scheduled", age: time.Hour, status: corev1.PodStatus{Phase: corev1.PodPending}, state: runner.Done, exit: -1, reason: ReasonPodNeverStarted, giveUp: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{CreationTimestamp: metav1.NewTime(created.Add(-tc.age))}, Status: tc.status}
+			if tc.deleted {
+				p.DeletionTimestamp = &deleted
+			}
+			out, giveUp := Inspect(p, now, time.Minute)
+			if out.State != tc.state || giveUp != tc.giveUp {
+				t.Fatalf("state %v giveUp %v, want %v %v", out.State, giveUp, tc.state, tc.giveUp)
+			}
+			if out.State == runner.Running {
+				if tc.status.Phase == corev1.PodPending && out.RecheckAfter != 50*time.Second {
+					t.Errorf("recheck after %s, want the rest of the start allowance", out.RecheckAfter)
+				}
+				return
+			}
+			res := out.Result
+			if res.ExitCode != tc.exit {
+				t.Errorf("exit code %d, want %d", res.ExitCode, tc.exit)
+			}
+			switch {
+			case tc.reason == "" && res.Failure != nil:
+				t.Errorf("unexpected failure %+v", res.Failure)
+			case tc.reason != "" && (res.Failure == nil || res.Failure.Reason != tc.reason || res.Failure.Message == ""):
+				t.Errorf("failure %+v, want reason %s", res.Failure, tc.reason)
+			}
+			if tc.name == "result" && (res.Output != "3 problems" || res.Verdict == nil || res.Verdict.Verdict != "failure" || res.Duration != 250*time.Millisecond) {
+				t.Errorf("result %+v", res)
+			}
+			if tc.name == "deadline" && res.Verdict != nil {
+				t.Error("a timeout is judged again, from exit code 124")
+			}
+		})
+	}
+}

@@ -1,0 +1,190 @@
+package pod
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/internal/executor"
+	"github.com/looprun/looprun/internal/runner"
+)
+
+// Runner runs actions as Pods. It never waits for one: Start creates the Pod
+// (or finds the one a previous attempt created), Check reads it.
+type Runner struct {
+	// Client reads Pods from the cache (only Pods labelled looprun.io/loop)
+	// and writes.
+	Client client.Client
+	// Reader reads from the API server, for a Pod the cache has not seen yet.
+	Reader client.Reader
+	Options
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+
+	// claims remembers the Loops whose workspace claim exists.
+	claims sync.Map
+}
+
+// Start creates the Pod of the Loop's action in flight and records its name
+// in status.action. A Pod that already exists under that name, owned by this
+// Loop, is adopted: an action is never started twice for the same iteration.
+func (r *Runner) Start(ctx context.Context, loop *v1alpha1.Loop, run string, a executor.Action) error {
+	pod, err := Build(loop, run, a, r.Options)
+	if err != nil {
+		return err
+	}
+	if err := r.ensureWorkspace(ctx, loop); err != nil {
+		return err
+	}
+	if err := r.Client.Create(ctx, pod); err != nil {
+		if !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create Pod %s: %w", pod.Name, err)
+		}
+		existing := &corev1.Pod{}
+		if err := r.Reader.Get(ctx, client.ObjectKeyFromObject(pod), existing); err != nil {
+			return fmt.Errorf("adopt Pod %s: %w", pod.Name, err)
+		}
+		if !ownedBy(existing, loop.UID) {
+			return &runner.Refused{Reason: "PodNameTaken", Message: fmt.Sprintf("Pod %s exists and does not belong to this Loop", pod.Name)}
+		}
+	}
+	if loop.Status.Action != nil {
+		loop.Status.Action.Pod = pod.Name
+	}
+	return nil
+}
+
+// Check reads the Pod of the Loop's action in flight.
+func (r *Runner) Check(ctx context.Context, loop *v1alpha1.Loop, run string) (runner.Outcome, error) {
+	a := loop.Status.Action
+	name := a.Pod
+	if name == "" {
+		name = Name(loop.Name, run, a.Iteration)
+	}
+	pod, err := r.get(ctx, types.NamespacedName{Namespace: loop.Namespace, Name: name})
+	if err != nil {
+		return runner.Outcome{}, err
+	}
+	switch {
+	case pod == nil && a.Pod == "":
+		return runner.Outcome{State: runner.NotStarted}, nil
+	case pod == nil:
+		return runner.Outcome{State: runner.Done, Result: runner.Failure(ReasonPodDeleted, "Pod %s was deleted before its action ended", name)}, nil
+	case !ownedBy(pod, loop.UID):
+		return runner.Outcome{State: runner.Done, Result: runner.Failure("PodNameTaken", "Pod %s does not belong to this Loop", name)}, nil
+	}
+	out, giveUp := Inspect(pod, r.now(), r.startAllowance())
+	if giveUp {
+		// Deleted before the step is recorded, so it can never run late.
+		if err := r.Client.Delete(ctx, pod, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
+			return runner.Outcome{}, fmt.Errorf("delete Pod %s that never started: %w", name, err)
+		}
+	}
+	return out, nil
+}
+
+// Prune deletes the Loop's action Pods beyond the newest spec.history.keepPods,
+// never the one in flight.
+func (r *Runner) Prune(ctx context.Context, loop *v1alpha1.Loop) error {
+	list := &corev1.PodList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(loop.Namespace), client.MatchingLabels{LabelLoop: LabelValue(loop.Name)}); err != nil {
+		return fmt.Errorf("list action Pods: %w", err)
+	}
+	type entry struct {
+		pod       *corev1.Pod
+		iteration int
+	}
+	var pods []entry
+	for i := range list.Items {
+		p := &list.Items[i]
+		if !ownedBy(p, loop.UID) || !p.DeletionTimestamp.IsZero() {
+			continue
+		}
+		if a := loop.Status.Action; a != nil && p.Name == a.Pod {
+			continue
+		}
+		it, _ := strconv.Atoi(p.Labels[LabelIteration])
+		pods = append(pods, entry{p, it})
+	}
+	keep := int(loop.Spec.GetKeepPods())
+	if len(pods) <= keep {
+		return nil
+	}
+	sort.Slice(pods, func(i, j int) bool { return pods[i].iteration > pods[j].iteration })
+	var errs []error
+	for _, e := range pods[keep:] {
+		if err := r.Client.Delete(ctx, e.pod, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Forget drops what the runner remembers of a deleted Loop.
+func (r *Runner) Forget(uid types.UID) { r.claims.Delete(uid) }
+
+// ensureWorkspace creates the claim of a volumeClaimTemplate, owned by the Loop.
+func (r *Runner) ensureWorkspace(ctx context.Context, loop *v1alpha1.Loop) error {
+	rs := loop.Spec.Runner
+	if rs == nil || rs.Workspace == nil || rs.Workspace.VolumeClaimTemplate == nil {
+		return nil
+	}
+	if _, ok := r.claims.Load(loop.UID); ok {
+		return nil
+	}
+	yes := true
+	pvc := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: WorkspaceClaim(loop.Name), Namespace: loop.Namespace,
+			Labels: map[string]string{LabelLoop: LabelValue(loop.Name)},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: v1alpha1.GroupVersion.String(), Kind: "Loop",
+				Name: loop.Name, UID: loop.UID, Controller: &yes, BlockOwnerDeletion: &yes}},
+		},
+		Spec: *rs.Workspace.VolumeClaimTemplate.DeepCopy(),
+	}
+	if err := r.Client.Create(ctx, pvc); client.IgnoreAlreadyExists(err) != nil {
+		return fmt.Errorf("create the workspace claim %s: %w", pvc.Name, err)
+	}
+	r.claims.Store(loop.UID, true)
+	return nil
+}
+
+// get reads a Pod from the cache, then from the API server when the cache
+// does not have it (yet). A missing Pod is nil.
+func (r *Runner) get(ctx context.Context, key types.NamespacedName) (*corev1.Pod, error) {
+	pod := &corev1.Pod{}
+	err := r.Client.Get(ctx, key, pod)
+	if apierrors.IsNotFound(err) {
+		err = r.Reader.Get(ctx, key, pod)
+	}
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get Pod %s: %w", key.Name, err)
+	}
+	return pod, nil
+}
+
+func (r *Runner) now() time.Time {
+	if r.Now == nil {
+		return time.Now()
+	}
+	return r.Now()
+}
+
+func ownedBy(obj metav1.Object, uid types.UID) bool {
+	ref := metav1.GetControllerOf(obj)
+	return ref != nil && ref.UID == uid
+}
