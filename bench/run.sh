@@ -9,4 +9,7 @@ go run ./bench/loopbench "$@" || status=1
 echo
 echo "== operator: overhead per transition and throughput against a real API server"
 KUBEBUILDER_ASSETS="$(hack/setup-envtest.sh)" go run ./bench/operatorbench || status=1
+echo
+echo "== operator: overhead per Pod step with the test kubelet, next to local actions"
+KUBEBUILDER_ASSETS="$(hack/setup-envtest.sh)" go run ./bench/podbench || status=1
 exit $status

@@ -49,6 +49,10 @@ type Kubelet struct {
 	Binaries map[string]string
 	// NeverStarts lists images whose Pods never start (ErrImagePull).
 	NeverStarts map[string]bool
+	// OnFinish, when set, is called when a Pod's containers ended, just
+	// before its final status is written (benchmarks time the controller
+	// from there).
+	OnFinish func(pod *corev1.Pod)
 
 	mu      sync.Mutex
 	running map[types.UID]podRun
@@ -244,6 +248,9 @@ func (k *Kubelet) runContainer(ctx context.Context, pod *corev1.Pod, c corev1.Co
 
 // finish writes the terminated state of the container and the Pod's phase.
 func (k *Kubelet) finish(pod *corev1.Pod, c corev1.Container, code int32, msg, reason string) {
+	if k.OnFinish != nil {
+		k.OnFinish(pod)
+	}
 	now := metav1.Now()
 	k.setStatus(pod, func(st *corev1.PodStatus) {
 		st.Phase = corev1.PodSucceeded

@@ -1,0 +1,263 @@
+// Command podbench measures the controller's overhead per step when actions
+// run as Pods, against a real kube-apiserver and etcd (the envtest binaries)
+// with the test kubelet running the Pods: from the moment the kubelet writes
+// a finished Pod's status to the moment the next Pod is created (status
+// write, watch, reconcile, result read, create), p50 and p99 over one Loop
+// of N steps. The same Loop then runs with local actions in the same
+// process, for the ratio.
+//
+// Run it with bench/run.sh (it sets KUBEBUILDER_ASSETS).
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/controllers"
+	"github.com/looprun/looprun/internal/executor"
+	"github.com/looprun/looprun/internal/runner/pod"
+	"github.com/looprun/looprun/test/kubelet"
+)
+
+func main() {
+	steps := flag.Int("steps", 200, "steps of the measured Loop")
+	flag.Parse()
+	ctrl.SetLogger(logr.Discard())
+	if err := run(*steps); err != nil {
+		fmt.Fprintln(os.Stderr, "podbench:", err)
+		os.Exit(1)
+	}
+}
+
+// gaps times each Loop's gap from its previous action's end to its next start.
+type gaps struct {
+	mu    sync.Mutex
+	ended map[string]time.Time
+	gaps  []time.Duration
+}
+
+func (g *gaps) end(loop string, at time.Time) {
+	g.mu.Lock()
+	g.ended[loop] = at
+	g.mu.Unlock()
+}
+
+func (g *gaps) start(loop string) {
+	now := time.Now()
+	g.mu.Lock()
+	if e, ok := g.ended[loop]; ok {
+		g.gaps = append(g.gaps, now.Sub(e))
+		delete(g.ended, loop)
+	}
+	g.mu.Unlock()
+}
+
+// timedPods notes when each Pod step starts.
+type timedPods struct {
+	controllers.ActionRunner
+	g *gaps
+}
+
+func (t timedPods) Start(ctx context.Context, loop *v1alpha1.Loop, a executor.Action) error {
+	t.g.start(loop.Namespace + "/" + loop.Name)
+	return t.ActionRunner.Start(ctx, loop, a)
+}
+
+// timedLocal notes when each local action starts and ended.
+type timedLocal struct {
+	*controllers.LocalActions
+	g *gaps
+}
+
+func (t timedLocal) Start(ctx context.Context, loop *v1alpha1.Loop, a executor.Action) error {
+	t.g.start(loop.Namespace + "/" + loop.Name)
+	return t.LocalActions.Start(ctx, loop, a)
+}
+
+func (t timedLocal) Forget(loop *v1alpha1.Loop, iteration int32) {
+	if at := t.EndedAt(loop, iteration); !at.IsZero() {
+		t.g.end(loop.Namespace+"/"+loop.Name, at)
+	}
+	t.LocalActions.Forget(loop, iteration)
+}
+
+func run(steps int) error {
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(v1alpha1.AddToScheme(scheme))
+	env := &envtest.Environment{CRDDirectoryPaths: []string{filepath.Join("config", "crd", "bases")}, ErrorIfCRDPathMissing: true}
+	cfg, err := env.Start()
+	if err != nil {
+		return err
+	}
+	defer func() { _ = env.Stop() }()
+	dir, err := os.MkdirTemp("", "podbench")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	ep := filepath.Join(dir, "entrypoint")
+	if out, err := exec.Command("go", "build", "-o", ep, "./cmd/entrypoint").CombinedOutput(); err != nil {
+		return fmt.Errorf("build the entrypoint: %v\n%s", err, out)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	podGaps := &gaps{ended: map[string]time.Time{}}
+	k := &kubelet.Kubelet{Dir: filepath.Join(dir, "node"), Binaries: map[string]string{pod.EntrypointBinary: ep},
+		OnFinish: func(p *corev1.Pod) {
+			podGaps.end(p.Namespace+"/"+p.OwnerReferences[0].Name, time.Now())
+		}}
+	if err := startKubelet(ctx, cfg, scheme, k); err != nil {
+		return err
+	}
+	defer k.Stop()
+
+	podOp, err := startOperator(ctx, cfg, scheme, controllers.Config{Pods: pod.Options{
+		Images: pod.Images{Entrypoint: "bench/entrypoint", Runner: "bench/bash"}}}, func(r controllers.ActionRunner) controllers.ActionRunner {
+		return timedPods{ActionRunner: r, g: podGaps}
+	})
+	if err != nil {
+		return err
+	}
+	if err := runLoop(ctx, c, "pods", steps); err != nil {
+		return err
+	}
+	podOp()
+
+	localGaps := &gaps{ended: map[string]time.Time{}}
+	localOp, err := startOperator(ctx, cfg, scheme, controllers.Config{AllowLocalActions: true, LocalWorkdir: filepath.Join(dir, "local")},
+		func(r controllers.ActionRunner) controllers.ActionRunner {
+			return timedLocal{LocalActions: r.(*controllers.LocalActions), g: localGaps}
+		})
+	if err != nil {
+		return err
+	}
+	if err := runLoop(ctx, c, "local", steps); err != nil {
+		return err
+	}
+	localOp()
+
+	pp50, pp99 := percentile(podGaps.gaps, 50), percentile(podGaps.gaps, 99)
+	lp50, lp99 := percentile(localGaps.gaps, 50), percentile(localGaps.gaps, 99)
+	fmt.Printf("overhead per Pod step (finished Pod status written -> next Pod created), %d steps: p50 %v, p99 %v\n",
+		len(podGaps.gaps), pp50.Round(10*time.Microsecond), pp99.Round(10*time.Microsecond))
+	fmt.Printf("overhead per local step (action ended -> next action started), %d steps: p50 %v, p99 %v\n",
+		len(localGaps.gaps), lp50.Round(10*time.Microsecond), lp99.Round(10*time.Microsecond))
+	if lp50 > 0 {
+		fmt.Printf("ratio Pod/local: p50 %.1fx, p99 %.1fx\n", float64(pp50)/float64(lp50), float64(pp99)/float64(lp99))
+	}
+	return nil
+}
+
+func startKubelet(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, k *kubelet.Kubelet) error {
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
+	if err != nil {
+		return err
+	}
+	k.Client = mgr.GetClient()
+	if err := k.SetupWithManager(mgr); err != nil {
+		return err
+	}
+	go func() { _ = mgr.Start(ctx) }()
+	return nil
+}
+
+// startOperator runs the Loop controller as cmd/manager does, its action
+// runner wrapped; the returned function stops it.
+func startOperator(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, c controllers.Config,
+	wrap func(controllers.ActionRunner) controllers.ActionRunner) (func(), error) {
+	cacheOpts, clientOpts := controllers.CacheOptions()
+	skip := true // two operators, one after the other, in this process
+	mgr, err := ctrl.NewManager(controllers.RestConfig(cfg), ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0", Cache: cacheOpts, Client: clientOpts, Controller: ctrlconfig.Controller{SkipNameValidation: &skip}})
+	if err != nil {
+		return nil, err
+	}
+	r := controllers.NewReconciler(mgr, c)
+	r.Actions = wrap(r.Actions)
+	if err := r.SetupWithManager(mgr); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = mgr.Start(ctx)
+	}()
+	return func() { cancel(); <-done }, nil
+}
+
+// runLoop runs one Loop of `steps` self-transitions of `true` in a new
+// namespace (with the default service account a cluster would have) to its end.
+func runLoop(ctx context.Context, c client.Client, prefix string, steps int) error {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}
+	if err := c.Create(ctx, ns); err != nil {
+		return err
+	}
+	if err := c.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: ns.Name}}); err != nil {
+		return err
+	}
+	max := int32(steps)           //nolint:gosec // a flag of a few hundred
+	revisits := int32(steps + 10) //nolint:gosec // a flag of a few hundred
+	keep := int32(5)
+	loop := &v1alpha1.Loop{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: prefix}, Spec: v1alpha1.LoopSpec{
+		Initial: "spin", MaxIterations: &max, MaxEdgeRevisits: &revisits, History: &v1alpha1.HistorySpec{KeepPods: &keep},
+		States: map[string]v1alpha1.State{"spin": {Action: "true", OnSuccess: "$current"}, "done": {Terminal: true}},
+	}}
+	if err := c.Create(ctx, loop); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(10 * time.Minute)
+	for time.Now().Before(deadline) {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(loop), loop); err != nil {
+			return err
+		}
+		if loop.Status.Phase.IsFinished() {
+			if loop.Status.TerminatedBy != v1alpha1.TerminatedMaxIterations || loop.Status.Iteration != max {
+				return fmt.Errorf("%s ended %s at %d: %s", prefix, loop.Status.TerminatedBy, loop.Status.Iteration, loop.Status.Message)
+			}
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("%s: the Loop did not finish in time", prefix)
+}
+
+func percentile(d []time.Duration, p int) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	s := append([]time.Duration(nil), d...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	i := (len(s)*p + 99) / 100
+	if i > 0 {
+		i--
+	}
+	return s[i]
+}
