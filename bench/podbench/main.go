@@ -119,7 +119,7 @@ func run(steps int) error {
 	defer os.RemoveAll(dir)
 	ep := filepath.Join(dir, "entrypoint")
 	if out, err := exec.Command("go", "build", "-o", ep, "./cmd/entrypoint").CombinedOutput(); err != nil {
-		return fmt.Errorf("build the entrypoint: %v\n%s", err, out)
+		return fmt.Errorf("build the entrypoint: %w\n%s", err, out)
 	}
 	c, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
