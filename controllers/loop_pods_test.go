@@ -175,6 +175,17 @@ var _ = Describe("Actions as Pods", func() {
 			Eventually(func() []corev1.Pod { return loopPods(ns, "pull") }).Should(BeEmpty())
 		})
 
+		It("runs an agent action with the agent command", func() {
+			spec := v1alpha1.LoopSpec{Initial: "ask", States: map[string]v1alpha1.State{
+				"ask":  {Action: "/review the change", Evaluate: &v1alpha1.Evaluate{Type: "output_contains", Pattern: "^agent: /review"}, Capture: "answer", OnSuccess: "done", OnFailure: "done"},
+				"done": {Terminal: true},
+			}}
+			spec.Agent = &v1alpha1.AgentSpec{Command: []string{"bash", "-c", `echo "agent: $1"`, "agent"}}
+			loop := waitFinished(createLoop(ns, "agent", spec))
+			Expect(loop.Status.Captured["answer"].Output).To(Equal("agent: /review the change"))
+			Expect(loop.Status.Captured["answer"].Verdict).To(Equal("success"))
+		})
+
 		It("refuses the operator's own service account", func() {
 			op.stop()
 			op = startPodOperator(Config{Pods: pod.Options{OperatorNamespace: ns, OperatorServiceAccount: "looprun-manager"}})
