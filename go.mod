@@ -9,6 +9,7 @@ require (
 	github.com/onsi/gomega v1.44.0
 	github.com/prometheus/client_golang v1.23.2
 	github.com/spf13/cobra v1.10.2
+	github.com/yuin/gopher-lua v1.1.2
 	golang.org/x/sys v0.46.0
 	k8s.io/api v0.36.3
 	k8s.io/apiextensions-apiserver v0.36.3

@@ -37,7 +37,7 @@ func setConditions(loop *v1alpha1.Loop, h health) {
 		finished(loop, metav1.ConditionFalse, reason, msg, true)
 	case h.noRunner:
 		finished(loop, metav1.ConditionFalse, v1alpha1.ReasonNoRunner,
-			"no action runner is available: start the operator with --allow-local-actions, or install the pod runner", true)
+			"no action runner is available: start the operator with an --entrypoint-image (actions as Pods), or with --allow-local-actions", true)
 	case run.Phase == v1alpha1.PhaseSuspended:
 		set(loop, v1alpha1.ReadyCondition, metav1.ConditionUnknown, v1alpha1.ReasonSuspended, "suspended by spec.suspend")
 		remove(loop, v1alpha1.ReconcilingCondition, v1alpha1.StalledCondition)
