@@ -16,7 +16,6 @@ import (
 	"os"
 	"path/filepath"
 	goruntime "runtime"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -35,6 +34,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/bench/internal/stats"
 	"github.com/looprun/looprun/controllers"
 	"github.com/looprun/looprun/internal/executor"
 )
@@ -138,7 +138,7 @@ func run(transitions, loops, perLoop, workers int) error {
 	gaps := append([]time.Duration(nil), tr.gaps...)
 	tr.gaps = nil
 	tr.mu.Unlock()
-	p50, p99 := percentile(gaps, 50), percentile(gaps, 99)
+	p50, p99 := stats.Percentile(gaps, 50), stats.Percentile(gaps, 99)
 	fmt.Printf("overhead per transition (action end -> next action start), %d transitions: p50 %v, p99 %v (targets <= 15ms, <= 100ms)\n",
 		len(gaps), p50.Round(10*time.Microsecond), p99.Round(10*time.Microsecond))
 
@@ -218,19 +218,6 @@ func runLoops(ctx context.Context, c client.Client, prefix string, n, transition
 		time.Sleep(250 * time.Millisecond)
 	}
 	return 0, fmt.Errorf("%s: Loops did not finish in time", prefix)
-}
-
-func percentile(d []time.Duration, p int) time.Duration {
-	if len(d) == 0 {
-		return 0
-	}
-	s := append([]time.Duration(nil), d...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	i := (len(s)*p + 99) / 100
-	if i > 0 {
-		i--
-	}
-	return s[i]
 }
 
 // profileAPIServer saves a CPU profile of the API server (for looking into

@@ -16,7 +16,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"sync"
 	"time"
 
@@ -34,6 +33,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/bench/internal/stats"
 	"github.com/looprun/looprun/controllers"
 	"github.com/looprun/looprun/internal/executor"
 	"github.com/looprun/looprun/internal/runner/pod"
@@ -163,8 +163,8 @@ func run(steps int) error {
 	}
 	localOp()
 
-	pp50, pp99 := percentile(podGaps.gaps, 50), percentile(podGaps.gaps, 99)
-	lp50, lp99 := percentile(localGaps.gaps, 50), percentile(localGaps.gaps, 99)
+	pp50, pp99 := stats.Percentile(podGaps.gaps, 50), stats.Percentile(podGaps.gaps, 99)
+	lp50, lp99 := stats.Percentile(localGaps.gaps, 50), stats.Percentile(localGaps.gaps, 99)
 	fmt.Printf("overhead per Pod step (finished Pod status written -> next Pod created), %d steps: p50 %v, p99 %v\n",
 		len(podGaps.gaps), pp50.Round(10*time.Microsecond), pp99.Round(10*time.Microsecond))
 	fmt.Printf("overhead per local step (action ended -> next action started), %d steps: p50 %v, p99 %v\n",
@@ -247,17 +247,4 @@ func runLoop(ctx context.Context, c client.Client, prefix string, steps int) err
 		time.Sleep(100 * time.Millisecond)
 	}
 	return fmt.Errorf("%s: the Loop did not finish in time", prefix)
-}
-
-func percentile(d []time.Duration, p int) time.Duration {
-	if len(d) == 0 {
-		return 0
-	}
-	s := append([]time.Duration(nil), d...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	i := (len(s)*p + 99) / 100
-	if i > 0 {
-		i--
-	}
-	return s[i]
 }
