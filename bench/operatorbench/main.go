@@ -17,7 +17,6 @@ import (
 	"path/filepath"
 	goruntime "runtime"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -34,9 +33,8 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/looprun/looprun/api/v1alpha1"
-	"github.com/looprun/looprun/bench/internal/stats"
+	"github.com/looprun/looprun/bench/internal/timing"
 	"github.com/looprun/looprun/controllers"
-	"github.com/looprun/looprun/internal/executor"
 )
 
 func main() {
@@ -60,36 +58,6 @@ var (
 	apiProfile *string
 	idle       *int
 )
-
-// timed wraps the local runner and measures each Loop's gap from an
-// action's end to the start of its next action.
-type timed struct {
-	*controllers.LocalActions
-	mu    sync.Mutex
-	ended map[string]time.Time
-	gaps  []time.Duration
-}
-
-func (t *timed) Start(ctx context.Context, loop *v1alpha1.Loop, a executor.Action) error {
-	now := time.Now()
-	t.mu.Lock()
-	if e, ok := t.ended[loop.Namespace+"/"+loop.Name]; ok {
-		t.gaps = append(t.gaps, now.Sub(e))
-		delete(t.ended, loop.Namespace+"/"+loop.Name)
-	}
-	t.mu.Unlock()
-	return t.LocalActions.Start(ctx, loop, a)
-}
-
-func (t *timed) Forget(loop *v1alpha1.Loop, iteration int32) {
-	// Called right after the result is used: remember when that action ended.
-	if ended := t.EndedAt(loop, iteration); !ended.IsZero() {
-		t.mu.Lock()
-		t.ended[loop.Namespace+"/"+loop.Name] = ended
-		t.mu.Unlock()
-	}
-	t.LocalActions.Forget(loop, iteration)
-}
 
 func run(transitions, loops, perLoop, workers int) error {
 	scheme := runtime.NewScheme()
@@ -118,8 +86,8 @@ func run(transitions, loops, perLoop, workers int) error {
 	}
 	defer os.RemoveAll(workdir)
 	r := controllers.NewReconciler(mgr, controllers.Config{AllowLocalActions: true, LocalWorkdir: workdir, Workers: workers})
-	tr := &timed{LocalActions: r.Actions.(*controllers.LocalActions), ended: map[string]time.Time{}}
-	r.Actions = tr
+	tr := &timing.Gaps{}
+	r.Actions = timing.Local{LocalActions: r.Actions.(*controllers.LocalActions), Gaps: tr}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return err
 	}
@@ -134,11 +102,8 @@ func run(transitions, loops, perLoop, workers int) error {
 	if _, err := runLoops(ctx, c, "latency", 1, transitions); err != nil {
 		return err
 	}
-	tr.mu.Lock()
-	gaps := append([]time.Duration(nil), tr.gaps...)
-	tr.gaps = nil
-	tr.mu.Unlock()
-	p50, p99 := stats.Percentile(gaps, 50), stats.Percentile(gaps, 99)
+	gaps := tr.Take()
+	p50, p99 := timing.Percentile(gaps, 50), timing.Percentile(gaps, 99)
 	fmt.Printf("overhead per transition (action end -> next action start), %d transitions: p50 %v, p99 %v (targets <= 15ms, <= 100ms)\n",
 		len(gaps), p50.Round(10*time.Microsecond), p99.Round(10*time.Microsecond))
 

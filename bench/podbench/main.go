@@ -16,7 +16,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -33,7 +32,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/looprun/looprun/api/v1alpha1"
-	"github.com/looprun/looprun/bench/internal/stats"
+	"github.com/looprun/looprun/bench/internal/timing"
 	"github.com/looprun/looprun/controllers"
 	"github.com/looprun/looprun/internal/executor"
 	"github.com/looprun/looprun/internal/runner/pod"
@@ -50,56 +49,15 @@ func main() {
 	}
 }
 
-// gaps times each Loop's gap from its previous action's end to its next start.
-type gaps struct {
-	mu    sync.Mutex
-	ended map[string]time.Time
-	gaps  []time.Duration
-}
-
-func (g *gaps) end(loop string, at time.Time) {
-	g.mu.Lock()
-	g.ended[loop] = at
-	g.mu.Unlock()
-}
-
-func (g *gaps) start(loop string) {
-	now := time.Now()
-	g.mu.Lock()
-	if e, ok := g.ended[loop]; ok {
-		g.gaps = append(g.gaps, now.Sub(e))
-		delete(g.ended, loop)
-	}
-	g.mu.Unlock()
-}
-
 // timedPods notes when each Pod step starts.
 type timedPods struct {
 	controllers.ActionRunner
-	g *gaps
+	g *timing.Gaps
 }
 
 func (t timedPods) Start(ctx context.Context, loop *v1alpha1.Loop, a executor.Action) error {
-	t.g.start(loop.Namespace + "/" + loop.Name)
+	t.g.Start(loop.Namespace + "/" + loop.Name)
 	return t.ActionRunner.Start(ctx, loop, a)
-}
-
-// timedLocal notes when each local action starts and ended.
-type timedLocal struct {
-	*controllers.LocalActions
-	g *gaps
-}
-
-func (t timedLocal) Start(ctx context.Context, loop *v1alpha1.Loop, a executor.Action) error {
-	t.g.start(loop.Namespace + "/" + loop.Name)
-	return t.LocalActions.Start(ctx, loop, a)
-}
-
-func (t timedLocal) Forget(loop *v1alpha1.Loop, iteration int32) {
-	if at := t.EndedAt(loop, iteration); !at.IsZero() {
-		t.g.end(loop.Namespace+"/"+loop.Name, at)
-	}
-	t.LocalActions.Forget(loop, iteration)
 }
 
 func run(steps int) error {
@@ -128,10 +86,10 @@ func run(steps int) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
-	podGaps := &gaps{ended: map[string]time.Time{}}
+	podGaps := &timing.Gaps{}
 	k := &kubelet.Kubelet{Dir: filepath.Join(dir, "node"), Binaries: map[string]string{pod.EntrypointBinary: ep},
 		OnFinish: func(p *corev1.Pod) {
-			podGaps.end(p.Namespace+"/"+p.OwnerReferences[0].Name, time.Now())
+			podGaps.End(p.Namespace+"/"+p.OwnerReferences[0].Name, time.Now())
 		}}
 	if err := startKubelet(ctx, cfg, scheme, k); err != nil {
 		return err
@@ -150,10 +108,10 @@ func run(steps int) error {
 	}
 	podOp()
 
-	localGaps := &gaps{ended: map[string]time.Time{}}
+	localGaps := &timing.Gaps{}
 	localOp, err := startOperator(ctx, cfg, scheme, controllers.Config{AllowLocalActions: true, LocalWorkdir: filepath.Join(dir, "local")},
 		func(r controllers.ActionRunner) controllers.ActionRunner {
-			return timedLocal{LocalActions: r.(*controllers.LocalActions), g: localGaps}
+			return timing.Local{LocalActions: r.(*controllers.LocalActions), Gaps: localGaps}
 		})
 	if err != nil {
 		return err
@@ -163,12 +121,13 @@ func run(steps int) error {
 	}
 	localOp()
 
-	pp50, pp99 := stats.Percentile(podGaps.gaps, 50), stats.Percentile(podGaps.gaps, 99)
-	lp50, lp99 := stats.Percentile(localGaps.gaps, 50), stats.Percentile(localGaps.gaps, 99)
+	pods, locals := podGaps.Take(), localGaps.Take()
+	pp50, pp99 := timing.Percentile(pods, 50), timing.Percentile(pods, 99)
+	lp50, lp99 := timing.Percentile(locals, 50), timing.Percentile(locals, 99)
 	fmt.Printf("overhead per Pod step (finished Pod status written -> next Pod created), %d steps: p50 %v, p99 %v\n",
-		len(podGaps.gaps), pp50.Round(10*time.Microsecond), pp99.Round(10*time.Microsecond))
+		len(pods), pp50.Round(10*time.Microsecond), pp99.Round(10*time.Microsecond))
 	fmt.Printf("overhead per local step (action ended -> next action started), %d steps: p50 %v, p99 %v\n",
-		len(localGaps.gaps), lp50.Round(10*time.Microsecond), lp99.Round(10*time.Microsecond))
+		len(locals), lp50.Round(10*time.Microsecond), lp99.Round(10*time.Microsecond))
 	if lp50 > 0 {
 		fmt.Printf("ratio Pod/local: p50 %.1fx, p99 %.1fx\n", float64(pp50)/float64(lp50), float64(pp99)/float64(lp99))
 	}
