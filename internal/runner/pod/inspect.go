@@ -90,7 +90,7 @@ func ended(pod *corev1.Pod, main *corev1.ContainerStatus) (executor.ActionResult
 // notStarted waits for a Pod that has not started its action (for a node, an
 // image, its init container) until the start allowance is used up.
 func notStarted(pod *corev1.Pod, now time.Time, startAllowance time.Duration) (runner.Outcome, bool) {
-	statuses := append(append([]corev1.ContainerStatus{}, pod.Status.InitContainerStatuses...), pod.Status.ContainerStatuses...)
+	statuses := allStatuses(pod)
 	for _, cs := range statuses {
 		if w := cs.State.Waiting; w != nil && hopeless[w.Reason] {
 			return done(runner.Failure(ReasonImagePullFailed, "container %s: %s: %s", cs.Name, w.Reason, w.Message)), true
@@ -122,9 +122,14 @@ func containerStatus(list []corev1.ContainerStatus, name string) *corev1.Contain
 	return nil
 }
 
+// allStatuses lists the Pod's init container statuses, then its containers'.
+func allStatuses(pod *corev1.Pod) []corev1.ContainerStatus {
+	return append(append([]corev1.ContainerStatus{}, pod.Status.InitContainerStatuses...), pod.Status.ContainerStatuses...)
+}
+
 // describeWaiting says what a Pod that has not started waits for.
 func describeWaiting(pod *corev1.Pod) string {
-	for _, cs := range append(append([]corev1.ContainerStatus{}, pod.Status.InitContainerStatuses...), pod.Status.ContainerStatuses...) {
+	for _, cs := range allStatuses(pod) {
 		if w := cs.State.Waiting; w != nil && w.Reason != "" {
 			return fmt.Sprintf("container %s: %s: %s", cs.Name, w.Reason, w.Message)
 		}
