@@ -57,6 +57,10 @@ type LoopReconciler struct {
 // +kubebuilder:rbac:groups=looprun.io,resources=loops,verbs=get;list;watch;delete
 // loops/status: the one status patch per reconcile.
 // +kubebuilder:rbac:groups=looprun.io,resources=loops/status,verbs=get;patch
+// loops/finalizers: owner references that block the Loop's deletion (on the
+// ConfigMaps, Pods and claim it owns) need it where the API server enforces
+// OwnerReferencesPermissionEnforcement; no finalizer is ever added.
+// +kubebuilder:rbac:groups=looprun.io,resources=loops/finalizers,verbs=update
 // configmaps: the event log segments (read uncached, so no list or watch).
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;create;update;delete
 // events: Kubernetes Events for start, completion, failure, invalid spec.
@@ -82,7 +86,7 @@ func (r *LoopReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 		}
 		return reconcile.Result{}, nil
 	}
-	logger := log.FromContext(ctx).WithValues("state", loop.Status.CurrentState, "iteration", loop.Status.Iteration)
+	logger := log.FromContext(ctx).WithValues("loop", loop.Name, "state", loop.Status.CurrentState, "iteration", loop.Status.Iteration)
 	ctx = log.IntoContext(ctx, logger)
 	if !loop.DeletionTimestamp.IsZero() {
 		r.forget(loop)

@@ -41,7 +41,7 @@ func (r *LoopReconciler) reconcileLoop(ctx context.Context, loop *v1alpha1.Loop)
 	if loop.Status.Phase.IsFinished() && r.EventLog != nil {
 		r.EventLog.Forget(loop.UID) // its last append is done
 	}
-	s.announce()
+	s.announce(ctx)
 	return result, s.health, err
 }
 
@@ -162,18 +162,25 @@ func (s *step) plan(ctx context.Context) (reconcile.Result, error) {
 	return s.r.reconcileFinished(ctx, s.loop)
 }
 
-// announce emits Kubernetes Events for the step's milestones.
-func (s *step) announce() {
+// announce emits Kubernetes Events and log lines for the step's milestones;
+// transitions are logged at verbosity 1 (--zap-log-level=debug).
+func (s *step) announce(ctx context.Context) {
+	logger := log.FromContext(ctx)
 	for _, e := range s.events {
 		switch e.Type {
+		case executor.EventRoute:
+			logger.V(1).Info("Transition", "from", e.Data["from"], "to", e.Data["to"])
 		case executor.EventLoopStart:
+			logger.Info("Loop started")
 			s.r.event(s.loop, corev1.EventTypeNormal, "Started", "Start", "loop started in state %s", s.loop.Spec.Initial)
 		case executor.EventSpecChanged:
 			s.r.event(s.loop, corev1.EventTypeNormal, "SpecChanged", "Update", "spec generation %d applies from the next state", s.loop.Generation)
 		case executor.EventActionRestarted:
+			logger.Info("Action restarted: the process running it was lost", "actionState", e.Data["state"])
 			s.r.event(s.loop, corev1.EventTypeWarning, "ActionRestarted", "Restart", "the action of state %v (iteration %v) runs again: the process running it was lost", e.Data["state"], e.Data["iteration"])
 		case executor.EventLoopComplete:
 			run := s.loop.Status.RunState
+			logger.Info("Loop finished", "phase", run.Phase, "terminatedBy", run.TerminatedBy, "finalState", run.CurrentState)
 			if run.Phase == v1alpha1.PhaseCompleted {
 				s.r.event(s.loop, corev1.EventTypeNormal, "Completed", "Complete", "loop completed in state %s after %d iterations", run.CurrentState, run.Iteration)
 			} else {

@@ -27,6 +27,7 @@ import (
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/runner/pod"
 	"github.com/looprun/looprun/test/kubelet"
+	"github.com/looprun/looprun/test/testenv"
 )
 
 var (
@@ -56,18 +57,12 @@ var _ = BeforeSuite(func() {
 	logf.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(v1alpha1.AddToScheme(scheme))
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		// make test sets it; a plain go test finds what hack/setup-envtest.sh built.
-		assets, _ := filepath.Abs(filepath.Join("..", "bin", "k8s"))
-		_, err := os.Stat(filepath.Join(assets, "kube-apiserver"))
-		Expect(err).NotTo(HaveOccurred(), "no envtest binaries: run make test, or hack/setup-envtest.sh")
-		Expect(os.Setenv("KUBEBUILDER_ASSETS", assets)).To(Succeed())
-	}
+	_, err := testenv.UseAssets()
+	Expect(err).NotTo(HaveOccurred())
 	testEnv = &envtest.Environment{
 		CRDDirectoryPaths:     []string{filepath.Join("..", "config", "crd", "bases")},
 		ErrorIfCRDPathMissing: true,
 	}
-	var err error
 	cfg, err = testEnv.Start()
 	Expect(err).NotTo(HaveOccurred())
 	k8sClient, err = client.New(cfg, client.Options{Scheme: scheme})

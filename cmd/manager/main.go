@@ -2,16 +2,25 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"flag"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
+	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/looprun/looprun/api/v1alpha1"
@@ -26,67 +35,139 @@ const (
 	DefaultRunnerImage     = "docker.io/library/bash:5.2"
 )
 
-func main() {
-	var (
-		metricsAddr, probeAddr, localWorkdir string
-		leaderElect, allowLocal              bool
-		segmentBytes, workers                int
-		maxEventBytes                        int64
-	)
-	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "address of the metrics endpoint (0 disables it)")
-	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address of the health and readiness probes")
-	flag.BoolVar(&leaderElect, "leader-elect", false, "elect a leader, so that only one of several replicas runs Loops")
-	flag.BoolVar(&allowLocal, "allow-local-actions", false,
-		"run actions as processes of the operator itself (development only: they run with the operator's identity)")
-	flag.StringVar(&localWorkdir, "local-workdir", filepath.Join(os.TempDir(), "looprun"), "working directories of local actions, one per Loop")
-	flag.IntVar(&segmentBytes, "event-segment-bytes", eventlog.DefaultSegmentBytes, "size cap of one event-log ConfigMap")
-	flag.Int64Var(&maxEventBytes, "max-event-bytes", 0, "delete the oldest event-log segments of a Loop past this size (0 keeps all)")
-	flag.IntVar(&workers, "max-concurrent-reconciles", 4, "Loops reconciled at once")
-	pods := pod.Options{OperatorNamespace: os.Getenv("POD_NAMESPACE"), OperatorServiceAccount: os.Getenv("SERVICE_ACCOUNT_NAME")}
-	flag.StringVar(&pods.Images.Entrypoint, "entrypoint-image", DefaultEntrypointImage, "image holding /entrypoint, copied into every action Pod")
-	flag.StringVar(&pods.Images.Runner, "runner-image", DefaultRunnerImage, "image of shell actions when a Loop sets no spec.runner.image")
-	flag.StringVar(&pods.Images.Agent, "agent-image", "", "image of agent actions when a Loop sets no spec.agent.image (default: the runner image)")
-	flag.DurationVar(&pods.StartAllowance, "pod-start-timeout", pod.DefaultStartAllowance, "how long an action Pod may take to start before its step fails")
-	opts := zap.Options{}
-	opts.BindFlags(flag.CommandLine)
-	flag.Parse()
-	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
-	log := ctrl.Log.WithName("setup")
+// settings are the manager's command-line flags.
+type settings struct {
+	metricsAddr, probeAddr string
+	metricsSecure          bool
+	leaderElect            bool
+	watchNamespaces        []string
+	reconciler             controllers.Config
+	zap                    zap.Options
+}
 
+// parseFlags reads the command line. The entrypoint image defaults to
+// $LOOPRUN_ENTRYPOINT_IMAGE, which kustomize sets to the manager's own image.
+func parseFlags(args []string, getenv func(string) string) (*settings, error) {
+	s := &settings{}
+	fs := flag.NewFlagSet("manager", flag.ContinueOnError)
+	fs.StringVar(&s.metricsAddr, "metrics-bind-address", "0", "address of the metrics endpoint, e.g. :8443 (0 disables it)")
+	fs.BoolVar(&s.metricsSecure, "metrics-secure", true,
+		"serve metrics over HTTPS to clients the API server authenticates and authorizes (get on the /metrics URL)")
+	fs.StringVar(&s.probeAddr, "health-probe-bind-address", ":8081", "address of the health and readiness probes")
+	fs.BoolVar(&s.leaderElect, "leader-elect", false, "elect a leader, so that only one of several replicas runs Loops")
+	var watch string
+	fs.StringVar(&watch, "watch-namespaces", "", "comma-separated namespaces whose Loops this operator runs (empty: all)")
+	c := &s.reconciler
+	fs.BoolVar(&c.AllowLocalActions, "allow-local-actions", false,
+		"run actions as processes of the operator itself (development only: they run with the operator's identity)")
+	fs.StringVar(&c.LocalWorkdir, "local-workdir", filepath.Join(os.TempDir(), "looprun"), "working directories of local actions, one per Loop")
+	fs.IntVar(&c.SegmentBytes, "event-segment-bytes", eventlog.DefaultSegmentBytes, "size cap of one event-log ConfigMap")
+	fs.Int64Var(&c.MaxEventBytes, "max-event-bytes", 0, "delete the oldest event-log segments of a Loop past this size (0 keeps all)")
+	fs.IntVar(&c.Workers, "max-concurrent-reconciles", 4, "Loops reconciled at once")
+	c.Pods = pod.Options{OperatorNamespace: getenv("POD_NAMESPACE"), OperatorServiceAccount: getenv("SERVICE_ACCOUNT_NAME")}
+	entrypoint := getenv("LOOPRUN_ENTRYPOINT_IMAGE")
+	if entrypoint == "" {
+		entrypoint = DefaultEntrypointImage
+	}
+	fs.StringVar(&c.Pods.Images.Entrypoint, "entrypoint-image", entrypoint, "image holding /entrypoint, copied into every action Pod")
+	fs.StringVar(&c.Pods.Images.Runner, "runner-image", DefaultRunnerImage, "image of shell actions when a Loop sets no spec.runner.image")
+	fs.StringVar(&c.Pods.Images.Agent, "agent-image", "", "image of agent actions when a Loop sets no spec.agent.image (default: the runner image)")
+	fs.DurationVar(&c.Pods.StartAllowance, "pod-start-timeout", pod.DefaultStartAllowance, "how long an action Pod may take to start before its step fails")
+	// Logs are JSON lines unless --zap-devel; --zap-log-level sets the level.
+	s.zap.BindFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	for ns := range strings.SplitSeq(watch, ",") {
+		if ns = strings.TrimSpace(ns); ns != "" {
+			s.watchNamespaces = append(s.watchNamespaces, ns)
+		}
+	}
+	return s, nil
+}
+
+// logger builds the manager's logger: JSON lines (time, level, logger, msg
+// and the keys of each message, such as loop, state and iteration).
+func (s *settings) logger(w io.Writer) logr.Logger {
+	return zap.New(zap.UseFlagOptions(&s.zap), zap.WriteTo(w))
+}
+
+// options builds the manager's options.
+func (s *settings) options() ctrl.Options {
+	cacheOpts, clientOpts := controllers.CacheOptions()
+	if len(s.watchNamespaces) > 0 {
+		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
+		for _, ns := range s.watchNamespaces {
+			cacheOpts.DefaultNamespaces[ns] = cache.Config{}
+		}
+	}
+	metrics := metricsserver.Options{BindAddress: s.metricsAddr, SecureServing: s.metricsSecure}
+	if s.metricsSecure {
+		metrics.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(v1alpha1.AddToScheme(scheme))
-
-	cacheOpts, clientOpts := controllers.CacheOptions()
-	mgr, err := ctrl.NewManager(controllers.RestConfig(ctrl.GetConfigOrDie()), ctrl.Options{
+	return ctrl.Options{
 		Scheme:                 scheme,
-		Metrics:                metricsserver.Options{BindAddress: metricsAddr},
-		HealthProbeBindAddress: probeAddr,
-		LeaderElection:         leaderElect,
+		Metrics:                metrics,
+		HealthProbeBindAddress: s.probeAddr,
+		LeaderElection:         s.leaderElect,
 		LeaderElectionID:       "looprun-manager.looprun.io",
 		Cache:                  cacheOpts,
 		Client:                 clientOpts,
-	})
+	}
+}
+
+func main() {
+	s, err := parseFlags(os.Args[1:], os.Getenv)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(0)
+		}
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	if err := run(ctrl.SetupSignalHandler(), s, ctrl.GetConfigOrDie(), os.Stderr); err != nil {
+		os.Exit(1)
+	}
+}
+
+// run runs the operator until ctx ends, logging to logw.
+func run(ctx context.Context, s *settings, cfg *rest.Config, logw io.Writer) error {
+	ctrl.SetLogger(s.logger(logw))
+	log := ctrl.Log.WithName("setup")
+	mgr, err := ctrl.NewManager(controllers.RestConfig(cfg), s.options())
 	if err != nil {
 		log.Error(err, "Unable to create the manager")
-		os.Exit(1)
+		return err
 	}
-	r := controllers.NewReconciler(mgr, controllers.Config{AllowLocalActions: allowLocal, LocalWorkdir: localWorkdir,
-		SegmentBytes: segmentBytes, MaxEventBytes: maxEventBytes, Workers: workers, Pods: pods})
-	if err := r.SetupWithManager(mgr); err != nil {
+	if err := controllers.NewReconciler(mgr, s.reconciler).SetupWithManager(mgr); err != nil {
 		log.Error(err, "Unable to set up the Loop controller")
-		os.Exit(1)
+		return err
 	}
-	utilruntime.Must(mgr.AddHealthzCheck("healthz", healthz.Ping))
-	utilruntime.Must(mgr.AddReadyzCheck("readyz", healthz.Ping))
-	if allowLocal {
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return err
+	}
+	if s.reconciler.AllowLocalActions {
 		log.Info("Actions run as processes of the operator (--allow-local-actions): for development only")
 	} else {
-		log.Info("Actions run as Pods", "entrypointImage", pods.Images.Entrypoint, "runnerImage", pods.Images.Runner)
+		log.Info("Actions run as Pods", "entrypointImage", s.reconciler.Pods.Images.Entrypoint,
+			"runnerImage", s.reconciler.Pods.Images.Runner)
+	}
+	if len(s.watchNamespaces) > 0 {
+		log.Info("Watching only some namespaces", "namespaces", s.watchNamespaces)
 	}
 	log.Info("Starting the manager")
-	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
+	if err := mgr.Start(ctx); err != nil {
 		log.Error(err, "Manager stopped")
-		os.Exit(1)
+		return err
 	}
+	return nil
 }

@@ -22,16 +22,13 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/looprun/looprun/internal/entrypoint"
+	"github.com/looprun/looprun/test/testenv"
 )
 
 func TestKubeletRunsPods(t *testing.T) {
 	logf.SetLogger(logr.Discard())
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		assets, _ := filepath.Abs(filepath.Join("..", "..", "bin", "k8s"))
-		if _, err := os.Stat(filepath.Join(assets, "kube-apiserver")); err != nil {
-			t.Fatal("no envtest binaries: run make test, or hack/setup-envtest.sh")
-		}
-		t.Setenv("KUBEBUILDER_ASSETS", assets)
+	if _, err := testenv.UseAssets(); err != nil {
+		t.Fatal(err)
 	}
 	dir := t.TempDir()
 	ep := filepath.Join(dir, "entrypoint")

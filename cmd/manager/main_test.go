@@ -1,0 +1,278 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/yaml"
+
+	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/test/testenv"
+)
+
+func TestParseFlags(t *testing.T) {
+	env := map[string]string{"LOOPRUN_ENTRYPOINT_IMAGE": "registry.example/looprun:v1", "POD_NAMESPACE": "looprun-system"}
+	s, err := parseFlags([]string{"--watch-namespaces", " team-a,,team-b ", "--zap-log-level=debug"}, func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(s.watchNamespaces, "|"); got != "team-a|team-b" {
+		t.Errorf("watch namespaces = %q", got)
+	}
+	if s.reconciler.Pods.Images.Entrypoint != "registry.example/looprun:v1" {
+		t.Errorf("entrypoint image = %q, want the one of $LOOPRUN_ENTRYPOINT_IMAGE", s.reconciler.Pods.Images.Entrypoint)
+	}
+	if s.reconciler.Pods.OperatorNamespace != "looprun-system" || s.reconciler.AllowLocalActions || !s.metricsSecure {
+		t.Errorf("defaults: %+v, metrics secure %v", s.reconciler, s.metricsSecure)
+	}
+	if _, err := parseFlags([]string{"extra"}, func(string) string { return "" }); err == nil {
+		t.Error("a stray argument was accepted")
+	}
+}
+
+// syncBuffer is a log sink the manager writes from several goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+const testLoop = `
+apiVersion: looprun.io/v1alpha1
+kind: Loop
+metadata: {name: hello}
+spec:
+  initial: greet
+  states:
+    greet: {action: "echo hello", next: done}
+    done: {terminal: true}
+`
+
+// TestManager runs the manager as the binary does against an envtest API
+// server: only watched namespaces are served, logs are JSON lines with loop,
+// state and iteration keys, and metrics answer only authorized clients.
+func TestManager(t *testing.T) {
+	if _, err := testenv.UseAssets(); err != nil {
+		t.Fatal(err)
+	}
+	root, err := testenv.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := &envtest.Environment{CRDDirectoryPaths: []string{filepath.Join(root, "config", "crd", "bases")}, ErrorIfCRDPathMissing: true}
+	cfg, err := env.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = env.Stop() }()
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(v1alpha1.AddToScheme(scheme))
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	metricsAddr := freeAddress(t)
+	s, err := parseFlags([]string{"--allow-local-actions", "--local-workdir", t.TempDir(), "--watch-namespaces", "watched",
+		"--metrics-bind-address", metricsAddr, "--health-probe-bind-address", "0"}, func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncBuffer{}
+	done := make(chan error, 1)
+	runCtx, stop := context.WithCancel(ctx)
+	go func() { done <- run(runCtx, s, cfg, logs) }()
+	defer func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	}()
+
+	for _, ns := range []string{"watched", "other"} {
+		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			t.Fatal(err)
+		}
+		loop := &v1alpha1.Loop{}
+		if err := yaml.Unmarshal([]byte(testLoop), loop); err != nil {
+			t.Fatal(err)
+		}
+		loop.Namespace = ns
+		if err := c.Create(ctx, loop); err != nil {
+			t.Fatal(err)
+		}
+	}
+	watched := waitPhase(ctx, t, c, "watched", v1alpha1.PhaseCompleted)
+	if watched.Status.Iteration != 1 {
+		t.Errorf("iteration = %d, want 1", watched.Status.Iteration)
+	}
+	other := &v1alpha1.Loop{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "other", Name: "hello"}, other); err != nil {
+		t.Fatal(err)
+	}
+	if other.Status.Phase != "" {
+		t.Errorf("a Loop outside --watch-namespaces ran: phase %q", other.Status.Phase)
+	}
+
+	t.Run("JSON logs", func(t *testing.T) { checkLogs(t, logs.String()) })
+	t.Run("secured metrics", func(t *testing.T) { checkMetrics(ctx, t, c, kubernetes.NewForConfigOrDie(cfg), metricsAddr) })
+}
+
+func waitPhase(ctx context.Context, t *testing.T, c client.Client, ns string, phase v1alpha1.Phase) *v1alpha1.Loop {
+	t.Helper()
+	loop := &v1alpha1.Loop{}
+	for {
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "hello"}, loop); err != nil {
+			t.Fatal(err)
+		}
+		if loop.Status.Phase == phase {
+			return loop
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("Loop %s/hello is %q, never %q", ns, loop.Status.Phase, phase)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// checkLogs wants every line to be a JSON object and the reconciler's lines
+// to name the loop, its state and its iteration.
+func checkLogs(t *testing.T, logs string) {
+	var keyed int
+	sc := bufio.NewScanner(strings.NewReader(logs))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var line map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
+			t.Fatalf("not a JSON log line: %s", sc.Text())
+		}
+		for _, k := range []string{"ts", "level", "msg"} {
+			if _, ok := line[k]; !ok {
+				t.Errorf("log line without %q: %s", k, sc.Text())
+			}
+		}
+		if line["loop"] == "hello" && line["namespace"] == "watched" {
+			if _, ok := line["state"]; !ok {
+				t.Errorf("loop line without state: %s", sc.Text())
+			}
+			if _, ok := line["iteration"]; !ok {
+				t.Errorf("loop line without iteration: %s", sc.Text())
+			}
+			keyed++
+		}
+	}
+	if keyed == 0 {
+		t.Errorf("no log line names loop hello; logs:\n%s", logs)
+	}
+}
+
+// checkMetrics scrapes /metrics as nobody, as a service account without the
+// right, and as one bound to a role allowed to get /metrics.
+func checkMetrics(ctx context.Context, t *testing.T, c client.Client, cs kubernetes.Interface, addr string) {
+	url := "https://" + addr + "/metrics"
+	scrape := func(token string) (int, string) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		// The endpoint serves a self-signed certificate unless given one.
+		hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = resp.Body.Close() }()
+		var b bytes.Buffer
+		_, _ = b.ReadFrom(resp.Body)
+		return resp.StatusCode, b.String()
+	}
+	token := func(sa string) string {
+		if err := c.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "watched", Name: sa}}); err != nil {
+			t.Fatal(err)
+		}
+		tr, err := cs.CoreV1().ServiceAccounts("watched").CreateToken(ctx, sa, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tr.Status.Token
+	}
+	if code, _ := scrape(""); code != http.StatusUnauthorized {
+		t.Errorf("anonymous scrape: HTTP %d, want 401", code)
+	}
+	if code, _ := scrape(token("stranger")); code != http.StatusForbidden {
+		t.Errorf("scrape without the right: HTTP %d, want 403", code)
+	}
+	reader := token("prometheus")
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "looprun-metrics-reader"},
+		Rules: []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}}}
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "prometheus-looprun"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: "watched", Name: "prometheus"}}}
+	for _, o := range []client.Object{role, binding} {
+		if err := c.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Authorization decisions are cached for a while; wait for the new one.
+	var code int
+	var body string
+	for range 100 {
+		if code, body = scrape(reader); code == http.StatusOK {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if code != http.StatusOK {
+		t.Fatalf("authorized scrape: HTTP %d", code)
+	}
+	for _, m := range []string{"looprun_transitions_total", "looprun_loops_running"} {
+		if !strings.Contains(body, m) {
+			t.Errorf("metrics lack %s", m)
+		}
+	}
+}
+
+func freeAddress(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Close() }()
+	return fmt.Sprint(l.Addr())
+}
