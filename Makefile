@@ -5,6 +5,12 @@ SHELL := /usr/bin/env bash -o pipefail
 LOCALBIN ?= $(CURDIR)/bin
 CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen
 GOLANGCI_LINT ?= $(LOCALBIN)/golangci-lint
+HELM ?= $(LOCALBIN)/helm
+CRD_REF_DOCS ?= $(LOCALBIN)/crd-ref-docs
+KUBECTL ?= $(LOCALBIN)/k8s/kubectl
+HELM_VERSION ?= v3.22.0
+CRD_REF_DOCS_VERSION ?= v0.3.0
+IMG ?= ghcr.io/looprun/looprun:latest
 CONTROLLER_TOOLS_VERSION ?= v0.21.0
 GOLANGCI_LINT_VERSION ?= v2.15.0
 FUZZTIME ?= 30s
@@ -17,6 +23,7 @@ all: build
 .PHONY: manifests
 manifests: controller-gen ## Generate the CRD and RBAC manifests.
 	$(CONTROLLER_GEN) rbac:roleName=manager-role crd:allowDangerousTypes=true paths="./..." output:crd:artifacts:config=config/crd/bases
+	hack/sync-chart.sh
 
 .PHONY: generate
 generate: controller-gen ## Generate DeepCopy methods.
@@ -35,19 +42,29 @@ lint: golangci-lint ## Run golangci-lint.
 	$(GOLANGCI_LINT) run ./...
 
 .PHONY: test
-test: verify envtest ## Run every check and test (what CI runs).
-	KUBEBUILDER_ASSETS="$$(hack/setup-envtest.sh)" go test -race -count=1 ./...
+test: verify envtest helm ## Run every check and test (what CI runs).
+	HELM=$(HELM) KUBEBUILDER_ASSETS="$$(hack/setup-envtest.sh)" go test -race -count=1 ./...
 
 .PHONY: envtest
 envtest: ## Build kube-apiserver, etcd and kubectl for the tests into bin/k8s (once).
 	hack/setup-envtest.sh >/dev/null
 
 .PHONY: verify
-verify: verify-generated fmt-check vet lint ## Generated code fresh, formatting, vet, lint.
+verify: verify-generated fmt-check vet lint chart-lint ## Generated code and docs fresh, formatting, vet, lint, chart.
 
 .PHONY: verify-generated
-verify-generated: controller-gen ## Fail when generated code or manifests are stale.
+verify-generated: controller-gen crd-ref-docs ## Fail when generated code, manifests or the API reference are stale.
 	hack/verify-generated.sh
+
+.PHONY: docs
+docs: crd-ref-docs ## Generate the API reference (docs/reference/api.md) from the Go types.
+	$(CRD_REF_DOCS) --source-path=api/v1alpha1 --config=hack/crd-ref-docs/config.yaml --renderer=markdown \
+		--output-path=docs/reference/api.md --log-level=ERROR
+
+.PHONY: chart-lint
+chart-lint: helm ## helm lint and helm template the chart (test/chart checks what it renders).
+	$(HELM) lint --strict charts/looprun
+	$(HELM) template looprun charts/looprun --namespace looprun-system >/dev/null
 
 .PHONY: fmt-check
 fmt-check: ## Fail when a Go file is not gofmt-formatted.
@@ -82,6 +99,16 @@ run: ## Run the operator against the dev cluster, with local actions.
 demo: ## Dev cluster + operator + config/samples: watch a Loop run to completion.
 	hack/demo.sh
 
+##@ Deployment
+
+.PHONY: deploy
+deploy: ## Deploy the operator (config/default) with image IMG to the current kubeconfig's cluster.
+	IMG=$(IMG) KUBECTL=$(KUBECTL) hack/deploy.sh apply
+
+.PHONY: undeploy
+undeploy: ## Remove what make deploy created, Loops included.
+	IMG=$(IMG) KUBECTL=$(KUBECTL) hack/deploy.sh delete
+
 .PHONY: bench
 bench: ## Run the benchmarks (see bench/RESULTS.md).
 	bash bench/run.sh
@@ -100,6 +127,16 @@ $(CONTROLLER_GEN): | $(LOCALBIN)
 golangci-lint: $(GOLANGCI_LINT)
 $(GOLANGCI_LINT): | $(LOCALBIN)
 	GOBIN=$(LOCALBIN) go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
+
+.PHONY: helm
+helm: $(HELM)
+$(HELM): | $(LOCALBIN)
+	GOBIN=$(LOCALBIN) go install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+
+.PHONY: crd-ref-docs
+crd-ref-docs: $(CRD_REF_DOCS)
+$(CRD_REF_DOCS): | $(LOCALBIN)
+	GOBIN=$(LOCALBIN) go install github.com/elastic/crd-ref-docs@$(CRD_REF_DOCS_VERSION)
 
 .PHONY: help
 help: ## Show this help.

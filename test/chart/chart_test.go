@@ -1,0 +1,352 @@
+// Package chart checks what the Helm chart and config/default render: the
+// rights the operator gets, how its Pod runs, that local actions are off
+// unless asked for, and that a real API server accepts every object.
+package chart
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/yaml"
+
+	"github.com/looprun/looprun/test/testenv"
+)
+
+// manifest is a rendered set of objects, by kind.
+type manifest struct {
+	objects []*unstructured.Unstructured
+}
+
+func parse(t *testing.T, rendered []byte) *manifest {
+	t.Helper()
+	m := &manifest{}
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(rendered), 4096)
+	for {
+		var o map[string]any
+		if err := dec.Decode(&o); err != nil {
+			if errors.Is(err, io.EOF) {
+				return m
+			}
+			t.Fatalf("rendered YAML: %v", err)
+		}
+		if o != nil {
+			m.objects = append(m.objects, &unstructured.Unstructured{Object: o})
+		}
+	}
+}
+
+func (m *manifest) all(kind string) []*unstructured.Unstructured {
+	var out []*unstructured.Unstructured
+	for _, o := range m.objects {
+		if o.GetKind() == kind {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// one converts the only object of a kind whose name ends with suffix.
+func one[T any](t *testing.T, m *manifest, kind, suffix string) *T {
+	t.Helper()
+	var found []*unstructured.Unstructured
+	for _, o := range m.all(kind) {
+		if strings.HasSuffix(o.GetName(), suffix) {
+			found = append(found, o)
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("%d %s objects named *%s, want 1", len(found), kind, suffix)
+	}
+	out := new(T)
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(found[0].Object, out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func repoRoot(t *testing.T) string {
+	root, err := testenv.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+func helm(t *testing.T, args ...string) []byte {
+	t.Helper()
+	root := repoRoot(t)
+	bin := os.Getenv("HELM")
+	if bin == "" {
+		bin = filepath.Join(root, "bin", "helm")
+	}
+	if _, err := os.Stat(bin); err != nil {
+		t.Fatalf("no helm at %s: run make helm (make test does)", bin)
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Dir = root
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("helm %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	return out
+}
+
+func render(t *testing.T, set ...string) *manifest {
+	args := []string{"template", "looprun", "charts/looprun", "--namespace", "looprun-system", "--include-crds"}
+	for _, s := range set {
+		args = append(args, "--set", s)
+	}
+	return parse(t, helm(t, args...))
+}
+
+func kustomize(t *testing.T, img string) *manifest {
+	t.Helper()
+	assets, err := testenv.UseAssets()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(filepath.Join(repoRoot(t), "hack", "deploy.sh"), "render")
+	cmd.Env = append(os.Environ(), "IMG="+img, "KUBECTL="+filepath.Join(assets, "kubectl"))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("hack/deploy.sh render: %v\n%s", err, stderr.String())
+	}
+	return parse(t, out)
+}
+
+// generatedRules are the manager's rules that controller-gen wrote from the
+// +kubebuilder:rbac markers.
+func generatedRules(t *testing.T) []rbacv1.PolicyRule {
+	b, err := os.ReadFile(filepath.Join(repoRoot(t), "config", "rbac", "role.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var role rbacv1.ClusterRole
+	if err := yaml.Unmarshal(b, &role); err != nil {
+		t.Fatal(err)
+	}
+	return role.Rules
+}
+
+func managerContainer(t *testing.T, d *appsv1.Deployment) corev1.Container {
+	for _, c := range d.Spec.Template.Spec.Containers {
+		if c.Name == "manager" {
+			return c
+		}
+	}
+	t.Fatal("no manager container")
+	return corev1.Container{}
+}
+
+func TestHelmLint(t *testing.T) {
+	helm(t, "lint", "--strict", "charts/looprun")
+}
+
+func TestChartDefaults(t *testing.T) {
+	m := render(t)
+	role := one[rbacv1.ClusterRole](t, m, "ClusterRole", "-manager")
+	if !equalRules(role.Rules, generatedRules(t)) {
+		t.Errorf("the chart's manager rules differ from the markers' (run make manifests):\n%v", role.Rules)
+	}
+	checkLeastPrivilege(t, role.Rules)
+	if n := len(m.all("ClusterRoleBinding")); n != 2 { // manager, metrics auth
+		t.Errorf("%d ClusterRoleBindings, want 2", n)
+	}
+
+	d := one[appsv1.Deployment](t, m, "Deployment", "looprun")
+	c := managerContainer(t, d)
+	checkPodSecurity(t, d, c)
+	for _, want := range []string{"--leader-elect", "--metrics-secure", "--metrics-bind-address=:8443",
+		"--entrypoint-image=ghcr.io/looprun/looprun:0.1.0", "--runner-image=docker.io/library/bash:5.2", "--zap-log-level=info"} {
+		if !slices.Contains(c.Args, want) {
+			t.Errorf("manager args lack %s: %v", want, c.Args)
+		}
+	}
+	if slices.Contains(c.Args, "--allow-local-actions") {
+		t.Error("local actions are on by default")
+	}
+	if c.Image != "ghcr.io/looprun/looprun:0.1.0" || !slices.Equal(c.Command, []string{"/manager"}) {
+		t.Errorf("image %s command %v", c.Image, c.Command)
+	}
+	if c.LivenessProbe == nil || c.ReadinessProbe == nil {
+		t.Error("the manager needs liveness and readiness probes")
+	}
+	svc := one[corev1.Service](t, m, "Service", "-metrics")
+	if svc.Spec.Ports[0].Port != 8443 {
+		t.Errorf("metrics service port %d", svc.Spec.Ports[0].Port)
+	}
+	crd := one[apiextensionsv1.CustomResourceDefinition](t, m, "CustomResourceDefinition", "loops.looprun.io")
+	if crd.Spec.Names.ShortNames[0] != "lp" {
+		t.Errorf("CRD short names %v", crd.Spec.Names.ShortNames)
+	}
+}
+
+func TestChartValues(t *testing.T) {
+	m := render(t, "allowLocalActions=true", "watchNamespaces={team-a,team-b}", "image.tag=v9", "entrypointImage=registry.example/entry:v9",
+		"agent.image=registry.example/agent:1", "logLevel=debug", "replicas=2", "metrics.enabled=false")
+	d := one[appsv1.Deployment](t, m, "Deployment", "looprun")
+	c := managerContainer(t, d)
+	for _, want := range []string{"--allow-local-actions", "--watch-namespaces=team-a,team-b", "--entrypoint-image=registry.example/entry:v9",
+		"--agent-image=registry.example/agent:1", "--zap-log-level=debug", "--metrics-bind-address=0"} {
+		if !slices.Contains(c.Args, want) {
+			t.Errorf("manager args lack %s: %v", want, c.Args)
+		}
+	}
+	if c.Image != "ghcr.io/looprun/looprun:v9" || *d.Spec.Replicas != 2 {
+		t.Errorf("image %s, replicas %d", c.Image, *d.Spec.Replicas)
+	}
+	// Watching some namespaces grants the manager's rights there only.
+	var bound []string
+	for _, o := range m.all("RoleBinding") {
+		if strings.HasSuffix(o.GetName(), "-manager") {
+			bound = append(bound, o.GetNamespace())
+		}
+	}
+	slices.Sort(bound)
+	if !slices.Equal(bound, []string{"team-a", "team-b"}) {
+		t.Errorf("manager RoleBindings in %v, want team-a and team-b", bound)
+	}
+	if n := len(m.all("ClusterRoleBinding")); n != 0 {
+		t.Errorf("%d ClusterRoleBindings with watched namespaces and no metrics, want 0", n)
+	}
+	if n := len(m.all("Service")); n != 0 {
+		t.Errorf("a metrics Service with metrics disabled")
+	}
+}
+
+func TestKustomizeMatchesChart(t *testing.T) {
+	m := kustomize(t, "registry.example:5000/team/looprun:v1.2.3")
+	role := one[rbacv1.ClusterRole](t, m, "ClusterRole", "-manager-role")
+	if !equalRules(role.Rules, generatedRules(t)) {
+		t.Error("config/default's manager rules differ from the markers'")
+	}
+	d := one[appsv1.Deployment](t, m, "Deployment", "controller-manager")
+	c := managerContainer(t, d)
+	checkPodSecurity(t, d, c)
+	if c.Image != "registry.example:5000/team/looprun:v1.2.3" {
+		t.Errorf("make deploy IMG=... gave image %s", c.Image)
+	}
+	for _, e := range c.Env {
+		if e.Name == "LOOPRUN_ENTRYPOINT_IMAGE" && e.Value != c.Image {
+			t.Errorf("entrypoint image %s, operator image %s: make deploy IMG=... sets both", e.Value, c.Image)
+		}
+	}
+	if slices.Contains(c.Args, "--allow-local-actions") || !slices.Contains(c.Args, "--leader-elect") {
+		t.Errorf("config/default args %v", c.Args)
+	}
+}
+
+// TestAPIServerAccepts creates everything both installs render, dry-run,
+// on a real API server: schemas, RBAC and the CRD must all validate.
+func TestAPIServerAccepts(t *testing.T) {
+	if _, err := testenv.UseAssets(); err != nil {
+		t.Fatal(err)
+	}
+	env := &envtest.Environment{}
+	cfg, err := env.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = env.Stop() }()
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, ns := range []string{"looprun-system", "team-a", "team-b"} {
+		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sets := map[string]*manifest{
+		"chart defaults":      render(t),
+		"chart with values":   render(t, "watchNamespaces={team-a,team-b}", "allowLocalActions=true"),
+		"kustomize (IMG=...)": kustomize(t, "registry.example/looprun:v1"),
+	}
+	for name, m := range sets {
+		for _, o := range m.objects {
+			if o.GetKind() == "Namespace" {
+				continue // created above
+			}
+			if err := c.Create(ctx, o.DeepCopy(), client.DryRunAll); err != nil {
+				t.Errorf("%s: %s %s: %v", name, o.GetKind(), o.GetName(), err)
+			}
+		}
+	}
+}
+
+// checkLeastPrivilege: no wildcards, no escalation verbs, Secrets read one
+// at a time by name only.
+func checkLeastPrivilege(t *testing.T, rules []rbacv1.PolicyRule) {
+	for _, r := range rules {
+		for _, v := range append(append(slices.Clone(r.Verbs), r.Resources...), r.APIGroups...) {
+			if v == "*" {
+				t.Errorf("wildcard in rule %v", r)
+			}
+		}
+		for _, v := range r.Verbs {
+			if v == "escalate" || v == "bind" || v == "impersonate" {
+				t.Errorf("verb %s in rule %v", v, r)
+			}
+		}
+		if slices.Contains(r.Resources, "secrets") && !slices.Equal(r.Verbs, []string{"get"}) {
+			t.Errorf("secrets verbs %v, want get only", r.Verbs)
+		}
+	}
+}
+
+func checkPodSecurity(t *testing.T, d *appsv1.Deployment, c corev1.Container) {
+	ps := d.Spec.Template.Spec.SecurityContext
+	if ps == nil || ps.RunAsNonRoot == nil || !*ps.RunAsNonRoot || ps.SeccompProfile == nil || ps.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		t.Errorf("pod security context %+v", ps)
+	}
+	sc := c.SecurityContext
+	if sc == nil || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation || sc.ReadOnlyRootFilesystem == nil ||
+		!*sc.ReadOnlyRootFilesystem || sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) {
+		t.Errorf("container security context %+v", sc)
+	}
+	for _, e := range []string{"POD_NAMESPACE", "SERVICE_ACCOUNT_NAME"} {
+		if !slices.ContainsFunc(c.Env, func(v corev1.EnvVar) bool { return v.Name == e && v.ValueFrom != nil }) {
+			t.Errorf("the manager lacks %s from the downward API (it refuses action Pods its own identity with it)", e)
+		}
+	}
+}
+
+func equalRules(a, b []rbacv1.PolicyRule) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if !slices.Equal(a[i].APIGroups, b[i].APIGroups) || !slices.Equal(a[i].Resources, b[i].Resources) ||
+			!slices.Equal(a[i].Verbs, b[i].Verbs) || !slices.Equal(a[i].NonResourceURLs, b[i].NonResourceURLs) {
+			return false
+		}
+	}
+	return true
+}
