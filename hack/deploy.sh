@@ -46,7 +46,7 @@ YAML
 case ${1:-} in
 render) "$kubectl" kustomize "$overlay" ;;
 apply) "$kubectl" kustomize "$overlay" | "$kubectl" apply --server-side -f - ;;
-delete) "$kubectl" kustomize "$overlay" | "$kubectl" delete --ignore-not-found -f - ;;
+delete) "$kubectl" kustomize "$overlay" | "$kubectl" delete --ignore-not-found --wait=false -f - ;;
 *)
 	echo "usage: $0 apply|delete|render" >&2
 	exit 2
