@@ -245,7 +245,17 @@ var _ = Describe("Loop validation at apply", func() {
 			st := s.States["check"]
 			st.MaxRetries = i32(2)
 			s.States["check"] = st
-		}, "spec.states[check]: Invalid value: maxRetries and onRetryExhausted go together"),
+		}, "spec.states[check]: Invalid value: maxRetries needs onRetryExhausted"),
+		Entry("onRetryExhausted without maxRetries or retryPolicy", func(s *v1alpha1.LoopSpec) {
+			st := s.States["check"]
+			st.OnRetryExhausted = "done"
+			s.States["check"] = st
+		}, "spec.states[check]: Invalid value: onRetryExhausted needs maxRetries or retryPolicy"),
+		Entry("a retry policy without a limit", func(s *v1alpha1.LoopSpec) {
+			st := s.States["check"]
+			st.RetryPolicy = &v1alpha1.RetryPolicy{Factor: i32(20)}
+			s.States["check"] = st
+		}, "spec.states.check.retryPolicy.factor: Invalid value: 20: spec.states.check.retryPolicy.factor in body should be less than or equal to 10"),
 		Entry("an unknown evaluator", func(s *v1alpha1.LoopSpec) {
 			st := s.States["check"]
 			st.Evaluate = &v1alpha1.Evaluate{Type: "diff_stall"}

@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -173,6 +175,71 @@ var _ = Describe("Actions as Pods", func() {
 			Expect(string(loop.Status.LastResult.Details.Raw)).To(ContainSubstring("ErrImagePull"))
 			// The Pod is gone, so it can never run the action late.
 			Eventually(func() []corev1.Pod { return loopPods(ns, "pull") }).Should(BeEmpty())
+		})
+
+		It("retries a transient failure with backoff, then escalates", func() {
+			spec := v1alpha1.LoopSpec{Initial: "build", States: map[string]v1alpha1.State{
+				"build": {Action: "make", OnSuccess: "done", OnError: "alert", RetryPolicy: &v1alpha1.RetryPolicy{
+					Limit: 2, Backoff: dur(time.Second), Factor: new(int32(3))}},
+				"done":  {Terminal: true},
+				"alert": {Terminal: true},
+			}}
+			spec.Runner = &v1alpha1.RunnerSpec{Image: neverStartsImage}
+			loop := waitFinished(createLoop(ns, "retry", spec))
+			Expect(loop.Status.Phase).To(Equal(v1alpha1.PhaseFailed))
+			Expect(loop.Status.TerminatedBy).To(Equal(v1alpha1.TerminatedRetryExhausted))
+			Expect(loop.Status.CurrentState).To(Equal("build"), "onError does not take over from used-up retries")
+			Expect(loop.Status.Iteration).To(Equal(int32(1)), "retries are the same iteration")
+			stalled := meta.FindStatusCondition(loop.Status.Conditions, v1alpha1.StalledCondition)
+			Expect(stalled).NotTo(BeNil())
+			Expect(stalled.Message).To(ContainSubstring(`state "build" escalated`))
+			Expect(stalled.Message).To(ContainSubstring(pod.ReasonImagePullFailed))
+
+			// Three tries, the retries 1s and 3s after the failure before them.
+			var starts, failures []time.Time
+			var delays []any
+			for _, e := range loopEvents(loop) {
+				switch e.Type {
+				case executor.EventActionStart:
+					starts = append(starts, e.Time)
+				case executor.EventActionComplete:
+					failures = append(failures, e.Time)
+				case executor.EventActionRetry:
+					delays = append(delays, e.Data["delay_ms"])
+				}
+			}
+			Expect(fmt.Sprint(delays)).To(Equal("[1000 3000]"))
+			Expect(starts).To(HaveLen(3))
+			const slack = 10 * time.Millisecond // event times are the reconciles' clock readings
+			Expect(starts[1].Sub(failures[0])).To(BeNumerically(">=", time.Second-slack))
+			Expect(starts[2].Sub(failures[1])).To(BeNumerically(">=", 3*time.Second-slack))
+			// Each try had a Pod of its own, deleted when it gave up.
+			Eventually(func() []corev1.Pod { return loopPods(ns, "retry") }).Should(BeEmpty())
+		})
+
+		It("retries an exit code the policy lists, and goes on", func() {
+			// The test kubelet runs actions on this machine, so a host file
+			// tells the second try from the first.
+			mark := filepath.Join(GinkgoT().TempDir(), "tried")
+			spec := v1alpha1.LoopSpec{Initial: "flaky", States: map[string]v1alpha1.State{
+				"flaky": {Action: "test -e " + mark + " || { touch " + mark + "; exit 75; }; echo ok", Capture: "flaky",
+					OnSuccess: "done", OnError: "failed", RetryPolicy: &v1alpha1.RetryPolicy{Limit: 1, Backoff: dur(100 * time.Millisecond), ExitCodes: []int32{75}}},
+				"done":   {Terminal: true},
+				"failed": {Terminal: true},
+			}}
+			loop := waitFinished(createLoop(ns, "redo", spec))
+			Expect(loop.Status.CurrentState).To(Equal("done"))
+			Expect(loop.Status.Captured["flaky"].Output).To(Equal("ok"))
+			Expect(loop.Status.Iteration).To(Equal(int32(1)))
+			Expect(loop.Status.Retries).To(BeZero())
+			var names []string
+			for _, p := range loopPods(ns, "redo") {
+				names = append(names, p.Name)
+				if strings.HasSuffix(p.Name, "-r1") {
+					Expect(p.Labels).To(HaveKeyWithValue(pod.LabelRetry, "1"))
+				}
+			}
+			Expect(names).To(ConsistOf(HaveSuffix("-1"), HaveSuffix("-1-r1")), "each try has a Pod named for it")
 		})
 
 		It("runs an agent action with the agent command", func() {

@@ -175,6 +175,13 @@ func (s *step) announce(ctx context.Context) {
 			s.r.event(s.loop, corev1.EventTypeNormal, "Started", "Start", "loop started in state %s", s.loop.Spec.Initial)
 		case executor.EventSpecChanged:
 			s.r.event(s.loop, corev1.EventTypeNormal, "SpecChanged", "Update", "spec generation %d applies from the next state", s.loop.Generation)
+		case executor.EventActionRetry:
+			logger.Info("Action failed for a transient reason; retrying", "reason", e.Data["reason"], "retry", e.Data["retry"], "delayMs", e.Data["delay_ms"])
+			s.r.event(s.loop, corev1.EventTypeWarning, "ActionRetry", "Retry", "the action of state %v failed (%v): retry %v of %v in %v ms",
+				e.Data["state"], e.Data["reason"], e.Data["retry"], e.Data["limit"], e.Data["delay_ms"])
+		case executor.EventRetryExhausted:
+			s.r.event(s.loop, corev1.EventTypeWarning, "RetryExhausted", "Escalate", "state %v used up its retries (%v); next: %v",
+				e.Data["state"], e.Data["reason"], orEnd(e.Data["next"]))
 		case executor.EventActionRestarted:
 			logger.Info("Action restarted: the process running it was lost", "actionState", e.Data["state"])
 			s.r.event(s.loop, corev1.EventTypeWarning, "ActionRestarted", "Restart", "the action of state %v (iteration %v) runs again: the process running it was lost", e.Data["state"], e.Data["iteration"])
@@ -240,4 +247,12 @@ func runID(loop *v1alpha1.Loop) string {
 		id = fmt.Sprintf("%d", os.Getpid())
 	}
 	return id
+}
+
+// orEnd names where an escalation goes: a state, or the end of the run.
+func orEnd(next any) any {
+	if next == "" || next == nil {
+		return "the run ends"
+	}
+	return next
 }

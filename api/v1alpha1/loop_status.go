@@ -175,6 +175,11 @@ type RunState struct {
 	// retryCounts counts consecutive re-entries of a state.
 	// +optional
 	RetryCounts map[string]int32 `json:"retryCounts,omitempty"`
+
+	// retries is how many times the current state's action was run again
+	// after a transient failure (spec.states[].retryPolicy), this visit.
+	// +optional
+	Retries int32 `json:"retries,omitempty"`
 	// accumulatedMs is running time before the last resume (local runs).
 	// +optional
 	AccumulatedMs int64 `json:"accumulatedMs,omitempty"`

@@ -1,6 +1,8 @@
 package v1alpha1
 
 import (
+	"time"
+
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -124,7 +126,8 @@ const (
 // State is one state of the machine.
 // +kubebuilder:validation:XValidation:rule="(has(self.terminal) && self.terminal) || has(self.next) || has(self.route) || has(self.onSuccess) || has(self.onFailure) || has(self.onError)",message="a state that is not terminal needs a way out: next, route, onSuccess, onFailure or onError"
 // +kubebuilder:validation:XValidation:rule="!has(self.next) || self.next != '$current'",message="next cannot be $current; use onSuccess, onFailure, onError or route"
-// +kubebuilder:validation:XValidation:rule="has(self.maxRetries) == has(self.onRetryExhausted)",message="maxRetries and onRetryExhausted go together"
+// +kubebuilder:validation:XValidation:rule="!has(self.maxRetries) || has(self.onRetryExhausted)",message="maxRetries needs onRetryExhausted"
+// +kubebuilder:validation:XValidation:rule="!has(self.onRetryExhausted) || has(self.maxRetries) || has(self.retryPolicy)",message="onRetryExhausted needs maxRetries or retryPolicy"
 type State struct {
 	// action is a shell command, or an agent prompt when actionType is agent
 	// or the action starts with "/". Templates ${namespace.path} are expanded first.
@@ -200,10 +203,74 @@ type State struct {
 	// +kubebuilder:validation:Minimum=1
 	MaxRetries *int32 `json:"maxRetries,omitempty"`
 
-	// onRetryExhausted is where the loop goes when maxRetries is exceeded.
+	// onRetryExhausted is where the loop goes when maxRetries is exceeded, or
+	// when retryPolicy's retries are used up. Without it, used-up retries end
+	// the loop Failed with terminatedBy retry_exhausted.
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	OnRetryExhausted string `json:"onRetryExhausted,omitempty"`
+
+	// retryPolicy runs the action again, after a growing delay, when it fails
+	// for a transient reason: its Pod never started, its image could not be
+	// pulled, its Pod was deleted or failed without a result, or it exited
+	// with one of exitCodes. A retry is the same iteration.
+	// +optional
+	RetryPolicy *RetryPolicy `json:"retryPolicy,omitempty"`
+}
+
+// RetryPolicy retries an action that failed for a transient reason.
+type RetryPolicy struct {
+	// limit is how many times the action is run again after its first try.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	Limit int32 `json:"limit"`
+
+	// backoff is the delay before the first retry. Default 10s.
+	// +optional
+	Backoff *metav1.Duration `json:"backoff,omitempty"`
+
+	// factor multiplies the delay after each retry. Default 2.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10
+	Factor *int32 `json:"factor,omitempty"`
+
+	// maxDelay caps the delay between tries. Default 5m.
+	// +optional
+	MaxDelay *metav1.Duration `json:"maxDelay,omitempty"`
+
+	// exitCodes are exit codes that count as transient failures, such as a
+	// tool's "try again later" code. A timeout is exit code 124.
+	// +optional
+	// +kubebuilder:validation:MaxItems=32
+	// +listType=set
+	ExitCodes []int32 `json:"exitCodes,omitempty"`
+}
+
+// Defaults of RetryPolicy.
+const (
+	DefaultRetryBackoff  = 10 * time.Second
+	DefaultRetryFactor   = 2
+	DefaultRetryMaxDelay = 5 * time.Minute
+)
+
+// Delay is the wait before retry number n (1 for the first retry):
+// backoff * factor^(n-1), at most maxDelay.
+func (p *RetryPolicy) Delay(n int32) time.Duration {
+	d, maxDelay, factor := DefaultRetryBackoff, DefaultRetryMaxDelay, int64(DefaultRetryFactor)
+	if p.Backoff != nil {
+		d = p.Backoff.Duration
+	}
+	if p.MaxDelay != nil {
+		maxDelay = p.MaxDelay.Duration
+	}
+	if p.Factor != nil {
+		factor = int64(*p.Factor)
+	}
+	for i := int32(1); i < n && d < maxDelay; i++ {
+		d = time.Duration(int64(d) * factor)
+	}
+	return min(d, maxDelay)
 }
 
 // EvaluatorType names an evaluator.

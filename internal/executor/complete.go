@@ -3,6 +3,7 @@ package executor
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -38,6 +39,9 @@ func (t *txn) complete(ctx context.Context, res *ActionResult) {
 	run.Action = nil
 	if res != nil && st.Action != "" {
 		t.actionComplete(&st, res)
+		if t.retry(&st, res) {
+			return
+		}
 	}
 	if st.Next != "" {
 		t.completeNext(&st, res)
@@ -249,4 +253,49 @@ func (t *txn) transition(target, verdict string) bool {
 		run.NextStepAt = &ts
 	}
 	return true
+}
+
+// retry handles an action that failed for a transient reason under the
+// state's retryPolicy: it schedules the next try after the policy's delay, or
+// escalates when the retries are used up (onRetryExhausted, else the run
+// ends retry_exhausted). It reports false when the result is to be judged.
+func (t *txn) retry(st *v1alpha1.State, res *ActionResult) bool {
+	run, p := t.run, st.RetryPolicy
+	reason, transient := transientReason(p, res)
+	if !transient {
+		run.Retries = 0
+		return false
+	}
+	if run.Retries >= p.Limit {
+		retries := run.Retries
+		run.Retries = 0
+		t.emit(EventRetryExhausted, map[string]any{"state": run.CurrentState, "retries": retries, "reason": reason, "next": st.OnRetryExhausted})
+		if st.OnRetryExhausted == "" {
+			t.finish(v1alpha1.TerminatedRetryExhausted, fmt.Sprintf("state %q escalated: its action failed %d times (%s)", run.CurrentState, retries+1, reason))
+			return true
+		}
+		t.transition(st.OnRetryExhausted, "")
+		return true
+	}
+	run.Retries++
+	delay := p.Delay(run.Retries)
+	at := metav1.NewTime(t.now.Add(delay))
+	run.NextStepAt = &at
+	t.emit(EventActionRetry, map[string]any{"state": run.CurrentState, "retry": run.Retries, "limit": p.Limit,
+		"delay_ms": delay.Milliseconds(), "reason": reason})
+	return true
+}
+
+// transientReason says why a result is worth another try under p: a
+// transient failure of the runner, or an exit code the policy lists.
+func transientReason(p *v1alpha1.RetryPolicy, res *ActionResult) (string, bool) {
+	switch {
+	case p == nil || res == nil:
+		return "", false
+	case res.Failure != nil:
+		return res.Failure.Reason, res.Failure.Transient
+	case slices.ContainsFunc(p.ExitCodes, func(c int32) bool { return int(c) == res.ExitCode }):
+		return fmt.Sprintf("exit code %d", res.ExitCode), true
+	}
+	return "", false
 }

@@ -19,6 +19,7 @@ const (
 	EventEvaluate        = "evaluate"
 	EventRoute           = "route"
 	EventRetryExhausted  = "retry_exhausted"
+	EventActionRetry     = "action_retry"
 	EventCycleDetected   = "cycle_detected"
 	EventLoopComplete    = "loop_complete"
 	EventSpecChanged     = "spec_changed"

@@ -103,8 +103,11 @@ func (k StepKind) String() string {
 type Action struct {
 	State     string
 	Iteration int32
-	Command   string
-	Agent     bool
+	// Retry is 0 for the first try of the iteration's action, n for the
+	// n-th retry (spec.states[].retryPolicy).
+	Retry   int32
+	Command string
+	Agent   bool
 	// AgentCommand runs an agent action, Command appended (spec.agent.command).
 	AgentCommand []string
 	Timeout      time.Duration
@@ -147,6 +150,9 @@ type ActionFailure struct {
 	Reason string
 	// Message says what happened, for people.
 	Message string
+	// Transient says the same action may well succeed if run again (its Pod
+	// never started or was lost): a state's retryPolicy retries it.
+	Transient bool
 }
 
 // txn accumulates the events of one call and numbers them.

@@ -36,7 +36,7 @@ func (t *txn) plan() Step {
 	if a := run.Action; a != nil {
 		st := spec.States[a.State]
 		return Step{Kind: StepAction, Action: &Action{
-			State: a.State, Iteration: a.Iteration, Command: a.Command, Agent: a.Agent,
+			State: a.State, Iteration: a.Iteration, Retry: run.Retries, Command: a.Command, Agent: a.Agent,
 			AgentCommand: spec.GetAgentCommand(), Timeout: time.Duration(a.TimeoutSeconds) * time.Second,
 			Evaluate: t.runnerEvaluate(&st),
 		}}
@@ -45,22 +45,25 @@ func (t *txn) plan() Step {
 		return Step{Kind: StepWait, WaitUntil: run.NextStepAt.Time}
 	}
 	run.NextStepAt = nil
+	t.dropStaleRetry()
 	// Hops that run nothing (maintain restarts, exhausted retries, missing
 	// variables routed to onError) continue here; each one either counts an
 	// iteration or leaves a state for good, so the loop is bounded.
 	for hops := 0; hops <= 2*len(spec.States)+2; hops++ {
-		if run.Iteration >= spec.GetMaxIterations() {
-			t.finish(v1alpha1.TerminatedMaxIterations, "")
-			return Step{Kind: StepDone}
-		}
-		if limit := spec.GetTimeout(); limit > 0 && Elapsed(run, t.now) > limit {
-			t.finish(v1alpha1.TerminatedTimeout, fmt.Sprintf("loop timeout %s exceeded", limit))
+		retrying := run.Retries > 0 // the same iteration's action again
+		if t.limitReached(retrying) {
 			return Step{Kind: StepDone}
 		}
 		st, ok := spec.States[run.CurrentState]
 		if !ok {
 			t.finish(v1alpha1.TerminatedError, fmt.Sprintf("state %q does not exist", run.CurrentState))
 			return Step{Kind: StepDone}
+		}
+		if retrying {
+			if step := t.startAction(&st); step.Kind != stepHop {
+				return step
+			}
+			continue
 		}
 		if st.Terminal {
 			if !spec.Maintain {
@@ -81,25 +84,71 @@ func (t *txn) plan() Step {
 		if st.Action == "" {
 			return Step{Kind: StepEvaluate}
 		}
-		command, err := interpolate.Expand(st.Action, t.vars(nil))
-		if err != nil {
-			if !t.actionError(&st, fmt.Errorf("state %q: action: %w", run.CurrentState, err)) {
-				return Step{Kind: StepDone}
-			}
-			continue
+		if step := t.startAction(&st); step.Kind != stepHop {
+			return step
 		}
-		a := &Action{State: run.CurrentState, Iteration: run.Iteration, Command: command, Agent: st.IsAgent(),
-			AgentCommand: spec.GetAgentCommand(), Timeout: st.GetTimeout(), Evaluate: t.runnerEvaluate(&st)}
-		ts := metav1.NewTime(t.now)
-		run.Action = &v1alpha1.ActionStatus{
-			State: a.State, Iteration: a.Iteration, Command: a.Command, Agent: a.Agent,
-			TimeoutSeconds: int64(a.Timeout / time.Second), StartedAt: &ts,
-		}
-		t.emit(EventActionStart, map[string]any{"action": command, "is_prompt": a.Agent})
-		return Step{Kind: StepAction, Action: a}
 	}
 	t.finish(v1alpha1.TerminatedError, "the loop keeps jumping between states without running any")
 	return Step{Kind: StepDone}
+}
+
+// dropStaleRetry forgets a pending retry whose state no longer has an
+// action with a retry policy (the spec changed in between).
+func (t *txn) dropStaleRetry() {
+	run := t.run
+	if run.Retries == 0 {
+		return
+	}
+	if st, ok := t.m.spec.States[run.CurrentState]; !ok || st.Action == "" || st.Terminal || st.RetryPolicy == nil {
+		run.Retries = 0
+	}
+}
+
+// limitReached ends the run at maxIterations (unless the next action is a
+// retry of the current iteration's) or at the loop's timeout.
+func (t *txn) limitReached(retrying bool) bool {
+	run, spec := t.run, t.m.spec
+	if !retrying && run.Iteration >= spec.GetMaxIterations() {
+		t.finish(v1alpha1.TerminatedMaxIterations, "")
+		return true
+	}
+	if limit := spec.GetTimeout(); limit > 0 && Elapsed(run, t.now) > limit {
+		t.finish(v1alpha1.TerminatedTimeout, fmt.Sprintf("loop timeout %s exceeded", limit))
+		return true
+	}
+	return false
+}
+
+// stepHop tells plan's loop that startAction moved to another state
+// without running anything.
+const stepHop StepKind = -1
+
+// startAction prepares the current state's action: its first try of the
+// iteration, or a retry (run.Retries). A template that cannot expand goes
+// to onError (a hop) or ends the run.
+func (t *txn) startAction(st *v1alpha1.State) Step {
+	run, spec := t.run, t.m.spec
+	command, err := interpolate.Expand(st.Action, t.vars(nil))
+	if err != nil {
+		run.Retries = 0
+		if !t.actionError(st, fmt.Errorf("state %q: action: %w", run.CurrentState, err)) {
+			return Step{Kind: StepDone}
+		}
+		return Step{Kind: stepHop}
+	}
+	a := &Action{State: run.CurrentState, Iteration: run.Iteration, Retry: run.Retries, Command: command, Agent: st.IsAgent(),
+		AgentCommand: spec.GetAgentCommand(), Timeout: st.GetTimeout(), Evaluate: t.runnerEvaluate(st)}
+	ts := metav1.NewTime(t.now)
+	run.Action = &v1alpha1.ActionStatus{
+		State: a.State, Iteration: a.Iteration, Command: a.Command, Agent: a.Agent,
+		TimeoutSeconds: int64(a.Timeout / time.Second), StartedAt: &ts,
+	}
+	data := map[string]any{"action": command, "is_prompt": a.Agent}
+	if a.Retry > 0 {
+		data["retry"] = a.Retry
+	}
+	t.emit(EventActionStart, data)
+	return Step{Kind: StepAction, Action: a}
 }
 
 // maintainRestart jumps from a terminal state back to onMaintain or initial.

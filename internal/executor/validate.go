@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -91,12 +92,7 @@ func validateState(spec *v1alpha1.LoopSpec, name string, st *v1alpha1.State, cap
 	if !st.Terminal && st.Next == "" && len(st.Route) == 0 && st.OnSuccess == "" && st.OnFailure == "" && st.OnError == "" {
 		errs = append(errs, field.Required(p, fmt.Sprintf("state %q has no way out: set next, route, onSuccess, onFailure or onError, or make it terminal", name)))
 	}
-	if st.MaxRetries != nil && *st.MaxRetries < 1 {
-		errs = append(errs, field.Invalid(p.Child("maxRetries"), *st.MaxRetries, "must be at least 1"))
-	}
-	if (st.MaxRetries != nil) != (st.OnRetryExhausted != "") {
-		errs = append(errs, field.Required(p.Child("onRetryExhausted"), "maxRetries and onRetryExhausted go together"))
-	}
+	errs = append(errs, validateRetries(st, p)...)
 	if st.Evaluate != nil {
 		errs = append(errs, validateEvaluate(st.Evaluate, captured, p.Child("evaluate"))...)
 	}
@@ -265,4 +261,44 @@ func checkSchema(j *apiextensionsv1.JSON, p *field.Path) field.ErrorList {
 		return field.ErrorList{field.Required(p.Child("properties", "verdict"), "the answer schema must have a verdict property")}
 	}
 	return nil
+}
+
+// validateRetries checks maxRetries, onRetryExhausted and retryPolicy.
+func validateRetries(st *v1alpha1.State, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if st.MaxRetries != nil && *st.MaxRetries < 1 {
+		errs = append(errs, field.Invalid(p.Child("maxRetries"), *st.MaxRetries, "must be at least 1"))
+	}
+	if st.MaxRetries != nil && st.OnRetryExhausted == "" {
+		errs = append(errs, field.Required(p.Child("onRetryExhausted"), "maxRetries needs onRetryExhausted"))
+	}
+	if st.OnRetryExhausted != "" && st.MaxRetries == nil && st.RetryPolicy == nil {
+		errs = append(errs, field.Required(p.Child("maxRetries"), "onRetryExhausted needs maxRetries or retryPolicy"))
+	}
+	if rp := st.RetryPolicy; rp != nil {
+		errs = append(errs, validateRetryPolicy(st, rp, p.Child("retryPolicy"))...)
+	}
+	return errs
+}
+
+func validateRetryPolicy(st *v1alpha1.State, rp *v1alpha1.RetryPolicy, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if st.Action == "" {
+		errs = append(errs, field.Invalid(p, "retryPolicy", "a state without an action has nothing to retry"))
+	}
+	if rp.Limit < 1 || rp.Limit > 100 {
+		errs = append(errs, field.Invalid(p.Child("limit"), rp.Limit, "must be between 1 and 100"))
+	}
+	if rp.Factor != nil && (*rp.Factor < 1 || *rp.Factor > 10) {
+		errs = append(errs, field.Invalid(p.Child("factor"), *rp.Factor, "must be between 1 and 10"))
+	}
+	for _, d := range []struct {
+		name string
+		v    *metav1.Duration
+	}{{"backoff", rp.Backoff}, {"maxDelay", rp.MaxDelay}} {
+		if d.v != nil && d.v.Duration < 0 {
+			errs = append(errs, field.Invalid(p.Child(d.name), d.v.Duration.String(), "must not be negative"))
+		}
+	}
+	return errs
 }

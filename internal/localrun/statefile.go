@@ -42,6 +42,7 @@ type StateFile struct {
 	IterationCount    int32            `json:"iteration_count,omitempty"`
 	EdgeRevisitCounts map[string]int32 `json:"edge_revisit_counts,omitempty"`
 	RetryCounts       map[string]int32 `json:"retry_counts,omitempty"`
+	ActionRetries     int32            `json:"action_retries,omitempty"`
 	ActiveAction      *ActionFile      `json:"active_action,omitempty"`
 	NextStepAt        string           `json:"next_step_at,omitempty"`
 	ResumedAt         string           `json:"resumed_at,omitempty"`
@@ -142,7 +143,7 @@ func encodeState(name, loopFile string, ctx map[string]any, run *v1alpha1.RunSta
 		Captured: map[string]CapturedFile{}, StartedAt: fmtTime(run.StartedAt), UpdatedAt: fmtTime(run.UpdatedAt),
 		Status: phaseToStatus(run.Phase), AccumulatedMs: run.AccumulatedMs,
 		RunID: run.RunID, TerminatedBy: string(run.TerminatedBy), Error: run.Message, IterationCount: run.Passes,
-		EdgeRevisitCounts: run.EdgeRevisits, RetryCounts: run.RetryCounts, NextStepAt: fmtTime(run.NextStepAt),
+		EdgeRevisitCounts: run.EdgeRevisits, RetryCounts: run.RetryCounts, ActionRetries: run.Retries, NextStepAt: fmtTime(run.NextStepAt),
 		ResumedAt: fmtTime(run.ResumedAt), LastSeq: run.LastSeq, LoopFile: loopFile, Context: ctx,
 	}
 	for k, c := range run.Captured {
@@ -173,7 +174,7 @@ func (f *StateFile) RunState() (*v1alpha1.RunState, error) {
 	run := &v1alpha1.RunState{
 		RunID: f.RunID, CurrentState: f.CurrentState, Iteration: f.Iteration, Passes: f.IterationCount,
 		Phase: phase, TerminatedBy: v1alpha1.TerminationReason(f.TerminatedBy), Message: f.Error,
-		EdgeRevisits: f.EdgeRevisitCounts, RetryCounts: f.RetryCounts, AccumulatedMs: f.AccumulatedMs, LastSeq: f.LastSeq,
+		EdgeRevisits: f.EdgeRevisitCounts, RetryCounts: f.RetryCounts, Retries: f.ActionRetries, AccumulatedMs: f.AccumulatedMs, LastSeq: f.LastSeq,
 	}
 	var errs []error
 	for _, t := range []struct {

@@ -49,3 +49,12 @@ func Failure(reason, format string, args ...any) executor.ActionResult {
 	msg := fmt.Sprintf(format, args...)
 	return executor.ActionResult{ExitCode: -1, Stderr: msg, Failure: &executor.ActionFailure{Reason: reason, Message: msg}}
 }
+
+// TransientFailure is a Failure that running the action again may well
+// avoid (its Pod never started, was lost or evicted): a state's retryPolicy
+// retries it.
+func TransientFailure(reason, format string, args ...any) executor.ActionResult {
+	res := Failure(reason, format, args...)
+	res.Failure.Transient = true
+	return res
+}

@@ -144,6 +144,9 @@ func Build(loop *v1alpha1.Loop, run string, a executor.Action, o Options) (*core
 		LabelIteration: strconv.Itoa(int(a.Iteration)),
 		LabelState:     LabelValue(a.State),
 	}
+	if a.Retry > 0 {
+		labels[LabelRetry] = strconv.Itoa(int(a.Retry))
+	}
 	var annotations map[string]string
 	if labels[LabelState] != a.State {
 		annotations = map[string]string{AnnotationState: a.State}
@@ -151,7 +154,7 @@ func Build(loop *v1alpha1.Loop, run string, a executor.Action, o Options) (*core
 	ctrl := true
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
-			Name: Name(loop.Name, run, a.Iteration), Namespace: loop.Namespace,
+			Name: Name(loop.Name, run, a.Iteration, a.Retry), Namespace: loop.Namespace,
 			Labels: labels, Annotations: annotations,
 			OwnerReferences: []metav1.OwnerReference{{
 				APIVersion: v1alpha1.GroupVersion.String(), Kind: "Loop", Name: loop.Name, UID: loop.UID,

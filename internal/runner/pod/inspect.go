@@ -45,7 +45,7 @@ func Inspect(pod *corev1.Pod, now time.Time, startAllowance time.Duration) (out 
 		return done(res), false
 	}
 	if !pod.DeletionTimestamp.IsZero() {
-		return done(runner.Failure(ReasonPodDeleted, "the Pod was deleted before its action ended")), false
+		return done(runner.TransientFailure(ReasonPodDeleted, "the Pod was deleted before its action ended")), false
 	}
 	if main != nil && main.State.Running != nil {
 		return runner.Outcome{State: runner.Running}, false
@@ -74,7 +74,7 @@ func ended(pod *corev1.Pod, main *corev1.ContainerStatus) (executor.ActionResult
 				return res, true
 			}
 		}
-		res := runner.Failure(ReasonNoResult, "the action container ended (%s, exit code %d) without a result", orUnknown(t.Reason), t.ExitCode)
+		res := runner.TransientFailure(ReasonNoResult, "the action container ended (%s, exit code %d) without a result", orUnknown(t.Reason), t.ExitCode)
 		res.ExitCode = int(t.ExitCode)
 		return res, true
 	}
@@ -82,9 +82,9 @@ func ended(pod *corev1.Pod, main *corev1.ContainerStatus) (executor.ActionResult
 		return executor.ActionResult{}, false
 	}
 	if pod.Status.Reason == "Evicted" {
-		return runner.Failure(ReasonPodDeleted, "the Pod was evicted: %s", pod.Status.Message), true
+		return runner.TransientFailure(ReasonPodDeleted, "the Pod was evicted: %s", pod.Status.Message), true
 	}
-	return runner.Failure(ReasonPodFailed, "the Pod ended (%s) before its action: %s", orUnknown(pod.Status.Reason), describeWaiting(pod)), true
+	return runner.TransientFailure(ReasonPodFailed, "the Pod ended (%s) before its action: %s", orUnknown(pod.Status.Reason), describeWaiting(pod)), true
 }
 
 // notStarted waits for a Pod that has not started its action (for a node, an
@@ -106,7 +106,7 @@ func notStarted(pod *corev1.Pod, now time.Time, startAllowance time.Duration) (r
 			reason = ReasonImagePullFailed
 		}
 	}
-	return done(runner.Failure(reason, "the Pod did not start within %s: %s", startAllowance, describeWaiting(pod))), true
+	return done(runner.TransientFailure(reason, "the Pod did not start within %s: %s", startAllowance, describeWaiting(pod))), true
 }
 
 func done(res executor.ActionResult) runner.Outcome {

@@ -18,7 +18,9 @@ const (
 	LabelLoop      = "looprun.io/loop"
 	LabelRun       = "looprun.io/run"
 	LabelIteration = "looprun.io/iteration"
-	LabelState     = "looprun.io/state"
+	// LabelRetry is set on the Pods of retries (spec.states[].retryPolicy).
+	LabelRetry = "looprun.io/retry"
+	LabelState = "looprun.io/state"
 	// AnnotationState holds the state's full name when the label had to shorten it.
 	AnnotationState = "looprun.io/state"
 )
@@ -26,11 +28,14 @@ const (
 // maxNameLength keeps Pod names usable as host names.
 const maxNameLength = validation.DNS1123LabelMaxLength
 
-// Name is the Pod of a Loop's iteration in a run: LOOP-RUN-ITERATION, the
-// Loop's name shortened and suffixed with a hash of it when the whole would
-// exceed 63 characters.
-func Name(loop, run string, iteration int32) string {
+// Name is the Pod of a Loop's iteration in a run: LOOP-RUN-ITERATION, and
+// LOOP-RUN-ITERATION-rN for its N-th retry; the Loop's name is shortened and
+// suffixed with a hash of it when the whole would exceed 63 characters.
+func Name(loop, run string, iteration, retry int32) string {
 	suffix := fmt.Sprintf("-%s-%d", run, iteration)
+	if retry > 0 {
+		suffix += fmt.Sprintf("-r%d", retry)
+	}
 	if len(loop)+len(suffix) <= maxNameLength {
 		return loop + suffix
 	}

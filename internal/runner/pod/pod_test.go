@@ -19,22 +19,32 @@ import (
 )
 
 func TestName(t *testing.T) {
-	if got := Name("fix", "0a1b2c3d", 7); got != "fix-0a1b2c3d-7" {
+	if got := Name("fix", "0a1b2c3d", 7, 0); got != "fix-0a1b2c3d-7" {
 		t.Errorf("short name %q", got)
 	}
 	long := strings.Repeat("a", 60) + ".b-" + strings.Repeat("c", 100)
 	other := strings.Repeat("a", 60) + ".b-" + strings.Repeat("c", 99)
-	n1, n2 := Name(long, "0a1b2c3d", 1234567), Name(other, "0a1b2c3d", 1234567)
+	n1, n2 := Name(long, "0a1b2c3d", 1234567, 0), Name(other, "0a1b2c3d", 1234567, 0)
 	for _, n := range []string{n1, n2} {
 		if len(n) > 63 || len(validation.IsDNS1123Subdomain(n)) > 0 {
 			t.Errorf("name %q (%d) is not a valid short Pod name", n, len(n))
 		}
 	}
-	if n1 == n2 || Name(long, "0a1b2c3d", 1234567) != n1 {
+	if n1 == n2 || Name(long, "0a1b2c3d", 1234567, 0) != n1 {
 		t.Errorf("names not stable and distinct: %q %q", n1, n2)
 	}
-	if Name(long, "0a1b2c3d", 1) == Name(long, "0a1b2c3d", 2) || Name(long, "0a1b2c3d", 1) == Name(long, "ffffffff", 1) {
+	if Name(long, "0a1b2c3d", 1, 0) == Name(long, "0a1b2c3d", 2, 0) || Name(long, "0a1b2c3d", 1, 0) == Name(long, "ffffffff", 1, 0) {
 		t.Error("iteration and run must change the name")
+	}
+}
+
+func TestRetryName(t *testing.T) {
+	if got := Name("fix", "0a1b2c3d", 7, 2); got != "fix-0a1b2c3d-7-r2" {
+		t.Errorf("Name = %q", got)
+	}
+	long := strings.Repeat("a", 80)
+	if n := Name(long, "0a1b2c3d", 1234567, 100); len(n) > 63 || n == Name(long, "0a1b2c3d", 1234567, 0) {
+		t.Errorf("retry name %q", n)
 	}
 }
 
@@ -286,6 +296,9 @@ func TestInspect(t *testing.T) {
 				t.Errorf("unexpected failure %+v", res.Failure)
 			case tc.reason != "" && (res.Failure == nil || res.Failure.Reason != tc.reason || res.Failure.Message == ""):
 				t.Errorf("failure %+v, want reason %s", res.Failure, tc.reason)
+			case res.Failure != nil && res.Failure.Transient == (tc.name == "invalid image"):
+				// Only an image name that can never be pulled is worth no retry.
+				t.Errorf("failure %+v: transient %v", res.Failure, res.Failure.Transient)
 			}
 			if tc.name == "result" && (res.Output != "3 problems" || res.Verdict == nil || res.Verdict.Verdict != "failure" || res.Duration != 250*time.Millisecond) {
 				t.Errorf("result %+v", res)

@@ -70,7 +70,7 @@ func (r *Runner) Check(ctx context.Context, loop *v1alpha1.Loop, run string) (ru
 	a := loop.Status.Action
 	name := a.Pod
 	if name == "" {
-		name = Name(loop.Name, run, a.Iteration)
+		name = Name(loop.Name, run, a.Iteration, loop.Status.Retries)
 	}
 	pod, err := r.get(ctx, types.NamespacedName{Namespace: loop.Namespace, Name: name})
 	if err != nil {
@@ -80,7 +80,7 @@ func (r *Runner) Check(ctx context.Context, loop *v1alpha1.Loop, run string) (ru
 	case pod == nil && a.Pod == "":
 		return runner.Outcome{State: runner.NotStarted}, nil
 	case pod == nil:
-		return runner.Outcome{State: runner.Done, Result: runner.Failure(ReasonPodDeleted, "Pod %s was deleted before its action ended", name)}, nil
+		return runner.Outcome{State: runner.Done, Result: runner.TransientFailure(ReasonPodDeleted, "Pod %s was deleted before its action ended", name)}, nil
 	case !ownedBy(pod, loop.UID):
 		return runner.Outcome{State: runner.Done, Result: runner.Failure("PodNameTaken", "Pod %s does not belong to this Loop", name)}, nil
 	}
@@ -102,8 +102,8 @@ func (r *Runner) Prune(ctx context.Context, loop *v1alpha1.Loop) error {
 		return fmt.Errorf("list action Pods: %w", err)
 	}
 	type entry struct {
-		pod       *corev1.Pod
-		iteration int
+		pod              *corev1.Pod
+		iteration, retry int
 	}
 	var pods []entry
 	for i := range list.Items {
@@ -115,13 +115,19 @@ func (r *Runner) Prune(ctx context.Context, loop *v1alpha1.Loop) error {
 			continue
 		}
 		it, _ := strconv.Atoi(p.Labels[LabelIteration])
-		pods = append(pods, entry{p, it})
+		retry, _ := strconv.Atoi(p.Labels[LabelRetry])
+		pods = append(pods, entry{p, it, retry})
 	}
 	keep := int(loop.Spec.GetKeepPods())
 	if len(pods) <= keep {
 		return nil
 	}
-	sort.Slice(pods, func(i, j int) bool { return pods[i].iteration > pods[j].iteration })
+	sort.Slice(pods, func(i, j int) bool {
+		if pods[i].iteration != pods[j].iteration {
+			return pods[i].iteration > pods[j].iteration
+		}
+		return pods[i].retry > pods[j].retry
+	})
 	var errs []error
 	for _, e := range pods[keep:] {
 		if err := r.Client.Delete(ctx, e.pod, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
