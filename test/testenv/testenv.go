@@ -7,6 +7,16 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/looprun/looprun/api/v1alpha1"
 )
 
 // Root is the repository's root: the nearest directory above the working
@@ -43,4 +53,35 @@ func UseAssets() (string, error) {
 		return "", errors.New("no envtest binaries in bin/k8s: run make test, or hack/setup-envtest.sh")
 	}
 	return dir, os.Setenv("KUBEBUILDER_ASSETS", dir)
+}
+
+// Start starts a kube-apiserver and etcd for one test, with the CRDs of
+// config/crd/bases when withCRDs, and stops them when the test ends. It
+// returns their config and a client for the built-in kinds and Loops.
+func Start(t testing.TB, withCRDs bool) (*rest.Config, client.Client) {
+	t.Helper()
+	if _, err := UseAssets(); err != nil {
+		t.Fatal(err)
+	}
+	env := &envtest.Environment{}
+	if withCRDs {
+		root, err := Root()
+		if err != nil {
+			t.Fatal(err)
+		}
+		env.CRDDirectoryPaths, env.ErrorIfCRDPathMissing = []string{filepath.Join(root, "config", "crd", "bases")}, true
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(v1alpha1.AddToScheme(scheme))
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg, c
 }
