@@ -14,7 +14,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"path/filepath"
 	goruntime "runtime"
 	"strings"
 	"time"
@@ -22,19 +21,16 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/kubernetes"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/bench/internal/timing"
 	"github.com/looprun/looprun/controllers"
+	"github.com/looprun/looprun/test/testenv"
 )
 
 func main() {
@@ -60,19 +56,12 @@ var (
 )
 
 func run(transitions, loops, perLoop, workers int) error {
-	scheme := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
-	utilruntime.Must(v1alpha1.AddToScheme(scheme))
-	env := &envtest.Environment{CRDDirectoryPaths: []string{filepath.Join("config", "crd", "bases")}, ErrorIfCRDPathMissing: true}
-	cfg, err := env.Start()
+	cfg, c, stop, err := testenv.StartEnv(true)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = env.Stop() }()
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		return err
-	}
+	defer stop()
+	scheme := c.Scheme()
 	mgr, err := ctrl.NewManager(controllers.RestConfig(cfg), ctrl.Options{
 		Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
 		Client: client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.ConfigMap{}, &corev1.Secret{}}}},

@@ -22,13 +22,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/looprun/looprun/api/v1alpha1"
@@ -37,6 +34,7 @@ import (
 	"github.com/looprun/looprun/internal/executor"
 	"github.com/looprun/looprun/internal/runner/pod"
 	"github.com/looprun/looprun/test/kubelet"
+	"github.com/looprun/looprun/test/testenv"
 )
 
 func main() {
@@ -61,15 +59,12 @@ func (t timedPods) Start(ctx context.Context, loop *v1alpha1.Loop, a executor.Ac
 }
 
 func run(steps int) error {
-	scheme := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
-	utilruntime.Must(v1alpha1.AddToScheme(scheme))
-	env := &envtest.Environment{CRDDirectoryPaths: []string{filepath.Join("config", "crd", "bases")}, ErrorIfCRDPathMissing: true}
-	cfg, err := env.Start()
+	cfg, c, stop, err := testenv.StartEnv(true)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = env.Stop() }()
+	defer stop()
+	scheme := c.Scheme()
 	dir, err := os.MkdirTemp("", "podbench")
 	if err != nil {
 		return err
@@ -78,10 +73,6 @@ func run(steps int) error {
 	ep := filepath.Join(dir, "entrypoint")
 	if out, err := exec.Command("go", "build", "-o", ep, "./cmd/entrypoint").CombinedOutput(); err != nil {
 		return fmt.Errorf("build the entrypoint: %w\n%s", err, out)
-	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		return err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -60,28 +60,37 @@ func UseAssets() (string, error) {
 // returns their config and a client for the built-in kinds and Loops.
 func Start(t testing.TB, withCRDs bool) (*rest.Config, client.Client) {
 	t.Helper()
-	if _, err := UseAssets(); err != nil {
+	cfg, c, stop, err := StartEnv(withCRDs)
+	if err != nil {
 		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	return cfg, c
+}
+
+// StartEnv is Start for programs (the benchmarks): the caller calls stop.
+func StartEnv(withCRDs bool) (cfg *rest.Config, c client.Client, stop func(), err error) {
+	if _, err := UseAssets(); err != nil {
+		return nil, nil, nil, err
 	}
 	env := &envtest.Environment{}
 	if withCRDs {
 		root, err := Root()
 		if err != nil {
-			t.Fatal(err)
+			return nil, nil, nil, err
 		}
 		env.CRDDirectoryPaths, env.ErrorIfCRDPathMissing = []string{filepath.Join(root, "config", "crd", "bases")}, true
 	}
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatal(err)
+	if cfg, err = env.Start(); err != nil {
+		return nil, nil, nil, err
 	}
-	t.Cleanup(func() { _ = env.Stop() })
+	stop = func() { _ = env.Stop() }
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(v1alpha1.AddToScheme(scheme))
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
+	if c, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
+		stop()
+		return nil, nil, nil, err
 	}
-	return cfg, c
+	return cfg, c, stop, nil
 }
