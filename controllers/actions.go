@@ -34,6 +34,9 @@ type ActionRunner interface {
 	Forget(loop *v1alpha1.Loop, iteration int32)
 	// Prune drops what past steps left behind, once the status is saved.
 	Prune(ctx context.Context, loop *v1alpha1.Loop) error
+	// Cancel stops the Loop's action in flight (a stop or rewind request):
+	// its result is not wanted.
+	Cancel(ctx context.Context, loop *v1alpha1.Loop) error
 	// CancelLoop stops every action of a deleted Loop.
 	CancelLoop(key types.NamespacedName)
 	// Watch adds to the controller whatever wakes a Loop when its action ends.
@@ -95,6 +98,12 @@ func (l *LocalActions) Forget(loop *v1alpha1.Loop, iteration int32) {
 // Prune implements ActionRunner: local actions leave nothing behind.
 func (l *LocalActions) Prune(context.Context, *v1alpha1.Loop) error { return nil }
 
+// Cancel implements ActionRunner.
+func (l *LocalActions) Cancel(_ context.Context, loop *v1alpha1.Loop) error {
+	l.async.CancelOwner(loop.Namespace + "/" + loop.Name)
+	return nil
+}
+
 // CancelLoop implements ActionRunner.
 func (l *LocalActions) CancelLoop(key types.NamespacedName) { l.async.CancelOwner(key.String()) }
 
@@ -146,6 +155,11 @@ func (p *PodActions) Forget(*v1alpha1.Loop, int32) {}
 // Prune implements ActionRunner: it keeps the newest spec.history.keepPods Pods.
 func (p *PodActions) Prune(ctx context.Context, loop *v1alpha1.Loop) error {
 	return p.Runner.Prune(ctx, loop)
+}
+
+// Cancel implements ActionRunner: the Pod of the action in flight is deleted.
+func (p *PodActions) Cancel(ctx context.Context, loop *v1alpha1.Loop) error {
+	return p.Runner.Cancel(ctx, loop)
 }
 
 // CancelLoop implements ActionRunner: a deleted Loop's Pods are deleted by

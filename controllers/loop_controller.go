@@ -92,6 +92,10 @@ func (r *LoopReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 		r.forget(loop)
 		return reconcile.Result{}, nil
 	}
+	if loop.Annotations[v1alpha1.ImportingAnnotation] != "" {
+		// looprun import is still writing its status and event log.
+		return reconcile.Result{}, nil
+	}
 	before := loop.DeepCopy()
 	result, h, stepErr := r.reconcileLoop(ctx, loop)
 	if err := r.patchStatus(ctx, before, loop, h, stepErr); err != nil {
@@ -192,11 +196,11 @@ func (r *LoopReconciler) SetupWithManager(mgr manager.Manager) error {
 	if workers <= 0 {
 		workers = 4
 	}
-	// Status changes are this controller's own writes: only spec changes
-	// (and creation and deletion) start a reconcile; actions ending and
-	// RequeueAfter do the rest.
+	// Status changes are this controller's own writes: only spec and
+	// annotation changes (requests, the end of an import), creation and
+	// deletion start a reconcile; actions ending and RequeueAfter do the rest.
 	b := ctrlbuilder.ControllerManagedBy(mgr).
-		For(&v1alpha1.Loop{}, ctrlbuilder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		For(&v1alpha1.Loop{}, ctrlbuilder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		Named("loop")
 	if r.Actions != nil {

@@ -16,12 +16,24 @@ type health struct {
 	invalid string
 	// noRunner: actions cannot run in this operator.
 	noRunner bool
+	// checkpoint is a checkpoint a request could not use; checkpointOK
+	// says one was used (the CheckpointError condition goes).
+	checkpoint   *checkpointProblem
+	checkpointOK bool
+	// forkBlocked: spec.resumeFrom names a checkpoint that cannot be used.
+	forkBlocked bool
 }
 
 // setConditions derives Ready, Reconciling and Stalled from the status, by
 // kstatus rules: Ready is always there; Reconciling and Stalled only when True.
 func setConditions(loop *v1alpha1.Loop, h health) {
 	run := loop.Status.RunState
+	switch {
+	case h.checkpoint != nil:
+		set(loop, v1alpha1.CheckpointErrorCondition, metav1.ConditionTrue, h.checkpoint.reason, h.checkpoint.message)
+	case h.checkpointOK:
+		remove(loop, v1alpha1.CheckpointErrorCondition)
+	}
 	switch {
 	case h.invalid != "":
 		finished(loop, metav1.ConditionFalse, v1alpha1.ReasonInvalidSpec, h.invalid, true)
@@ -35,6 +47,8 @@ func setConditions(loop *v1alpha1.Loop, h health) {
 			msg += ": " + run.Message
 		}
 		finished(loop, metav1.ConditionFalse, reason, msg, true)
+	case h.forkBlocked:
+		finished(loop, metav1.ConditionFalse, h.checkpoint.reason, h.checkpoint.message, true)
 	case h.noRunner:
 		finished(loop, metav1.ConditionFalse, v1alpha1.ReasonNoRunner,
 			"no action runner is available: start the operator with an --entrypoint-image (actions as Pods), or with --allow-local-actions", true)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/executor"
+	"github.com/looprun/looprun/internal/history"
 	"github.com/looprun/looprun/internal/runner"
 )
 
@@ -21,7 +22,8 @@ import (
 // result of the action in flight, or plans and starts the next state. The
 // step's events go to the event log before the status is written.
 func (r *LoopReconciler) reconcileLoop(ctx context.Context, loop *v1alpha1.Loop) (reconcile.Result, health, error) {
-	if loop.Status.Phase.IsFinished() {
+	req := pendingRequest(loop)
+	if loop.Status.Phase.IsFinished() && req == "" {
 		res, err := r.reconcileFinished(ctx, loop)
 		return res, health{}, err
 	}
@@ -34,8 +36,16 @@ func (r *LoopReconciler) reconcileLoop(ctx context.Context, loop *v1alpha1.Loop)
 		return reconcile.Result{}, health{invalid: err.Error()}, reconcile.TerminalError(err)
 	}
 	s := &step{r: r, loop: loop, m: m, now: r.now()}
-	result, err := s.take(ctx)
-	if aerr := r.appendEvents(ctx, loop, s.events); aerr != nil {
+	if req != "" {
+		s.request(ctx, req)
+	}
+	var result reconcile.Result
+	if loop.Status.Phase.IsFinished() {
+		result, err = r.reconcileFinished(ctx, loop)
+	} else {
+		result, err = s.take(ctx)
+	}
+	if aerr := r.appendEvents(ctx, loop, s.events, s.cp); aerr != nil {
 		return reconcile.Result{}, s.health, aerr
 	}
 	if loop.Status.Phase.IsFinished() && r.EventLog != nil {
@@ -44,6 +54,10 @@ func (r *LoopReconciler) reconcileLoop(ctx context.Context, loop *v1alpha1.Loop)
 	s.announce(ctx)
 	return result, s.health, err
 }
+
+// forkRetry is how long a fork whose checkpoint cannot be read waits before
+// it looks again (the source may be imported or repaired meanwhile).
+const forkRetry = time.Minute
 
 // step is one reconcile's work on a running Loop.
 type step struct {
@@ -57,6 +71,8 @@ type step struct {
 	recheck time.Duration
 	// completed is true when an action's result was used.
 	completed bool
+	// cp is the checkpoint taken in this step, stored with its events.
+	cp *history.Checkpoint
 }
 
 func (s *step) add(evs []executor.Event) { s.events = append(s.events, evs...) }
@@ -64,7 +80,12 @@ func (s *step) add(evs []executor.Event) { s.events = append(s.events, evs...) }
 func (s *step) take(ctx context.Context) (reconcile.Result, error) {
 	run := &s.loop.Status.RunState
 	if run.Phase == "" || run.Phase == v1alpha1.PhasePending {
-		s.add(s.m.Start(run, runID(s.loop), s.now))
+		if s.loop.Spec.ResumeFrom == nil {
+			s.add(s.m.Start(run, runID(s.loop), s.now))
+		} else if !s.fork(ctx) {
+			run.Phase = v1alpha1.PhasePending
+			return reconcile.Result{RequeueAfter: forkRetry}, nil
+		}
 	}
 	if g := s.loop.Generation; s.loop.Status.ObservedGeneration != 0 && g != s.loop.Status.ObservedGeneration {
 		s.add(s.m.Record(run, s.now, executor.EventSpecChanged, map[string]any{"generation": g}))
@@ -137,6 +158,7 @@ func (s *step) complete(ctx context.Context, res *executor.ActionResult) {
 	s.add(s.m.Complete(ctx, run, res, s.now))
 	s.r.Actions.Forget(s.loop, iteration)
 	s.completed = true
+	s.takeCheckpoint(ctx)
 	transitions.Inc()
 }
 
@@ -154,6 +176,7 @@ func (s *step) plan(ctx context.Context) (reconcile.Result, error) {
 		return reconcile.Result{}, err
 	case executor.StepEvaluate:
 		s.add(s.m.Complete(ctx, run, nil, s.now))
+		s.takeCheckpoint(ctx)
 		transitions.Inc()
 		return reconcile.Result{RequeueAfter: time.Millisecond}, nil
 	case executor.StepWait:
@@ -220,11 +243,11 @@ func (r *LoopReconciler) announceInvalid(loop *v1alpha1.Loop, err error) {
 	}
 }
 
-func (r *LoopReconciler) appendEvents(ctx context.Context, loop *v1alpha1.Loop, evs []executor.Event) error {
-	if r.EventLog == nil || len(evs) == 0 {
+func (r *LoopReconciler) appendEvents(ctx context.Context, loop *v1alpha1.Loop, evs []executor.Event, cp *history.Checkpoint) error {
+	if r.EventLog == nil || len(evs) == 0 && cp == nil {
 		return nil
 	}
-	if err := r.EventLog.Append(ctx, loop, evs); err != nil {
+	if err := r.EventLog.Append(ctx, loop, evs, cp); err != nil {
 		recordReconcileError("event-log")
 		return fmt.Errorf("append to the event log: %w", err)
 	}

@@ -13,6 +13,23 @@ const (
 	// StalledCondition is True when the loop cannot go on without a person:
 	// an invalid spec, a failed loop; absent otherwise.
 	StalledCondition = "Stalled"
+
+	// CheckpointErrorCondition is True when a checkpoint a request needed
+	// (fork, rewind) was missing or failed its checksum; absent otherwise.
+	CheckpointErrorCondition = "CheckpointError"
+)
+
+// Annotations users (and the looprun CLI) set on a Loop.
+const (
+	// RequestAnnotation asks a running Loop for something once: "stop"
+	// or "rewind:<iteration>", optionally followed by "@<anything>" to
+	// make a repeated request differ. status.lastRequest records what was
+	// done.
+	RequestAnnotation = "looprun.io/request"
+	// ImportingAnnotation holds a Loop back while looprun import writes
+	// its status and event log; the operator leaves it alone until the
+	// annotation is removed.
+	ImportingAnnotation = "looprun.io/importing"
 )
 
 // Condition reasons.
@@ -45,6 +62,10 @@ const (
 	ReasonStopped = "Stopped"
 	// ReasonInvalidSpec: the spec cannot run; the message names the state and field.
 	ReasonInvalidSpec = "InvalidSpec"
+	// ReasonCheckpointCorrupt: a checkpoint failed its SHA-256 check.
+	ReasonCheckpointCorrupt = "CheckpointCorrupt"
+	// ReasonCheckpointMissing: the checkpoint asked for is not there.
+	ReasonCheckpointMissing = "CheckpointMissing"
 )
 
 // TerminationReasonToCondition gives the condition reason of a finished loop.

@@ -160,3 +160,36 @@ func CanonicalVerdict(v string) string {
 	}
 	return v
 }
+
+// DefaultMaxCheckpoints is how many checkpoints a Loop keeps by default.
+const DefaultMaxCheckpoints = 100
+
+// GetMaxCheckpoints returns history.maxCheckpoints or its default.
+func (s *LoopSpec) GetMaxCheckpoints() int {
+	if s.History != nil && s.History.MaxCheckpoints != nil && *s.History.MaxCheckpoints > 0 {
+		return int(*s.History.MaxCheckpoints)
+	}
+	return DefaultMaxCheckpoints
+}
+
+// CheckpointDue reports whether a checkpoint is due after iteration, the
+// last one taken at time last (nil: none yet): every checkpointEvery
+// iterations (default 1 unless only checkpointInterval is set), or when
+// checkpointInterval seconds passed.
+func (s *LoopSpec) CheckpointDue(iteration int32, last *time.Time, now time.Time) bool {
+	every := int32(1)
+	var interval time.Duration
+	if h := s.History; h != nil {
+		if h.CheckpointInterval != nil {
+			interval = time.Duration(*h.CheckpointInterval) * time.Second
+			every = 0
+		}
+		if h.CheckpointEvery != nil {
+			every = *h.CheckpointEvery
+		}
+	}
+	if every > 0 && iteration%every == 0 {
+		return true
+	}
+	return interval > 0 && (last == nil || now.Sub(*last) >= interval)
+}

@@ -209,6 +209,30 @@ type EventLogStatus struct {
 	// bytes is the size of the kept segments.
 	// +optional
 	Bytes int64 `json:"bytes,omitempty"`
+	// checkpointSegment is the oldest segment that may still hold
+	// checkpoints; older ones hold events only.
+	// +optional
+	CheckpointSegment int32 `json:"checkpointSegment,omitempty"`
+}
+
+// CheckpointRef is one entry of a Loop's checkpoint index. The snapshot
+// itself lives in the event log segment named by segment, under the key
+// checkpoints.jsonl, with a SHA-256 checksum checked on every read.
+type CheckpointRef struct {
+	// iteration the checkpoint was taken after.
+	Iteration int32 `json:"iteration"`
+	// state the loop was about to enter.
+	// +optional
+	State string `json:"state,omitempty"`
+	// time the checkpoint was taken.
+	// +optional
+	Time *metav1.Time `json:"time,omitempty"`
+	// segment is the event log segment holding it.
+	// +optional
+	Segment int32 `json:"segment,omitempty"`
+	// seq is the sequence number of the run's last event when it was
+	// taken; it tells checkpoints of the same iteration apart (after a rewind).
+	Seq int64 `json:"seq"`
 }
 
 // LoopStatus is the observed state of a Loop: the saved run state plus conditions.
@@ -218,6 +242,16 @@ type LoopStatus struct {
 	// eventLog locates the loop's event log.
 	// +optional
 	EventLog *EventLogStatus `json:"eventLog,omitempty"`
+
+	// checkpoints indexes the kept checkpoints, oldest first.
+	// +optional
+	// +listType=atomic
+	Checkpoints []CheckpointRef `json:"checkpoints,omitempty"`
+
+	// lastRequest is the value of the looprun.io/request annotation this
+	// Loop last carried out (stop, rewind), so a request runs once.
+	// +optional
+	LastRequest string `json:"lastRequest,omitempty"`
 
 	// observedGeneration is the spec generation the status reflects.
 	// +optional

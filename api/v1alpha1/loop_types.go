@@ -106,6 +106,28 @@ type LoopSpec struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
+
+	// resumeFrom forks another Loop's run: this Loop starts from that Loop's
+	// checkpoint at the given iteration (its context, captured results and
+	// iteration count) and runs on its own; the source is not touched. Read
+	// once, when the Loop starts.
+	// +optional
+	ResumeFrom *ResumeFrom `json:"resumeFrom,omitempty"`
+}
+
+// ResumeFrom names a checkpoint of another Loop in the same namespace.
+type ResumeFrom struct {
+	// loop is the name of the Loop whose checkpoint this Loop starts from.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Loop string `json:"loop"`
+
+	// iteration picks the checkpoint: the one taken after that iteration.
+	// Unset: the source's latest checkpoint.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Iteration *int32 `json:"iteration,omitempty"`
 }
 
 // StateName names a state, or is $current.
@@ -540,4 +562,30 @@ type HistorySpec struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	KeepPods *int32 `json:"keepPods,omitempty"`
+
+	// maxEventBytes bounds the event log: past it the oldest ConfigMap
+	// segments are deleted (the one being written is always kept). Unset:
+	// the operator's --event-log-max-bytes (default unlimited).
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	MaxEventBytes *int64 `json:"maxEventBytes,omitempty"`
+
+	// checkpointEvery takes a checkpoint (a full snapshot of the run state)
+	// every this many iterations. Default 1 (after every state) unless only
+	// checkpointInterval is set; 0 turns counted checkpoints off.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	CheckpointEvery *int32 `json:"checkpointEvery,omitempty"`
+
+	// checkpointInterval takes a checkpoint when this many seconds passed
+	// since the last one. With checkpointEvery, whichever comes first.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	CheckpointInterval *int32 `json:"checkpointInterval,omitempty"`
+
+	// maxCheckpoints is how many checkpoints are kept, newest first. Default 100.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	MaxCheckpoints *int32 `json:"maxCheckpoints,omitempty"`
 }

@@ -5,13 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
+	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/eventlog"
+	"github.com/looprun/looprun/internal/executor"
 	"github.com/looprun/looprun/internal/localrun"
 )
 
@@ -100,24 +103,40 @@ func newListCommand(g *globals) *cobra.Command {
 	return cmd
 }
 
-func newHistoryCommand(g *globals) *cobra.Command {
+func newHistoryCommand(g *globals, k *kube) *cobra.Command {
 	var (
 		tail   int
 		output string
+		types  []string
+		state  string
 	)
 	cmd := &cobra.Command{
-		Use:   "history NAME",
-		Short: "Show the event log of a loop's run",
+		Use:   "history NAME | loop/NAME",
+		Short: "Show the event log of a local run, or of a Loop (loop/NAME)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			store := localrun.NewStore(g.loopsDir, args[0])
-			events, err := eventlog.Read(store.EventsPath())
+			name, cluster := k.loopTarget(args[0], false)
+			var events []executor.Event
+			var err error
+			if cluster {
+				if err = k.connect(); err != nil {
+					return err
+				}
+				var loop *v1alpha1.Loop
+				if loop, err = k.getLoop(cmd.Context(), name); err != nil {
+					return err
+				}
+				events, err = eventlog.ReadSegments(cmd.Context(), k.c, loop)
+			} else {
+				events, err = eventlog.Read(localrun.NewStore(g.loopsDir, name).EventsPath())
+			}
 			if err != nil {
 				return err
 			}
 			if len(events) == 0 {
-				return &exitError{code: 1, msg: fmt.Sprintf("no events for %q in %s", args[0], g.loopsDir)}
+				return &exitError{code: 1, msg: fmt.Sprintf("no events for %q", args[0])}
 			}
+			events = filterEvents(events, types, state)
 			if tail > 0 && len(events) > tail {
 				events = events[len(events)-tail:]
 			}
@@ -131,23 +150,40 @@ func newHistoryCommand(g *globals) *cobra.Command {
 					fmt.Fprintln(out, string(b))
 					continue
 				}
-				keys := make([]string, 0, len(e.Data))
-				for k := range e.Data {
-					keys = append(keys, k)
-				}
-				sort.Strings(keys)
-				parts := make([]string, 0, len(keys))
-				for _, k := range keys {
-					parts = append(parts, fmt.Sprintf("%s=%s", k, compact(e.Data[k])))
-				}
-				fmt.Fprintf(out, "%4d  %s  %-16s %s\n", e.Seq, e.Time.Format("15:04:05.000"), e.Type, strings.Join(parts, " "))
+				fmt.Fprintln(out, eventLine(e))
 			}
 			return nil
 		},
 	}
-	cmd.Flags().IntVarP(&tail, "tail", "n", 0, "show only the last N events")
+	cmd.Flags().IntVar(&tail, "tail", 0, "show only the last N events")
 	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: json for JSONL")
+	cmd.Flags().StringSliceVar(&types, "type", nil, "only events of these types (route, action_complete, ...; repeatable)")
+	cmd.Flags().StringVar(&state, "state", "", "only events about this state (entered, run, routed from or to)")
 	return cmd
+}
+
+// filterEvents keeps the events of the given types about the given state:
+// those that name it, and those that happened while the loop was in it
+// (from its state_enter to the next).
+func filterEvents(events []executor.Event, types []string, state string) []executor.Event {
+	if len(types) == 0 && state == "" {
+		return events
+	}
+	var out []executor.Event
+	in := ""
+	for _, e := range events {
+		if e.Type == executor.EventStateEnter {
+			in, _ = e.Data["state"].(string)
+		}
+		if len(types) > 0 && !slices.Contains(types, e.Type) {
+			continue
+		}
+		if state != "" && in != state && e.Data["state"] != state && e.Data["from"] != state && e.Data["to"] != state {
+			continue
+		}
+		out = append(out, e)
+	}
+	return out
 }
 
 // compact renders a value on one short line.

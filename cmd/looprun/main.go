@@ -1,11 +1,16 @@
 // Command looprun runs loops: locally with no cluster (run, resume, status,
-// list, history, validate, simulate, convert).
+// list, history, validate, simulate, convert, prune), and in a cluster
+// (get, describe, watch, logs, history, checkpoints, suspend, resume, stop,
+// fork, rewind, export, import, apply). Linked as kubectl-loop it is the
+// kubectl plugin "kubectl loop".
 package main
 
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 )
@@ -23,7 +28,7 @@ type globals struct {
 	loopsDir string
 }
 
-func newRootCommand() *cobra.Command {
+func newRootCommand(k *kube) *cobra.Command {
 	g := &globals{}
 	root := &cobra.Command{
 		Use:           "looprun",
@@ -31,23 +36,44 @@ func newRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	if k.plugin {
+		root.Use = "loop"
+		root.Annotations = map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl loop"}
+	}
 	root.PersistentFlags().StringVar(&g.loopsDir, "loops-dir", ".loops", "directory of named loops and of run state (.running/)")
-	root.AddCommand(
-		newRunCommand(g), newResumeCommand(g), newStatusCommand(g), newListCommand(g),
-		newHistoryCommand(g), newValidateCommand(g), newSimulateCommand(g), newConvertCommand(g),
-	)
+	k.bind(root)
+	root.AddGroup(&cobra.Group{ID: "local", Title: "Local runs (no cluster):"}, &cobra.Group{ID: "cluster", Title: "Loops in a cluster (kubeconfig as kubectl):"})
+	for _, c := range []*cobra.Command{
+		newRunCommand(g), newStatusCommand(g), newListCommand(g), newValidateCommand(g),
+		newSimulateCommand(g), newConvertCommand(g), newPruneCommand(g),
+	} {
+		c.GroupID = "local"
+		root.AddCommand(c)
+	}
+	for _, c := range []*cobra.Command{
+		newResumeCommand(g, k), newHistoryCommand(g, k), newCheckpointsCommand(g, k), newRewindCommand(g, k),
+		newExportCommand(g, k), newImportCommand(g, k),
+		newGetCommand(k), newDescribeCommand(k), newWatchCommand(k), newLogsCommand(k), newSuspendCommand(k),
+		newStopCommand(k), newForkCommand(k), newApplyCommand(g, k),
+	} {
+		c.GroupID = "cluster"
+		root.AddCommand(c)
+	}
 	return root
 }
 
 func main() {
-	os.Exit(execute(os.Args[1:]))
+	k := &kube{plugin: filepath.Base(os.Args[0]) == "kubectl-loop"}
+	os.Exit(execute(k, os.Args[1:], os.Stdout, os.Stderr))
 }
 
 // execute runs the command line and returns the exit code: 0 completed,
 // 2 ended in a failure state, 1 anything else.
-func execute(args []string) int {
-	root := newRootCommand()
+func execute(k *kube, args []string, stdout, stderr io.Writer) int {
+	root := newRootCommand(k)
 	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
 	err := root.Execute()
 	if err == nil {
 		return 0
@@ -55,10 +81,10 @@ func execute(args []string) int {
 	var ee *exitError
 	if errors.As(err, &ee) {
 		if ee.msg != "" {
-			fmt.Fprintln(os.Stderr, ee.msg)
+			fmt.Fprintln(stderr, ee.msg)
 		}
 		return ee.code
 	}
-	fmt.Fprintln(os.Stderr, "error:", err)
+	fmt.Fprintln(stderr, "error:", err)
 	return 1
 }

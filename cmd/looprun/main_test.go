@@ -29,6 +29,7 @@ func TestMain(m *testing.M) {
 		panic(string(out))
 	}
 	code := m.Run()
+	stopCluster()
 	_ = os.RemoveAll(dir)
 	os.Exit(code)
 }

@@ -104,13 +104,16 @@ func newRunCommand(g *globals) *cobra.Command {
 	return cmd
 }
 
-func newResumeCommand(g *globals) *cobra.Command {
+func newResumeCommand(g *globals, k *kube) *cobra.Command {
 	f := &runFlags{}
 	cmd := &cobra.Command{
-		Use:   "resume NAME",
-		Short: "Continue a loop's saved run from where it stopped",
+		Use:   "resume NAME | loop/NAME",
+		Short: "Continue a local run from where it stopped; loop/NAME: unsuspend a Loop",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if name, cluster := k.loopTarget(args[0], false); cluster {
+				return k.setSuspend(cmd.Context(), cmd.OutOrStdout(), name, false)
+			}
 			store := localrun.NewStore(g.loopsDir, args[0])
 			sf, err := store.Load()
 			if errors.Is(err, os.ErrNotExist) {

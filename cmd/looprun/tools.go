@@ -2,12 +2,10 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
-	"sigs.k8s.io/yaml"
 
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/executor"
@@ -49,7 +47,7 @@ func newConvertCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			b, err := manifestYAML(lf.Loop)
+			b, err := loopfile.ManifestYAML(lf.Loop)
 			if err != nil {
 				return err
 			}
@@ -57,29 +55,6 @@ func newConvertCommand(g *globals) *cobra.Command {
 			return err
 		},
 	}
-}
-
-// manifestYAML renders a Loop as a clean manifest: no status, no empty metadata.
-func manifestYAML(loop *v1alpha1.Loop) ([]byte, error) {
-	m := map[string]any{
-		"apiVersion": v1alpha1.GroupVersion.String(),
-		"kind":       "Loop",
-	}
-	meta := map[string]any{"name": loopfile.KubernetesName(loop.Name)}
-	if len(loop.Annotations) > 0 {
-		meta["annotations"] = loop.Annotations
-	}
-	m["metadata"] = meta
-	specJSON, err := json.Marshal(loop.Spec)
-	if err != nil {
-		return nil, err
-	}
-	var spec any
-	if err := json.Unmarshal(specJSON, &spec); err != nil {
-		return nil, err
-	}
-	m["spec"] = spec
-	return yaml.Marshal(m)
 }
 
 // scripted answers every action with a verdict from a scenario; nothing runs.

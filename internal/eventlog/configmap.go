@@ -18,6 +18,7 @@ import (
 
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/executor"
+	"github.com/looprun/looprun/internal/history"
 )
 
 // In a cluster the event log is a chain of ConfigMaps <loop>-events-<n>, each
@@ -25,6 +26,9 @@ import (
 const (
 	// EventsKey is the ConfigMap key holding a segment's events.
 	EventsKey = "events.jsonl"
+	// CheckpointsKey is the ConfigMap key holding the checkpoints taken
+	// while the segment was the one appended to, one JSON line each.
+	CheckpointsKey = "checkpoints.jsonl"
 	// DefaultSegmentBytes caps one segment.
 	DefaultSegmentBytes = 512 << 10
 	// LabelLoop names the Loop a ConfigMap or Pod belongs to.
@@ -54,12 +58,14 @@ func SegmentName(loop string, n int32) string {
 	return fmt.Sprintf("%s-events-%d", loop, n)
 }
 
-// Append adds events to the log of loop and updates loop.Status.EventLog.
-// Events the log already holds (by sequence number) are skipped, so an
-// append repeated after a failed status update adds nothing twice. An append
-// writes one segment (two when it starts a new one), never the whole log.
-func (l *ConfigMaps) Append(ctx context.Context, loop *v1alpha1.Loop, events []executor.Event) error {
-	if len(events) == 0 {
+// Append adds events to the log of loop, with the checkpoint cp when it is
+// not nil, and updates loop.Status.EventLog and loop.Status.Checkpoints.
+// Events and checkpoints the log already holds (by sequence number) are
+// skipped, so an append repeated after a failed status update adds nothing
+// twice. An append writes one segment (two when it starts a new one), never
+// the whole log.
+func (l *ConfigMaps) Append(ctx context.Context, loop *v1alpha1.Loop, events []executor.Event, cp *history.Checkpoint) error {
+	if len(events) == 0 && cp == nil {
 		return nil
 	}
 	st := loop.Status.EventLog
@@ -68,9 +74,15 @@ func (l *ConfigMaps) Append(ctx context.Context, loop *v1alpha1.Loop, events []e
 		loop.Status.EventLog = st
 	}
 	for attempt := 0; attempt < 3; attempt++ {
-		done, err := l.appendOnce(ctx, loop, st, events)
-		if err != nil || done {
+		done, err := l.appendOnce(ctx, loop, st, events, cp)
+		if err != nil {
 			return err
+		}
+		if done {
+			if err := l.trim(ctx, loop, st); err != nil {
+				return err
+			}
+			return l.index(ctx, loop, st, cp)
 		}
 	}
 	return fmt.Errorf("event log of %s: segment %d keeps changing", loop.Name, st.LastSegment)
@@ -78,15 +90,15 @@ func (l *ConfigMaps) Append(ctx context.Context, loop *v1alpha1.Loop, events []e
 
 // appendOnce tries to append to the current segment; done is false when it
 // must be retried (a segment appeared under it).
-func (l *ConfigMaps) appendOnce(ctx context.Context, loop *v1alpha1.Loop, st *v1alpha1.EventLogStatus, events []executor.Event) (bool, error) {
+func (l *ConfigMaps) appendOnce(ctx context.Context, loop *v1alpha1.Loop, st *v1alpha1.EventLogStatus, events []executor.Event, cp *history.Checkpoint) (bool, error) {
 	cm, err := l.current(ctx, loop, st.LastSegment)
 	if err != nil {
 		return false, err
 	}
-	data := ""
+	data, cpData := "", ""
 	lastSeq := st.LastSeq
 	if cm != nil {
-		data = cm.Data[EventsKey]
+		data, cpData = cm.Data[EventsKey], cm.Data[CheckpointsKey]
 		if seq, ok := lastSeqIn(data); ok {
 			lastSeq = seq
 		}
@@ -95,21 +107,52 @@ func (l *ConfigMaps) appendOnce(ctx context.Context, loop *v1alpha1.Loop, st *v1
 	if err != nil {
 		return false, err
 	}
-	if n == 0 {
+	cpLine, err := checkpointLine(cp, cpData)
+	if err != nil {
+		return false, err
+	}
+	if n == 0 && cpLine == nil {
 		st.LastSeq = lastSeq
 		return true, nil
 	}
-	if cm != nil && data != "" && len(data)+len(lines) > l.segmentBytes() {
+	if cm != nil && (data != "" || cpData != "") && len(data)+len(cpData)+len(lines)+len(cpLine) > l.segmentBytes() {
 		// This segment is full: the next one takes the events.
 		st.LastSegment++
 		next, err := l.get(ctx, loop, st.LastSegment)
 		if err != nil || next != nil {
 			return false, err // it exists already (an earlier try): read it and retry
 		}
-		cm, data = nil, ""
+		cm, data, cpData = nil, "", ""
 	}
+	if done, err := l.write(ctx, loop, st.LastSegment, cm, data+lines, cpData+string(cpLine)); !done || err != nil {
+		return false, err
+	}
+	if st.LastSeq == 0 && lastSeq == 0 {
+		st.Count = 0
+	}
+	st.Count += int64(n)
+	st.Bytes += int64(len(lines) + len(cpLine))
+	if n > 0 {
+		st.LastSeq = last
+	}
+	return true, nil
+}
+
+// checkpointLine renders cp, unless it is nil or the segment's checkpoints
+// (cpData) hold it already.
+func checkpointLine(cp *history.Checkpoint, cpData string) ([]byte, error) {
+	if cp == nil || lastCheckpointSeqIn(cpData) >= cp.Seq {
+		return nil, nil
+	}
+	return cp.Line()
+}
+
+// write stores segment n with these events and checkpoints: cm is the
+// segment as read (nil: create it). done is false when someone else wrote
+// it first (read it and try again).
+func (l *ConfigMaps) write(ctx context.Context, loop *v1alpha1.Loop, n int32, cm *corev1.ConfigMap, events, checkpoints string) (bool, error) {
 	if cm == nil {
-		cm, err = l.newSegment(loop, st.LastSegment, lines)
+		cm, err := l.newSegment(loop, n, events, checkpoints)
 		if err != nil {
 			return false, err
 		}
@@ -119,27 +162,25 @@ func (l *ConfigMaps) appendOnce(ctx context.Context, loop *v1alpha1.Loop, st *v1
 			}
 			return false, fmt.Errorf("create %s: %w", cm.Name, err)
 		}
-	} else {
-		if cm.Data == nil {
-			cm.Data = map[string]string{}
-		}
-		cm.Data[EventsKey] = data + lines
-		if err := l.Client.Update(ctx, cm); err != nil {
-			l.last.forget(loop.UID)
-			if apierrors.IsConflict(err) {
-				return false, nil // someone else wrote it: read it and try again
-			}
-			return false, fmt.Errorf("append to %s: %w", cm.Name, err)
-		}
+		l.last.put(loop.UID, n, cm)
+		return true, nil
 	}
-	l.last.put(loop.UID, st.LastSegment, cm)
-	if st.LastSeq == 0 && lastSeq == 0 {
-		st.Count = 0
+	if cm.Data == nil {
+		cm.Data = map[string]string{}
 	}
-	st.Count += int64(n)
-	st.Bytes += int64(len(lines))
-	st.LastSeq = last
-	return true, l.trim(ctx, loop, st)
+	cm.Data[EventsKey] = events
+	if checkpoints != "" {
+		cm.Data[CheckpointsKey] = checkpoints
+	}
+	if err := l.Client.Update(ctx, cm); err != nil {
+		l.last.forget(loop.UID)
+		if apierrors.IsConflict(err) {
+			return false, nil
+		}
+		return false, fmt.Errorf("append to %s: %w", cm.Name, err)
+	}
+	l.last.put(loop.UID, n, cm)
+	return true, nil
 }
 
 // current returns segment n of a Loop's log: the one remembered from the last
@@ -174,7 +215,7 @@ func (l *ConfigMaps) get(ctx context.Context, loop *v1alpha1.Loop, n int32) (*co
 	return cm, nil
 }
 
-func (l *ConfigMaps) newSegment(loop *v1alpha1.Loop, n int32, data string) (*corev1.ConfigMap, error) {
+func (l *ConfigMaps) newSegment(loop *v1alpha1.Loop, n int32, data, checkpoints string) (*corev1.ConfigMap, error) {
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      SegmentName(loop.Name, n),
@@ -183,16 +224,24 @@ func (l *ConfigMaps) newSegment(loop *v1alpha1.Loop, n int32, data string) (*cor
 		},
 		Data: map[string]string{EventsKey: data},
 	}
+	if checkpoints != "" {
+		cm.Data[CheckpointsKey] = checkpoints
+	}
 	if err := controllerutil.SetControllerReference(loop, cm, l.Scheme); err != nil {
 		return nil, err
 	}
 	return cm, nil
 }
 
-// trim deletes the oldest segments while the log is larger than MaxBytes.
-// The segment being appended to is always kept.
+// trim deletes the oldest segments while the log is larger than
+// history.maxEventBytes (or MaxBytes). The segment being appended to is
+// always kept.
 func (l *ConfigMaps) trim(ctx context.Context, loop *v1alpha1.Loop, st *v1alpha1.EventLogStatus) error {
-	for l.MaxBytes > 0 && st.Bytes > l.MaxBytes && st.FirstSegment < st.LastSegment {
+	limit := l.MaxBytes
+	if h := loop.Spec.History; h != nil && h.MaxEventBytes != nil {
+		limit = *h.MaxEventBytes
+	}
+	for limit > 0 && st.Bytes > limit && st.FirstSegment < st.LastSegment {
 		cm, err := l.get(ctx, loop, st.FirstSegment)
 		if err != nil {
 			return err
@@ -202,7 +251,7 @@ func (l *ConfigMaps) trim(ctx context.Context, loop *v1alpha1.Loop, st *v1alpha1
 			if err := l.Client.Delete(ctx, cm); client.IgnoreNotFound(err) != nil {
 				return fmt.Errorf("delete %s: %w", cm.Name, err)
 			}
-			st.Bytes -= int64(len(data))
+			st.Bytes -= int64(len(data) + len(cm.Data[CheckpointsKey]))
 			st.Count -= int64(strings.Count(data, "\n"))
 		}
 		st.FirstSegment++

@@ -23,6 +23,10 @@ const (
 	EventCycleDetected   = "cycle_detected"
 	EventLoopComplete    = "loop_complete"
 	EventSpecChanged     = "spec_changed"
+	// EventLoopFork: the run started from another loop's checkpoint.
+	EventLoopFork = "loop_fork"
+	// EventLoopRewind: the run went back to one of its own checkpoints.
+	EventLoopRewind = "loop_rewind"
 )
 
 // Event is one entry of a loop's event log. Seq numbers events of a run from 1

@@ -10,6 +10,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -346,4 +348,52 @@ func (m *Machine) Record(run *v1alpha1.RunState, now time.Time, typ string, data
 	t := m.begin(run, now)
 	t.emit(typ, data)
 	return t.done()
+}
+
+// Restore puts run back to a checkpoint's state (from): where it was, its
+// iteration, captured results, last result and counters. The run's own
+// identity, start time and event numbering stay; it is running again, with
+// nothing in flight. typ (EventLoopFork or EventLoopRewind) and data say
+// where the state came from.
+func (m *Machine) Restore(run *v1alpha1.RunState, from *v1alpha1.RunState, now time.Time, typ string, data map[string]any) []Event {
+	t := m.begin(run, now)
+	prevIteration, prevState := run.Iteration, run.CurrentState
+	run.CurrentState = from.CurrentState
+	run.Iteration = from.Iteration
+	run.Passes = from.Passes
+	run.Captured = from.Captured
+	run.PrevResult = from.PrevResult
+	run.LastResult = from.LastResult
+	run.EdgeRevisits = from.EdgeRevisits
+	run.RetryCounts = from.RetryCounts
+	run.Retries = 0
+	run.Action = nil
+	run.NextStepAt = nil
+	run.Phase = v1alpha1.PhaseRunning
+	run.TerminatedBy = ""
+	run.Message = ""
+	if data == nil {
+		data = map[string]any{}
+	}
+	data["iteration"] = from.Iteration
+	data["state"] = from.CurrentState
+	if typ == EventLoopRewind {
+		data["from_iteration"] = prevIteration
+		data["from_state"] = prevState
+	}
+	t.emit(typ, data)
+	return t.done()
+}
+
+// RewoundRunID names the run after a rewind: the run's id with a rewind
+// count (-w1, -w2, ...), so the actions of repeated iterations get names of
+// their own.
+func RewoundRunID(id string) string {
+	base, n := id, 0
+	if i := strings.LastIndex(id, "-w"); i > 0 {
+		if k, err := strconv.Atoi(id[i+2:]); err == nil && k > 0 {
+			base, n = id[:i], k
+		}
+	}
+	return fmt.Sprintf("%s-w%d", base, n+1)
 }

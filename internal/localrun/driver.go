@@ -9,6 +9,7 @@ import (
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/eventlog"
 	"github.com/looprun/looprun/internal/executor"
+	"github.com/looprun/looprun/internal/history"
 )
 
 // ErrNothingToResume is returned when the saved run has completed or failed.
@@ -81,46 +82,56 @@ func (d *Driver) Resume(ctx context.Context, run *v1alpha1.RunState) error {
 func (d *Driver) drive(ctx context.Context, w *writer, run *v1alpha1.RunState, batch []executor.Event) error {
 	notify := d.notify
 	notify(batch)
+	w.cps.max = d.Machine.Spec().GetMaxCheckpoints()
+	var cp *history.Checkpoint // taken after the last completed state, saved with the next save
+	var lastCheckpoint *time.Time
 	for {
 		if ctx.Err() != nil {
-			return d.interrupt(w, run, batch)
+			return d.interrupt(w, run, batch, cp)
 		}
 		step, evs := d.Machine.Plan(run, d.now())
 		notify(evs)
 		batch = append(batch, evs...)
 		switch step.Kind {
 		case executor.StepDone:
-			return w.save(run, batch)
+			return w.save(run, batch, cp)
 		case executor.StepEvaluate:
 			evs = d.Machine.Complete(ctx, run, nil, d.now())
 		case executor.StepWait:
-			if err := w.save(run, batch); err != nil {
+			if err := w.save(run, batch, cp); err != nil {
 				return err
 			}
-			batch = nil
+			batch, cp = nil, nil
 			sleepUntil(ctx, step.WaitUntil, d.now()) // if cancelled, the loop head interrupts
 			continue
 		case executor.StepAction:
-			if err := w.saveAsync(run, batch); err != nil {
+			if err := w.saveAsync(run, batch, cp); err != nil {
 				return err
 			}
-			batch = nil
+			batch, cp = nil, nil
 			res := d.Runner.Run(ctx, step.Action)
 			if ctx.Err() != nil {
-				return d.interrupt(w, run, nil)
+				return d.interrupt(w, run, nil, nil)
 			}
 			evs = d.Machine.Complete(ctx, run, &res, d.now())
 		}
 		notify(evs)
 		batch = append(batch, evs...)
+		if now := d.now(); !run.Phase.IsFinished() && d.Machine.Spec().CheckpointDue(run.Iteration, lastCheckpoint, now) {
+			taken, err := history.Take(d.Machine.Name(), run, now)
+			if err != nil {
+				return err
+			}
+			cp, lastCheckpoint = taken, &now
+		}
 	}
 }
 
 // interrupt records that the run was stopped; the action in flight runs again on resume.
-func (d *Driver) interrupt(w *writer, run *v1alpha1.RunState, batch []executor.Event) error {
+func (d *Driver) interrupt(w *writer, run *v1alpha1.RunState, batch []executor.Event, cp *history.Checkpoint) error {
 	evs := d.Machine.Interrupt(run, d.now(), "interrupted")
 	d.notify(evs)
-	return w.save(run, append(batch, evs...))
+	return w.save(run, append(batch, evs...), cp)
 }
 
 // notify shows events to OnEvents.

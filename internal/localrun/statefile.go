@@ -49,6 +49,33 @@ type StateFile struct {
 	LastSeq           int64            `json:"last_seq"`
 	LoopFile          string           `json:"loop_file,omitempty"`
 	Context           map[string]any   `json:"context,omitempty"`
+
+	// FormatVersion is the state file's format: absent (1) in files
+	// little-loops and early looprun wrote, FormatVersion now.
+	FormatVersion int `json:"format_version,omitempty"`
+}
+
+// FormatVersion is the state file format this build writes. Version 1 (no
+// format_version) is little-loops' own file; version 2 adds the format
+// version itself and a run id, and is what looprun writes.
+const FormatVersion = 2
+
+// migrate brings a state file of an older format to FormatVersion, step by
+// step; a newer format is refused, since fields this build does not know
+// would be lost on the next save.
+func (f *StateFile) migrate(path string) error {
+	if f.FormatVersion > FormatVersion {
+		return fmt.Errorf("%s has state format %d; this looprun reads formats up to %d: use a newer looprun", path, f.FormatVersion, FormatVersion)
+	}
+	if f.FormatVersion <= 1 {
+		// 1 -> 2: a run id (little-loops has none) so that actions and
+		// exports can name the run.
+		if f.RunID == "" {
+			f.RunID = f.LoopName + "-" + strings.NewReplacer("-", "", ":", "", ".", "").Replace(strings.SplitN(f.StartedAt, ".", 2)[0])
+		}
+		f.FormatVersion = 2
+	}
+	return nil
 }
 
 // CapturedFile is one captured result.
@@ -145,6 +172,7 @@ func encodeState(name, loopFile string, ctx map[string]any, run *v1alpha1.RunSta
 		RunID: run.RunID, TerminatedBy: string(run.TerminatedBy), Error: run.Message, IterationCount: run.Passes,
 		EdgeRevisitCounts: run.EdgeRevisits, RetryCounts: run.RetryCounts, ActionRetries: run.Retries, NextStepAt: fmtTime(run.NextStepAt),
 		ResumedAt: fmtTime(run.ResumedAt), LastSeq: run.LastSeq, LoopFile: loopFile, Context: ctx,
+		FormatVersion: FormatVersion,
 	}
 	for k, c := range run.Captured {
 		f.Captured[k] = CapturedFile{Output: c.Output, Stderr: c.Stderr, ExitCode: c.ExitCode, DurationMs: c.DurationMs, Verdict: c.Verdict}
@@ -309,6 +337,8 @@ func (a *atomicFile) syncDir() error {
 
 // ReadStateFile reads a state file, even while a run is saving it: a read
 // that raced a save (it read an old inode being rewritten) is read again.
+// Older formats are migrated; a file that cannot be read is an
+// *UnreadableError.
 func ReadStateFile(path string) (*StateFile, error) {
 	var lastErr error
 	for range 5 {
@@ -318,11 +348,27 @@ func ReadStateFile(path string) (*StateFile, error) {
 		}
 		var f StateFile
 		if lastErr = json.Unmarshal(data, &f); lastErr == nil {
+			if err := f.migrate(path); err != nil {
+				return nil, err
+			}
 			return &f, nil
 		}
 	}
-	return nil, fmt.Errorf("%s is not a readable state file: %w", path, lastErr)
+	return nil, &UnreadableError{Path: path, Err: lastErr}
 }
+
+// UnreadableError is a state file that is not a state file any more
+// (damaged, cut short, overwritten).
+type UnreadableError struct {
+	Path string
+	Err  error
+}
+
+func (e *UnreadableError) Error() string {
+	return fmt.Sprintf("%s is not a readable state file: %v", e.Path, e.Err)
+}
+
+func (e *UnreadableError) Unwrap() error { return e.Err }
 
 // ListStates reads every state file under loopsDir/.running.
 func ListStates(loopsDir string) ([]*StateFile, error) {

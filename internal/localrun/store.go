@@ -8,10 +8,12 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+	"time"
 
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/eventlog"
 	"github.com/looprun/looprun/internal/executor"
+	"github.com/looprun/looprun/internal/history"
 )
 
 // Store is where one loop's local run lives: <loops-dir>/.running/<name>.*.
@@ -30,6 +32,15 @@ func (s *Store) StatePath() string { return filepath.Join(s.dir, s.name+".state.
 
 // EventsPath is the JSONL event log.
 func (s *Store) EventsPath() string { return filepath.Join(s.dir, s.name+".events.jsonl") }
+
+// CheckpointsPath holds the run's checkpoints, one JSON line each.
+func (s *Store) CheckpointsPath() string { return filepath.Join(s.dir, s.name+".checkpoints.jsonl") }
+
+// LoopPath is where an imported run keeps its loop (a Loop manifest).
+func (s *Store) LoopPath() string { return filepath.Join(s.dir, s.name+".loop.yaml") }
+
+// Name is the loop's name.
+func (s *Store) Name() string { return s.name }
 
 // StdoutPath holds the complete stdout of every action of the run.
 func (s *Store) StdoutPath() string { return filepath.Join(s.dir, s.name+".stdout.log") }
@@ -80,7 +91,7 @@ func (s *Store) Lock() (unlock func(), err error) {
 // are truncated by OpenOutputs for the new run.)
 func (s *Store) Clear() error {
 	var errs []error
-	for _, p := range append([]string{s.StatePath(), s.EventsPath()}, slots(s.StatePath())...) {
+	for _, p := range append([]string{s.StatePath(), s.EventsPath(), s.CheckpointsPath()}, slots(s.StatePath())...) {
 		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, err)
 		}
@@ -88,9 +99,20 @@ func (s *Store) Clear() error {
 	return errors.Join(errs...)
 }
 
-// Load reads the saved state; os.ErrNotExist when there is none.
+// Load reads the saved state; os.ErrNotExist when there is none. A state
+// file that cannot be read is reported with its path and the last good
+// checkpoint, from which the run can be rewound.
 func (s *Store) Load() (*StateFile, error) {
-	return ReadStateFile(s.StatePath())
+	f, err := ReadStateFile(s.StatePath())
+	var unreadable *UnreadableError
+	if errors.As(err, &unreadable) {
+		if cp, cerr := s.LastGoodCheckpoint(); cerr == nil {
+			return nil, fmt.Errorf("%w\nthe last good checkpoint is iteration %d (state %s, taken %s): restore it with `looprun rewind --local %s --iteration %d`",
+				err, cp.Iteration, cp.State, cp.Time.Format(time.RFC3339), s.name, cp.Iteration)
+		}
+		return nil, fmt.Errorf("%w\nno good checkpoint of the run is left in %s", err, s.CheckpointsPath())
+	}
+	return f, err
 }
 
 // writer saves steps: events first (appended, fsynced), then the state file
@@ -100,6 +122,7 @@ type writer struct {
 	store    *Store
 	state    *atomicFile
 	log      *eventlog.File
+	cps      *checkpointFile
 	loopFile string
 	context  map[string]any
 	pending  chan error
@@ -113,7 +136,8 @@ func (s *Store) openWriter(loopFile string, ctx map[string]any) (*writer, error)
 	if err != nil {
 		return nil, err
 	}
-	return &writer{store: s, state: newAtomicFile(s.StatePath()), log: log, loopFile: loopFile, context: ctx}, nil
+	return &writer{store: s, state: newAtomicFile(s.StatePath()), log: log, cps: &checkpointFile{path: s.CheckpointsPath()},
+		loopFile: loopFile, context: ctx}, nil
 }
 
 // encode snapshots the run state, so the caller may change it at once.
@@ -130,14 +154,21 @@ func (w *writer) encode(run *v1alpha1.RunState) ([]byte, error) {
 // side by side (the filesystem can commit them together); the state file is
 // renamed into place only once both are on disk, so a saved state never
 // refers to an event that is not.
-func (w *writer) write(events []executor.Event, state []byte) error {
+// A checkpoint taken in the step is appended beside the events.
+func (w *writer) write(events []executor.Event, state []byte, cp *history.Checkpoint) error {
 	logDone := make(chan error, 1)
-	go func() { logDone <- w.log.Append(events) }()
+	go func() {
+		err := w.log.Append(events)
+		if err == nil && cp != nil {
+			err = w.cps.append(cp)
+		}
+		logDone <- err
+	}()
 	return w.state.write(state, func() error { return <-logDone })
 }
 
 // saveAsync starts saving in the background; wait returns the outcome.
-func (w *writer) saveAsync(run *v1alpha1.RunState, events []executor.Event) error {
+func (w *writer) saveAsync(run *v1alpha1.RunState, events []executor.Event, cp *history.Checkpoint) error {
 	if err := w.wait(); err != nil {
 		return err
 	}
@@ -147,13 +178,13 @@ func (w *writer) saveAsync(run *v1alpha1.RunState, events []executor.Event) erro
 	}
 	ch := make(chan error, 1)
 	w.pending = ch
-	go func() { ch <- w.write(events, state) }()
+	go func() { ch <- w.write(events, state, cp) }()
 	return nil
 }
 
 // save saves now, the directory included.
-func (w *writer) save(run *v1alpha1.RunState, events []executor.Event) error {
-	if err := w.saveAsync(run, events); err != nil {
+func (w *writer) save(run *v1alpha1.RunState, events []executor.Event, cp *history.Checkpoint) error {
+	if err := w.saveAsync(run, events, cp); err != nil {
 		return err
 	}
 	if err := w.wait(); err != nil {
@@ -173,5 +204,30 @@ func (w *writer) wait() error {
 }
 
 func (w *writer) close() error {
-	return errors.Join(w.wait(), w.log.Close())
+	return errors.Join(w.wait(), w.log.Close(), w.cps.close())
+}
+
+// Import writes a whole run (an import): the loop manifest at LoopPath, the
+// event log, the checkpoints and the state file, last, so that a run is
+// there only once all of it is.
+func (s *Store) Import(manifest []byte, run *v1alpha1.RunState, events []executor.Event, cps []history.Checkpoint) error {
+	unlock, err := s.Lock()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if err := s.Clear(); err != nil {
+		return err
+	}
+	if err := os.WriteFile(s.LoopPath(), manifest, 0o644); err != nil {
+		return err
+	}
+	if err := s.WriteCheckpoints(cps); err != nil {
+		return err
+	}
+	w, err := s.openWriter(s.LoopPath(), nil)
+	if err != nil {
+		return err
+	}
+	return errors.Join(w.save(run, events, nil), w.close())
 }

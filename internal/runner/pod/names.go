@@ -32,7 +32,7 @@ const maxNameLength = validation.DNS1123LabelMaxLength
 // LOOP-RUN-ITERATION-rN for its N-th retry; the Loop's name is shortened and
 // suffixed with a hash of it when the whole would exceed 63 characters.
 func Name(loop, run string, iteration, retry int32) string {
-	suffix := fmt.Sprintf("-%s-%d", run, iteration)
+	suffix := fmt.Sprintf("-%s-%d", dnsLabel(run), iteration)
 	if retry > 0 {
 		suffix += fmt.Sprintf("-r%d", retry)
 	}
@@ -73,4 +73,19 @@ func isLabelChar(c byte) bool {
 func shortHash(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:4])
+}
+
+// dnsLabel makes a run id usable in a Pod name: lower case, and '-' for
+// anything but letters and digits (a run moved from a laptop has an id like
+// count-20261121T083506).
+func dnsLabel(s string) string {
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
+			return r
+		case r >= 'A' && r <= 'Z':
+			return r + 'a' - 'A'
+		}
+		return '-'
+	}, s)
 }

@@ -38,6 +38,16 @@ func TestName(t *testing.T) {
 	}
 }
 
+func TestNameOfAMovedRun(t *testing.T) {
+	// A run started on a laptop has an id with upper case; rewinds add -wN.
+	if got := Name("count", "count-20261121T083506-w1", 4, 0); got != "count-count-20261121t083506-w1-4" {
+		t.Errorf("name %q", got)
+	}
+	if errs := validation.IsDNS1123Subdomain(Name("count", "Run_ID.x", 4, 0)); len(errs) > 0 {
+		t.Error(errs)
+	}
+}
+
 func TestRetryName(t *testing.T) {
 	if got := Name("fix", "0a1b2c3d", 7, 2); got != "fix-0a1b2c3d-7-r2" {
 		t.Errorf("Name = %q", got)

@@ -137,6 +137,19 @@ func (r *Runner) Prune(ctx context.Context, loop *v1alpha1.Loop) error {
 	return errors.Join(errs...)
 }
 
+// Cancel deletes the Pod of the Loop's action in flight.
+func (r *Runner) Cancel(ctx context.Context, loop *v1alpha1.Loop) error {
+	a := loop.Status.Action
+	if a == nil || a.Pod == "" {
+		return nil
+	}
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: loop.Namespace, Name: a.Pod}}
+	if err := r.Client.Delete(ctx, p, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("delete Pod %s: %w", a.Pod, err)
+	}
+	return nil
+}
+
 // Forget drops what the runner remembers of a deleted Loop.
 func (r *Runner) Forget(uid types.UID) { r.claims.Delete(uid) }
 

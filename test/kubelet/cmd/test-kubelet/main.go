@@ -4,6 +4,7 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"os"
 	"path/filepath"
@@ -12,7 +13,9 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/looprun/looprun/internal/runner/pod"
@@ -47,7 +50,25 @@ func main() {
 		os.Exit(1)
 	}
 	log.Info("Running Pods as local processes", "dir", *dir)
-	err = mgr.Start(ctrl.SetupSignalHandler())
+	ctx := ctrl.SetupSignalHandler()
+	direct, err := client.New(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme()})
+	if err != nil {
+		log.Error(err, "Unable to make a client")
+		os.Exit(1)
+	}
+	// Container logs through the API server (kubectl logs, looprun logs),
+	// once the manager's client can read.
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		if err := k.ServeLogs(ctx, direct); err != nil {
+			log.Error(err, "Serving container logs failed; kubectl logs will not work")
+		}
+		<-ctx.Done()
+		return nil
+	})); err != nil {
+		log.Error(err, "Unable to set up the log server")
+		os.Exit(1)
+	}
+	err = mgr.Start(ctx)
 	k.Stop()
 	if err != nil {
 		log.Error(err, "Stopped")

@@ -1,0 +1,144 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/looprun/looprun/api/v1alpha1"
+)
+
+// kube is how the cluster commands reach the cluster, flags as kubectl's.
+type kube struct {
+	kubeconfig string
+	context    string
+	namespace  string
+	// plugin is true when looprun runs as kubectl-loop: bare names then
+	// always mean Loops in the cluster.
+	plugin bool
+	// now is the clock (tests fix it).
+	now func() time.Time
+
+	scheme *runtime.Scheme
+	c      client.WithWatch
+	cs     kubernetes.Interface
+	ns     string
+}
+
+func (k *kube) bind(root *cobra.Command) {
+	f := root.PersistentFlags()
+	f.StringVar(&k.kubeconfig, "kubeconfig", "", "path to the kubeconfig file (default $KUBECONFIG or ~/.kube/config)")
+	f.StringVar(&k.context, "context", "", "the kubeconfig context to use")
+	f.StringVarP(&k.namespace, "namespace", "n", "", "the namespace (default: the context's)")
+}
+
+// connect builds the clients once.
+func (k *kube) connect() error {
+	if k.c != nil {
+		return nil
+	}
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = k.kubeconfig
+	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: k.context})
+	cfg, err := cc.ClientConfig()
+	if err != nil {
+		return fmt.Errorf("no cluster to talk to: %w", err)
+	}
+	k.ns = k.namespace
+	if k.ns == "" {
+		if k.ns, _, err = cc.Namespace(); err != nil {
+			return err
+		}
+	}
+	k.scheme = runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(k.scheme))
+	utilruntime.Must(v1alpha1.AddToScheme(k.scheme))
+	if k.c, err = client.NewWithWatch(cfg, client.Options{Scheme: k.scheme}); err != nil {
+		return err
+	}
+	k.cs, err = kubernetes.NewForConfig(cfg)
+	return err
+}
+
+func (k *kube) key(name string) client.ObjectKey {
+	return client.ObjectKey{Namespace: k.ns, Name: name}
+}
+
+func (k *kube) clock() time.Time {
+	if k.now != nil {
+		return k.now()
+	}
+	return time.Now()
+}
+
+// getLoop reads a Loop, with an error a user can act on.
+func (k *kube) getLoop(ctx context.Context, name string) (*v1alpha1.Loop, error) {
+	loop := &v1alpha1.Loop{}
+	if err := k.c.Get(ctx, k.key(name), loop); err != nil {
+		if client.IgnoreNotFound(err) == nil {
+			return nil, &exitError{code: 1, msg: fmt.Sprintf("loop %q not found in namespace %s", name, k.ns)}
+		}
+		return nil, err
+	}
+	return loop, nil
+}
+
+// loopTarget reads a command argument: loop/NAME (also loops/, lp/,
+// loop.looprun.io/) always names a Loop in the cluster; a bare NAME does
+// when clusterDefault (or when run as kubectl-loop), else a local run.
+func (k *kube) loopTarget(arg string, clusterDefault bool) (name string, cluster bool) {
+	if kind, name, ok := strings.Cut(arg, "/"); ok {
+		switch kind {
+		case "loop", "loops", "lp", "loop.looprun.io", "loops.looprun.io":
+			return name, true
+		}
+	}
+	return arg, clusterDefault || k.plugin
+}
+
+// request sets the looprun.io/request annotation; the nonce makes a repeated
+// request a new one.
+func (k *kube) request(ctx context.Context, name, req string) error {
+	loop, err := k.getLoop(ctx, name)
+	if err != nil {
+		return err
+	}
+	patch := client.MergeFrom(loop.DeepCopy())
+	if loop.Annotations == nil {
+		loop.Annotations = map[string]string{}
+	}
+	loop.Annotations[v1alpha1.RequestAnnotation] = fmt.Sprintf("%s@%d", req, k.clock().UnixNano())
+	return k.c.Patch(ctx, loop, patch)
+}
+
+// age renders how long ago t was, as kubectl does.
+func age(t, now time.Time) string {
+	d := now.Sub(t)
+	switch {
+	case t.IsZero():
+		return "<unknown>"
+	case d < 2*time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < 2*time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh", int(d.Hours()))
+	}
+	return fmt.Sprintf("%dd", int(d.Hours()/24))
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "<none>"
+	}
+	return s
+}

@@ -1,0 +1,799 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/internal/eventlog"
+	"github.com/looprun/looprun/internal/executor"
+	"github.com/looprun/looprun/internal/history"
+	"github.com/looprun/looprun/internal/loopfile"
+	"github.com/looprun/looprun/internal/runner/pod"
+	"github.com/looprun/looprun/internal/transfer"
+)
+
+func newGetCommand(k *kube) *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "get [NAME...]",
+		Short: "List Loops in the cluster: state, iteration, phase, verdict, age",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := k.connect(); err != nil {
+				return err
+			}
+			var loops []v1alpha1.Loop
+			if len(args) == 0 {
+				list := &v1alpha1.LoopList{}
+				if err := k.c.List(cmd.Context(), list, client.InNamespace(k.ns)); err != nil {
+					return err
+				}
+				loops = list.Items
+			}
+			for _, a := range args {
+				name, _ := k.loopTarget(a, true)
+				loop, err := k.getLoop(cmd.Context(), name)
+				if err != nil {
+					return err
+				}
+				loops = append(loops, *loop)
+			}
+			out := cmd.OutOrStdout()
+			switch output {
+			case "yaml", "json":
+				for i := range loops {
+					loops[i].APIVersion, loops[i].Kind = v1alpha1.GroupVersion.String(), "Loop"
+					loops[i].ManagedFields = nil
+				}
+				var v any = &v1alpha1.LoopList{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "List"}, Items: loops}
+				if len(args) == 1 {
+					v = &loops[0]
+				}
+				b, err := json.MarshalIndent(v, "", "  ")
+				if err == nil && output == "yaml" {
+					b, err = yaml.JSONToYAML(b)
+				}
+				if err != nil {
+					return err
+				}
+				_, err = fmt.Fprintln(out, strings.TrimRight(string(b), "\n"))
+				return err
+			case "":
+			default:
+				return fmt.Errorf("--output %q: want yaml or json", output)
+			}
+			if len(loops) == 0 {
+				fmt.Fprintf(cmd.ErrOrStderr(), "No loops in namespace %s.\n", k.ns)
+				return nil
+			}
+			w := tabwriter.NewWriter(out, 0, 4, 3, ' ', 0)
+			fmt.Fprintln(w, "NAME\tSTATE\tITERATION\tPHASE\tVERDICT\tAGE")
+			for _, l := range loops {
+				verdict := ""
+				if l.Status.LastResult != nil {
+					verdict = l.Status.LastResult.Verdict
+				}
+				fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\n", l.Name, l.Status.CurrentState, l.Status.Iteration, l.Status.Phase, verdict, age(l.CreationTimestamp.Time, k.clock()))
+			}
+			return w.Flush()
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: yaml or json")
+	return cmd
+}
+
+func newDescribeCommand(k *kube) *cobra.Command {
+	return &cobra.Command{
+		Use:   "describe NAME",
+		Short: "Summarise a Loop: status, state, iteration, retries, time, conditions, history",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := k.connect(); err != nil {
+				return err
+			}
+			name, _ := k.loopTarget(args[0], true)
+			loop, err := k.getLoop(cmd.Context(), name)
+			if err != nil {
+				return err
+			}
+			events, err := eventlog.ReadSegments(cmd.Context(), k.c, loop)
+			if err != nil {
+				return err
+			}
+			return describe(cmd.OutOrStdout(), loop, events, k.clock())
+		},
+	}
+}
+
+func describe(out io.Writer, loop *v1alpha1.Loop, events []executor.Event, now time.Time) error {
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	row := func(k string, format string, v ...any) {
+		fmt.Fprintf(w, "%s:\t"+format+"\n", append([]any{k}, v...)...)
+	}
+	describeRun(row, loop, now)
+	describeHistory(row, loop)
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(out, "Conditions:")
+	cw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(cw, "  TYPE\tSTATUS\tREASON\tMESSAGE")
+	for _, c := range loop.Status.Conditions {
+		fmt.Fprintf(cw, "  %s\t%s\t%s\t%s\n", c.Type, c.Status, c.Reason, c.Message)
+	}
+	if err := cw.Flush(); err != nil {
+		return err
+	}
+	if len(events) > 5 {
+		events = events[len(events)-5:]
+	}
+	fmt.Fprintln(out, "Recent events:")
+	for _, e := range events {
+		fmt.Fprintf(out, "  %s\n", eventLine(e))
+	}
+	return nil
+}
+
+type rowFunc func(k string, format string, v ...any)
+
+// describeRun writes where the run is: phase, state, iteration, retries, time.
+func describeRun(row rowFunc, loop *v1alpha1.Loop, now time.Time) {
+	st := loop.Status
+	row("Name", "%s", loop.Name)
+	row("Namespace", "%s", loop.Namespace)
+	phase := string(st.Phase)
+	if st.TerminatedBy != "" {
+		phase += " (" + string(st.TerminatedBy) + ")"
+	}
+	row("Phase", "%s", orNone(phase))
+	if st.Message != "" {
+		row("Message", "%s", st.Message)
+	}
+	row("State", "%s", orNone(st.CurrentState))
+	row("Iteration", "%d of %d", st.Iteration, loop.Spec.GetMaxIterations())
+	retries := fmt.Sprintf("%d of the current action", st.Retries)
+	if len(st.RetryCounts) > 0 {
+		var parts []string
+		for _, s := range sortedKeys(st.RetryCounts) {
+			parts = append(parts, fmt.Sprintf("%s=%d", s, st.RetryCounts[s]))
+		}
+		retries += "; re-entries " + strings.Join(parts, ", ")
+	}
+	row("Retries", "%s", retries)
+	if st.StartedAt != nil {
+		row("Started", "%s", st.StartedAt.UTC().Format(time.RFC3339))
+		end := now
+		if st.Phase.IsFinished() && st.UpdatedAt != nil {
+			end = st.UpdatedAt.Time
+		}
+		row("Running time", "%s", executor.Elapsed(&st.RunState, end).Round(time.Millisecond))
+	}
+	if st.LastResult != nil {
+		row("Last verdict", "%s", st.LastResult.Verdict)
+	}
+	if a := st.Action; a != nil {
+		where := ""
+		if a.Pod != "" {
+			where = ", pod " + a.Pod
+		}
+		if st.Phase.IsFinished() {
+			where += " (cut off: runs again if the run is continued)"
+		}
+		row("Action", "state %s, iteration %d%s", a.State, a.Iteration, where)
+	} else {
+		row("Action", "<none>")
+	}
+	if loop.Spec.Suspend {
+		row("Suspended", "yes (spec.suspend)")
+	}
+}
+
+// describeHistory writes what is kept of the run's past.
+func describeHistory(row rowFunc, loop *v1alpha1.Loop) {
+	st := loop.Status
+	if f := loop.Spec.ResumeFrom; f != nil {
+		row("Forked from", "loop/%s", f.Loop)
+	}
+	if n := len(st.Checkpoints); n > 0 {
+		last := st.Checkpoints[n-1]
+		row("Checkpoints", "%d (iterations %d to %d; newest: iteration %d, state %s)", n, st.Checkpoints[0].Iteration, last.Iteration, last.Iteration, last.State)
+	} else {
+		row("Checkpoints", "none")
+	}
+	if el := st.EventLog; el != nil {
+		row("Event log", "%d segment(s), %d events, %d bytes", el.LastSegment-el.FirstSegment+1, el.Count, el.Bytes)
+	}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// eventLine renders an event on one line, as history prints it.
+func eventLine(e executor.Event) string {
+	parts := make([]string, 0, len(e.Data))
+	for _, k := range sortedKeys(e.Data) {
+		parts = append(parts, fmt.Sprintf("%s=%s", k, compact(e.Data[k])))
+	}
+	return strings.TrimRight(fmt.Sprintf("%4d  %s  %-16s %s", e.Seq, e.Time.UTC().Format("15:04:05.000"), e.Type, strings.Join(parts, " ")), " ")
+}
+
+func newWatchCommand(k *kube) *cobra.Command {
+	return &cobra.Command{
+		Use:   "watch NAME",
+		Short: "Follow a Loop's progress until it ends; exit code as for run",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := k.connect(); err != nil {
+				return err
+			}
+			name, _ := k.loopTarget(args[0], true)
+			loop, err := k.getLoop(cmd.Context(), name)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			last := ""
+			show := func(l *v1alpha1.Loop) bool {
+				if line := progressLine(l); line != last {
+					fmt.Fprintln(out, line)
+					last = line
+				}
+				return l.Status.Phase.IsFinished() && l.Status.ObservedGeneration == l.Generation
+			}
+			for !show(loop) {
+				if loop, err = k.nextVersion(cmd.Context(), loop); err != nil {
+					return err
+				}
+			}
+			return outcome(&loop.Status.RunState, loop.Name)
+		},
+	}
+}
+
+// progressLine sums up where a Loop is.
+func progressLine(l *v1alpha1.Loop) string {
+	st := l.Status
+	line := fmt.Sprintf("iteration %d  state %s  phase %s", st.Iteration, orNone(st.CurrentState), orNone(string(st.Phase)))
+	if st.LastResult != nil && st.LastResult.Verdict != "" {
+		line += "  verdict " + st.LastResult.Verdict
+	}
+	if st.Action != nil {
+		line += "  running " + st.Action.State
+	}
+	if st.TerminatedBy != "" {
+		line += "  ended: " + string(st.TerminatedBy)
+	}
+	return line
+}
+
+// nextVersion waits for the Loop to change and returns the new version.
+func (k *kube) nextVersion(ctx context.Context, loop *v1alpha1.Loop) (*v1alpha1.Loop, error) {
+	w, err := k.c.Watch(ctx, &v1alpha1.LoopList{}, client.InNamespace(loop.Namespace),
+		client.MatchingFields{"metadata.name": loop.Name}, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: loop.ResourceVersion}})
+	if err != nil {
+		return nil, err
+	}
+	defer w.Stop()
+	for ev := range w.ResultChan() {
+		switch ev.Type {
+		case watch.Modified, watch.Added:
+			if l, ok := ev.Object.(*v1alpha1.Loop); ok && l.ResourceVersion != loop.ResourceVersion {
+				return l, nil
+			}
+		case watch.Deleted:
+			return nil, &exitError{code: 1, msg: fmt.Sprintf("loop %s was deleted", loop.Name)}
+		case watch.Error:
+			// Too old a version, say: read it again.
+			return k.getLoop(ctx, loop.Name)
+		}
+	}
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	return k.getLoop(ctx, loop.Name) // the watch ended: read it again
+}
+
+func newLogsCommand(k *kube) *cobra.Command {
+	var follow bool
+	cmd := &cobra.Command{
+		Use:   "logs NAME",
+		Short: "Print the logs of a Loop's action Pods, step by step, in order",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := k.connect(); err != nil {
+				return err
+			}
+			name, _ := k.loopTarget(args[0], true)
+			return k.logs(cmd.Context(), cmd.OutOrStdout(), name, follow)
+		},
+	}
+	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new steps' logs until the loop ends")
+	return cmd
+}
+
+type stepPod struct {
+	pod              *corev1.Pod
+	iteration, retry int
+}
+
+// stepPods lists a Loop's action Pods in the order they ran.
+func (k *kube) stepPods(ctx context.Context, loop *v1alpha1.Loop) ([]stepPod, error) {
+	list := &corev1.PodList{}
+	if err := k.c.List(ctx, list, client.InNamespace(loop.Namespace), client.MatchingLabels{pod.LabelLoop: pod.LabelValue(loop.Name)}); err != nil {
+		return nil, err
+	}
+	var out []stepPod
+	for i := range list.Items {
+		p := &list.Items[i]
+		if !metav1.IsControlledBy(p, loop) {
+			continue
+		}
+		it, _ := strconv.Atoi(p.Labels[pod.LabelIteration])
+		retry, _ := strconv.Atoi(p.Labels[pod.LabelRetry])
+		out = append(out, stepPod{p, it, retry})
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if !a.pod.CreationTimestamp.Equal(&b.pod.CreationTimestamp) {
+			return a.pod.CreationTimestamp.Before(&b.pod.CreationTimestamp)
+		}
+		if a.iteration != b.iteration {
+			return a.iteration < b.iteration
+		}
+		return a.retry < b.retry
+	})
+	return out, nil
+}
+
+func (k *kube) logs(ctx context.Context, out io.Writer, name string, follow bool) error {
+	shown := map[string]bool{}
+	for {
+		loop, err := k.getLoop(ctx, name)
+		if err != nil {
+			return err
+		}
+		progressed, err := k.showNewLogs(ctx, out, loop, shown, follow)
+		if err != nil {
+			return err
+		}
+		if !follow {
+			if len(shown) == 0 {
+				return &exitError{code: 1, msg: fmt.Sprintf("loop %s has no finished action Pods (actions may run locally, or history.keepPods pruned them)", name)}
+			}
+			return nil
+		}
+		if loop.Status.Phase.IsFinished() && !progressed {
+			return nil
+		}
+		if !progressed {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}
+}
+
+// showNewLogs prints the logs of the Loop's Pods not shown yet, in order,
+// up to the first that has not started; with follow, a running one is
+// followed to its end.
+func (k *kube) showNewLogs(ctx context.Context, out io.Writer, loop *v1alpha1.Loop, shown map[string]bool, follow bool) (bool, error) {
+	pods, err := k.stepPods(ctx, loop)
+	if err != nil {
+		return false, err
+	}
+	progressed := false
+	for _, sp := range pods {
+		if shown[sp.pod.Name] {
+			continue
+		}
+		phase := sp.pod.Status.Phase
+		running := phase != corev1.PodSucceeded && phase != corev1.PodFailed
+		if running && (!follow || phase == corev1.PodPending) {
+			break // not finished (or not started): later
+		}
+		shown[sp.pod.Name], progressed = true, true
+		state := sp.pod.Annotations[pod.AnnotationState]
+		if state == "" {
+			state = sp.pod.Labels[pod.LabelState]
+		}
+		fmt.Fprintf(out, "==> iteration %d, state %s (pod %s) <==\n", sp.iteration, state, sp.pod.Name)
+		if err := k.podLog(ctx, out, sp.pod, follow); err != nil {
+			fmt.Fprintf(out, "(no log: %v)\n", err)
+		}
+	}
+	return progressed, nil
+}
+
+func (k *kube) podLog(ctx context.Context, out io.Writer, p *corev1.Pod, follow bool) error {
+	rc, err := k.cs.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{Container: pod.ActionContainer, Follow: follow}).Stream(ctx)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	_, err = io.Copy(out, rc)
+	return err
+}
+
+func newCheckpointsCommand(g *globals, k *kube) *cobra.Command {
+	var local bool
+	cmd := &cobra.Command{
+		Use:   "checkpoints NAME",
+		Short: "List a run's checkpoints, each checked against its SHA-256",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name, cluster := k.loopTarget(args[0], !local)
+			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 3, ' ', 0)
+			fmt.Fprintln(w, "ITERATION\tSTATE\tTAKEN\tSEQ\tCHECK")
+			if !cluster {
+				good, bad, err := localStore(g, name).Checkpoints()
+				if err != nil {
+					return err
+				}
+				for _, c := range good {
+					fmt.Fprintf(w, "%d\t%s\t%s\t%d\tok\n", c.Iteration, c.State, c.Time.UTC().Format(time.RFC3339), c.Seq)
+				}
+				for _, err := range bad {
+					fmt.Fprintf(w, "-\t-\t-\t-\t%v\n", err)
+				}
+				return w.Flush()
+			}
+			if err := k.connect(); err != nil {
+				return err
+			}
+			loop, err := k.getLoop(cmd.Context(), name)
+			if err != nil {
+				return err
+			}
+			for _, ref := range loop.Status.Checkpoints {
+				check := "ok"
+				if _, _, err := eventlog.ReadCheckpoint(cmd.Context(), k.c, loop, ref); err != nil {
+					check = err.Error()
+				}
+				taken := ""
+				if ref.Time != nil {
+					taken = ref.Time.UTC().Format(time.RFC3339)
+				}
+				fmt.Fprintf(w, "%d\t%s\t%s\t%d\t%s\n", ref.Iteration, ref.State, taken, ref.Seq, check)
+			}
+			return w.Flush()
+		},
+	}
+	cmd.Flags().BoolVar(&local, "local", false, "the local run's checkpoints (under --loops-dir)")
+	return cmd
+}
+
+func newSuspendCommand(k *kube) *cobra.Command {
+	return &cobra.Command{
+		Use:   "suspend NAME",
+		Short: "Pause a Loop between states (spec.suspend: true)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name, _ := k.loopTarget(args[0], true)
+			return k.setSuspend(cmd.Context(), cmd.OutOrStdout(), name, true)
+		},
+	}
+}
+
+func (k *kube) setSuspend(ctx context.Context, out io.Writer, name string, suspend bool) error {
+	if err := k.connect(); err != nil {
+		return err
+	}
+	loop, err := k.getLoop(ctx, name)
+	if err != nil {
+		return err
+	}
+	patch := client.MergeFrom(loop.DeepCopy())
+	loop.Spec.Suspend = suspend
+	if err := k.c.Patch(ctx, loop, patch); err != nil {
+		return err
+	}
+	verb := "resumed"
+	if suspend {
+		verb = "suspended"
+	}
+	_, err = fmt.Fprintf(out, "loop/%s %s\n", name, verb)
+	return err
+}
+
+func newStopCommand(k *kube) *cobra.Command {
+	return &cobra.Command{
+		Use:   "stop NAME",
+		Short: "End a running Loop at once (phase Interrupted, terminatedBy stopped)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := k.connect(); err != nil {
+				return err
+			}
+			name, _ := k.loopTarget(args[0], true)
+			if err := k.request(cmd.Context(), name, "stop"); err != nil {
+				return err
+			}
+			_, err := fmt.Fprintf(cmd.OutOrStdout(), "loop/%s stop requested\n", name)
+			return err
+		},
+	}
+}
+
+func newForkCommand(k *kube) *cobra.Command {
+	var iteration int32
+	cmd := &cobra.Command{
+		Use:   "fork NAME NEW-NAME",
+		Short: "Start a new Loop from a checkpoint of another (spec.resumeFrom)",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := k.connect(); err != nil {
+				return err
+			}
+			name, _ := k.loopTarget(args[0], true)
+			src, err := k.getLoop(cmd.Context(), name)
+			if err != nil {
+				return err
+			}
+			var it *int32
+			if cmd.Flags().Changed("iteration") {
+				it = &iteration
+			}
+			ref, err := history.Pick(src.Status.Checkpoints, it)
+			if err != nil {
+				return &exitError{code: 1, msg: fmt.Sprintf("cannot fork %s: %v", name, err)}
+			}
+			fork := &v1alpha1.Loop{
+				ObjectMeta: metav1.ObjectMeta{Name: args[1], Namespace: k.ns, Labels: src.Labels},
+				Spec:       *src.Spec.DeepCopy(),
+			}
+			fork.Spec.ResumeFrom = &v1alpha1.ResumeFrom{Loop: name, Iteration: &ref.Iteration}
+			fork.Spec.Suspend = false
+			if err := k.c.Create(cmd.Context(), fork); err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "loop/%s created from loop/%s at iteration %d (state %s)\n", fork.Name, name, ref.Iteration, ref.State)
+			return err
+		},
+	}
+	cmd.Flags().Int32Var(&iteration, "iteration", 0, "the checkpoint to start from (default: the newest)")
+	return cmd
+}
+
+func newRewindCommand(g *globals, k *kube) *cobra.Command {
+	var (
+		iteration int32
+		local     bool
+		file      string
+	)
+	cmd := &cobra.Command{
+		Use:   "rewind NAME",
+		Short: "Take a run back to one of its checkpoints and go on from there",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var it *int32
+			if cmd.Flags().Changed("iteration") {
+				it = &iteration
+			}
+			name, cluster := k.loopTarget(args[0], !local)
+			if !cluster {
+				return rewindLocal(cmd, g, name, it, file)
+			}
+			if err := k.connect(); err != nil {
+				return err
+			}
+			loop, err := k.getLoop(cmd.Context(), name)
+			if err != nil {
+				return err
+			}
+			ref, err := history.Pick(loop.Status.Checkpoints, it)
+			if err != nil {
+				return &exitError{code: 1, msg: fmt.Sprintf("cannot rewind %s: %v", name, err)}
+			}
+			if err := k.request(cmd.Context(), name, fmt.Sprintf("rewind:%d", ref.Iteration)); err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "loop/%s rewinding to iteration %d (state %s)\n", name, ref.Iteration, ref.State)
+			return err
+		},
+	}
+	cmd.Flags().Int32Var(&iteration, "iteration", 0, "the checkpoint to go back to (default: the newest)")
+	cmd.Flags().BoolVar(&local, "local", false, "rewind the local run (under --loops-dir)")
+	cmd.Flags().StringVarP(&file, "file", "f", "", "with --local: the loop file, when the state file cannot say")
+	return cmd
+}
+
+func rewindLocal(cmd *cobra.Command, g *globals, name string, it *int32, file string) error {
+	store := localStore(g, name)
+	if file == "" {
+		if sf, err := localrunReadState(store.StatePath()); err == nil {
+			file = sf.LoopFile
+		} else if p, err := loopfile.Resolve(name, loopfile.Options{LoopsDir: g.loopsDir}); err == nil {
+			file = p
+		} else if _, err := os.Stat(store.LoopPath()); err == nil {
+			file = store.LoopPath()
+		} else {
+			return fmt.Errorf("which loop file does %q run? say it with --file", name)
+		}
+	}
+	lf, err := loadLoop(file, g, cmd.ErrOrStderr(), true)
+	if err != nil {
+		return err
+	}
+	m, err := executor.New(name, &lf.Loop.Spec, executor.Options{})
+	if err != nil {
+		return fmt.Errorf("%s: invalid loop: %w", file, err)
+	}
+	run, err := store.Rewind(m, it, file, nil, time.Now())
+	if err != nil {
+		return &exitError{code: 1, msg: err.Error()}
+	}
+	_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s rewound to iteration %d (state %s); continue with: looprun resume %s\n", name, run.Iteration, run.CurrentState, name)
+	return err
+}
+
+func newExportCommand(g *globals, k *kube) *cobra.Command {
+	var (
+		local  bool
+		output string
+	)
+	cmd := &cobra.Command{
+		Use:   "export NAME",
+		Short: "Write a run (Loop, event log, checkpoints) as one checked JSON document",
+		Long: "Export a Loop from the cluster (NAME or loop/NAME), or a local run with --local, as one\n" +
+			"versioned JSON document with a SHA-256 checksum; looprun import recreates and continues it.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name, cluster := k.loopTarget(args[0], !local)
+			var run *history.Run
+			var err error
+			if cluster {
+				if err := k.connect(); err != nil {
+					return err
+				}
+				if _, err := k.getLoop(cmd.Context(), name); err != nil {
+					return err
+				}
+				run, err = transfer.ExportCluster(cmd.Context(), k.c, k.key(name), k.clock())
+			} else {
+				run, err = transfer.ExportLocal(g.loopsDir, name, k.clock())
+			}
+			if err != nil {
+				return err
+			}
+			if output == "" || output == "-" {
+				return history.WriteExport(cmd.OutOrStdout(), run)
+			}
+			f, err := os.Create(output)
+			if err != nil {
+				return err
+			}
+			return errors.Join(history.WriteExport(f, run), f.Close())
+		},
+	}
+	cmd.Flags().BoolVar(&local, "local", false, "export the local run NAME (under --loops-dir)")
+	cmd.Flags().StringVarP(&output, "output", "o", "", "write to this file instead of stdout")
+	return cmd
+}
+
+func newImportCommand(g *globals, k *kube) *cobra.Command {
+	var (
+		local, overwrite bool
+		name             string
+	)
+	cmd := &cobra.Command{
+		Use:   "import FILE",
+		Short: "Recreate an exported run in a namespace (or locally, --local) and continue it",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			in := cmd.InOrStdin()
+			if args[0] != "-" {
+				f, err := os.Open(args[0])
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				in = f
+			}
+			run, err := history.ReadExport(in)
+			if err != nil {
+				return &exitError{code: 1, msg: fmt.Sprintf("%s: %v", args[0], err)}
+			}
+			if name == "" {
+				name = run.Loop.Name
+			}
+			out := cmd.OutOrStdout()
+			if local {
+				store, err := transfer.ImportLocal(g.loopsDir, run, name, overwrite, k.clock())
+				if err != nil {
+					return err
+				}
+				st := run.Loop.Status
+				_, err = fmt.Fprintf(out, "%s imported into %s at iteration %d (state %s); continue with: looprun resume %s\n", name, store.StatePath(), st.Iteration, st.CurrentState, name)
+				return err
+			}
+			if err := k.connect(); err != nil {
+				return err
+			}
+			loop, err := transfer.ImportCluster(cmd.Context(), k.c, k.scheme, run, k.key(name), k.clock())
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(out, "loop/%s imported into namespace %s at iteration %d (state %s, %s)\n", loop.Name, loop.Namespace, loop.Status.Iteration, loop.Status.CurrentState, loop.Status.Phase)
+			return err
+		},
+	}
+	cmd.Flags().BoolVar(&local, "local", false, "import as a local run (under --loops-dir)")
+	cmd.Flags().BoolVar(&overwrite, "overwrite", false, "with --local: replace a local run of the same name")
+	cmd.Flags().StringVar(&name, "name", "", "the name to import under (default: the exported one)")
+	return cmd
+}
+
+func newApplyCommand(g *globals, k *kube) *cobra.Command {
+	var file string
+	cmd := &cobra.Command{
+		Use:   "apply -f FILE",
+		Short: "Create or update a Loop from a loop file (a Loop manifest or a little-loops YAML file)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if file == "" {
+				return fmt.Errorf("apply needs -f FILE")
+			}
+			lf, err := loadLoop(file, g, cmd.ErrOrStderr(), false)
+			if err != nil {
+				return err
+			}
+			if err := k.connect(); err != nil {
+				return err
+			}
+			want := lf.Loop
+			ns := k.ns
+			if want.Namespace != "" && k.namespace == "" {
+				ns = want.Namespace
+			}
+			loop := &v1alpha1.Loop{}
+			verb := "created"
+			err = k.c.Get(cmd.Context(), client.ObjectKey{Namespace: ns, Name: want.Name}, loop)
+			switch {
+			case client.IgnoreNotFound(err) != nil:
+				return err
+			case err != nil:
+				loop = &v1alpha1.Loop{ObjectMeta: metav1.ObjectMeta{Name: want.Name, Namespace: ns, Labels: want.Labels, Annotations: want.Annotations}, Spec: want.Spec}
+				err = k.c.Create(cmd.Context(), loop)
+			case equality.Semantic.DeepEqual(loop.Spec, want.Spec):
+				verb = "unchanged"
+			default:
+				verb = "configured"
+				patch := client.MergeFrom(loop.DeepCopy())
+				loop.Spec = want.Spec
+				err = k.c.Patch(cmd.Context(), loop, patch)
+			}
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "loop/%s %s\n", want.Name, verb)
+			return err
+		},
+	}
+	cmd.Flags().StringVarP(&file, "filename", "f", "", "the loop file")
+	return cmd
+}

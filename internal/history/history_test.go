@@ -1,0 +1,108 @@
+package history
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/internal/executor"
+)
+
+func sampleRun() *v1alpha1.RunState {
+	t := metav1.NewTime(time.Date(2026, 11, 21, 8, 0, 0, 0, time.UTC))
+	return &v1alpha1.RunState{
+		RunID: "r1", CurrentState: "inc", Iteration: 3, Phase: v1alpha1.PhaseRunning, LastSeq: 15, StartedAt: &t,
+		Captured:   map[string]v1alpha1.CapturedResult{"total": {Output: "2 <&>"}},
+		Action:     &v1alpha1.ActionStatus{State: "inc", Iteration: 4},
+		NextStepAt: &t, Retries: 2,
+	}
+}
+
+func TestTakeAndVerify(t *testing.T) {
+	cp, err := Take("count", sampleRun(), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cp.Iteration != 3 || cp.State != "inc" || cp.Seq != 15 || len(cp.SHA256) != 64 {
+		t.Fatalf("checkpoint %+v", cp)
+	}
+	run, err := cp.RunState()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run.Action != nil || run.NextStepAt != nil || run.Retries != 0 {
+		t.Errorf("the moment's details were kept: %+v", run)
+	}
+	if run.Captured["total"].Output != "2 <&>" {
+		t.Errorf("captured %+v", run.Captured)
+	}
+	line, err := cp.Line()
+	if err != nil {
+		t.Fatal(err)
+	}
+	found, _, err := Find(line, 15)
+	if err != nil || found.Iteration != 3 {
+		t.Fatalf("Find: %v %+v", err, found)
+	}
+	if _, _, err := Find(line, 16); !errors.Is(err, ErrMissing) {
+		t.Errorf("Find of another seq: %v", err)
+	}
+	altered := bytes.Replace(line, []byte(`"total"`), []byte(`"totaL"`), 1)
+	if _, _, err := Find(altered, 15); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("an altered checkpoint passed: %v", err)
+	}
+	if _, _, err := Find(append([]byte("{not json\n"), line[:len(line)/2]...), 15); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("damaged lines: %v", err)
+	}
+}
+
+func TestPick(t *testing.T) {
+	idx := []v1alpha1.CheckpointRef{{Iteration: 1, Seq: 5}, {Iteration: 2, Seq: 10}, {Iteration: 2, Seq: 40}}
+	two := int32(2)
+	if r, err := Pick(idx, &two); err != nil || r.Seq != 40 {
+		t.Errorf("newest of iteration 2: %+v %v", r, err)
+	}
+	if r, err := Pick(idx, nil); err != nil || r.Seq != 40 {
+		t.Errorf("newest: %+v %v", r, err)
+	}
+	nine := int32(9)
+	if _, err := Pick(idx, &nine); !errors.Is(err, ErrMissing) || !strings.Contains(err.Error(), "kept: iterations 1 to 2") {
+		t.Errorf("missing: %v", err)
+	}
+}
+
+func TestExportRoundTrip(t *testing.T) {
+	cp, err := Take("count", sampleRun(), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := &Run{Source: "local/.loops/count", Loop: v1alpha1.Loop{ObjectMeta: metav1.ObjectMeta{Name: "count"}},
+		Events:      []executor.Event{{Seq: 1, Type: executor.EventLoopStart, Time: time.Now().UTC(), Data: map[string]any{"loop": "count"}}},
+		Checkpoints: []Checkpoint{*cp}}
+	var b bytes.Buffer
+	if err := WriteExport(&b, run); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadExport(bytes.NewReader(b.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Loop.Name != "count" || len(got.Events) != 1 || len(got.Checkpoints) != 1 {
+		t.Errorf("round trip: %+v", got)
+	}
+	for name, doc := range map[string]string{
+		"altered":   strings.Replace(b.String(), `"count"`, `"counT"`, 1),
+		"cut short": b.String()[:b.Len()/2],
+		"newer":     strings.Replace(b.String(), `"version": 1`, `"version": 2`, 1),
+		"foreign":   `{"format": "something", "version": 1}`,
+	} {
+		if _, err := ReadExport(strings.NewReader(doc)); err == nil {
+			t.Errorf("%s export was read", name)
+		}
+	}
+}

@@ -1,0 +1,157 @@
+package localrun
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/looprun/looprun/internal/history"
+)
+
+// checkpointFile appends checkpoints to <name>.checkpoints.jsonl. Appends
+// are not fsynced on their own: the state file is the run's truth, and the
+// fsync of the next save carries them. When the file holds twice max
+// checkpoints it is rewritten with the newest max.
+type checkpointFile struct {
+	path string
+	max  int
+	// count is how many checkpoints the file holds; -1 until read.
+	count int
+	f     *os.File
+}
+
+func (c *checkpointFile) append(cp *history.Checkpoint) error {
+	if c.f == nil {
+		cps, _, err := readCheckpoints(c.path)
+		if err != nil {
+			return err
+		}
+		c.count = len(cps)
+		if c.f, err = os.OpenFile(c.path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err != nil {
+			return err
+		}
+	}
+	line, err := cp.Line()
+	if err != nil {
+		return err
+	}
+	if _, err := c.f.Write(line); err != nil {
+		return fmt.Errorf("append to %s: %w", c.path, err)
+	}
+	c.count++
+	if c.max > 0 && c.count >= 2*c.max {
+		return c.compact()
+	}
+	return nil
+}
+
+// compact keeps the newest max checkpoints.
+func (c *checkpointFile) compact() error {
+	cps, _, err := readCheckpoints(c.path)
+	if err != nil {
+		return err
+	}
+	if len(cps) > c.max {
+		cps = cps[len(cps)-c.max:]
+	}
+	if err := writeCheckpoints(c.path, cps); err != nil {
+		return err
+	}
+	c.count = len(cps)
+	old := c.f
+	c.f, err = os.OpenFile(c.path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	return errors.Join(err, old.Close())
+}
+
+func (c *checkpointFile) close() error {
+	if c.f == nil {
+		return nil
+	}
+	return c.f.Close()
+}
+
+// readCheckpoints reads a checkpoints file; a missing one holds none. bad
+// counts damaged lines.
+func readCheckpoints(path string) (cps []history.Checkpoint, bad int, err error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, 0, nil
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	cps, bad = history.Parse(data)
+	return cps, bad, nil
+}
+
+// writeCheckpoints replaces a checkpoints file atomically.
+func writeCheckpoints(path string, cps []history.Checkpoint) error {
+	var b bytes.Buffer
+	for i := range cps {
+		line, err := cps[i].Line()
+		if err != nil {
+			return err
+		}
+		b.Write(line)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	_, err = tmp.Write(b.Bytes())
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		_ = os.Remove(tmp.Name())
+	}
+	return err
+}
+
+// Checkpoints reads the run's checkpoints, oldest first, each checked.
+// Damaged ones come back in bad with why.
+func (s *Store) Checkpoints() (good []history.Checkpoint, bad []error, err error) {
+	cps, damaged, err := readCheckpoints(s.CheckpointsPath())
+	if err != nil {
+		return nil, nil, err
+	}
+	for i := range cps {
+		if verr := cps[i].Verify(); verr != nil {
+			bad = append(bad, verr)
+			continue
+		}
+		good = append(good, cps[i])
+	}
+	if damaged > 0 {
+		bad = append(bad, &history.CorruptError{Iteration: -1, Reason: fmt.Sprintf("%d damaged line(s) in %s", damaged, s.CheckpointsPath())})
+	}
+	return good, bad, nil
+}
+
+// LastGoodCheckpoint is the newest checkpoint that passes its check.
+func (s *Store) LastGoodCheckpoint() (*history.Checkpoint, error) {
+	good, _, err := s.Checkpoints()
+	if err != nil {
+		return nil, err
+	}
+	if len(good) == 0 {
+		return nil, history.ErrMissing
+	}
+	return &good[len(good)-1], nil
+}
+
+// WriteCheckpoints replaces the run's checkpoints (an import).
+func (s *Store) WriteCheckpoints(cps []history.Checkpoint) error {
+	if err := os.MkdirAll(s.dir, 0o755); err != nil {
+		return err
+	}
+	return writeCheckpoints(s.CheckpointsPath(), cps)
+}
