@@ -116,12 +116,10 @@ func (l *ConfigMaps) appendOnce(ctx context.Context, loop *v1alpha1.Loop, st *v1
 		return true, nil
 	}
 	if cm != nil && (data != "" || cpData != "") && len(data)+len(cpData)+len(lines)+len(cpLine) > l.segmentBytes() {
-		// This segment is full: the next one takes the events.
+		// This segment is full: the next one takes the events. Should it
+		// exist already (an earlier try), creating it fails, and the retry
+		// reads it.
 		st.LastSegment++
-		next, err := l.get(ctx, loop, st.LastSegment)
-		if err != nil || next != nil {
-			return false, err // it exists already (an earlier try): read it and retry
-		}
 		cm, data, cpData = nil, "", ""
 	}
 	if done, err := l.write(ctx, loop, st.LastSegment, cm, data+lines, cpData+string(cpLine)); !done || err != nil {

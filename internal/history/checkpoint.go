@@ -12,6 +12,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"strconv"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -74,12 +76,14 @@ func (c *Checkpoint) RunState() (*v1alpha1.RunState, error) {
 	}
 	// The checksum is of the compact JSON, so re-indenting (an export
 	// does) changes nothing, and any other change shows.
-	var compact bytes.Buffer
-	if err := json.Compact(&compact, c.Run); err != nil {
-		return nil, &CorruptError{Iteration: c.Iteration, Seq: c.Seq, Reason: err.Error()}
-	}
-	if got := checksum(compact.Bytes()); got != c.SHA256 {
-		return nil, &CorruptError{Iteration: c.Iteration, Seq: c.Seq, Reason: fmt.Sprintf("SHA-256 is %s, recorded %s", short(got), short(c.SHA256))}
+	if got := checksum(c.Run); got != c.SHA256 {
+		var compact bytes.Buffer
+		if err := json.Compact(&compact, c.Run); err != nil {
+			return nil, &CorruptError{Iteration: c.Iteration, Seq: c.Seq, Reason: err.Error()}
+		}
+		if got = checksum(compact.Bytes()); got != c.SHA256 {
+			return nil, &CorruptError{Iteration: c.Iteration, Seq: c.Seq, Reason: fmt.Sprintf("SHA-256 is %s, recorded %s", short(got), short(c.SHA256))}
+		}
 	}
 	run := &v1alpha1.RunState{}
 	if err := json.Unmarshal(c.Run, run); err != nil {
@@ -151,23 +155,97 @@ func Parse(data []byte) (cps []Checkpoint, bad int) {
 
 // Find returns the checkpoint with the sequence number seq from JSONL data,
 // checked. A checkpoint that is not there is ErrMissing, or a
-// *CorruptError when damaged lines could have been it.
+// *CorruptError when damaged lines could have been it. Only the line
+// found is decoded: the others are skipped by the seq in their head.
 func Find(data []byte, seq int64) (*Checkpoint, *v1alpha1.RunState, error) {
-	cps, bad := Parse(data)
-	for i := range cps {
-		if cps[i].Seq != seq {
+	bad := 0
+	for len(data) > 0 {
+		line := data
+		if i := bytes.IndexByte(data, '\n'); i >= 0 {
+			line, data = data[:i], data[i+1:]
+		} else {
+			data = nil
+		}
+		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
-		run, err := cps[i].RunState()
-		if err != nil {
-			return &cps[i], nil, err
+		s, ok := headSeq(line)
+		switch {
+		case !ok:
+			bad++
+			continue
+		case s != seq:
+			continue
 		}
-		return &cps[i], run, nil
+		var c Checkpoint
+		if err := json.Unmarshal(line, &c); err != nil {
+			return nil, nil, &CorruptError{Iteration: -1, Seq: seq, Reason: err.Error()}
+		}
+		run, err := c.RunState()
+		if err != nil {
+			return &c, nil, err
+		}
+		return &c, run, nil
 	}
 	if bad > 0 {
 		return nil, nil, &CorruptError{Iteration: -1, Seq: seq, Reason: fmt.Sprintf("%d damaged line(s) where checkpoint %d was expected", bad, seq)}
 	}
 	return nil, nil, ErrMissing
+}
+
+// FindIn is Find over a reader (a local checkpoints file): lines that are
+// not the one sought are skipped as they stream by, never held whole.
+func FindIn(r io.Reader, seq int64) (*Checkpoint, *v1alpha1.RunState, error) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	bad := 0
+	for {
+		chunk, err := br.ReadSlice('\n')
+		if len(bytes.TrimSpace(chunk)) > 0 {
+			s, ok := headSeq(chunk)
+			if ok && s == seq {
+				line := append([]byte(nil), chunk...)
+				for errors.Is(err, bufio.ErrBufferFull) {
+					chunk, err = br.ReadSlice('\n')
+					line = append(line, chunk...)
+				}
+				return Find(line, seq)
+			}
+			if !ok {
+				bad++
+			}
+		}
+		for errors.Is(err, bufio.ErrBufferFull) {
+			_, err = br.ReadSlice('\n')
+		}
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+	}
+	if bad > 0 {
+		return nil, nil, &CorruptError{Iteration: -1, Seq: seq, Reason: fmt.Sprintf("%d damaged line(s) where checkpoint %d was expected", bad, seq)}
+	}
+	return nil, nil, ErrMissing
+}
+
+// headSeq reads the "seq" of a checkpoint line from its head: the fields
+// before run are short, and a quote inside a JSON string is escaped, so
+// the first `"seq":` is the field.
+func headSeq(line []byte) (int64, bool) {
+	head := line[:min(len(line), 1024)]
+	i := bytes.Index(head, []byte(`"seq":`))
+	if i < 0 {
+		return 0, false
+	}
+	rest := head[i+len(`"seq":`):]
+	end := bytes.IndexAny(rest, ",}")
+	if end < 0 {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(string(bytes.TrimSpace(rest[:end])), 10, 64)
+	return n, err == nil
 }
 
 // Pick chooses from an index the checkpoint of iteration (the newest one

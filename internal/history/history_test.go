@@ -61,6 +61,32 @@ func TestTakeAndVerify(t *testing.T) {
 	}
 }
 
+func TestFindIn(t *testing.T) {
+	var file bytes.Buffer
+	for i := range 3 {
+		run := sampleRun()
+		run.Iteration, run.LastSeq = int32(i+1), int64(10*(i+1))
+		run.Captured["big"] = v1alpha1.CapturedResult{Output: strings.Repeat("y", 200<<10)} // lines past the reader's buffer
+		cp, err := Take("count", run, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		line, _ := cp.Line()
+		file.Write(line)
+	}
+	_, run, err := FindIn(bytes.NewReader(file.Bytes()), 20)
+	if err != nil || run.Iteration != 2 || len(run.Captured["big"].Output) != 200<<10 {
+		t.Fatalf("FindIn: %v", err)
+	}
+	if _, _, err := FindIn(bytes.NewReader(file.Bytes()), 25); !errors.Is(err, ErrMissing) {
+		t.Errorf("missing: %v", err)
+	}
+	altered := bytes.Replace(file.Bytes(), []byte(`"iteration":2`), []byte(`"iteration":7`), 1)
+	if _, _, err := FindIn(bytes.NewReader(altered), 20); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("altered: %v", err)
+	}
+}
+
 func TestPick(t *testing.T) {
 	idx := []v1alpha1.CheckpointRef{{Iteration: 1, Seq: 5}, {Iteration: 2, Seq: 10}, {Iteration: 2, Seq: 40}}
 	two := int32(2)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/history"
 )
 
@@ -154,4 +155,15 @@ func (s *Store) WriteCheckpoints(cps []history.Checkpoint) error {
 		return err
 	}
 	return writeCheckpoints(s.CheckpointsPath(), cps)
+}
+
+// LoadCheckpoint reads the checkpoint seq from a checkpoints file, checked.
+func LoadCheckpoint(path string, seq int64) (*v1alpha1.RunState, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	_, run, err := history.FindIn(f, seq)
+	return run, err
 }
