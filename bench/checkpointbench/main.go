@@ -54,10 +54,10 @@ func main() {
 }
 
 // runState is a run state with 100 captures of 4 KiB.
-func runState(i int) *v1alpha1.RunState {
+func runState(iteration int32) *v1alpha1.RunState {
 	now := metav1.Now()
-	run := &v1alpha1.RunState{RunID: "bench", CurrentState: "work", Iteration: int32(i + 1), Phase: v1alpha1.PhaseRunning,
-		LastSeq: int64(5 * (i + 1)), StartedAt: &now, UpdatedAt: &now, Captured: map[string]v1alpha1.CapturedResult{}}
+	run := &v1alpha1.RunState{RunID: "bench", CurrentState: "work", Iteration: iteration, Phase: v1alpha1.PhaseRunning,
+		LastSeq: int64(5 * iteration), StartedAt: &now, UpdatedAt: &now, Captured: map[string]v1alpha1.CapturedResult{}}
 	line := strings.Repeat("x", 63) + "\n"
 	for c := range 100 {
 		run.Captured[fmt.Sprintf("capture-%03d", c)] = v1alpha1.CapturedResult{Output: strings.Repeat(line, 64)[:4096], ExitCode: 0, DurationMs: 12}
@@ -66,7 +66,7 @@ func runState(i int) *v1alpha1.RunState {
 }
 
 func run(rounds int) (bool, error) {
-	cp, err := history.Take("bench", runState(0), time.Now())
+	cp, err := history.Take("bench", runState(1), time.Now())
 	if err != nil {
 		return false, err
 	}
@@ -116,8 +116,10 @@ func local(rounds int) (save, load []time.Duration, err error) {
 	}
 	defer f.Close()
 	runs := make([]*v1alpha1.RunState, rounds)
+	var iteration int32
 	for i := range runs {
-		runs[i] = runState(i)
+		iteration++
+		runs[i] = runState(iteration)
 	}
 	for i := range rounds {
 		start := time.Now()
@@ -170,8 +172,10 @@ func cluster(rounds int) (save, load []time.Duration, err error) {
 	}
 	log := &eventlog.ConfigMaps{Client: c, Reader: c, Scheme: c.Scheme()}
 	runs := make([]*v1alpha1.RunState, rounds)
+	var iteration int32
 	for i := range runs {
-		runs[i] = runState(i)
+		iteration++
+		runs[i] = runState(iteration)
 	}
 	for i := range rounds {
 		start := time.Now()

@@ -1,0 +1,332 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/internal/executor"
+	"github.com/looprun/looprun/internal/history"
+	"github.com/looprun/looprun/internal/loopfile"
+	"github.com/looprun/looprun/internal/transfer"
+)
+
+func newSuspendCommand(k *kube) *cobra.Command {
+	return &cobra.Command{
+		Use:   "suspend NAME",
+		Short: "Pause a Loop between states (spec.suspend: true)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name, _ := k.loopTarget(args[0], true)
+			return k.setSuspend(cmd.Context(), cmd.OutOrStdout(), name, true)
+		},
+	}
+}
+
+func (k *kube) setSuspend(ctx context.Context, out io.Writer, name string, suspend bool) error {
+	if err := k.connect(); err != nil {
+		return err
+	}
+	loop, err := k.getLoop(ctx, name)
+	if err != nil {
+		return err
+	}
+	patch := client.MergeFrom(loop.DeepCopy())
+	loop.Spec.Suspend = suspend
+	if err := k.c.Patch(ctx, loop, patch); err != nil {
+		return err
+	}
+	verb := "resumed"
+	if suspend {
+		verb = "suspended"
+	}
+	_, err = fmt.Fprintf(out, "loop/%s %s\n", name, verb)
+	return err
+}
+
+func newStopCommand(k *kube) *cobra.Command {
+	return &cobra.Command{
+		Use:   "stop NAME",
+		Short: "End a running Loop at once (phase Interrupted, terminatedBy stopped)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := k.connect(); err != nil {
+				return err
+			}
+			name, _ := k.loopTarget(args[0], true)
+			if err := k.request(cmd.Context(), name, "stop"); err != nil {
+				return err
+			}
+			_, err := fmt.Fprintf(cmd.OutOrStdout(), "loop/%s stop requested\n", name)
+			return err
+		},
+	}
+}
+
+func newForkCommand(k *kube) *cobra.Command {
+	var iteration int32
+	cmd := &cobra.Command{
+		Use:   "fork NAME NEW-NAME",
+		Short: "Start a new Loop from a checkpoint of another (spec.resumeFrom)",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := k.connect(); err != nil {
+				return err
+			}
+			name, _ := k.loopTarget(args[0], true)
+			src, err := k.getLoop(cmd.Context(), name)
+			if err != nil {
+				return err
+			}
+			var it *int32
+			if cmd.Flags().Changed("iteration") {
+				it = &iteration
+			}
+			ref, err := history.Pick(src.Status.Checkpoints, it)
+			if err != nil {
+				return &exitError{code: 1, msg: fmt.Sprintf("cannot fork %s: %v", name, err)}
+			}
+			fork := &v1alpha1.Loop{
+				ObjectMeta: metav1.ObjectMeta{Name: args[1], Namespace: k.ns, Labels: src.Labels},
+				Spec:       *src.Spec.DeepCopy(),
+			}
+			fork.Spec.ResumeFrom = &v1alpha1.ResumeFrom{Loop: name, Iteration: &ref.Iteration}
+			fork.Spec.Suspend = false
+			if err := k.c.Create(cmd.Context(), fork); err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "loop/%s created from loop/%s at iteration %d (state %s)\n", fork.Name, name, ref.Iteration, ref.State)
+			return err
+		},
+	}
+	cmd.Flags().Int32Var(&iteration, "iteration", 0, "the checkpoint to start from (default: the newest)")
+	return cmd
+}
+
+func newRewindCommand(g *globals, k *kube) *cobra.Command {
+	var (
+		iteration int32
+		local     bool
+		file      string
+	)
+	cmd := &cobra.Command{
+		Use:   "rewind NAME",
+		Short: "Take a run back to one of its checkpoints and go on from there",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var it *int32
+			if cmd.Flags().Changed("iteration") {
+				it = &iteration
+			}
+			name, cluster := k.loopTarget(args[0], !local)
+			if !cluster {
+				return rewindLocal(cmd, g, name, it, file)
+			}
+			if err := k.connect(); err != nil {
+				return err
+			}
+			loop, err := k.getLoop(cmd.Context(), name)
+			if err != nil {
+				return err
+			}
+			ref, err := history.Pick(loop.Status.Checkpoints, it)
+			if err != nil {
+				return &exitError{code: 1, msg: fmt.Sprintf("cannot rewind %s: %v", name, err)}
+			}
+			if err := k.request(cmd.Context(), name, fmt.Sprintf("rewind:%d", ref.Iteration)); err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "loop/%s rewinding to iteration %d (state %s)\n", name, ref.Iteration, ref.State)
+			return err
+		},
+	}
+	cmd.Flags().Int32Var(&iteration, "iteration", 0, "the checkpoint to go back to (default: the newest)")
+	cmd.Flags().BoolVar(&local, "local", false, "rewind the local run (under --loops-dir)")
+	cmd.Flags().StringVarP(&file, "file", "f", "", "with --local: the loop file, when the state file cannot say")
+	return cmd
+}
+
+func rewindLocal(cmd *cobra.Command, g *globals, name string, it *int32, file string) error {
+	store := localStore(g, name)
+	if file == "" {
+		if sf, err := localrunReadState(store.StatePath()); err == nil {
+			file = sf.LoopFile
+		} else if p, err := loopfile.Resolve(name, loopfile.Options{LoopsDir: g.loopsDir}); err == nil {
+			file = p
+		} else if _, err := os.Stat(store.LoopPath()); err == nil {
+			file = store.LoopPath()
+		} else {
+			return fmt.Errorf("which loop file does %q run? say it with --file", name)
+		}
+	}
+	lf, err := loadLoop(file, g, cmd.ErrOrStderr(), true)
+	if err != nil {
+		return err
+	}
+	m, err := executor.New(name, &lf.Loop.Spec, executor.Options{})
+	if err != nil {
+		return fmt.Errorf("%s: invalid loop: %w", file, err)
+	}
+	run, err := store.Rewind(m, it, file, nil, time.Now())
+	if err != nil {
+		return &exitError{code: 1, msg: err.Error()}
+	}
+	_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s rewound to iteration %d (state %s); continue with: looprun resume %s\n", name, run.Iteration, run.CurrentState, name)
+	return err
+}
+
+func newExportCommand(g *globals, k *kube) *cobra.Command {
+	var (
+		local  bool
+		output string
+	)
+	cmd := &cobra.Command{
+		Use:   "export NAME",
+		Short: "Write a run (Loop, event log, checkpoints) as one checked JSON document",
+		Long: "Export a Loop from the cluster (NAME or loop/NAME), or a local run with --local, as one\n" +
+			"versioned JSON document with a SHA-256 checksum; looprun import recreates and continues it.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name, cluster := k.loopTarget(args[0], !local)
+			var run *history.Run
+			var err error
+			if cluster {
+				if err := k.connect(); err != nil {
+					return err
+				}
+				if _, err := k.getLoop(cmd.Context(), name); err != nil {
+					return err
+				}
+				run, err = transfer.ExportCluster(cmd.Context(), k.c, k.key(name), k.clock())
+			} else {
+				run, err = transfer.ExportLocal(g.loopsDir, name, k.clock())
+			}
+			if err != nil {
+				return err
+			}
+			if output == "" || output == "-" {
+				return history.WriteExport(cmd.OutOrStdout(), run)
+			}
+			f, err := os.Create(output)
+			if err != nil {
+				return err
+			}
+			return errors.Join(history.WriteExport(f, run), f.Close())
+		},
+	}
+	cmd.Flags().BoolVar(&local, "local", false, "export the local run NAME (under --loops-dir)")
+	cmd.Flags().StringVarP(&output, "output", "o", "", "write to this file instead of stdout")
+	return cmd
+}
+
+func newImportCommand(g *globals, k *kube) *cobra.Command {
+	var (
+		local, overwrite bool
+		name             string
+	)
+	cmd := &cobra.Command{
+		Use:   "import FILE",
+		Short: "Recreate an exported run in a namespace (or locally, --local) and continue it",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			in := cmd.InOrStdin()
+			if args[0] != "-" {
+				f, err := os.Open(args[0])
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				in = f
+			}
+			run, err := history.ReadExport(in)
+			if err != nil {
+				return &exitError{code: 1, msg: fmt.Sprintf("%s: %v", args[0], err)}
+			}
+			if name == "" {
+				name = run.Loop.Name
+			}
+			out := cmd.OutOrStdout()
+			if local {
+				store, err := transfer.ImportLocal(g.loopsDir, run, name, overwrite, k.clock())
+				if err != nil {
+					return err
+				}
+				st := run.Loop.Status
+				_, err = fmt.Fprintf(out, "%s imported into %s at iteration %d (state %s); continue with: looprun resume %s\n", name, store.StatePath(), st.Iteration, st.CurrentState, name)
+				return err
+			}
+			if err := k.connect(); err != nil {
+				return err
+			}
+			loop, err := transfer.ImportCluster(cmd.Context(), k.c, k.scheme, run, k.key(name), k.clock())
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(out, "loop/%s imported into namespace %s at iteration %d (state %s, %s)\n", loop.Name, loop.Namespace, loop.Status.Iteration, loop.Status.CurrentState, loop.Status.Phase)
+			return err
+		},
+	}
+	cmd.Flags().BoolVar(&local, "local", false, "import as a local run (under --loops-dir)")
+	cmd.Flags().BoolVar(&overwrite, "overwrite", false, "with --local: replace a local run of the same name")
+	cmd.Flags().StringVar(&name, "name", "", "the name to import under (default: the exported one)")
+	return cmd
+}
+
+func newApplyCommand(g *globals, k *kube) *cobra.Command {
+	var file string
+	cmd := &cobra.Command{
+		Use:   "apply -f FILE",
+		Short: "Create or update a Loop from a loop file (a Loop manifest or a little-loops YAML file)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if file == "" {
+				return fmt.Errorf("apply needs -f FILE")
+			}
+			lf, err := loadLoop(file, g, cmd.ErrOrStderr(), false)
+			if err != nil {
+				return err
+			}
+			if err := k.connect(); err != nil {
+				return err
+			}
+			want := lf.Loop
+			ns := k.ns
+			if want.Namespace != "" && k.namespace == "" {
+				ns = want.Namespace
+			}
+			loop := &v1alpha1.Loop{}
+			verb := "created"
+			err = k.c.Get(cmd.Context(), client.ObjectKey{Namespace: ns, Name: want.Name}, loop)
+			switch {
+			case client.IgnoreNotFound(err) != nil:
+				return err
+			case err != nil:
+				loop = &v1alpha1.Loop{ObjectMeta: metav1.ObjectMeta{Name: want.Name, Namespace: ns, Labels: want.Labels, Annotations: want.Annotations}, Spec: want.Spec}
+				err = k.c.Create(cmd.Context(), loop)
+			case equality.Semantic.DeepEqual(loop.Spec, want.Spec):
+				verb = "unchanged"
+			default:
+				verb = "configured"
+				patch := client.MergeFrom(loop.DeepCopy())
+				loop.Spec = want.Spec
+				err = k.c.Patch(cmd.Context(), loop, patch)
+			}
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "loop/%s %s\n", want.Name, verb)
+			return err
+		},
+	}
+	cmd.Flags().StringVarP(&file, "filename", "f", "", "the loop file")
+	return cmd
+}
