@@ -1,8 +1,11 @@
 package v1alpha1
 
 import (
+	"encoding/json"
 	"strings"
 	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 )
 
 // GetMaxIterations returns spec.maxIterations or its default.
@@ -159,6 +162,19 @@ func CanonicalVerdict(v string) string {
 		return VerdictFailure
 	}
 	return v
+}
+
+// SetContext sets the context variable k to v (null when v cannot be
+// rendered as JSON).
+func (s *LoopSpec) SetContext(k string, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		b = []byte("null")
+	}
+	if s.Context == nil {
+		s.Context = map[string]apiextensionsv1.JSON{}
+	}
+	s.Context[k] = apiextensionsv1.JSON{Raw: b}
 }
 
 // DefaultMaxCheckpoints is how many checkpoints a Loop keeps by default.

@@ -65,6 +65,17 @@ func runState(iteration int32) *v1alpha1.RunState {
 	return run
 }
 
+// runStates is one run state per round, iterations 1, 2, ...
+func runStates(rounds int) []*v1alpha1.RunState {
+	runs := make([]*v1alpha1.RunState, rounds)
+	var iteration int32
+	for i := range runs {
+		iteration++
+		runs[i] = runState(iteration)
+	}
+	return runs
+}
+
 func run(rounds int) (bool, error) {
 	cp, err := history.Take("bench", runState(1), time.Now())
 	if err != nil {
@@ -115,12 +126,7 @@ func local(rounds int) (save, load []time.Duration, err error) {
 		return nil, nil, err
 	}
 	defer f.Close()
-	runs := make([]*v1alpha1.RunState, rounds)
-	var iteration int32
-	for i := range runs {
-		iteration++
-		runs[i] = runState(iteration)
-	}
+	runs := runStates(rounds)
 	for i := range rounds {
 		start := time.Now()
 		cp, err := history.Take("bench", runs[i], time.Now())
@@ -171,12 +177,7 @@ func cluster(rounds int) (save, load []time.Duration, err error) {
 		return nil, nil, err
 	}
 	log := &eventlog.ConfigMaps{Client: c, Reader: c, Scheme: c.Scheme()}
-	runs := make([]*v1alpha1.RunState, rounds)
-	var iteration int32
-	for i := range runs {
-		iteration++
-		runs[i] = runState(iteration)
-	}
+	runs := runStates(rounds)
 	for i := range rounds {
 		start := time.Now()
 		cp, err := history.Take("bench", runs[i], time.Now())

@@ -80,8 +80,11 @@ func (k *kube) clock() time.Time {
 	return time.Now()
 }
 
-// getLoop reads a Loop, with an error a user can act on.
+// getLoop connects and reads a Loop, with an error a user can act on.
 func (k *kube) getLoop(ctx context.Context, name string) (*v1alpha1.Loop, error) {
+	if err := k.connect(); err != nil {
+		return nil, err
+	}
 	loop := &v1alpha1.Loop{}
 	if err := k.c.Get(ctx, k.key(name), loop); err != nil {
 		if client.IgnoreNotFound(err) == nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/executor"
 	"github.com/looprun/looprun/internal/history"
+	"github.com/looprun/looprun/internal/localrun"
 	"github.com/looprun/looprun/internal/loopfile"
 	"github.com/looprun/looprun/internal/transfer"
 )
@@ -33,9 +34,6 @@ func newSuspendCommand(k *kube) *cobra.Command {
 }
 
 func (k *kube) setSuspend(ctx context.Context, out io.Writer, name string, suspend bool) error {
-	if err := k.connect(); err != nil {
-		return err
-	}
 	loop, err := k.getLoop(ctx, name)
 	if err != nil {
 		return err
@@ -59,9 +57,6 @@ func newStopCommand(k *kube) *cobra.Command {
 		Short: "End a running Loop at once (phase Interrupted, terminatedBy stopped)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := k.connect(); err != nil {
-				return err
-			}
 			name, _ := k.loopTarget(args[0], true)
 			if err := k.request(cmd.Context(), name, "stop"); err != nil {
 				return err
@@ -79,9 +74,6 @@ func newForkCommand(k *kube) *cobra.Command {
 		Short: "Start a new Loop from a checkpoint of another (spec.resumeFrom)",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := k.connect(); err != nil {
-				return err
-			}
 			name, _ := k.loopTarget(args[0], true)
 			src, err := k.getLoop(cmd.Context(), name)
 			if err != nil {
@@ -131,9 +123,6 @@ func newRewindCommand(g *globals, k *kube) *cobra.Command {
 			if !cluster {
 				return rewindLocal(cmd, g, name, it, file)
 			}
-			if err := k.connect(); err != nil {
-				return err
-			}
 			loop, err := k.getLoop(cmd.Context(), name)
 			if err != nil {
 				return err
@@ -158,7 +147,7 @@ func newRewindCommand(g *globals, k *kube) *cobra.Command {
 func rewindLocal(cmd *cobra.Command, g *globals, name string, it *int32, file string) error {
 	store := localStore(g, name)
 	if file == "" {
-		if sf, err := localrunReadState(store.StatePath()); err == nil {
+		if sf, err := localrun.ReadStateFile(store.StatePath()); err == nil {
 			file = sf.LoopFile
 		} else if p, err := loopfile.Resolve(name, loopfile.Options{LoopsDir: g.loopsDir}); err == nil {
 			file = p
@@ -200,9 +189,6 @@ func newExportCommand(g *globals, k *kube) *cobra.Command {
 			var run *history.Run
 			var err error
 			if cluster {
-				if err := k.connect(); err != nil {
-					return err
-				}
 				if _, err := k.getLoop(cmd.Context(), name); err != nil {
 					return err
 				}

@@ -99,9 +99,6 @@ func newDescribeCommand(k *kube) *cobra.Command {
 		Short: "Summarise a Loop: status, state, iteration, retries, time, conditions, history",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := k.connect(); err != nil {
-				return err
-			}
 			name, _ := k.loopTarget(args[0], true)
 			loop, err := k.getLoop(cmd.Context(), name)
 			if err != nil {
@@ -240,9 +237,6 @@ func newWatchCommand(k *kube) *cobra.Command {
 		Short: "Follow a Loop's progress until it ends; exit code as for run",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := k.connect(); err != nil {
-				return err
-			}
 			name, _ := k.loopTarget(args[0], true)
 			loop, err := k.getLoop(cmd.Context(), name)
 			if err != nil {
@@ -317,9 +311,6 @@ func newLogsCommand(k *kube) *cobra.Command {
 		Short: "Print the logs of a Loop's action Pods, step by step, in order",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := k.connect(); err != nil {
-				return err
-			}
 			name, _ := k.loopTarget(args[0], true)
 			return k.logs(cmd.Context(), cmd.OutOrStdout(), name, follow)
 		},
@@ -455,9 +446,6 @@ func newCheckpointsCommand(g *globals, k *kube) *cobra.Command {
 					fmt.Fprintf(w, "-\t-\t-\t-\t%v\n", err)
 				}
 				return w.Flush()
-			}
-			if err := k.connect(); err != nil {
-				return err
 			}
 			loop, err := k.getLoop(cmd.Context(), name)
 			if err != nil {

@@ -119,9 +119,6 @@ func newHistoryCommand(g *globals, k *kube) *cobra.Command {
 			var events []executor.Event
 			var err error
 			if cluster {
-				if err = k.connect(); err != nil {
-					return err
-				}
 				var loop *v1alpha1.Loop
 				if loop, err = k.getLoop(cmd.Context(), name); err != nil {
 					return err

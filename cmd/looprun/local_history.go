@@ -14,8 +14,6 @@ import (
 
 func localStore(g *globals, name string) *localrun.Store { return localrun.NewStore(g.loopsDir, name) }
 
-var localrunReadState = localrun.ReadStateFile
-
 func newPruneCommand(g *globals) *cobra.Command {
 	var (
 		olderThan string

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,7 +12,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/executor"
@@ -44,25 +42,13 @@ func (f *runFlags) apply(spec *v1alpha1.LoopSpec) error {
 		if !ok || k == "" {
 			return fmt.Errorf("--context %q: want KEY=VALUE", kv)
 		}
-		setContext(spec, k, v)
+		spec.SetContext(k, v)
 	}
 	if f.maxIterations > 0 {
 		n := f.maxIterations
 		spec.MaxIterations = &n
 	}
 	return nil
-}
-
-// setContext sets one context variable of a spec.
-func setContext(spec *v1alpha1.LoopSpec, k string, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		b = []byte("null")
-	}
-	if spec.Context == nil {
-		spec.Context = map[string]apiextensionsv1.JSON{}
-	}
-	spec.Context[k] = apiextensionsv1.JSON{Raw: b}
 }
 
 func newRunCommand(g *globals) *cobra.Command {
@@ -134,7 +120,7 @@ func newResumeCommand(g *globals, k *kube) *cobra.Command {
 				return err
 			}
 			for k, v := range sf.Context {
-				setContext(&lf.Loop.Spec, k, v)
+				lf.Loop.Spec.SetContext(k, v)
 			}
 			if err := f.apply(&lf.Loop.Spec); err != nil {
 				return err

@@ -155,46 +155,14 @@ func Parse(data []byte) (cps []Checkpoint, bad int) {
 
 // Find returns the checkpoint with the sequence number seq from JSONL data,
 // checked. A checkpoint that is not there is ErrMissing, or a
-// *CorruptError when damaged lines could have been it. Only the line
-// found is decoded: the others are skipped by the seq in their head.
+// *CorruptError when damaged lines could have been it.
 func Find(data []byte, seq int64) (*Checkpoint, *v1alpha1.RunState, error) {
-	bad := 0
-	for len(data) > 0 {
-		line := data
-		if i := bytes.IndexByte(data, '\n'); i >= 0 {
-			line, data = data[:i], data[i+1:]
-		} else {
-			data = nil
-		}
-		if len(bytes.TrimSpace(line)) == 0 {
-			continue
-		}
-		s, ok := headSeq(line)
-		switch {
-		case !ok:
-			bad++
-			continue
-		case s != seq:
-			continue
-		}
-		var c Checkpoint
-		if err := json.Unmarshal(line, &c); err != nil {
-			return nil, nil, &CorruptError{Iteration: -1, Seq: seq, Reason: err.Error()}
-		}
-		run, err := c.RunState()
-		if err != nil {
-			return &c, nil, err
-		}
-		return &c, run, nil
-	}
-	if bad > 0 {
-		return nil, nil, &CorruptError{Iteration: -1, Seq: seq, Reason: fmt.Sprintf("%d damaged line(s) where checkpoint %d was expected", bad, seq)}
-	}
-	return nil, nil, ErrMissing
+	return FindIn(bytes.NewReader(data), seq)
 }
 
-// FindIn is Find over a reader (a local checkpoints file): lines that are
-// not the one sought are skipped as they stream by, never held whole.
+// FindIn is Find over a reader (a local checkpoints file): lines are
+// skipped by the seq in their head as they stream by, never held whole;
+// only the line found is decoded.
 func FindIn(r io.Reader, seq int64) (*Checkpoint, *v1alpha1.RunState, error) {
 	br := bufio.NewReaderSize(r, 64<<10)
 	bad := 0
@@ -208,7 +176,7 @@ func FindIn(r io.Reader, seq int64) (*Checkpoint, *v1alpha1.RunState, error) {
 					chunk, err = br.ReadSlice('\n')
 					line = append(line, chunk...)
 				}
-				return Find(line, seq)
+				return decode(line, seq)
 			}
 			if !ok {
 				bad++
@@ -228,6 +196,19 @@ func FindIn(r io.Reader, seq int64) (*Checkpoint, *v1alpha1.RunState, error) {
 		return nil, nil, &CorruptError{Iteration: -1, Seq: seq, Reason: fmt.Sprintf("%d damaged line(s) where checkpoint %d was expected", bad, seq)}
 	}
 	return nil, nil, ErrMissing
+}
+
+// decode reads and checks the checkpoint line found for seq.
+func decode(line []byte, seq int64) (*Checkpoint, *v1alpha1.RunState, error) {
+	var c Checkpoint
+	if err := json.Unmarshal(line, &c); err != nil {
+		return nil, nil, &CorruptError{Iteration: -1, Seq: seq, Reason: err.Error()}
+	}
+	run, err := c.RunState()
+	if err != nil {
+		return &c, nil, err
+	}
+	return &c, run, nil
 }
 
 // headSeq reads the "seq" of a checkpoint line from its head: the fields

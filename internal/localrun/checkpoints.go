@@ -18,18 +18,19 @@ import (
 type checkpointFile struct {
 	path string
 	max  int
-	// count is how many checkpoints the file holds; -1 until read.
+	// count is how many checkpoints the file holds, once it is open.
 	count int
 	f     *os.File
 }
 
 func (c *checkpointFile) append(cp *history.Checkpoint) error {
 	if c.f == nil {
-		cps, _, err := readCheckpoints(c.path)
-		if err != nil {
+		// A resumed run's file may be large: count its lines, decode none.
+		data, err := os.ReadFile(c.path)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
 		}
-		c.count = len(cps)
+		c.count = bytes.Count(data, []byte("\n"))
 		if c.f, err = os.OpenFile(c.path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err != nil {
 			return err
 		}

@@ -6,13 +6,11 @@ package transfer
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"time"
 
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -98,9 +96,6 @@ func ImportCluster(ctx context.Context, c client.Client, scheme *runtime.Scheme,
 	if err != nil {
 		return nil, err
 	}
-	if state.Action != nil {
-		state.Action.Pod = "" // it ran in the source's namespace
-	}
 	loop.Status.RunState = *state
 	loop.Status.LastRequest = src.Status.LastRequest
 	log := &eventlog.ConfigMaps{Client: c, Reader: c, Scheme: scheme}
@@ -119,9 +114,13 @@ func ImportCluster(ctx context.Context, c client.Client, scheme *runtime.Scheme,
 }
 
 // continued prepares an imported run state to go on where it was; with
-// resume, a run that was running or interrupted is resumed now.
+// resume, a run that was running or interrupted is resumed now. The Pod of
+// an action in flight ran where the run came from: it is forgotten.
 func continued(name string, spec *v1alpha1.LoopSpec, run *v1alpha1.RunState, events []executor.Event, now time.Time, resume bool) (*v1alpha1.RunState, []executor.Event, error) {
 	run = run.DeepCopy()
+	if run.Action != nil {
+		run.Action.Pod = ""
+	}
 	for _, e := range events {
 		run.LastSeq = max(run.LastSeq, e.Seq)
 	}
@@ -159,14 +158,7 @@ func ExportLocal(loopsDir, name string, now time.Time) (*history.Run, error) {
 		return nil, err
 	}
 	for k, v := range sf.Context {
-		raw, err := json.Marshal(v)
-		if err != nil {
-			return nil, err
-		}
-		if lf.Loop.Spec.Context == nil {
-			lf.Loop.Spec.Context = map[string]apiextensionsv1.JSON{}
-		}
-		lf.Loop.Spec.Context[k] = apiextensionsv1.JSON{Raw: raw}
+		lf.Loop.Spec.SetContext(k, v)
 	}
 	events, err := eventlog.Read(store.EventsPath())
 	if err != nil {
@@ -200,9 +192,6 @@ func ImportLocal(loopsDir string, run *history.Run, name string, overwrite bool,
 	state, events, err := continued(name, &src.Spec, &src.Status.RunState, run.Events, now, false)
 	if err != nil {
 		return nil, err
-	}
-	if state.Action != nil {
-		state.Action.Pod = ""
 	}
 	manifest, err := loopfile.ManifestYAML(&src)
 	if err != nil {
