@@ -32,8 +32,8 @@ func (s *step) takeCheckpoint(ctx context.Context) {
 		return
 	}
 	var last *time.Time
-	if refs := s.loop.Status.Checkpoints; len(refs) > 0 && refs[len(refs)-1].Time != nil {
-		last = &refs[len(refs)-1].Time.Time
+	if ix := s.loop.Status.Checkpoints; ix != nil && ix.Latest != nil && ix.Latest.Time != nil {
+		last = &ix.Latest.Time.Time
 	}
 	if !s.loop.Spec.CheckpointDue(run.Iteration, last, s.now) {
 		return
@@ -53,15 +53,11 @@ func (s *step) fork(ctx context.Context) bool {
 	from := s.loop.Spec.ResumeFrom
 	src := &v1alpha1.Loop{}
 	var cpRun *v1alpha1.RunState
-	var ref v1alpha1.CheckpointRef
 	err := s.r.APIReader.Get(ctx, client.ObjectKey{Namespace: s.loop.Namespace, Name: from.Loop}, src)
 	if err == nil {
-		ref, err = history.Pick(src.Status.Checkpoints, from.Iteration)
+		_, cpRun, err = eventlog.FindCheckpoint(ctx, s.r.APIReader, src, from.Iteration)
 	} else if client.IgnoreNotFound(err) == nil {
 		err = fmt.Errorf("%w: Loop %s does not exist", history.ErrMissing, from.Loop)
-	}
-	if err == nil {
-		_, cpRun, err = eventlog.ReadCheckpoint(ctx, s.r.APIReader, src, ref)
 	}
 	if err != nil {
 		s.checkpointFailed(fmt.Errorf("cannot fork %s: %w", from.Loop, err))
@@ -143,11 +139,7 @@ func (s *step) stop(ctx context.Context) {
 
 // rewind puts the Loop back to one of its checkpoints and runs it from there.
 func (s *step) rewind(ctx context.Context, iteration *int32) {
-	ref, err := history.Pick(s.loop.Status.Checkpoints, iteration)
-	var cpRun *v1alpha1.RunState
-	if err == nil {
-		_, cpRun, err = eventlog.ReadCheckpoint(ctx, s.r.APIReader, s.loop, ref)
-	}
+	_, cpRun, err := eventlog.FindCheckpoint(ctx, s.r.APIReader, s.loop, iteration)
 	if err != nil {
 		s.checkpointFailed(fmt.Errorf("cannot rewind: %w", err))
 		return

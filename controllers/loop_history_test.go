@@ -57,10 +57,33 @@ func warningReasons(ns string) []string {
 	return out
 }
 
+// keptCheckpoints reads a Loop's kept checkpoints, each of which must be readable.
+func keptCheckpoints(loop *v1alpha1.Loop) []v1alpha1.CheckpointRef {
+	kept, err := eventlog.Checkpoints(bg, k8sClient, loop)
+	Expect(err).NotTo(HaveOccurred())
+	refs := make([]v1alpha1.CheckpointRef, 0, len(kept))
+	for _, k := range kept {
+		Expect(k.Err).NotTo(HaveOccurred())
+		refs = append(refs, k.Ref)
+	}
+	if ix := loop.Status.Checkpoints; ix != nil {
+		Expect(refs).To(HaveLen(int(ix.Count)), "status.checkpoints.count")
+		last := refs[len(refs)-1]
+		Expect([]any{last.Iteration, last.State, last.Segment, last.Seq}).To(Equal([]any{ix.Latest.Iteration, ix.Latest.State, ix.Latest.Segment, ix.Latest.Seq}), "status.checkpoints.latest")
+	}
+	return refs
+}
+
 // corruptCheckpoint changes one byte inside the snapshot of iteration's checkpoint.
 func corruptCheckpoint(loop *v1alpha1.Loop, iteration int32) {
-	ref, err := history.Pick(loop.Status.Checkpoints, &iteration)
+	cp, _, err := eventlog.FindCheckpoint(bg, k8sClient, loop, &iteration)
 	Expect(err).NotTo(HaveOccurred())
+	var ref v1alpha1.CheckpointRef
+	for _, r := range keptCheckpoints(loop) {
+		if r.Seq == cp.Seq {
+			ref = r
+		}
+	}
 	cm := &corev1.ConfigMap{}
 	Expect(k8sClient.Get(bg, client.ObjectKey{Namespace: loop.Namespace, Name: eventlog.SegmentName(loop.Name, ref.Segment)}, cm)).To(Succeed())
 	lines := strings.Split(cm.Data[eventlog.CheckpointsKey], "\n")
@@ -91,7 +114,7 @@ var _ = Describe("Run history", func() {
 		loop := waitFinished(createLoop(ns, "count", countToFive()))
 		Expect(loop.Status.Phase).To(Equal(v1alpha1.PhaseCompleted))
 		Expect(loop.Status.Iteration).To(Equal(int32(6)))
-		refs := loop.Status.Checkpoints
+		refs := keptCheckpoints(loop)
 		Expect(refs).To(HaveLen(6), "one after each iteration")
 		Expect(refs[5].State).To(Equal("done"))
 		for i, ref := range refs {
@@ -111,10 +134,11 @@ var _ = Describe("Run history", func() {
 		spec := countToFive()
 		spec.History = &v1alpha1.HistorySpec{MaxCheckpoints: i32(2)}
 		loop := waitFinished(createLoop(ns, "few", spec))
-		Expect(loop.Status.Checkpoints).To(HaveLen(2))
-		Expect(loop.Status.Checkpoints[0].Iteration).To(Equal(int32(5)))
-		Expect(loop.Status.Checkpoints[1].Iteration).To(Equal(int32(6)))
-		oldest := loop.Status.Checkpoints[0].Segment
+		refs := keptCheckpoints(loop)
+		Expect(refs).To(HaveLen(2))
+		Expect(refs[0].Iteration).To(Equal(int32(5)))
+		Expect(refs[1].Iteration).To(Equal(int32(6)))
+		oldest := refs[0].Segment
 		Expect(oldest).To(BeNumerically(">", 1), "a 4 KiB segment cap must have moved the checkpoints on")
 		for n := loop.Status.EventLog.FirstSegment; n < oldest; n++ {
 			cm := &corev1.ConfigMap{}
@@ -129,7 +153,7 @@ var _ = Describe("Run history", func() {
 		spec.History = &v1alpha1.HistorySpec{CheckpointEvery: i32(2)}
 		loop := waitFinished(createLoop(ns, "every2", spec))
 		var its []int32
-		for _, r := range loop.Status.Checkpoints {
+		for _, r := range keptCheckpoints(loop) {
 			its = append(its, r.Iteration)
 		}
 		Expect(its).To(Equal([]int32{2, 4, 6}))
@@ -175,8 +199,12 @@ var _ = Describe("Run history", func() {
 		key := createLoop(ns, "tampered", countToFive())
 		loop := waitFinished(key)
 		corruptCheckpoint(loop, 3)
-		_, _, err := eventlog.ReadCheckpoint(bg, k8sClient, loop, loop.Status.Checkpoints[2])
+		three := int32(3)
+		_, _, err := eventlog.FindCheckpoint(bg, k8sClient, loop, &three)
 		Expect(err).To(MatchError(history.ErrCorrupt))
+		kept, err := eventlog.Checkpoints(bg, k8sClient, loop)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(kept[2].Err).To(MatchError(history.ErrCorrupt), "listed as damaged")
 
 		requestOn(key, "rewind:3")
 		Eventually(func(g Gomega) {
@@ -256,7 +284,7 @@ var _ = Describe("Run history", func() {
 		st := loop.Status.EventLog
 		Expect(st.FirstSegment).To(BeNumerically(">", 1))
 		Expect(st.Bytes).To(BeNumerically("<=", 10000+4096))
-		Expect(loop.Status.Checkpoints).To(BeEmpty())
+		Expect(loop.Status.Checkpoints).To(BeNil())
 		var list corev1.ConfigMapList
 		Expect(k8sClient.List(bg, &list, client.InNamespace(ns), client.MatchingLabels{eventlog.LabelLoop: "bounded"})).To(Succeed())
 		Expect(int32(len(list.Items))).To(Equal(st.LastSegment - st.FirstSegment + 1))

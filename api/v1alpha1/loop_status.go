@@ -209,15 +209,44 @@ type EventLogStatus struct {
 	// bytes is the size of the kept segments.
 	// +optional
 	Bytes int64 `json:"bytes,omitempty"`
-	// checkpointSegment is the oldest segment that may still hold
-	// checkpoints; older ones hold events only.
-	// +optional
-	CheckpointSegment int32 `json:"checkpointSegment,omitempty"`
 }
 
-// CheckpointRef is one entry of a Loop's checkpoint index. The snapshot
-// itself lives in the event log segment named by segment, under the key
-// checkpoints.jsonl, with a SHA-256 checksum checked on every read.
+// CheckpointIndex locates a Loop's kept checkpoints. The snapshots live in
+// the event log segments, under the key checkpoints.jsonl, each with a
+// SHA-256 checksum checked on every read; `looprun checkpoints` lists them.
+// The index stays a few fields long however many are kept, as every status
+// write costs the API server in proportion to the status.
+type CheckpointIndex struct {
+	// count is how many checkpoints are kept, at most
+	// spec.history.maxCheckpoints.
+	// +optional
+	Count int32 `json:"count,omitempty"`
+	// latest is the newest checkpoint.
+	// +optional
+	Latest *CheckpointRef `json:"latest,omitempty"`
+	// segments are the event log segments holding kept checkpoints, oldest
+	// first, each with how many: a segment's kept checkpoints are its last
+	// ones (older ones in it are dropped with it once none is kept).
+	// +optional
+	// +listType=atomic
+	Segments []CheckpointSegment `json:"segments,omitempty"`
+}
+
+// CheckpointSegment is an event log segment holding kept checkpoints.
+type CheckpointSegment struct {
+	// segment is the segment's number.
+	Segment int32 `json:"segment"`
+	// kept is how many of its checkpoints are kept: its last ones.
+	Kept int32 `json:"kept"`
+	// minIteration and maxIteration bound the iterations of its
+	// checkpoints, so one is found without reading every segment.
+	// +optional
+	MinIteration int32 `json:"minIteration,omitempty"`
+	// +optional
+	MaxIteration int32 `json:"maxIteration,omitempty"`
+}
+
+// CheckpointRef names one checkpoint.
 type CheckpointRef struct {
 	// iteration the checkpoint was taken after.
 	Iteration int32 `json:"iteration"`
@@ -243,10 +272,9 @@ type LoopStatus struct {
 	// +optional
 	EventLog *EventLogStatus `json:"eventLog,omitempty"`
 
-	// checkpoints indexes the kept checkpoints, oldest first.
+	// checkpoints locates the kept checkpoints of the run.
 	// +optional
-	// +listType=atomic
-	Checkpoints []CheckpointRef `json:"checkpoints,omitempty"`
+	Checkpoints *CheckpointIndex `json:"checkpoints,omitempty"`
 
 	// lastRequest is the value of the looprun.io/request annotation this
 	// Loop last carried out (stop, rewind), so a request runs once.

@@ -189,15 +189,15 @@ func cluster(rounds int) (save, load []time.Duration, err error) {
 		}
 		save = append(save, time.Since(start))
 	}
-	for _, ref := range loop.Status.Checkpoints {
+	if n := loop.Status.Checkpoints; n == nil || int(n.Count) != rounds {
+		return nil, nil, fmt.Errorf("%d checkpoints saved, the index has %v", rounds, n)
+	}
+	for i := range rounds {
 		start := time.Now()
-		if _, _, err := eventlog.ReadCheckpoint(ctx, c, loop, ref); err != nil {
+		if _, _, err := eventlog.FindCheckpoint(ctx, c, loop, &runs[i].Iteration); err != nil {
 			return nil, nil, err
 		}
 		load = append(load, time.Since(start))
-	}
-	if len(load) != rounds {
-		return nil, nil, fmt.Errorf("%d checkpoints indexed, %d saved", len(load), rounds)
 	}
 	return save, load, nil
 }

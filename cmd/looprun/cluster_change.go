@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/internal/eventlog"
 	"github.com/looprun/looprun/internal/executor"
 	"github.com/looprun/looprun/internal/history"
 	"github.com/looprun/looprun/internal/localrun"
@@ -83,7 +84,7 @@ func newForkCommand(k *kube) *cobra.Command {
 			if cmd.Flags().Changed("iteration") {
 				it = &iteration
 			}
-			ref, err := history.Pick(src.Status.Checkpoints, it)
+			cp, _, err := eventlog.FindCheckpoint(cmd.Context(), k.c, src, it)
 			if err != nil {
 				return &exitError{code: 1, msg: fmt.Sprintf("cannot fork %s: %v", name, err)}
 			}
@@ -91,12 +92,12 @@ func newForkCommand(k *kube) *cobra.Command {
 				ObjectMeta: metav1.ObjectMeta{Name: args[1], Namespace: k.ns, Labels: src.Labels},
 				Spec:       *src.Spec.DeepCopy(),
 			}
-			fork.Spec.ResumeFrom = &v1alpha1.ResumeFrom{Loop: name, Iteration: &ref.Iteration}
+			fork.Spec.ResumeFrom = &v1alpha1.ResumeFrom{Loop: name, Iteration: &cp.Iteration}
 			fork.Spec.Suspend = false
 			if err := k.c.Create(cmd.Context(), fork); err != nil {
 				return err
 			}
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "loop/%s created from loop/%s at iteration %d (state %s)\n", fork.Name, name, ref.Iteration, ref.State)
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "loop/%s created from loop/%s at iteration %d (state %s)\n", fork.Name, name, cp.Iteration, cp.State)
 			return err
 		},
 	}
@@ -127,14 +128,14 @@ func newRewindCommand(g *globals, k *kube) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			ref, err := history.Pick(loop.Status.Checkpoints, it)
+			cp, _, err := eventlog.FindCheckpoint(cmd.Context(), k.c, loop, it)
 			if err != nil {
 				return &exitError{code: 1, msg: fmt.Sprintf("cannot rewind %s: %v", name, err)}
 			}
-			if err := k.request(cmd.Context(), name, fmt.Sprintf("rewind:%d", ref.Iteration)); err != nil {
+			if err := k.request(cmd.Context(), name, fmt.Sprintf("rewind:%d", cp.Iteration)); err != nil {
 				return err
 			}
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "loop/%s rewinding to iteration %d (state %s)\n", name, ref.Iteration, ref.State)
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "loop/%s rewinding to iteration %d (state %s)\n", name, cp.Iteration, cp.State)
 			return err
 		},
 	}

@@ -168,8 +168,8 @@ func TestClusterExportImport(t *testing.T) {
 			t.Fatalf("imported event log: event %d has seq %d", i, e.Seq)
 		}
 	}
-	if len(moved.Status.Checkpoints) < len(stopped.Status.Checkpoints) {
-		t.Errorf("checkpoints: %d imported, %d exported", len(moved.Status.Checkpoints), len(stopped.Status.Checkpoints))
+	if moved.Status.Checkpoints == nil || stopped.Status.Checkpoints == nil || moved.Status.Checkpoints.Count < stopped.Status.Checkpoints.Count {
+		t.Errorf("checkpoints: %+v imported, %+v exported", moved.Status.Checkpoints, stopped.Status.Checkpoints)
 	}
 
 	// A changed byte is caught on import.

@@ -202,9 +202,8 @@ func describeHistory(row rowFunc, loop *v1alpha1.Loop) {
 	if f := loop.Spec.ResumeFrom; f != nil {
 		row("Forked from", "loop/%s", f.Loop)
 	}
-	if n := len(st.Checkpoints); n > 0 {
-		last := st.Checkpoints[n-1]
-		row("Checkpoints", "%d (iterations %d to %d; newest: iteration %d, state %s)", n, st.Checkpoints[0].Iteration, last.Iteration, last.Iteration, last.State)
+	if ix := st.Checkpoints; ix != nil && ix.Latest != nil {
+		row("Checkpoints", "%d (newest: iteration %d, state %s)", ix.Count, ix.Latest.Iteration, ix.Latest.State)
 	} else {
 		row("Checkpoints", "none")
 	}
@@ -451,16 +450,16 @@ func newCheckpointsCommand(g *globals, k *kube) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			for _, ref := range loop.Status.Checkpoints {
-				check := "ok"
-				if _, _, err := eventlog.ReadCheckpoint(cmd.Context(), k.c, loop, ref); err != nil {
-					check = err.Error()
+			kept, err := eventlog.Checkpoints(cmd.Context(), k.c, loop)
+			if err != nil {
+				return err
+			}
+			for _, c := range kept {
+				if c.Err != nil {
+					fmt.Fprintf(w, "-\t-\t-\t-\t%v\n", c.Err)
+					continue
 				}
-				taken := ""
-				if ref.Time != nil {
-					taken = ref.Time.UTC().Format(time.RFC3339)
-				}
-				fmt.Fprintf(w, "%d\t%s\t%s\t%d\t%s\n", ref.Iteration, ref.State, taken, ref.Seq, check)
+				fmt.Fprintf(w, "%d\t%s\t%s\t%d\tok\n", c.Ref.Iteration, c.Ref.State, c.Ref.Time.UTC().Format(time.RFC3339), c.Ref.Seq)
 			}
 			return w.Flush()
 		},

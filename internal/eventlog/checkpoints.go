@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -16,39 +18,55 @@ import (
 
 // A Loop's checkpoints live in its event log: each in the segment that was
 // being appended to when it was taken, under CheckpointsKey, so taking one
-// costs no extra write. status.checkpoints indexes the newest
-// history.maxCheckpoints; once a segment holds none of those, its
-// checkpoints are removed from it (one write per segment, not per step).
+// costs no extra write. status.checkpoints counts the kept ones (the newest
+// history.maxCheckpoints) per segment; once a segment holds none of those,
+// its checkpoints are removed from it (one write per segment, not per step).
 
-// index records cp (when not nil) in loop.Status.Checkpoints, drops entries
-// past maxCheckpoints or whose segment is gone, and removes checkpoints no
-// longer indexed from the segments that hold only those.
+// index records cp (when not nil) in loop.Status.Checkpoints, forgets
+// checkpoints past maxCheckpoints or whose segment is gone, and removes the
+// checkpoints of segments that hold no kept one.
 func (l *ConfigMaps) index(ctx context.Context, loop *v1alpha1.Loop, st *v1alpha1.EventLogStatus, cp *history.Checkpoint) error {
-	refs := loop.Status.Checkpoints
-	if cp != nil && (len(refs) == 0 || refs[len(refs)-1].Seq < cp.Seq) {
-		refs = append(refs, cp.Ref(st.LastSegment))
-		if st.CheckpointSegment == 0 {
-			st.CheckpointSegment = st.LastSegment
+	ix := loop.Status.Checkpoints
+	if ix == nil {
+		if cp == nil {
+			return nil
 		}
+		ix = &v1alpha1.CheckpointIndex{}
+		loop.Status.Checkpoints = ix
 	}
-	for len(refs) > 0 && refs[0].Segment < st.FirstSegment {
-		refs = refs[1:]
+	if cp != nil && (ix.Latest == nil || ix.Latest.Seq < cp.Seq) {
+		ref := cp.Ref(st.LastSegment)
+		ix.Latest = &ref
+		if n := len(ix.Segments); n > 0 && ix.Segments[n-1].Segment == st.LastSegment {
+			seg := &ix.Segments[n-1]
+			seg.Kept++
+			seg.MinIteration, seg.MaxIteration = min(seg.MinIteration, cp.Iteration), max(seg.MaxIteration, cp.Iteration)
+		} else {
+			ix.Segments = append(ix.Segments, v1alpha1.CheckpointSegment{
+				Segment: st.LastSegment, Kept: 1, MinIteration: cp.Iteration, MaxIteration: cp.Iteration,
+			})
+		}
+		ix.Count++
 	}
-	if max := loop.Spec.GetMaxCheckpoints(); len(refs) > max {
-		refs = refs[len(refs)-max:]
+	for len(ix.Segments) > 0 && ix.Segments[0].Segment < st.FirstSegment {
+		ix.Count -= ix.Segments[0].Kept
+		ix.Segments = ix.Segments[1:]
 	}
-	loop.Status.Checkpoints = append([]v1alpha1.CheckpointRef(nil), refs...)
-	if st.CheckpointSegment < st.FirstSegment && st.CheckpointSegment != 0 {
-		st.CheckpointSegment = st.FirstSegment
+	excess := ix.Count - int32(min(loop.Spec.GetMaxCheckpoints(), math.MaxInt32)) //nolint:gosec // bounded
+	for i := 0; excess > 0 && i < len(ix.Segments); i++ {
+		d := min(excess, ix.Segments[i].Kept)
+		ix.Segments[i].Kept -= d
+		ix.Count -= d
+		excess -= d
 	}
-	if len(refs) == 0 {
-		return nil
-	}
-	for st.CheckpointSegment != 0 && st.CheckpointSegment < refs[0].Segment {
-		if err := l.stripCheckpoints(ctx, loop, st, st.CheckpointSegment); err != nil {
+	for len(ix.Segments) > 0 && ix.Segments[0].Kept == 0 {
+		if err := l.stripCheckpoints(ctx, loop, st, ix.Segments[0].Segment); err != nil {
 			return err
 		}
-		st.CheckpointSegment++
+		ix.Segments = ix.Segments[1:]
+	}
+	if len(ix.Segments) == 0 {
+		ix.Segments, ix.Count, ix.Latest = nil, 0, nil
 	}
 	return nil
 }
@@ -107,6 +125,129 @@ func ReadCheckpoint(ctx context.Context, r client.Reader, loop *v1alpha1.Loop, r
 		return cp, nil, fmt.Errorf("ConfigMap %s, iteration %d: %w", name, ref.Iteration, err)
 	}
 	return cp, run, nil
+}
+
+// Kept is one kept checkpoint as read from its segment: Checkpoint, or Err
+// when its line is damaged.
+type Kept struct {
+	Ref        v1alpha1.CheckpointRef
+	Checkpoint *history.Checkpoint
+	Err        error
+}
+
+// Checkpoints reads a Loop's kept checkpoints, oldest first, each checked
+// against its checksum. A segment that is gone is history.ErrMissing.
+func Checkpoints(ctx context.Context, r client.Reader, loop *v1alpha1.Loop) ([]Kept, error) {
+	var out []Kept
+	var segs []v1alpha1.CheckpointSegment
+	if ix := loop.Status.Checkpoints; ix != nil {
+		segs = ix.Segments
+	}
+	err := eachKept(ctx, r, loop, segs, false, func(seg int32, line []byte) bool {
+		cp, _, err := history.Decode(line)
+		k := Kept{Checkpoint: cp, Err: err}
+		if cp != nil {
+			k.Ref = cp.Ref(seg)
+		} else {
+			k.Ref.Segment = seg
+		}
+		if err != nil {
+			k.Err = fmt.Errorf("ConfigMap %s: %w", SegmentName(loop.Name, seg), err)
+		}
+		out = append(out, k)
+		return true
+	})
+	return out, err
+}
+
+// FindCheckpoint reads and checks the kept checkpoint of iteration (the
+// newest of them when rewinds left several), or the newest checkpoint when
+// iteration is nil. One that is not kept is history.ErrMissing; one that
+// fails its checksum is a *history.CorruptError.
+func FindCheckpoint(ctx context.Context, r client.Reader, loop *v1alpha1.Loop, iteration *int32) (*history.Checkpoint, *v1alpha1.RunState, error) {
+	ix := loop.Status.Checkpoints
+	if ix == nil || ix.Latest == nil {
+		return nil, nil, fmt.Errorf("%w: the run has no checkpoints", history.ErrMissing)
+	}
+	if iteration == nil || *iteration == ix.Latest.Iteration {
+		return ReadCheckpoint(ctx, r, loop, *ix.Latest)
+	}
+	var found []byte
+	var seg int32
+	// Newest first, only the segments that can hold it.
+	var segs []v1alpha1.CheckpointSegment
+	for _, s := range slices.Backward(ix.Segments) {
+		if s.MinIteration <= *iteration && *iteration <= s.MaxIteration {
+			segs = append(segs, s)
+		}
+	}
+	bad := 0
+	err := eachKept(ctx, r, loop, segs, true, func(s int32, line []byte) bool {
+		it, _, ok := history.Head(line)
+		switch {
+		case !ok:
+			bad++
+		case it == *iteration:
+			found, seg = line, s
+			return false
+		}
+		return true
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	if found == nil {
+		if bad > 0 {
+			return nil, nil, &history.CorruptError{Iteration: *iteration, Seq: -1, Reason: fmt.Sprintf("%d damaged checkpoint line(s) where it could be", bad)}
+		}
+		lo, hi := ix.Latest.Iteration, ix.Latest.Iteration
+		for _, s := range ix.Segments {
+			lo, hi = min(lo, s.MinIteration), max(hi, s.MaxIteration)
+		}
+		return nil, nil, fmt.Errorf("%w: no checkpoint of iteration %d is kept (%d kept, of iterations %d to %d)", history.ErrMissing, *iteration, ix.Count, lo, hi)
+	}
+	cp, run, err := history.Decode(found)
+	if err != nil {
+		return cp, nil, fmt.Errorf("ConfigMap %s, iteration %d: %w", SegmentName(loop.Name, seg), *iteration, err)
+	}
+	return cp, run, nil
+}
+
+// eachKept calls fn with each kept checkpoint line of the segments segs of
+// a Loop, in their order, the lines of each oldest first (newest first when
+// backward), until fn returns false.
+func eachKept(ctx context.Context, r client.Reader, loop *v1alpha1.Loop, segs []v1alpha1.CheckpointSegment, backward bool, fn func(segment int32, line []byte) bool) error {
+	for _, s := range segs {
+		cm := &corev1.ConfigMap{}
+		name := SegmentName(loop.Name, s.Segment)
+		if err := r.Get(ctx, client.ObjectKey{Namespace: loop.Namespace, Name: name}, cm); err != nil {
+			if client.IgnoreNotFound(err) == nil {
+				return fmt.Errorf("%w: ConfigMap %s is gone", history.ErrMissing, name)
+			}
+			return err
+		}
+		lines := keptLines(cm.Data[CheckpointsKey], int(s.Kept))
+		if backward {
+			slices.Reverse(lines)
+		}
+		for _, line := range lines {
+			if !fn(s.Segment, []byte(line)) {
+				return nil
+			}
+		}
+	}
+	return nil
+}
+
+// keptLines returns the last n non-empty lines of a segment's checkpoints.
+func keptLines(data string, n int) []string {
+	var lines []string
+	for _, line := range strings.Split(data, "\n") {
+		if strings.TrimSpace(line) != "" {
+			lines = append(lines, line)
+		}
+	}
+	return lines[max(0, len(lines)-n):]
 }
 
 // Rebuild writes a fresh event log for loop (whose status has none yet):

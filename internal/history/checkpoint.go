@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"time"
 
@@ -211,16 +212,20 @@ func decode(line []byte, seq int64) (*Checkpoint, *v1alpha1.RunState, error) {
 	return &c, run, nil
 }
 
-// headSeq reads the "seq" of a checkpoint line from its head: the fields
-// before run are short, and a quote inside a JSON string is escaped, so
-// the first `"seq":` is the field.
-func headSeq(line []byte) (int64, bool) {
+// headSeq reads the "seq" of a checkpoint line from its head.
+func headSeq(line []byte) (int64, bool) { return headField(line, "seq") }
+
+// headField reads a number field of a checkpoint line from its head: the
+// fields before run are short, and a quote inside a JSON string is
+// escaped, so the first `"name":` is the field.
+func headField(line []byte, name string) (int64, bool) {
 	head := line[:min(len(line), 1024)]
-	i := bytes.Index(head, []byte(`"seq":`))
+	key := []byte(`"` + name + `":`)
+	i := bytes.Index(head, key)
 	if i < 0 {
 		return 0, false
 	}
-	rest := head[i+len(`"seq":`):]
+	rest := head[i+len(key):]
 	end := bytes.IndexAny(rest, ",}")
 	if end < 0 {
 		return 0, false
@@ -229,25 +234,21 @@ func headSeq(line []byte) (int64, bool) {
 	return n, err == nil
 }
 
-// Pick chooses from an index the checkpoint of iteration (the newest one
-// when rewinds left several), or the newest checkpoint when iteration is nil.
-func Pick(index []v1alpha1.CheckpointRef, iteration *int32) (v1alpha1.CheckpointRef, error) {
-	for i := len(index) - 1; i >= 0; i-- {
-		if iteration == nil || index[i].Iteration == *iteration {
-			return index[i], nil
-		}
+// Head reads the iteration and seq of a checkpoint line without decoding
+// it; ok is false for a line that does not look like a checkpoint.
+func Head(line []byte) (iteration int32, seq int64, ok bool) {
+	it, ok1 := headField(line, "iteration")
+	seq, ok2 := headField(line, "seq")
+	if !ok1 || !ok2 || it < 0 || it > math.MaxInt32 {
+		return 0, 0, false
 	}
-	if iteration == nil {
-		return v1alpha1.CheckpointRef{}, fmt.Errorf("%w: the run has no checkpoints", ErrMissing)
-	}
-	return v1alpha1.CheckpointRef{}, fmt.Errorf("%w: no checkpoint of iteration %d is kept%s", ErrMissing, *iteration, kept(index))
+	return int32(it), seq, true
 }
 
-func kept(index []v1alpha1.CheckpointRef) string {
-	if len(index) == 0 {
-		return " (none are)"
-	}
-	return fmt.Sprintf(" (kept: iterations %d to %d)", index[0].Iteration, index[len(index)-1].Iteration)
+// Decode reads and checks one checkpoint line.
+func Decode(line []byte) (*Checkpoint, *v1alpha1.RunState, error) {
+	_, seq, _ := Head(line)
+	return decode(line, seq)
 }
 
 func short(sum string) string {

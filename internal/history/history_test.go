@@ -87,18 +87,28 @@ func TestFindIn(t *testing.T) {
 	}
 }
 
-func TestPick(t *testing.T) {
-	idx := []v1alpha1.CheckpointRef{{Iteration: 1, Seq: 5}, {Iteration: 2, Seq: 10}, {Iteration: 2, Seq: 40}}
-	two := int32(2)
-	if r, err := Pick(idx, &two); err != nil || r.Seq != 40 {
-		t.Errorf("newest of iteration 2: %+v %v", r, err)
+func TestHeadAndDecode(t *testing.T) {
+	cp, err := Take("count", sampleRun(), time.Now())
+	if err != nil {
+		t.Fatal(err)
 	}
-	if r, err := Pick(idx, nil); err != nil || r.Seq != 40 {
-		t.Errorf("newest: %+v %v", r, err)
+	line, err := cp.Line()
+	if err != nil {
+		t.Fatal(err)
 	}
-	nine := int32(9)
-	if _, err := Pick(idx, &nine); !errors.Is(err, ErrMissing) || !strings.Contains(err.Error(), "kept: iterations 1 to 2") {
-		t.Errorf("missing: %v", err)
+	if it, seq, ok := Head(line); !ok || it != cp.Iteration || seq != cp.Seq {
+		t.Errorf("Head = %d, %d, %v; want %d, %d", it, seq, ok, cp.Iteration, cp.Seq)
+	}
+	if _, _, ok := Head([]byte(`{"garbage":true}`)); ok {
+		t.Error("Head read a line that is no checkpoint")
+	}
+	got, run, err := Decode(line)
+	if err != nil || got.Seq != cp.Seq || run.Iteration != sampleRun().Iteration {
+		t.Errorf("Decode: %+v %+v %v", got, run, err)
+	}
+	altered := bytes.Replace(line, []byte(`"run":{`), []byte(`"run":{"passes":9,`), 1)
+	if _, _, err := Decode(altered); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("altered: %v", err)
 	}
 }
 

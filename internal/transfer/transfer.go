@@ -61,12 +61,15 @@ func ExportCluster(ctx context.Context, r client.Reader, key client.ObjectKey, n
 		return nil, fmt.Errorf("read the event log of %s: %w", key.Name, err)
 	}
 	run := &history.Run{ExportedAt: now.UTC(), Source: fmt.Sprintf("cluster/%s/%s", key.Namespace, key.Name), Loop: portable(loop), Events: events}
-	for _, ref := range loop.Status.Checkpoints {
-		cp, _, err := eventlog.ReadCheckpoint(ctx, r, loop, ref)
-		if err != nil {
-			return nil, fmt.Errorf("export %s: %w", key.Name, err)
+	kept, err := eventlog.Checkpoints(ctx, r, loop)
+	if err != nil {
+		return nil, fmt.Errorf("export %s: %w", key.Name, err)
+	}
+	for _, k := range kept {
+		if k.Err != nil {
+			return nil, fmt.Errorf("export %s: %w", key.Name, k.Err)
 		}
-		run.Checkpoints = append(run.Checkpoints, *cp)
+		run.Checkpoints = append(run.Checkpoints, *k.Checkpoint)
 	}
 	return run, nil
 }
