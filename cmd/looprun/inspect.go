@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -84,7 +85,7 @@ func newListCommand(g *globals) *cobra.Command {
 		Short: "List the loops with a saved run",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			states, err := localrun.ListStates(g.loopsDir)
+			states, unreadable, err := localrun.ListStates(g.loopsDir)
 			if err != nil {
 				return err
 			}
@@ -96,7 +97,21 @@ func newListCommand(g *globals) *cobra.Command {
 				}
 				fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\n", s.LoopName, s.Status, s.CurrentState, s.Iteration, s.UpdatedAt)
 			}
-			return w.Flush()
+			// An unreadable state file is listed too, and the command
+			// fails after the list, naming each (as ls does).
+			var msgs []string
+			for _, u := range unreadable {
+				name := strings.TrimSuffix(filepath.Base(u.Path), ".state.json")
+				fmt.Fprintf(w, "%s\tunreadable\t-\t-\t-\n", name)
+				msgs = append(msgs, u.Error())
+			}
+			if err := w.Flush(); err != nil {
+				return err
+			}
+			if len(msgs) > 0 {
+				return &exitError{code: 1, msg: strings.Join(msgs, "\n")}
+			}
+			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&running, "running", false, "only runs still running")

@@ -112,6 +112,18 @@ func TestRunCompletes(t *testing.T) {
 	if r := looprun(t, dir, "list", "--running"); strings.Contains(r.stdout, "fixer") {
 		t.Errorf("list --running shows a completed run: %q", r.stdout)
 	}
+	// A damaged state file is listed and named; the others still are.
+	broken := filepath.Join(dir, ".loops", ".running", "broken.state.json")
+	if err := os.WriteFile(broken, []byte("{not json"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := looprun(t, dir, "list"); r.code != 1 || !strings.Contains(r.stdout, "fixer") ||
+		!strings.Contains(r.stdout, "broken") || !strings.Contains(r.stdout, "unreadable") || !strings.Contains(r.stderr, "broken.state.json is not a readable state file") {
+		t.Errorf("list with a damaged state file: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	if err := os.Remove(broken); err != nil {
+		t.Fatal(err)
+	}
 	h := looprun(t, dir, "history", "fixer", "--tail", "2")
 	lines := strings.Split(strings.TrimSpace(h.stdout), "\n")
 	if len(lines) != 2 || !strings.Contains(lines[1], "loop_complete") {

@@ -242,9 +242,19 @@ func TestListStates(t *testing.T) {
 	if _, err := d.Start(context.Background(), "r"); err != nil {
 		t.Fatal(err)
 	}
-	states, err := ListStates(filepath.Join(dir, ".loops"))
-	if err != nil || len(states) != 1 || states[0].LoopName != "demo" || states[0].Status != StatusCompleted {
-		t.Errorf("states %v err %v", states, err)
+	loops := filepath.Join(dir, ".loops")
+	states, bad, err := ListStates(loops)
+	if err != nil || len(bad) != 0 || len(states) != 1 || states[0].LoopName != "demo" || states[0].Status != StatusCompleted {
+		t.Errorf("states %v bad %v err %v", states, bad, err)
+	}
+	// One damaged file does not hide the others.
+	broken := filepath.Join(loops, ".running", "broken.state.json")
+	if err := os.WriteFile(broken, []byte(`{"loop_name": "broken", "current_st`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	states, bad, err = ListStates(loops)
+	if err != nil || len(states) != 1 || states[0].LoopName != "demo" || len(bad) != 1 || bad[0].Path != broken {
+		t.Errorf("with a damaged file: states %v bad %v err %v", states, bad, err)
 	}
 }
 

@@ -370,24 +370,31 @@ func (e *UnreadableError) Error() string {
 
 func (e *UnreadableError) Unwrap() error { return e.Err }
 
-// ListStates reads every state file under loopsDir/.running.
-func ListStates(loopsDir string) ([]*StateFile, error) {
+// ListStates reads every state file under loopsDir/.running. A file that
+// cannot be read does not hide the others: it is reported in unreadable,
+// an *UnreadableError each.
+func ListStates(loopsDir string) (states []*StateFile, unreadable []*UnreadableError, err error) {
 	paths, err := filepath.Glob(filepath.Join(loopsDir, ".running", "*.state.json"))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var out []*StateFile
 	for _, p := range paths {
 		f, err := ReadStateFile(p)
 		if err != nil {
-			return nil, err
+			var ue *UnreadableError
+			if !errors.As(err, &ue) {
+				ue = &UnreadableError{Path: p, Err: err}
+			}
+			unreadable = append(unreadable, ue)
+			continue
 		}
 		if f.LoopName == "" {
 			f.LoopName = strings.TrimSuffix(filepath.Base(p), ".state.json")
 		}
 		out = append(out, f)
 	}
-	return out, nil
+	return out, unreadable, nil
 }
 
 type apiextensionsJSON = apiextensionsv1.JSON
