@@ -67,7 +67,7 @@ func keptCheckpoints(loop *v1alpha1.Loop) []v1alpha1.CheckpointRef {
 		refs = append(refs, k.Ref)
 	}
 	if ix := loop.Status.Checkpoints; ix != nil {
-		Expect(refs).To(HaveLen(int(ix.Count)), "status.checkpoints.count")
+		Expect(refs).To(HaveLen(int(ix.Count())), "status.checkpoints.count")
 		last := refs[len(refs)-1]
 		Expect([]any{last.Iteration, last.State, last.Segment, last.Seq}).To(Equal([]any{ix.Latest.Iteration, ix.Latest.State, ix.Latest.Segment, ix.Latest.Seq}), "status.checkpoints.latest")
 	}

@@ -217,10 +217,6 @@ type EventLogStatus struct {
 // The index stays a few fields long however many are kept, as every status
 // write costs the API server in proportion to the status.
 type CheckpointIndex struct {
-	// count is how many checkpoints are kept, at most
-	// spec.history.maxCheckpoints.
-	// +optional
-	Count int32 `json:"count,omitempty"`
 	// latest is the newest checkpoint.
 	// +optional
 	Latest *CheckpointRef `json:"latest,omitempty"`
@@ -230,6 +226,18 @@ type CheckpointIndex struct {
 	// +optional
 	// +listType=atomic
 	Segments []CheckpointSegment `json:"segments,omitempty"`
+}
+
+// Count is how many checkpoints are kept, at most spec.history.maxCheckpoints.
+func (ix *CheckpointIndex) Count() int32 {
+	if ix == nil {
+		return 0
+	}
+	var n int32
+	for _, s := range ix.Segments {
+		n += s.Kept
+	}
+	return n
 }
 
 // CheckpointSegment is an event log segment holding kept checkpoints.

@@ -189,7 +189,7 @@ func cluster(rounds int) (save, load []time.Duration, err error) {
 		}
 		save = append(save, time.Since(start))
 	}
-	if n := loop.Status.Checkpoints; n == nil || int(n.Count) != rounds {
+	if n := loop.Status.Checkpoints; n == nil || int(n.Count()) != rounds {
 		return nil, nil, fmt.Errorf("%d checkpoints saved, the index has %v", rounds, n)
 	}
 	for i := range rounds {

@@ -55,7 +55,7 @@ func replayPlan(ctx context.Context, c client.Client, ns string) ([]v1alpha1.Loo
 			st := *loop.Status.DeepCopy()
 			st.RunState = *run
 			ref := cp.Ref(1)
-			st.Checkpoints = &v1alpha1.CheckpointIndex{Count: int32(j + 1), Latest: &ref,
+			st.Checkpoints = &v1alpha1.CheckpointIndex{Latest: &ref,
 				Segments: []v1alpha1.CheckpointSegment{{Segment: 1, Kept: int32(j + 1), MinIteration: cps[0].Iteration, MaxIteration: cp.Iteration}}}
 			if st.EventLog != nil {
 				st.EventLog.LastSeq, st.EventLog.Count = cp.Seq, cp.Seq

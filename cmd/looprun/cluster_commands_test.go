@@ -168,7 +168,7 @@ func TestClusterExportImport(t *testing.T) {
 			t.Fatalf("imported event log: event %d has seq %d", i, e.Seq)
 		}
 	}
-	if moved.Status.Checkpoints == nil || stopped.Status.Checkpoints == nil || moved.Status.Checkpoints.Count < stopped.Status.Checkpoints.Count {
+	if moved.Status.Checkpoints == nil || stopped.Status.Checkpoints == nil || moved.Status.Checkpoints.Count() < stopped.Status.Checkpoints.Count() {
 		t.Errorf("checkpoints: %+v imported, %+v exported", moved.Status.Checkpoints, stopped.Status.Checkpoints)
 	}
 

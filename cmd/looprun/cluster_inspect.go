@@ -203,7 +203,7 @@ func describeHistory(row rowFunc, loop *v1alpha1.Loop) {
 		row("Forked from", "loop/%s", f.Loop)
 	}
 	if ix := st.Checkpoints; ix != nil && ix.Latest != nil {
-		row("Checkpoints", "%d (newest: iteration %d, state %s)", ix.Count, ix.Latest.Iteration, ix.Latest.State)
+		row("Checkpoints", "%d (newest: iteration %d, state %s)", ix.Count(), ix.Latest.Iteration, ix.Latest.State)
 	} else {
 		row("Checkpoints", "none")
 	}

@@ -46,17 +46,14 @@ func (l *ConfigMaps) index(ctx context.Context, loop *v1alpha1.Loop, st *v1alpha
 				Segment: st.LastSegment, Kept: 1, MinIteration: cp.Iteration, MaxIteration: cp.Iteration,
 			})
 		}
-		ix.Count++
 	}
 	for len(ix.Segments) > 0 && ix.Segments[0].Segment < st.FirstSegment {
-		ix.Count -= ix.Segments[0].Kept
 		ix.Segments = ix.Segments[1:]
 	}
-	excess := ix.Count - int32(min(loop.Spec.GetMaxCheckpoints(), math.MaxInt32)) //nolint:gosec // bounded
+	excess := ix.Count() - int32(min(loop.Spec.GetMaxCheckpoints(), math.MaxInt32)) //nolint:gosec // bounded
 	for i := 0; excess > 0 && i < len(ix.Segments); i++ {
 		d := min(excess, ix.Segments[i].Kept)
 		ix.Segments[i].Kept -= d
-		ix.Count -= d
 		excess -= d
 	}
 	for len(ix.Segments) > 0 && ix.Segments[0].Kept == 0 {
@@ -66,7 +63,7 @@ func (l *ConfigMaps) index(ctx context.Context, loop *v1alpha1.Loop, st *v1alpha
 		ix.Segments = ix.Segments[1:]
 	}
 	if len(ix.Segments) == 0 {
-		ix.Segments, ix.Count, ix.Latest = nil, 0, nil
+		loop.Status.Checkpoints = nil
 	}
 	return nil
 }
@@ -204,7 +201,7 @@ func FindCheckpoint(ctx context.Context, r client.Reader, loop *v1alpha1.Loop, i
 		for _, s := range ix.Segments {
 			lo, hi = min(lo, s.MinIteration), max(hi, s.MaxIteration)
 		}
-		return nil, nil, fmt.Errorf("%w: no checkpoint of iteration %d is kept (%d kept, of iterations %d to %d)", history.ErrMissing, *iteration, ix.Count, lo, hi)
+		return nil, nil, fmt.Errorf("%w: no checkpoint of iteration %d is kept (%d kept, of iterations %d to %d)", history.ErrMissing, *iteration, ix.Count(), lo, hi)
 	}
 	cp, run, err := history.Decode(found)
 	if err != nil {

@@ -56,7 +56,7 @@ func TestCheckpointIndex(t *testing.T) {
 	step(7)
 
 	ix := loop.Status.Checkpoints
-	if ix == nil || ix.Count != 3 || ix.Latest == nil || ix.Latest.Iteration != 7 || ix.Latest.Seq != seq {
+	if ix == nil || ix.Count() != 3 || ix.Latest == nil || ix.Latest.Iteration != 7 || ix.Latest.Seq != seq {
 		t.Fatalf("index: %+v", ix)
 	}
 	if ix.Latest.Segment != loop.Status.EventLog.LastSegment || loop.Status.EventLog.LastSegment < 3 {
@@ -127,7 +127,7 @@ func TestCheckpointIndexStaysSmall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ix := loop.Status.Checkpoints; ix.Count != 100 || len(b) > 300 {
-		t.Errorf("index of %d checkpoints takes %d bytes of status: %s", ix.Count, len(b), b)
+	if ix := loop.Status.Checkpoints; ix.Count() != 100 || len(b) > 300 {
+		t.Errorf("index of %d checkpoints takes %d bytes of status: %s", ix.Count(), len(b), b)
 	}
 }
