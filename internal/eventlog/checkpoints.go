@@ -105,25 +105,6 @@ func lastCheckpointSeqIn(data string) int64 {
 	return c.Seq
 }
 
-// ReadCheckpoint reads and checks the checkpoint ref names. A segment that
-// is gone or a checkpoint not in it is history.ErrMissing; one that fails
-// its checksum is a *history.CorruptError.
-func ReadCheckpoint(ctx context.Context, r client.Reader, loop *v1alpha1.Loop, ref v1alpha1.CheckpointRef) (*history.Checkpoint, *v1alpha1.RunState, error) {
-	cm := &corev1.ConfigMap{}
-	name := SegmentName(loop.Name, ref.Segment)
-	if err := r.Get(ctx, client.ObjectKey{Namespace: loop.Namespace, Name: name}, cm); err != nil {
-		if client.IgnoreNotFound(err) == nil {
-			return nil, nil, fmt.Errorf("%w: checkpoint of iteration %d: ConfigMap %s is gone", history.ErrMissing, ref.Iteration, name)
-		}
-		return nil, nil, err
-	}
-	cp, run, err := history.Find([]byte(cm.Data[CheckpointsKey]), ref.Seq)
-	if err != nil {
-		return cp, nil, fmt.Errorf("ConfigMap %s, iteration %d: %w", name, ref.Iteration, err)
-	}
-	return cp, run, nil
-}
-
 // Kept is one kept checkpoint as read from its segment: Checkpoint, or Err
 // when its line is damaged.
 type Kept struct {
@@ -142,11 +123,9 @@ func Checkpoints(ctx context.Context, r client.Reader, loop *v1alpha1.Loop) ([]K
 	}
 	err := eachKept(ctx, r, loop, segs, false, func(seg int32, line []byte) bool {
 		cp, _, err := history.Decode(line)
-		k := Kept{Checkpoint: cp, Err: err}
+		k := Kept{Checkpoint: cp, Ref: v1alpha1.CheckpointRef{Segment: seg}}
 		if cp != nil {
 			k.Ref = cp.Ref(seg)
-		} else {
-			k.Ref.Segment = seg
 		}
 		if err != nil {
 			k.Err = fmt.Errorf("ConfigMap %s: %w", SegmentName(loop.Name, seg), err)
@@ -166,25 +145,27 @@ func FindCheckpoint(ctx context.Context, r client.Reader, loop *v1alpha1.Loop, i
 	if ix == nil || ix.Latest == nil {
 		return nil, nil, fmt.Errorf("%w: the run has no checkpoints", history.ErrMissing)
 	}
-	if iteration == nil || *iteration == ix.Latest.Iteration {
-		return ReadCheckpoint(ctx, r, loop, *ix.Latest)
+	// The newest line of the latest checkpoint's iteration is the latest.
+	want := ix.Latest.Iteration
+	if iteration != nil {
+		want = *iteration
 	}
-	var found []byte
-	var seg int32
 	// Newest first, only the segments that can hold it.
 	var segs []v1alpha1.CheckpointSegment
 	for _, s := range slices.Backward(ix.Segments) {
-		if s.MinIteration <= *iteration && *iteration <= s.MaxIteration {
+		if s.MinIteration <= want && want <= s.MaxIteration {
 			segs = append(segs, s)
 		}
 	}
+	var found []byte
+	var seg int32
 	bad := 0
 	err := eachKept(ctx, r, loop, segs, true, func(s int32, line []byte) bool {
 		it, _, ok := history.Head(line)
 		switch {
 		case !ok:
 			bad++
-		case it == *iteration:
+		case it == want:
 			found, seg = line, s
 			return false
 		}
@@ -195,17 +176,17 @@ func FindCheckpoint(ctx context.Context, r client.Reader, loop *v1alpha1.Loop, i
 	}
 	if found == nil {
 		if bad > 0 {
-			return nil, nil, &history.CorruptError{Iteration: *iteration, Seq: -1, Reason: fmt.Sprintf("%d damaged checkpoint line(s) where it could be", bad)}
+			return nil, nil, &history.CorruptError{Iteration: want, Seq: -1, Reason: fmt.Sprintf("%d damaged checkpoint line(s) where it could be", bad)}
 		}
 		lo, hi := ix.Latest.Iteration, ix.Latest.Iteration
 		for _, s := range ix.Segments {
 			lo, hi = min(lo, s.MinIteration), max(hi, s.MaxIteration)
 		}
-		return nil, nil, fmt.Errorf("%w: no checkpoint of iteration %d is kept (%d kept, of iterations %d to %d)", history.ErrMissing, *iteration, ix.Count(), lo, hi)
+		return nil, nil, fmt.Errorf("%w: no checkpoint of iteration %d is kept (%d kept, of iterations %d to %d)", history.ErrMissing, want, ix.Count(), lo, hi)
 	}
 	cp, run, err := history.Decode(found)
 	if err != nil {
-		return cp, nil, fmt.Errorf("ConfigMap %s, iteration %d: %w", SegmentName(loop.Name, seg), *iteration, err)
+		return cp, nil, fmt.Errorf("ConfigMap %s, iteration %d: %w", SegmentName(loop.Name, seg), want, err)
 	}
 	return cp, run, nil
 }

@@ -154,16 +154,11 @@ func Parse(data []byte) (cps []Checkpoint, bad int) {
 	return cps, bad
 }
 
-// Find returns the checkpoint with the sequence number seq from JSONL data,
-// checked. A checkpoint that is not there is ErrMissing, or a
-// *CorruptError when damaged lines could have been it.
-func Find(data []byte, seq int64) (*Checkpoint, *v1alpha1.RunState, error) {
-	return FindIn(bytes.NewReader(data), seq)
-}
-
-// FindIn is Find over a reader (a local checkpoints file): lines are
-// skipped by the seq in their head as they stream by, never held whole;
-// only the line found is decoded.
+// FindIn returns the checkpoint with the sequence number seq from JSONL
+// read from r (a local checkpoints file), checked. A checkpoint that is not
+// there is ErrMissing, or a *CorruptError when damaged lines could have
+// been it. Lines are skipped by the seq in their head as they stream by,
+// never held whole; only the line found is decoded.
 func FindIn(r io.Reader, seq int64) (*Checkpoint, *v1alpha1.RunState, error) {
 	br := bufio.NewReaderSize(r, 64<<10)
 	bad := 0

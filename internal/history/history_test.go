@@ -45,18 +45,18 @@ func TestTakeAndVerify(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	found, _, err := Find(line, 15)
+	found, _, err := FindIn(bytes.NewReader(line), 15)
 	if err != nil || found.Iteration != 3 {
 		t.Fatalf("Find: %v %+v", err, found)
 	}
-	if _, _, err := Find(line, 16); !errors.Is(err, ErrMissing) {
+	if _, _, err := FindIn(bytes.NewReader(line), 16); !errors.Is(err, ErrMissing) {
 		t.Errorf("Find of another seq: %v", err)
 	}
 	altered := bytes.Replace(line, []byte(`"total"`), []byte(`"totaL"`), 1)
-	if _, _, err := Find(altered, 15); !errors.Is(err, ErrCorrupt) {
+	if _, _, err := FindIn(bytes.NewReader(altered), 15); !errors.Is(err, ErrCorrupt) {
 		t.Errorf("an altered checkpoint passed: %v", err)
 	}
-	if _, _, err := Find(append([]byte("{not json\n"), line[:len(line)/2]...), 15); !errors.Is(err, ErrCorrupt) {
+	if _, _, err := FindIn(bytes.NewReader(append([]byte("{not json\n"), line[:len(line)/2]...)), 15); !errors.Is(err, ErrCorrupt) {
 		t.Errorf("damaged lines: %v", err)
 	}
 }
