@@ -10,7 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/looprun/looprun/api/v1alpha1"
-	"github.com/looprun/looprun/internal/eventlog"
+	"github.com/looprun/looprun/internal/eventlog/configmaps"
 	"github.com/looprun/looprun/internal/executor"
 )
 
@@ -62,7 +62,7 @@ func condition(loop *v1alpha1.Loop, t string) *metav1.Condition {
 // loopEvents reads the Loop's whole event log and checks it has every event
 // exactly once, in order.
 func loopEvents(loop *v1alpha1.Loop) []executor.Event {
-	evs, err := eventlog.ReadSegments(bg, k8sClient, loop)
+	evs, err := configmaps.Read(bg, k8sClient, loop)
 	ExpectWithOffset(1, err).NotTo(HaveOccurred())
 	for i, e := range evs {
 		ExpectWithOffset(1, e.Seq).To(Equal(int64(i+1)), "event %d (%s)", i, e.Type)

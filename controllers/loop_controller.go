@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrlbuilder "sigs.k8s.io/controller-runtime/pkg/builder"
@@ -23,8 +24,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/looprun/looprun/api/v1alpha1"
-	"github.com/looprun/looprun/internal/eventlog"
+	"github.com/looprun/looprun/internal/eventlog/configmaps"
 	"github.com/looprun/looprun/internal/executor/evaluate"
+	"github.com/looprun/looprun/internal/runner"
 )
 
 // LoopReconciler runs Loops, one state transition per reconcile.
@@ -35,21 +37,32 @@ type LoopReconciler struct {
 	Recorder  events.EventRecorder
 	Clock     clock.PassiveClock
 	// Actions runs actions; nil means none can run (the Loop waits, saying so).
-	Actions ActionRunner
+	Actions runner.Runner
 	// EventLog keeps each Loop's event log in ConfigMaps.
-	EventLog *eventlog.ConfigMaps
+	EventLog *configmaps.Log
 	// JudgeFor returns the LLM judge of a Loop; nil means none.
 	JudgeFor func(ctx context.Context, loop *v1alpha1.Loop) evaluate.Judge
 	// MaxConcurrentReconciles bounds the workers (default 4).
 	MaxConcurrentReconciles int
 
-	// seen remembers the last sequence number this process saved per Loop, so
-	// a Loop read from a stale cache is read again from the API server.
-	seen sync.Map
-	// running tracks the Loops in progress, for the running-loops metric;
-	// runningCount is its size.
-	running      sync.Map
+	// memory is what this process keeps per Loop between reconciles (see
+	// loopMemory); forget clears it with everything else kept per Loop.
+	memory sync.Map
+	// runningCount is how many remembered Loops are in progress, for the
+	// running-loops metric.
 	runningCount atomic.Int64
+}
+
+// loopMemory is what the reconciler keeps of a Loop between reconciles,
+// keyed by namespace and name. An entry whose UID is not the Loop's belongs
+// to a deleted Loop of the same name, and counts as none.
+type loopMemory struct {
+	uid types.UID
+	// lastSeq is the last sequence number this process saved, so that a
+	// Loop read from a stale cache is read again from the API server.
+	lastSeq int64
+	// running: the Loop is in progress (the running-loops metric).
+	running bool
 }
 
 // RBAC, each verb for a reason:
@@ -81,15 +94,13 @@ func (r *LoopReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 	}
 	if loop == nil {
 		// Deleted: its actions stop; its ConfigMaps go with it (owner references).
-		if r.Actions != nil {
-			r.Actions.CancelLoop(req.NamespacedName)
-		}
+		r.forget(req.NamespacedName)
 		return reconcile.Result{}, nil
 	}
 	logger := log.FromContext(ctx).WithValues("loop", loop.Name, "state", loop.Status.CurrentState, "iteration", loop.Status.Iteration)
 	ctx = log.IntoContext(ctx, logger)
 	if !loop.DeletionTimestamp.IsZero() {
-		r.forget(loop)
+		r.forget(req.NamespacedName)
 		return reconcile.Result{}, nil
 	}
 	if loop.Annotations[v1alpha1.ImportingAnnotation] != "" {
@@ -129,7 +140,7 @@ func (r *LoopReconciler) get(ctx context.Context, req reconcile.Request) (*v1alp
 	if err := r.Client.Get(ctx, req.NamespacedName, loop); err != nil {
 		return nil, ctrl.IgnoreNotFound(err)
 	}
-	if want, ok := r.seen.Load(loop.UID); ok && loop.Status.LastSeq < want.(int64) {
+	if m := r.remembered(loop); loop.Status.LastSeq < m.lastSeq {
 		if err := r.APIReader.Get(ctx, req.NamespacedName, loop); err != nil {
 			return nil, ctrl.IgnoreNotFound(err)
 		}
@@ -137,14 +148,43 @@ func (r *LoopReconciler) get(ctx context.Context, req reconcile.Request) (*v1alp
 	return loop, nil
 }
 
-func (r *LoopReconciler) forget(loop *v1alpha1.Loop) {
-	if r.Actions != nil {
-		r.Actions.CancelLoop(ctrl.ObjectKeyFromObject(loop))
+// remembered is what this process keeps of the Loop; zero when nothing.
+func (r *LoopReconciler) remembered(loop *v1alpha1.Loop) loopMemory {
+	if v, ok := r.memory.Load(ctrl.ObjectKeyFromObject(loop)); ok && v.(loopMemory).uid == loop.UID {
+		return v.(loopMemory)
 	}
-	r.seen.Delete(loop.UID)
-	r.setRunning(loop, false)
+	return loopMemory{uid: loop.UID}
+}
+
+// remember keeps m for the Loop, and counts it in the running-loops metric
+// while it runs. One Loop is never reconciled by two workers at once.
+func (r *LoopReconciler) remember(loop *v1alpha1.Loop, m loopMemory) {
+	key := ctrl.ObjectKeyFromObject(loop)
+	prev, had := r.memory.Swap(key, m)
+	wasRunning := had && prev.(loopMemory).running
+	r.countRunning(wasRunning, m.running)
+}
+
+// forget is the one path that clears everything kept for a Loop that is
+// gone (or going): its memory here, its actions, its event-log cache.
+func (r *LoopReconciler) forget(key types.NamespacedName) {
+	if prev, had := r.memory.LoadAndDelete(key); had {
+		r.countRunning(prev.(loopMemory).running, false)
+	}
+	if r.Actions != nil {
+		r.Actions.Forget(key)
+	}
 	if r.EventLog != nil {
-		r.EventLog.Forget(loop.UID)
+		r.EventLog.Forget(key)
+	}
+}
+
+func (r *LoopReconciler) countRunning(was, is bool) {
+	switch {
+	case is && !was:
+		runningLoops.Set(float64(r.runningCount.Add(1)))
+	case was && !is:
+		runningLoops.Set(float64(r.runningCount.Add(-1)))
 	}
 }
 
@@ -164,22 +204,8 @@ func (r *LoopReconciler) patchStatus(ctx context.Context, before, loop *v1alpha1
 		}
 		return err
 	}
-	r.seen.Store(loop.UID, loop.Status.LastSeq)
-	r.setRunning(loop, !loop.Status.Phase.IsFinished() && loop.Status.Phase != "")
+	r.remember(loop, loopMemory{uid: loop.UID, lastSeq: loop.Status.LastSeq, running: !loop.Status.Phase.IsFinished() && loop.Status.Phase != ""})
 	return nil
-}
-
-func (r *LoopReconciler) setRunning(loop *v1alpha1.Loop, running bool) {
-	switch _, had := r.running.Load(loop.UID); {
-	case running && !had:
-		if _, loaded := r.running.LoadOrStore(loop.UID, true); !loaded {
-			runningLoops.Set(float64(r.runningCount.Add(1)))
-		}
-	case !running && had:
-		if _, loaded := r.running.LoadAndDelete(loop.UID); loaded {
-			runningLoops.Set(float64(r.runningCount.Add(-1)))
-		}
-	}
 }
 
 func (r *LoopReconciler) now() time.Time {

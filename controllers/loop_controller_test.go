@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/looprun/looprun/api/v1alpha1"
-	"github.com/looprun/looprun/internal/eventlog"
+	"github.com/looprun/looprun/internal/eventlog/configmaps"
 	"github.com/looprun/looprun/internal/executor"
 )
 
@@ -79,8 +79,8 @@ var _ = Describe("Loop", func() {
 		Expect(evs).To(HaveLen(int(log.LastSeq)))
 		for n := log.FirstSegment; n <= log.LastSegment; n++ {
 			cm := &corev1.ConfigMap{}
-			Expect(k8sClient.Get(bg, client.ObjectKey{Namespace: ns, Name: eventlog.SegmentName("segments", n)}, cm)).To(Succeed())
-			Expect(len(cm.Data[eventlog.EventsKey])).To(BeNumerically("<=", 4096+2048))
+			Expect(k8sClient.Get(bg, client.ObjectKey{Namespace: ns, Name: configmaps.SegmentName("segments", n)}, cm)).To(Succeed())
+			Expect(len(cm.Data[configmaps.EventsKey])).To(BeNumerically("<=", 4096+2048))
 			// Deleting the Loop deletes its segments: they are owned by it.
 			Expect(cm.OwnerReferences).To(ContainElement(And(
 				HaveField("Kind", "Loop"), HaveField("Name", "segments"), HaveField("UID", loop.UID), HaveField("Controller", HaveValue(BeTrue())))))

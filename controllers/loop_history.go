@@ -4,16 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/looprun/looprun/api/v1alpha1"
-	"github.com/looprun/looprun/internal/eventlog"
+	"github.com/looprun/looprun/internal/eventlog/configmaps"
 	"github.com/looprun/looprun/internal/executor"
 	"github.com/looprun/looprun/internal/history"
 )
@@ -27,18 +24,14 @@ type checkpointProblem struct {
 // (spec.history.checkpointEvery / checkpointInterval) and the run goes on.
 // It is stored with the step's events.
 func (s *step) takeCheckpoint(ctx context.Context) {
-	run := &s.loop.Status.RunState
-	if s.r.EventLog == nil || run.Phase.IsFinished() {
+	if s.r.EventLog == nil {
 		return
 	}
-	var last *time.Time
+	sched := history.Schedule{Spec: &s.loop.Spec, Loop: s.loop.Name}
 	if ix := s.loop.Status.Checkpoints; ix != nil && ix.Latest != nil && ix.Latest.Time != nil {
-		last = &ix.Latest.Time.Time
+		sched.Last = &ix.Latest.Time.Time
 	}
-	if !s.loop.Spec.CheckpointDue(run.Iteration, last, s.now) {
-		return
-	}
-	cp, err := history.Take(s.loop.Name, run, s.now)
+	cp, err := sched.Take(&s.loop.Status.RunState, s.now)
 	if err != nil {
 		log.FromContext(ctx).Error(err, "Taking a checkpoint failed")
 		return
@@ -55,7 +48,7 @@ func (s *step) fork(ctx context.Context) bool {
 	var cpRun *v1alpha1.RunState
 	err := s.r.APIReader.Get(ctx, client.ObjectKey{Namespace: s.loop.Namespace, Name: from.Loop}, src)
 	if err == nil {
-		_, cpRun, err = eventlog.FindCheckpoint(ctx, s.r.APIReader, src, from.Iteration)
+		_, cpRun, err = configmaps.FindCheckpoint(ctx, s.r.APIReader, src, from.Iteration)
 	} else if client.IgnoreNotFound(err) == nil {
 		err = fmt.Errorf("%w: Loop %s does not exist", history.ErrMissing, from.Loop)
 	}
@@ -99,25 +92,16 @@ func pendingRequest(loop *v1alpha1.Loop) string {
 // latest without N).
 func (s *step) request(ctx context.Context, req string) {
 	s.loop.Status.LastRequest = req
-	verb, _, _ := strings.Cut(req, "@")
-	verb, arg, _ := strings.Cut(strings.TrimSpace(verb), ":")
+	verb, iteration, err := v1alpha1.ParseRequest(req)
+	if err != nil {
+		s.r.event(s.loop, corev1.EventTypeWarning, "InvalidRequest", "Request", "%s", err.Error())
+		return
+	}
 	switch verb {
-	case "stop":
+	case v1alpha1.RequestStop:
 		s.stop(ctx)
-	case "rewind":
-		var iteration *int32
-		if arg != "" {
-			n, err := strconv.ParseInt(arg, 10, 32)
-			if err != nil || n < 0 {
-				s.r.event(s.loop, corev1.EventTypeWarning, "InvalidRequest", "Rewind", "%s: %q is not an iteration", v1alpha1.RequestAnnotation, arg)
-				return
-			}
-			it := int32(n)
-			iteration = &it
-		}
+	case v1alpha1.RequestRewind:
 		s.rewind(ctx, iteration)
-	default:
-		s.r.event(s.loop, corev1.EventTypeWarning, "InvalidRequest", "Request", "%s: unknown request %q (want stop or rewind:ITERATION)", v1alpha1.RequestAnnotation, req)
 	}
 }
 
@@ -139,7 +123,7 @@ func (s *step) stop(ctx context.Context) {
 
 // rewind puts the Loop back to one of its checkpoints and runs it from there.
 func (s *step) rewind(ctx context.Context, iteration *int32) {
-	_, cpRun, err := eventlog.FindCheckpoint(ctx, s.r.APIReader, s.loop, iteration)
+	_, cpRun, err := configmaps.FindCheckpoint(ctx, s.r.APIReader, s.loop, iteration)
 	if err != nil {
 		s.checkpointFailed(fmt.Errorf("cannot rewind: %w", err))
 		return
@@ -161,5 +145,5 @@ func (s *step) cancelAction(ctx context.Context) {
 	if err := s.r.Actions.Cancel(ctx, s.loop); err != nil {
 		log.FromContext(ctx).Error(err, "Stopping the action in flight failed", "actionState", a.State)
 	}
-	s.r.Actions.Forget(s.loop, a.Iteration)
+	s.r.Actions.Release(s.loop, a.Iteration)
 }

@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/looprun/looprun/api/v1alpha1"
-	"github.com/looprun/looprun/internal/eventlog"
+	"github.com/looprun/looprun/internal/eventlog/configmaps"
 	"github.com/looprun/looprun/internal/executor"
 	"github.com/looprun/looprun/internal/history"
 )
@@ -59,7 +59,7 @@ func warningReasons(ns string) []string {
 
 // keptCheckpoints reads a Loop's kept checkpoints, each of which must be readable.
 func keptCheckpoints(loop *v1alpha1.Loop) []v1alpha1.CheckpointRef {
-	kept, err := eventlog.Checkpoints(bg, k8sClient, loop)
+	kept, err := configmaps.Checkpoints(bg, k8sClient, loop)
 	Expect(err).NotTo(HaveOccurred())
 	refs := make([]v1alpha1.CheckpointRef, 0, len(kept))
 	for _, k := range kept {
@@ -84,8 +84,8 @@ func corruptCheckpoint(loop *v1alpha1.Loop, iteration int32) {
 	}
 	Expect(ref.Seq).NotTo(BeZero(), "no checkpoint of iteration %d", iteration)
 	cm := &corev1.ConfigMap{}
-	Expect(k8sClient.Get(bg, client.ObjectKey{Namespace: loop.Namespace, Name: eventlog.SegmentName(loop.Name, ref.Segment)}, cm)).To(Succeed())
-	lines := strings.Split(cm.Data[eventlog.CheckpointsKey], "\n")
+	Expect(k8sClient.Get(bg, client.ObjectKey{Namespace: loop.Namespace, Name: configmaps.SegmentName(loop.Name, ref.Segment)}, cm)).To(Succeed())
+	lines := strings.Split(cm.Data[configmaps.CheckpointsKey], "\n")
 	found := false
 	for i, l := range lines {
 		if strings.Contains(l, `"seq":`+itoa(ref.Seq)+`,`) {
@@ -94,7 +94,7 @@ func corruptCheckpoint(loop *v1alpha1.Loop, iteration int32) {
 		}
 	}
 	Expect(found).To(BeTrue(), "checkpoint of iteration %d not found in %s", iteration, cm.Name)
-	cm.Data[eventlog.CheckpointsKey] = strings.Join(lines, "\n")
+	cm.Data[configmaps.CheckpointsKey] = strings.Join(lines, "\n")
 	Expect(k8sClient.Update(bg, cm)).To(Succeed())
 }
 
@@ -119,7 +119,7 @@ var _ = Describe("Run history", func() {
 		for i, ref := range refs {
 			Expect(ref.Iteration).To(Equal(int32(i + 1)))
 			Expect(ref.Time).NotTo(BeNil())
-			cp, run, err := eventlog.FindCheckpoint(bg, k8sClient, loop, &ref.Iteration)
+			cp, run, err := configmaps.FindCheckpoint(bg, k8sClient, loop, &ref.Iteration)
 			Expect(err).NotTo(HaveOccurred())
 			Expect(cp.SHA256).To(HaveLen(64))
 			Expect(run.Iteration).To(Equal(ref.Iteration))
@@ -141,8 +141,8 @@ var _ = Describe("Run history", func() {
 		Expect(oldest).To(BeNumerically(">", 1), "a 4 KiB segment cap must have moved the checkpoints on")
 		for n := loop.Status.EventLog.FirstSegment; n < oldest; n++ {
 			cm := &corev1.ConfigMap{}
-			Expect(k8sClient.Get(bg, client.ObjectKey{Namespace: ns, Name: eventlog.SegmentName("few", n)}, cm)).To(Succeed())
-			Expect(cm.Data).NotTo(HaveKey(eventlog.CheckpointsKey), "segment %d", n)
+			Expect(k8sClient.Get(bg, client.ObjectKey{Namespace: ns, Name: configmaps.SegmentName("few", n)}, cm)).To(Succeed())
+			Expect(cm.Data).NotTo(HaveKey(configmaps.CheckpointsKey), "segment %d", n)
 		}
 		loopEvents(loop)
 	})
@@ -199,9 +199,9 @@ var _ = Describe("Run history", func() {
 		loop := waitFinished(key)
 		corruptCheckpoint(loop, 3)
 		three := int32(3)
-		_, _, err := eventlog.FindCheckpoint(bg, k8sClient, loop, &three)
+		_, _, err := configmaps.FindCheckpoint(bg, k8sClient, loop, &three)
 		Expect(err).To(MatchError(history.ErrCorrupt))
-		kept, err := eventlog.Checkpoints(bg, k8sClient, loop)
+		kept, err := configmaps.Checkpoints(bg, k8sClient, loop)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(kept[2].Err).To(MatchError(history.ErrCorrupt), "listed as damaged")
 
@@ -285,7 +285,7 @@ var _ = Describe("Run history", func() {
 		Expect(st.Bytes).To(BeNumerically("<=", 10000+4096))
 		Expect(loop.Status.Checkpoints).To(BeNil())
 		var list corev1.ConfigMapList
-		Expect(k8sClient.List(bg, &list, client.InNamespace(ns), client.MatchingLabels{eventlog.LabelLoop: "bounded"})).To(Succeed())
+		Expect(k8sClient.List(bg, &list, client.InNamespace(ns), client.MatchingLabels{v1alpha1.LabelLoop: "bounded"})).To(Succeed())
 		Expect(int32(len(list.Items))).To(Equal(st.LastSegment - st.FirstSegment + 1))
 	})
 })

@@ -3,6 +3,8 @@ package controllers
 import (
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -13,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/looprun/looprun/api/v1alpha1"
-	"github.com/looprun/looprun/internal/eventlog"
+	"github.com/looprun/looprun/internal/eventlog/configmaps"
 	"github.com/looprun/looprun/internal/executor"
 )
 
@@ -40,10 +42,10 @@ var _ = Describe("Loop lifecycle", func() {
 		Expect(log.FirstSegment).To(BeNumerically(">", 1), "old segments must have gone")
 		Expect(log.Bytes).To(BeNumerically("<=", 8192+2048))
 		for n := int32(1); n < log.FirstSegment; n++ {
-			err := k8sClient.Get(bg, client.ObjectKey{Namespace: ns, Name: eventlog.SegmentName("retained", n)}, &corev1.ConfigMap{})
+			err := k8sClient.Get(bg, client.ObjectKey{Namespace: ns, Name: configmaps.SegmentName("retained", n)}, &corev1.ConfigMap{})
 			Expect(apierrors.IsNotFound(err)).To(BeTrue(), "segment %d: %v", n, err)
 		}
-		evs, err := eventlog.ReadSegments(bg, k8sClient, loop)
+		evs, err := configmaps.Read(bg, k8sClient, loop)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(evs).NotTo(BeEmpty())
 		first := evs[0].Seq
@@ -56,19 +58,20 @@ var _ = Describe("Loop lifecycle", func() {
 
 	It("kills the running action of a deleted Loop", func() {
 		spec := v1alpha1.LoopSpec{Initial: "slow", States: map[string]v1alpha1.State{
-			"slow": {Action: "sleep 2; touch finished", Next: "done"},
+			"slow": {Action: "echo $$ > pid; exec sleep 60", Next: "done"},
 			"done": {Terminal: true},
 		}}
 		key := createLoop(ns, "doomed", spec)
+		pid := 0
 		Eventually(func(g Gomega) {
-			g.Expect(getLoop(g, key).Status.Action).NotTo(BeNil())
-		}).Should(Succeed())
+			b, err := os.ReadFile(filepath.Join(workdir, ns, "doomed", "pid"))
+			g.Expect(err).NotTo(HaveOccurred())
+			pid, err = strconv.Atoi(strings.TrimSpace(string(b)))
+			g.Expect(err).NotTo(HaveOccurred())
+		}).Should(Succeed(), "the action runs")
 		Expect(k8sClient.Delete(bg, getLoop(Default, key))).To(Succeed())
-		Eventually(func() int { return op.local.Running() }, "1500ms").Should(BeZero(), "the action must be killed, not left to finish")
-		Consistently(func() error {
-			_, err := os.Stat(filepath.Join(workdir, ns, "doomed", "finished"))
-			return err
-		}, "3s").ShouldNot(Succeed(), "the action went on after its Loop was deleted")
+		Eventually(func() int { return op.local.Running() }).Should(BeZero(), "the action must be killed, not left to finish")
+		Eventually(func() bool { return processAlive(pid) }).Should(BeFalse(), "the action's process went on after its Loop was deleted")
 	})
 
 	It("applies a raised maxIterations to a running Loop and records the change", func() {
@@ -124,3 +127,13 @@ var _ = Describe("Loop lifecycle", func() {
 		Expect(testutil.CollectAndCount(actionDuration)).To(Equal(1))
 	})
 })
+
+// processAlive reports whether pid runs (a zombie waiting for its reaper does not).
+func processAlive(pid int) bool {
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	_, rest, _ := strings.Cut(string(stat), ") ")
+	return !strings.HasPrefix(rest, "Z")
+}

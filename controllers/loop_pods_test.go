@@ -38,7 +38,7 @@ func claimDir(ns, claim string) string {
 
 func loopPods(ns, loop string) []corev1.Pod {
 	list := &corev1.PodList{}
-	Expect(k8sClient.List(bg, list, client.InNamespace(ns), client.MatchingLabels{pod.LabelLoop: loop})).To(Succeed())
+	Expect(k8sClient.List(bg, list, client.InNamespace(ns), client.MatchingLabels{v1alpha1.LabelLoop: loop})).To(Succeed())
 	var out []corev1.Pod
 	for _, p := range list.Items {
 		if p.DeletionTimestamp.IsZero() {
@@ -105,8 +105,8 @@ var _ = Describe("Actions as Pods", func() {
 		Eventually(func() []corev1.Pod { return loopPods(ns, "fix") }).Should(HaveLen(2))
 		for _, p := range loopPods(ns, "fix") {
 			Expect(metav1.GetControllerOf(&p).UID).To(Equal(got.UID))
-			Expect(p.Labels).To(HaveKeyWithValue(pod.LabelRun, got.Status.RunID))
-			Expect(p.Labels[pod.LabelIteration]).To(BeElementOf("4", "5"))
+			Expect(p.Labels).To(HaveKeyWithValue(v1alpha1.LabelRun, got.Status.RunID))
+			Expect(p.Labels[v1alpha1.LabelIteration]).To(BeElementOf("4", "5"))
 			Expect(*p.Spec.AutomountServiceAccountToken).To(BeFalse())
 		}
 	})
@@ -236,7 +236,7 @@ var _ = Describe("Actions as Pods", func() {
 			for _, p := range loopPods(ns, "redo") {
 				names = append(names, p.Name)
 				if strings.HasSuffix(p.Name, "-r1") {
-					Expect(p.Labels).To(HaveKeyWithValue(pod.LabelRetry, "1"))
+					Expect(p.Labels).To(HaveKeyWithValue(v1alpha1.LabelRetry, "1"))
 				}
 			}
 			Expect(names).To(ConsistOf(HaveSuffix("-1"), HaveSuffix("-1-r1")), "each try has a Pod named for it")

@@ -49,7 +49,7 @@ func (r *LoopReconciler) reconcileLoop(ctx context.Context, loop *v1alpha1.Loop)
 		return reconcile.Result{}, s.health, aerr
 	}
 	if loop.Status.Phase.IsFinished() && r.EventLog != nil {
-		r.EventLog.Forget(loop.UID) // its last append is done
+		r.EventLog.Forget(ctrl.ObjectKeyFromObject(loop)) // its last append is done
 	}
 	s.announce(ctx)
 	return result, s.health, err
@@ -156,7 +156,7 @@ func (s *step) complete(ctx context.Context, res *executor.ActionResult) {
 	iteration := run.Action.Iteration
 	observeAction(res.Duration)
 	s.add(s.m.Complete(ctx, run, res, s.now))
-	s.r.Actions.Forget(s.loop, iteration)
+	s.r.Actions.Release(s.loop, iteration)
 	s.completed = true
 	s.takeCheckpoint(ctx)
 	transitions.Inc()
@@ -222,7 +222,10 @@ func (s *step) announce(ctx context.Context) {
 
 // reconcileFinished deletes a finished Loop once its ttlSecondsAfterFinished passed.
 func (r *LoopReconciler) reconcileFinished(ctx context.Context, loop *v1alpha1.Loop) (reconcile.Result, error) {
-	r.setRunning(loop, false)
+	if m := r.remembered(loop); m.running {
+		m.running = false
+		r.remember(loop, m)
+	}
 	ttl := loop.Spec.TTLSecondsAfterFinished
 	if ttl == nil || loop.Status.UpdatedAt == nil {
 		return reconcile.Result{}, nil

@@ -11,7 +11,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/looprun/looprun/internal/eventlog"
+	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/internal/eventlog/configmaps"
+	"github.com/looprun/looprun/internal/runner/local"
 	"github.com/looprun/looprun/internal/runner/pod"
 )
 
@@ -35,16 +37,16 @@ func NewReconciler(mgr ctrl.Manager, cfg Config) *LoopReconciler {
 		Scheme:    mgr.GetScheme(),
 		Recorder:  mgr.GetEventRecorder("looprun"),
 		Clock:     clock.RealClock{},
-		EventLog: &eventlog.ConfigMaps{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(),
+		EventLog: &configmaps.Log{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(),
 			SegmentBytes: cfg.SegmentBytes, MaxBytes: cfg.MaxEventBytes},
 		JudgeFor:                (&SecretJudges{Reader: mgr.GetAPIReader()}).JudgeFor,
 		MaxConcurrentReconciles: cfg.Workers,
 	}
 	switch {
 	case cfg.AllowLocalActions:
-		r.Actions = NewLocalActions(cfg.LocalWorkdir)
+		r.Actions = local.NewActions(cfg.LocalWorkdir)
 	case cfg.Pods.Images.Entrypoint != "":
-		r.Actions = &PodActions{Runner: &pod.Runner{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Options: cfg.Pods, Now: r.now}}
+		r.Actions = &pod.Runner{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Options: cfg.Pods, Now: r.now}
 	}
 	return r
 }
@@ -54,7 +56,7 @@ func NewReconciler(mgr ctrl.Manager, cfg Config) *LoopReconciler {
 // looprun.io/loop) are cached.
 func CacheOptions() (cache.Options, client.Options) {
 	selector := labels.NewSelector()
-	req, err := labels.NewRequirement(pod.LabelLoop, selection.Exists, nil)
+	req, err := labels.NewRequirement(v1alpha1.LabelLoop, selection.Exists, nil)
 	if err != nil {
 		panic(err)
 	}

@@ -19,19 +19,6 @@ const (
 	CheckpointErrorCondition = "CheckpointError"
 )
 
-// Annotations users (and the looprun CLI) set on a Loop.
-const (
-	// RequestAnnotation asks a running Loop for something once: "stop"
-	// or "rewind:<iteration>", optionally followed by "@<anything>" to
-	// make a repeated request differ. status.lastRequest records what was
-	// done.
-	RequestAnnotation = "looprun.io/request"
-	// ImportingAnnotation holds a Loop back while looprun import writes
-	// its status and event log; the operator leaves it alone until the
-	// annotation is removed.
-	ImportingAnnotation = "looprun.io/importing"
-)
-
 // Condition reasons.
 const (
 	// ReasonProgressing: the loop is running its states.

@@ -28,10 +28,10 @@ import (
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/bench/internal/timing"
 	"github.com/looprun/looprun/controllers"
-	"github.com/looprun/looprun/internal/eventlog"
+	"github.com/looprun/looprun/internal/eventlog/configmaps"
 	"github.com/looprun/looprun/internal/history"
 	"github.com/looprun/looprun/internal/localrun"
-	"github.com/looprun/looprun/test/testenv"
+	"github.com/looprun/looprun/test/fixture"
 )
 
 const (
@@ -156,7 +156,7 @@ func local(rounds int) (save, load []time.Duration, err error) {
 // cluster saves checkpoints into a Loop's event log on a real API server,
 // then loads each back.
 func cluster(rounds int) (save, load []time.Duration, err error) {
-	cfg, base, stop, err := testenv.StartEnv(true)
+	cfg, base, stop, err := fixture.StartEnv(true)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -176,7 +176,7 @@ func cluster(rounds int) (save, load []time.Duration, err error) {
 	if err := base.Create(ctx, loop); err != nil {
 		return nil, nil, err
 	}
-	log := &eventlog.ConfigMaps{Client: c, Reader: c, Scheme: c.Scheme()}
+	log := &configmaps.Log{Client: c, Reader: c, Scheme: c.Scheme()}
 	runs := runStates(rounds)
 	for i := range rounds {
 		start := time.Now()
@@ -194,7 +194,7 @@ func cluster(rounds int) (save, load []time.Duration, err error) {
 	}
 	for i := range rounds {
 		start := time.Now()
-		if _, _, err := eventlog.FindCheckpoint(ctx, c, loop, &runs[i].Iteration); err != nil {
+		if _, _, err := configmaps.FindCheckpoint(ctx, c, loop, &runs[i].Iteration); err != nil {
 			return nil, nil, err
 		}
 		load = append(load, time.Since(start))

@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/looprun/looprun/api/v1alpha1"
-	"github.com/looprun/looprun/internal/eventlog"
+	"github.com/looprun/looprun/internal/eventlog/configmaps"
 	"github.com/looprun/looprun/internal/history"
 )
 
@@ -37,15 +37,15 @@ func replayPlan(ctx context.Context, c client.Client, ns string) ([]v1alpha1.Loo
 	for i := range list.Items {
 		loop := &list.Items[i]
 		cm := &corev1.ConfigMap{}
-		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: eventlog.SegmentName(loop.Name, 1)}, cm); err != nil {
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: configmaps.SegmentName(loop.Name, 1)}, cm); err != nil {
 			return nil, nil, err
 		}
-		cps, bad := history.Parse([]byte(cm.Data[eventlog.CheckpointsKey]))
+		cps, bad := history.Parse([]byte(cm.Data[configmaps.CheckpointsKey]))
 		if bad > 0 || len(cps) == 0 {
 			return nil, nil, fmt.Errorf("%s: no readable checkpoints to replay", loop.Name)
 		}
-		events := strings.SplitAfter(cm.Data[eventlog.EventsKey], "\n")
-		cpLines := strings.SplitAfter(cm.Data[eventlog.CheckpointsKey], "\n")
+		events := strings.SplitAfter(cm.Data[configmaps.EventsKey], "\n")
+		cpLines := strings.SplitAfter(cm.Data[configmaps.CheckpointsKey], "\n")
 		plan := make([]step, 0, len(cps))
 		for j, cp := range cps {
 			run, err := cp.RunState()
@@ -142,9 +142,9 @@ func replayLoop(ctx context.Context, c, cms client.Client, ns string, src *v1alp
 		}
 		if cm == nil {
 			cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
-				Namespace: ns, Name: eventlog.SegmentName(loop.Name, 1),
-				Labels: map[string]string{eventlog.LabelLoop: loop.Name, eventlog.LabelEventLog: "true"},
-			}, Data: map[string]string{eventlog.EventsKey: s.events, eventlog.CheckpointsKey: s.checkpoints}}
+				Namespace: ns, Name: configmaps.SegmentName(loop.Name, 1),
+				Labels: map[string]string{v1alpha1.LabelLoop: loop.Name, v1alpha1.LabelEventLog: "true"},
+			}, Data: map[string]string{configmaps.EventsKey: s.events, configmaps.CheckpointsKey: s.checkpoints}}
 			if err := controllerutil.SetControllerReference(loop, cm, c.Scheme()); err != nil {
 				return err
 			}
@@ -153,7 +153,7 @@ func replayLoop(ctx context.Context, c, cms client.Client, ns string, src *v1alp
 			}
 			continue
 		}
-		cm.Data[eventlog.EventsKey], cm.Data[eventlog.CheckpointsKey] = s.events, s.checkpoints
+		cm.Data[configmaps.EventsKey], cm.Data[configmaps.CheckpointsKey] = s.events, s.checkpoints
 		if err := cms.Update(ctx, cm); err != nil {
 			return err
 		}

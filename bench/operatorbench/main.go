@@ -25,12 +25,12 @@ import (
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/bench/internal/timing"
 	"github.com/looprun/looprun/controllers"
-	"github.com/looprun/looprun/test/testenv"
+	"github.com/looprun/looprun/internal/runner/local"
+	"github.com/looprun/looprun/test/fixture"
 )
 
 func main() {
@@ -56,33 +56,31 @@ var (
 )
 
 func run(transitions, loops, perLoop, workers int) error {
-	cfg, c, stop, err := testenv.StartEnv(true)
+	cfg, c, stop, err := fixture.StartEnv(true)
 	if err != nil {
 		return err
 	}
 	defer stop()
 	scheme := c.Scheme()
-	mgr, err := ctrl.NewManager(controllers.RestConfig(cfg), ctrl.Options{
-		Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
-		Client: client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.ConfigMap{}, &corev1.Secret{}}}},
-	})
-	if err != nil {
-		return err
-	}
 	workdir, err := os.MkdirTemp("", "operatorbench")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(workdir)
-	r := controllers.NewReconciler(mgr, controllers.Config{AllowLocalActions: true, LocalWorkdir: workdir, Workers: workers})
 	tr := &timing.Gaps{}
-	r.Actions = timing.Local{LocalActions: r.Actions.(*controllers.LocalActions), Gaps: tr}
-	if err := r.SetupWithManager(mgr); err != nil {
+	cacheOpts, clientOpts := controllers.CacheOptions()
+	mgr, err := fixture.StartManager(controllers.RestConfig(cfg), ctrl.Options{Scheme: scheme, Cache: cacheOpts, Client: clientOpts},
+		func(mgr ctrl.Manager) error {
+			r := controllers.NewReconciler(mgr, controllers.Config{AllowLocalActions: true, LocalWorkdir: workdir, Workers: workers})
+			r.Actions = timing.Local{Actions: r.Actions.(*local.Actions), Gaps: tr}
+			return r.SetupWithManager(mgr)
+		})
+	if err != nil {
 		return err
 	}
+	defer func() { _ = mgr.Stop() }()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go func() { _ = mgr.Start(ctx) }()
 	if !mgr.GetCache().WaitForCacheSync(ctx) {
 		return fmt.Errorf("cache did not sync")
 	}

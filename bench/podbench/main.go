@@ -14,7 +14,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"time"
 
@@ -25,16 +24,16 @@ import (
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/bench/internal/timing"
 	"github.com/looprun/looprun/controllers"
 	"github.com/looprun/looprun/internal/executor"
+	"github.com/looprun/looprun/internal/runner"
+	"github.com/looprun/looprun/internal/runner/local"
 	"github.com/looprun/looprun/internal/runner/pod"
+	"github.com/looprun/looprun/test/fixture"
 	"github.com/looprun/looprun/test/kubelet"
-	"github.com/looprun/looprun/test/testenv"
 )
 
 func main() {
@@ -49,17 +48,17 @@ func main() {
 
 // timedPods notes when each Pod step starts.
 type timedPods struct {
-	controllers.ActionRunner
+	runner.Runner
 	g *timing.Gaps
 }
 
 func (t timedPods) Start(ctx context.Context, loop *v1alpha1.Loop, a executor.Action) error {
 	t.g.Start(loop.Namespace + "/" + loop.Name)
-	return t.ActionRunner.Start(ctx, loop, a)
+	return t.Runner.Start(ctx, loop, a)
 }
 
 func run(steps int) error {
-	cfg, c, stop, err := testenv.StartEnv(true)
+	cfg, c, stop, err := fixture.StartEnv(true)
 	if err != nil {
 		return err
 	}
@@ -70,26 +69,21 @@ func run(steps int) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	ep := filepath.Join(dir, "entrypoint")
-	if out, err := exec.Command("go", "build", "-o", ep, "./cmd/entrypoint").CombinedOutput(); err != nil {
-		return fmt.Errorf("build the entrypoint: %w\n%s", err, out)
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
 	podGaps := &timing.Gaps{}
-	k := &kubelet.Kubelet{Dir: filepath.Join(dir, "node"), Binaries: map[string]string{pod.EntrypointBinary: ep},
-		OnFinish: func(p *corev1.Pod) {
-			podGaps.End(p.Namespace+"/"+p.OwnerReferences[0].Name, time.Now())
-		}}
-	if err := startKubelet(ctx, cfg, scheme, k); err != nil {
+	k, err := fixture.StartKubelet(cfg, &kubelet.Kubelet{OnFinish: func(p *corev1.Pod) {
+		podGaps.End(p.Namespace+"/"+p.OwnerReferences[0].Name, time.Now())
+	}}, false)
+	if err != nil {
 		return err
 	}
 	defer k.Stop()
 
-	podOp, err := startOperator(ctx, cfg, scheme, controllers.Config{Pods: pod.Options{
-		Images: pod.Images{Entrypoint: "bench/entrypoint", Runner: "bench/bash"}}}, func(r controllers.ActionRunner) controllers.ActionRunner {
-		return timedPods{ActionRunner: r, g: podGaps}
+	podOp, err := startOperator(cfg, scheme, controllers.Config{Pods: pod.Options{
+		Images: pod.Images{Entrypoint: "bench/entrypoint", Runner: "bench/bash"}}}, func(r runner.Runner) runner.Runner {
+		return timedPods{Runner: r, g: podGaps}
 	})
 	if err != nil {
 		return err
@@ -100,9 +94,9 @@ func run(steps int) error {
 	podOp()
 
 	localGaps := &timing.Gaps{}
-	localOp, err := startOperator(ctx, cfg, scheme, controllers.Config{AllowLocalActions: true, LocalWorkdir: filepath.Join(dir, "local")},
-		func(r controllers.ActionRunner) controllers.ActionRunner {
-			return timing.Local{LocalActions: r.(*controllers.LocalActions), Gaps: localGaps}
+	localOp, err := startOperator(cfg, scheme, controllers.Config{AllowLocalActions: true, LocalWorkdir: filepath.Join(dir, "local")},
+		func(r runner.Runner) runner.Runner {
+			return timing.Local{Actions: r.(*local.Actions), Gaps: localGaps}
 		})
 	if err != nil {
 		return err
@@ -125,42 +119,20 @@ func run(steps int) error {
 	return nil
 }
 
-func startKubelet(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, k *kubelet.Kubelet) error {
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
-	if err != nil {
-		return err
-	}
-	k.Client = mgr.GetClient()
-	if err := k.SetupWithManager(mgr); err != nil {
-		return err
-	}
-	go func() { _ = mgr.Start(ctx) }()
-	return nil
-}
-
 // startOperator runs the Loop controller as cmd/manager does, its action
 // runner wrapped; the returned function stops it.
-func startOperator(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, c controllers.Config,
-	wrap func(controllers.ActionRunner) controllers.ActionRunner) (func(), error) {
+func startOperator(cfg *rest.Config, scheme *runtime.Scheme, c controllers.Config, wrap func(runner.Runner) runner.Runner) (func(), error) {
 	cacheOpts, clientOpts := controllers.CacheOptions()
-	skip := true // two operators, one after the other, in this process
-	mgr, err := ctrl.NewManager(controllers.RestConfig(cfg), ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0", Cache: cacheOpts, Client: clientOpts, Controller: ctrlconfig.Controller{SkipNameValidation: &skip}})
+	mgr, err := fixture.StartManager(controllers.RestConfig(cfg), ctrl.Options{Scheme: scheme, Cache: cacheOpts, Client: clientOpts},
+		func(mgr ctrl.Manager) error {
+			r := controllers.NewReconciler(mgr, c)
+			r.Actions = wrap(r.Actions)
+			return r.SetupWithManager(mgr)
+		})
 	if err != nil {
 		return nil, err
 	}
-	r := controllers.NewReconciler(mgr, c)
-	r.Actions = wrap(r.Actions)
-	if err := r.SetupWithManager(mgr); err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = mgr.Start(ctx)
-	}()
-	return func() { cancel(); <-done }, nil
+	return func() { _ = mgr.Stop() }, nil
 }
 
 // runLoop runs one Loop of `steps` self-transitions of `true` in a new

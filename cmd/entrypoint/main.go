@@ -12,6 +12,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"flag"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/entrypoint"
+	"github.com/looprun/looprun/internal/runner/process"
 )
 
 func main() {
@@ -33,7 +35,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("entrypoint", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	copyTo := fs.String("copy-to", "", "copy this binary to the given path and exit (the init container's job)")
-	termLog := fs.String("termination-log", envOr("LOOPRUN_TERMINATION_LOG", "/dev/termination-log"), "where to write the result (default $LOOPRUN_TERMINATION_LOG, else /dev/termination-log)")
+	termLog := fs.String("termination-log", cmp.Or(os.Getenv("LOOPRUN_TERMINATION_LOG"), "/dev/termination-log"), "where to write the result (default $LOOPRUN_TERMINATION_LOG, else /dev/termination-log)")
 	timeout := fs.Duration("timeout", 0, "kill the action's process group after this long and exit 124")
 	evalJSON := fs.String("evaluate", os.Getenv("LOOPRUN_EVALUATE"), "the state's evaluator as JSON, templates expanded (default $LOOPRUN_EVALUATE)")
 	if err := fs.Parse(args); err != nil {
@@ -57,9 +59,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	signals := make(chan os.Signal, 4)
 	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2)
 	defer signal.Stop(signals)
-	res := entrypoint.Run(context.Background(), entrypoint.Options{
-		Command: fs.Args(), Timeout: *timeout, Evaluate: eval, Stdout: stdout, Stderr: stderr, Signals: signals,
-	})
+	res := entrypoint.NewResult(process.Run(context.Background(), process.Spec{
+		Argv: fs.Args(), Timeout: *timeout, Evaluate: eval, Stdout: stdout, Stderr: stderr, Signals: signals,
+	}))
 	if err := os.WriteFile(*termLog, res.Encode(), 0o644); err != nil {
 		fmt.Fprintln(stderr, "entrypoint: writing the result:", err)
 	}
@@ -89,11 +91,4 @@ func copySelf(dst string) error {
 		return err
 	}
 	return out.Close()
-}
-
-func envOr(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
 }

@@ -1,14 +1,21 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/internal/entrypoint"
+	"github.com/looprun/looprun/internal/executor"
+	"github.com/looprun/looprun/internal/runner/local"
 )
 
 func build(t *testing.T) string {
@@ -66,12 +73,9 @@ func TestWrapper(t *testing.T) {
 		t.Errorf("bad --evaluate: exit %d", code)
 	}
 
-	// A SIGTERM to the wrapper reaches the action.
-	cmd := exec.Command(bin, "--termination-log", term, "--", "bash", "-c", "trap 'echo stopping; exit 5' TERM; sleep 30 & wait")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(300 * time.Millisecond)
+	// A SIGTERM to the wrapper reaches the action, once it says its trap is set.
+	cmd, lines := startWrapper(t, bin, term, "trap 'echo stopping; exit 5' TERM; echo trap set; sleep 30 & wait")
+	waitLine(t, lines, "trap set")
 	_ = cmd.Process.Signal(syscall.SIGTERM)
 	_ = cmd.Wait()
 	if m := read(); cmd.ProcessState.ExitCode() != 5 || !strings.Contains(m.Stdout, "stopping") {
@@ -79,17 +83,19 @@ func TestWrapper(t *testing.T) {
 	}
 
 	// Killed outright, the wrapper takes the action with it.
-	late := filepath.Join(dir, "late")
-	cmd = exec.Command(bin, "--termination-log", term, "--", "bash", "-c", "sleep 1; touch "+late)
-	if err := cmd.Start(); err != nil {
+	cmd, lines = startWrapper(t, bin, term, "echo $$; sleep 30")
+	pid, err := strconv.Atoi(<-lines)
+	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(300 * time.Millisecond)
 	_ = cmd.Process.Kill()
 	_ = cmd.Wait()
-	time.Sleep(1500 * time.Millisecond)
-	if _, err := os.Stat(late); err == nil {
-		t.Error("the action outlived its killed wrapper")
+	deadline := time.Now().Add(10 * time.Second)
+	for alive(pid) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the action (pid %d) outlived its killed wrapper", pid)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 
 	// The init container's copy.
@@ -99,5 +105,105 @@ func TestWrapper(t *testing.T) {
 	}
 	if out, err := exec.Command(dst, "--termination-log", term, "--", "echo", "from the copy").CombinedOutput(); err != nil || string(out) != "from the copy\n" {
 		t.Errorf("copied binary: %v %q", err, out)
+	}
+}
+
+// startWrapper runs the wrapper on a bash script; lines gets its stdout, line by line.
+func startWrapper(t *testing.T, bin, term, script string) (*exec.Cmd, <-chan string) {
+	t.Helper()
+	cmd := exec.Command(bin, "--termination-log", term, "--", "bash", "-c", script)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan string, 16)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	return cmd, lines
+}
+
+func waitLine(t *testing.T, lines <-chan string, want string) {
+	t.Helper()
+	for l := range lines {
+		if l == want {
+			return
+		}
+	}
+	t.Fatalf("the action never said %q", want)
+}
+
+// alive reports whether pid runs (a zombie waiting for its reaper does not).
+func alive(pid int) bool {
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	_, rest, _ := strings.Cut(string(stat), ") ")
+	return !strings.HasPrefix(rest, "Z")
+}
+
+// The same action routes the same whether the local runner ran it or the
+// wrapper in a Pod did, even when what decides is over 1 MiB before the end
+// of its output.
+func TestSameRouteWithBothRunners(t *testing.T) {
+	bin := build(t)
+	term := filepath.Join(t.TempDir(), "termination-log")
+	spec := v1alpha1.LoopSpec{Initial: "check", States: map[string]v1alpha1.State{
+		"check": {
+			Action:    `echo 'errors = 0'; echo NEEDLE; head -c 2097152 /dev/zero | tr '\\0' .; echo`,
+			Evaluate:  &v1alpha1.Evaluate{Type: v1alpha1.EvalOutputContains, Pattern: "NEE+DLE"},
+			OnSuccess: "found", OnFailure: "missing",
+		},
+		"found":   {Terminal: true},
+		"missing": {Terminal: true},
+	}}
+	m, err := executor.New("same", &spec, executor.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(0, 0)
+	route := func(run func(*executor.Action) executor.ActionResult) string {
+		state := &v1alpha1.RunState{}
+		m.Start(state, "r", now)
+		step, _ := m.Plan(state, now)
+		if step.Action == nil || step.Action.Evaluate == nil {
+			t.Fatalf("step %+v carries no evaluator for the runner", step)
+		}
+		res := run(step.Action)
+		if !res.OutputTruncated {
+			t.Errorf("output of %d bytes was not cut to a tail", len(res.Output))
+		}
+		m.Complete(t.Context(), state, &res, now)
+		return state.CurrentState
+	}
+	onLaptop := route(func(a *executor.Action) executor.ActionResult { return (&local.Runner{}).Run(t.Context(), a) })
+	inPod := route(func(a *executor.Action) executor.ActionResult {
+		eval, err := json.Marshal(a.Evaluate)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out, err := exec.Command(bin, "--termination-log", term, "--evaluate", string(eval), "--", "bash", "-c", a.Command).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %.200s", err, out)
+		}
+		msg, err := os.ReadFile(term)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := entrypoint.Decode(string(msg))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	})
+	if onLaptop != "found" || inPod != "found" {
+		t.Errorf("routed to %s on a laptop, %s in a Pod; want found for both", onLaptop, inPod)
 	}
 }

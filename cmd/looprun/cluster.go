@@ -1,13 +1,16 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/duration"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -108,9 +111,9 @@ func (k *kube) loopTarget(arg string, clusterDefault bool) (name string, cluster
 	return arg, clusterDefault || k.plugin
 }
 
-// request sets the looprun.io/request annotation; the nonce makes a repeated
-// request a new one.
-func (k *kube) request(ctx context.Context, name, req string) error {
+// request sets the looprun.io/request annotation to what req makes of a
+// nonce, which makes a repeated request a new one.
+func (k *kube) request(ctx context.Context, name string, req func(nonce string) string) error {
 	loop, err := k.getLoop(ctx, name)
 	if err != nil {
 		return err
@@ -119,29 +122,16 @@ func (k *kube) request(ctx context.Context, name, req string) error {
 	if loop.Annotations == nil {
 		loop.Annotations = map[string]string{}
 	}
-	loop.Annotations[v1alpha1.RequestAnnotation] = fmt.Sprintf("%s@%d", req, k.clock().UnixNano())
+	loop.Annotations[v1alpha1.RequestAnnotation] = req(strconv.FormatInt(k.clock().UnixNano(), 10))
 	return k.c.Patch(ctx, loop, patch)
 }
 
 // age renders how long ago t was, as kubectl does.
 func age(t, now time.Time) string {
-	d := now.Sub(t)
-	switch {
-	case t.IsZero():
+	if t.IsZero() {
 		return "<unknown>"
-	case d < 2*time.Minute:
-		return fmt.Sprintf("%ds", int(d.Seconds()))
-	case d < 2*time.Hour:
-		return fmt.Sprintf("%dm", int(d.Minutes()))
-	case d < 48*time.Hour:
-		return fmt.Sprintf("%dh", int(d.Hours()))
 	}
-	return fmt.Sprintf("%dd", int(d.Hours()/24))
+	return duration.HumanDuration(now.Sub(t))
 }
 
-func orNone(s string) string {
-	if s == "" {
-		return "<none>"
-	}
-	return s
-}
+func orNone(s string) string { return cmp.Or(s, "<none>") }

@@ -14,11 +14,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/looprun/looprun/api/v1alpha1"
-	"github.com/looprun/looprun/internal/eventlog"
+	"github.com/looprun/looprun/internal/eventlog/configmaps"
 	"github.com/looprun/looprun/internal/executor"
 	"github.com/looprun/looprun/internal/history"
 	"github.com/looprun/looprun/internal/localrun"
-	"github.com/looprun/looprun/internal/loopfile"
 	"github.com/looprun/looprun/internal/transfer"
 )
 
@@ -59,7 +58,7 @@ func newStopCommand(k *kube) *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name, _ := k.loopTarget(args[0], true)
-			if err := k.request(cmd.Context(), name, "stop"); err != nil {
+			if err := k.request(cmd.Context(), name, v1alpha1.StopRequest); err != nil {
 				return err
 			}
 			_, err := fmt.Fprintf(cmd.OutOrStdout(), "loop/%s stop requested\n", name)
@@ -84,7 +83,7 @@ func newForkCommand(k *kube) *cobra.Command {
 			if cmd.Flags().Changed("iteration") {
 				it = &iteration
 			}
-			cp, _, err := eventlog.FindCheckpoint(cmd.Context(), k.c, src, it)
+			cp, _, err := configmaps.FindCheckpoint(cmd.Context(), k.c, src, it)
 			if err != nil {
 				return &exitError{code: 1, msg: fmt.Sprintf("cannot fork %s: %v", name, err)}
 			}
@@ -128,11 +127,11 @@ func newRewindCommand(g *globals, k *kube) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			cp, _, err := eventlog.FindCheckpoint(cmd.Context(), k.c, loop, it)
+			cp, _, err := configmaps.FindCheckpoint(cmd.Context(), k.c, loop, it)
 			if err != nil {
 				return &exitError{code: 1, msg: fmt.Sprintf("cannot rewind %s: %v", name, err)}
 			}
-			if err := k.request(cmd.Context(), name, fmt.Sprintf("rewind:%d", cp.Iteration)); err != nil {
+			if err := k.request(cmd.Context(), name, func(nonce string) string { return v1alpha1.RewindRequest(cp.Iteration, nonce) }); err != nil {
 				return err
 			}
 			_, err = fmt.Fprintf(cmd.OutOrStdout(), "loop/%s rewinding to iteration %d (state %s)\n", name, cp.Iteration, cp.State)
@@ -148,14 +147,9 @@ func newRewindCommand(g *globals, k *kube) *cobra.Command {
 func rewindLocal(cmd *cobra.Command, g *globals, name string, it *int32, file string) error {
 	store := localStore(g, name)
 	if file == "" {
-		if sf, err := localrun.ReadStateFile(store.StatePath()); err == nil {
-			file = sf.LoopFile
-		} else if p, err := loopfile.Resolve(name, loopfile.Options{LoopsDir: g.loopsDir}); err == nil {
-			file = p
-		} else if _, err := os.Stat(store.LoopPath()); err == nil {
-			file = store.LoopPath()
-		} else {
-			return fmt.Errorf("which loop file does %q run? say it with --file", name)
+		var err error
+		if file, err = localrun.LoopFile(g.loopsDir, name); err != nil {
+			return fmt.Errorf("which loop file does %q run? say it with --file (%w)", name, err)
 		}
 	}
 	lf, err := loadLoop(file, g, cmd.ErrOrStderr(), true)

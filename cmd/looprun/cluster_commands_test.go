@@ -7,11 +7,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/looprun/looprun/api/v1alpha1"
-	"github.com/looprun/looprun/internal/eventlog"
+	"github.com/looprun/looprun/internal/eventlog/configmaps"
 	"github.com/looprun/looprun/internal/executor"
 	"github.com/looprun/looprun/internal/localrun"
 )
@@ -105,12 +106,14 @@ func TestClusterSuspendResumeStopWatch(t *testing.T) {
 	f.waitFor(t, ns, "count", "it is suspended", func(l *v1alpha1.Loop) bool { return l.Status.Phase == v1alpha1.PhaseSuspended })
 
 	watch := exec.Command(binary, "--kubeconfig", f.kubeconfig, "-n", ns, "watch", "count")
-	var out strings.Builder
-	watch.Stdout = &out
+	out := &syncBuffer{}
+	watch.Stdout = out
 	if err := watch.Start(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(300 * time.Millisecond) // the watch is open
+	// Once it printed the Loop as it read it, the watch goes on from that
+	// version: nothing after it is missed.
+	waitUntil(t, "watch printed the suspended Loop", func() bool { return strings.Contains(out.String(), "phase Suspended") })
 	golden(t, "resume", ns, f.ok(t, dir, ns, "resume", "loop/count"))
 	if err := watch.Wait(); err != nil {
 		t.Fatalf("watch: %v\n%s", err, out.String())
@@ -159,7 +162,7 @@ func TestClusterExportImport(t *testing.T) {
 	if stopped.Status.Phase == v1alpha1.PhaseInterrupted {
 		completedAt6(t, moved)
 	}
-	evs, err := eventlog.ReadSegments(t.Context(), f.c, moved)
+	evs, err := configmaps.Read(t.Context(), f.c, moved)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +201,7 @@ func TestClusterExportImport(t *testing.T) {
 	}
 	landed := f.waitFor(t, dst, "from-laptop", "it finished", finished)
 	completedAt6(t, landed)
-	evs, err = eventlog.ReadSegments(t.Context(), f.c, landed)
+	evs, err = configmaps.Read(t.Context(), f.c, landed)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,5 +270,35 @@ func TestKubectlPlugin(t *testing.T) {
 	}
 	if lines != 2 {
 		t.Errorf("kubectl loop get: %d lines", lines)
+	}
+}
+
+// syncBuffer is a strings.Builder a command may write while a test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// waitUntil waits, 30 s at most, until cond holds.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited 30s until %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

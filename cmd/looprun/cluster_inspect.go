@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -19,7 +21,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/looprun/looprun/api/v1alpha1"
-	"github.com/looprun/looprun/internal/eventlog"
+	"github.com/looprun/looprun/internal/eventlog/configmaps"
 	"github.com/looprun/looprun/internal/executor"
 	"github.com/looprun/looprun/internal/runner/pod"
 )
@@ -104,7 +106,7 @@ func newDescribeCommand(k *kube) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			events, err := eventlog.ReadSegments(cmd.Context(), k.c, loop)
+			events, err := configmaps.Read(cmd.Context(), k.c, loop)
 			if err != nil {
 				return err
 			}
@@ -162,7 +164,7 @@ func describeRun(row rowFunc, loop *v1alpha1.Loop, now time.Time) {
 	retries := fmt.Sprintf("%d of the current action", st.Retries)
 	if len(st.RetryCounts) > 0 {
 		var parts []string
-		for _, s := range sortedKeys(st.RetryCounts) {
+		for _, s := range slices.Sorted(maps.Keys(st.RetryCounts)) {
 			parts = append(parts, fmt.Sprintf("%s=%d", s, st.RetryCounts[s]))
 		}
 		retries += "; re-entries " + strings.Join(parts, ", ")
@@ -212,19 +214,10 @@ func describeHistory(row rowFunc, loop *v1alpha1.Loop) {
 	}
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
 // eventLine renders an event on one line, as history prints it.
 func eventLine(e executor.Event) string {
 	parts := make([]string, 0, len(e.Data))
-	for _, k := range sortedKeys(e.Data) {
+	for _, k := range slices.Sorted(maps.Keys(e.Data)) {
 		parts = append(parts, fmt.Sprintf("%s=%s", k, compact(e.Data[k])))
 	}
 	return strings.TrimRight(fmt.Sprintf("%4d  %s  %-16s %s", e.Seq, e.Time.UTC().Format("15:04:05.000"), e.Type, strings.Join(parts, " ")), " ")
@@ -323,11 +316,12 @@ type stepPod struct {
 	iteration, retry int
 }
 
-// stepPods lists a Loop's action Pods in the order they ran.
-func (k *kube) stepPods(ctx context.Context, loop *v1alpha1.Loop) ([]stepPod, error) {
+// stepPods lists a Loop's action Pods in the order they ran, and the
+// list's resourceVersion (to watch for what comes after).
+func (k *kube) stepPods(ctx context.Context, loop *v1alpha1.Loop) ([]stepPod, string, error) {
 	list := &corev1.PodList{}
-	if err := k.c.List(ctx, list, client.InNamespace(loop.Namespace), client.MatchingLabels{pod.LabelLoop: pod.LabelValue(loop.Name)}); err != nil {
-		return nil, err
+	if err := k.c.List(ctx, list, client.InNamespace(loop.Namespace), client.MatchingLabels{v1alpha1.LabelLoop: v1alpha1.LabelValue(loop.Name)}); err != nil {
+		return nil, "", err
 	}
 	var out []stepPod
 	for i := range list.Items {
@@ -335,8 +329,8 @@ func (k *kube) stepPods(ctx context.Context, loop *v1alpha1.Loop) ([]stepPod, er
 		if !metav1.IsControlledBy(p, loop) {
 			continue
 		}
-		it, _ := strconv.Atoi(p.Labels[pod.LabelIteration])
-		retry, _ := strconv.Atoi(p.Labels[pod.LabelRetry])
+		it, _ := strconv.Atoi(p.Labels[v1alpha1.LabelIteration])
+		retry, _ := strconv.Atoi(p.Labels[v1alpha1.LabelRetry])
 		out = append(out, stepPod{p, it, retry})
 	}
 	sort.SliceStable(out, func(i, j int) bool {
@@ -349,7 +343,7 @@ func (k *kube) stepPods(ctx context.Context, loop *v1alpha1.Loop) ([]stepPod, er
 		}
 		return a.retry < b.retry
 	})
-	return out, nil
+	return out, list.ResourceVersion, nil
 }
 
 func (k *kube) logs(ctx context.Context, out io.Writer, name string, follow bool) error {
@@ -359,7 +353,7 @@ func (k *kube) logs(ctx context.Context, out io.Writer, name string, follow bool
 		if err != nil {
 			return err
 		}
-		progressed, err := k.showNewLogs(ctx, out, loop, shown, follow)
+		progressed, podsVersion, err := k.showNewLogs(ctx, out, loop, shown, follow)
 		if err != nil {
 			return err
 		}
@@ -373,22 +367,46 @@ func (k *kube) logs(ctx context.Context, out io.Writer, name string, follow bool
 			return nil
 		}
 		if !progressed {
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(200 * time.Millisecond):
+			if err := k.waitForChange(ctx, loop, podsVersion); err != nil {
+				return err
 			}
 		}
 	}
 }
 
+// waitForChange returns once the Loop, or one of its Pods, changed after
+// the versions read (a watch on each, no polling), or ctx ended.
+func (k *kube) waitForChange(ctx context.Context, loop *v1alpha1.Loop, podsVersion string) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	loops, err := k.c.Watch(ctx, &v1alpha1.LoopList{}, client.InNamespace(loop.Namespace),
+		client.MatchingFields{"metadata.name": loop.Name}, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: loop.ResourceVersion}})
+	if err != nil {
+		return err
+	}
+	defer loops.Stop()
+	pods, err := k.c.Watch(ctx, &corev1.PodList{}, client.InNamespace(loop.Namespace),
+		client.MatchingLabels{v1alpha1.LabelLoop: v1alpha1.LabelValue(loop.Name)}, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: podsVersion}})
+	if err != nil {
+		return err
+	}
+	defer pods.Stop()
+	select {
+	case <-loops.ResultChan():
+	case <-pods.ResultChan():
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return nil
+}
+
 // showNewLogs prints the logs of the Loop's Pods not shown yet, in order,
 // up to the first that has not started; with follow, a running one is
 // followed to its end.
-func (k *kube) showNewLogs(ctx context.Context, out io.Writer, loop *v1alpha1.Loop, shown map[string]bool, follow bool) (bool, error) {
-	pods, err := k.stepPods(ctx, loop)
+func (k *kube) showNewLogs(ctx context.Context, out io.Writer, loop *v1alpha1.Loop, shown map[string]bool, follow bool) (bool, string, error) {
+	pods, version, err := k.stepPods(ctx, loop)
 	if err != nil {
-		return false, err
+		return false, "", err
 	}
 	progressed := false
 	for _, sp := range pods {
@@ -401,16 +419,16 @@ func (k *kube) showNewLogs(ctx context.Context, out io.Writer, loop *v1alpha1.Lo
 			break // not finished (or not started): later
 		}
 		shown[sp.pod.Name], progressed = true, true
-		state := sp.pod.Annotations[pod.AnnotationState]
+		state := sp.pod.Annotations[v1alpha1.AnnotationState]
 		if state == "" {
-			state = sp.pod.Labels[pod.LabelState]
+			state = sp.pod.Labels[v1alpha1.LabelState]
 		}
 		fmt.Fprintf(out, "==> iteration %d, state %s (pod %s) <==\n", sp.iteration, state, sp.pod.Name)
 		if err := k.podLog(ctx, out, sp.pod, follow); err != nil {
 			fmt.Fprintf(out, "(no log: %v)\n", err)
 		}
 	}
-	return progressed, nil
+	return progressed, version, nil
 }
 
 func (k *kube) podLog(ctx context.Context, out io.Writer, p *corev1.Pod, follow bool) error {
@@ -450,7 +468,7 @@ func newCheckpointsCommand(g *globals, k *kube) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			kept, err := eventlog.Checkpoints(cmd.Context(), k.c, loop)
+			kept, err := configmaps.Checkpoints(cmd.Context(), k.c, loop)
 			if err != nil {
 				return err
 			}

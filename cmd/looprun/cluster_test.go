@@ -4,7 +4,6 @@ import (
 	"context"
 	"flag"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -20,14 +19,12 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/controllers"
 	"github.com/looprun/looprun/internal/runner/pod"
+	"github.com/looprun/looprun/test/fixture"
 	"github.com/looprun/looprun/test/kubelet"
-	"github.com/looprun/looprun/test/testenv"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files of the cluster command tests")
@@ -64,58 +61,42 @@ func startCluster(t *testing.T) *clusterFixture {
 
 func newClusterFixture() (*clusterFixture, error) {
 	ctrl.SetLogger(logr.Discard())
-	cfg, c, stopEnv, err := testenv.StartEnv(true)
+	cfg, c, stopEnv, err := fixture.StartEnv(true)
 	if err != nil {
 		return nil, err
 	}
 	dir, err := os.MkdirTemp("", "looprun-cluster")
 	if err != nil {
+		stopEnv()
 		return nil, err
 	}
-	ep := filepath.Join(dir, "entrypoint")
-	if out, err := exec.Command("go", "build", "-o", ep, "../entrypoint").CombinedOutput(); err != nil {
-		return nil, &exitError{msg: string(out)}
+	k, err := fixture.StartKubelet(cfg, &kubelet.Kubelet{}, true)
+	if err != nil {
+		stopEnv()
+		return nil, err
 	}
-	skip := true
 	cacheOpts, clientOpts := controllers.CacheOptions()
-	mgr, err := ctrl.NewManager(controllers.RestConfig(cfg), ctrl.Options{
-		Scheme: c.Scheme(), Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
-		Controller: ctrlconfig.Controller{SkipNameValidation: &skip}, Cache: cacheOpts, Client: clientOpts,
-	})
+	mgr, err := fixture.StartManager(controllers.RestConfig(cfg), ctrl.Options{Scheme: c.Scheme(), Cache: cacheOpts, Client: clientOpts},
+		func(mgr ctrl.Manager) error {
+			return controllers.NewReconciler(mgr, controllers.Config{SegmentBytes: 16 << 10,
+				Pods: pod.Options{Images: pod.Images{Entrypoint: "looprun.test/entrypoint:dev", Runner: "looprun.test/bash:dev"}, StartAllowance: time.Minute}}).
+				SetupWithManager(mgr)
+		})
 	if err != nil {
+		k.Stop()
+		stopEnv()
 		return nil, err
 	}
-	r := controllers.NewReconciler(mgr, controllers.Config{SegmentBytes: 16 << 10,
-		Pods: pod.Options{Images: pod.Images{Entrypoint: "looprun.test/entrypoint:dev", Runner: "looprun.test/bash:dev"}, StartAllowance: time.Minute}})
-	if err := r.SetupWithManager(mgr); err != nil {
-		return nil, err
-	}
-	kmgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: c.Scheme(), Metrics: metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0", Controller: ctrlconfig.Controller{SkipNameValidation: &skip}})
-	if err != nil {
-		return nil, err
-	}
-	k := &kubelet.Kubelet{Client: kmgr.GetClient(), Dir: filepath.Join(dir, "node"), Binaries: map[string]string{pod.EntrypointBinary: ep}}
-	if err := k.SetupWithManager(kmgr); err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	if err := k.ServeLogs(ctx, c); err != nil {
-		cancel()
-		return nil, err
-	}
-	go func() { _ = mgr.Start(ctx) }()
-	go func() { _ = kmgr.Start(ctx) }()
 	f := &clusterFixture{kubeconfig: filepath.Join(dir, "kubeconfig"), c: c}
-	if err := writeKubeconfig(cfg, f.kubeconfig); err != nil {
-		cancel()
-		return nil, err
-	}
 	f.stop = func() {
-		cancel()
+		_ = mgr.Stop()
 		k.Stop()
 		stopEnv()
 		_ = os.RemoveAll(dir)
+	}
+	if err := writeKubeconfig(cfg, f.kubeconfig); err != nil {
+		f.stop()
+		return nil, err
 	}
 	return f, nil
 }

@@ -4,10 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"text/tabwriter"
 
@@ -15,6 +15,7 @@ import (
 
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/eventlog"
+	"github.com/looprun/looprun/internal/eventlog/configmaps"
 	"github.com/looprun/looprun/internal/executor"
 	"github.com/looprun/looprun/internal/localrun"
 )
@@ -64,12 +65,7 @@ func newStatusCommand(g *globals) *cobra.Command {
 			row("Started", sf.StartedAt)
 			row("Updated", sf.UpdatedAt)
 			if len(sf.Captured) > 0 {
-				names := make([]string, 0, len(sf.Captured))
-				for n := range sf.Captured {
-					names = append(names, n)
-				}
-				sort.Strings(names)
-				row("Captured", strings.Join(names, ", "))
+				row("Captured", strings.Join(slices.Sorted(maps.Keys(sf.Captured)), ", "))
 			}
 			return w.Flush()
 		},
@@ -138,7 +134,7 @@ func newHistoryCommand(g *globals, k *kube) *cobra.Command {
 				if loop, err = k.getLoop(cmd.Context(), name); err != nil {
 					return err
 				}
-				events, err = eventlog.ReadSegments(cmd.Context(), k.c, loop)
+				events, err = configmaps.Read(cmd.Context(), k.c, loop)
 			} else {
 				events, err = eventlog.Read(localrun.NewStore(g.loopsDir, name).EventsPath())
 			}
@@ -148,7 +144,7 @@ func newHistoryCommand(g *globals, k *kube) *cobra.Command {
 			if len(events) == 0 {
 				return &exitError{code: 1, msg: fmt.Sprintf("no events for %q", args[0])}
 			}
-			events = filterEvents(events, types, state)
+			events = eventlog.Filter(events, types, state)
 			if tail > 0 && len(events) > tail {
 				events = events[len(events)-tail:]
 			}
@@ -172,30 +168,6 @@ func newHistoryCommand(g *globals, k *kube) *cobra.Command {
 	cmd.Flags().StringSliceVar(&types, "type", nil, "only events of these types (route, action_complete, ...; repeatable)")
 	cmd.Flags().StringVar(&state, "state", "", "only events about this state (entered, run, routed from or to)")
 	return cmd
-}
-
-// filterEvents keeps the events of the given types about the given state:
-// those that name it, and those that happened while the loop was in it
-// (from its state_enter to the next).
-func filterEvents(events []executor.Event, types []string, state string) []executor.Event {
-	if len(types) == 0 && state == "" {
-		return events
-	}
-	var out []executor.Event
-	in := ""
-	for _, e := range events {
-		if e.Type == executor.EventStateEnter {
-			in, _ = e.Data["state"].(string)
-		}
-		if len(types) > 0 && !slices.Contains(types, e.Type) {
-			continue
-		}
-		if state != "" && in != state && e.Data["state"] != state && e.Data["from"] != state && e.Data["to"] != state {
-			continue
-		}
-		out = append(out, e)
-	}
-	return out
 }
 
 // compact renders a value on one short line.

@@ -311,14 +311,18 @@ states:
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	// b runs, and the state file says so (its save runs beside the action).
 	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(readFile(dir, "trace"), "b-start") {
+	for {
+		sf, err := localrun.ReadStateFile(filepath.Join(dir, ".loops/.running/slow.state.json"))
+		if strings.Contains(readFile(dir, "trace"), "b-start") && err == nil && sf.ActiveAction != nil && sf.ActiveAction.State == "b" {
+			break
+		}
 		if time.Now().After(deadline) {
 			t.Fatal("state b never started")
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	time.Sleep(100 * time.Millisecond)
 	_ = cmd.Process.Signal(syscall.SIGKILL)
 	_ = cmd.Wait()
 

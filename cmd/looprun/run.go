@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/utils/ptr"
 
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/executor"
@@ -45,8 +46,7 @@ func (f *runFlags) apply(spec *v1alpha1.LoopSpec) error {
 		spec.SetContext(k, v)
 	}
 	if f.maxIterations > 0 {
-		n := f.maxIterations
-		spec.MaxIterations = &n
+		spec.MaxIterations = ptr.To(f.maxIterations)
 	}
 	return nil
 }
@@ -100,33 +100,20 @@ func newResumeCommand(g *globals, k *kube) *cobra.Command {
 			if name, cluster := k.loopTarget(args[0], false); cluster {
 				return k.setSuspend(cmd.Context(), cmd.OutOrStdout(), name, false)
 			}
-			store := localrun.NewStore(g.loopsDir, args[0])
-			sf, err := store.Load()
+			saved, err := localrun.Open(g.loopsDir, args[0])
 			if errors.Is(err, os.ErrNotExist) {
 				return &exitError{code: 1, msg: fmt.Sprintf("nothing to resume: no saved run of %q in %s", args[0], g.loopsDir)}
 			}
 			if err != nil {
 				return err
 			}
-			run, err := sf.RunState()
-			if err != nil {
-				return fmt.Errorf("%s: %w", store.StatePath(), err)
-			}
-			if sf.LoopFile == "" {
-				return fmt.Errorf("%s does not say which loop file it ran", store.StatePath())
-			}
-			lf, err := loadLoop(sf.LoopFile, g, cmd.ErrOrStderr(), f.quiet)
-			if err != nil {
-				return err
-			}
-			for k, v := range sf.Context {
-				lf.Loop.Spec.SetContext(k, v)
-			}
+			lf, run := saved.Loop, saved.Run
+			printWarnings(cmd.ErrOrStderr(), saved.State.LoopFile, lf, f.quiet)
 			if err := f.apply(&lf.Loop.Spec); err != nil {
 				return err
 			}
 			lf.Loop.Name = args[0]
-			d, unlock, err := newDriver(g, sf.LoopFile, lf.Loop, cmd.ErrOrStderr(), f.quiet, false)
+			d, unlock, err := newDriver(g, saved.State.LoopFile, lf.Loop, cmd.ErrOrStderr(), f.quiet, false)
 			if err != nil {
 				return err
 			}
@@ -152,12 +139,17 @@ func loadLoop(path string, g *globals, stderr io.Writer, quiet bool) (*loopfile.
 	if err != nil {
 		return nil, err
 	}
-	if !quiet {
-		for _, w := range lf.Warnings {
-			fmt.Fprintf(stderr, "warning: %s: %s\n", path, w)
-		}
-	}
+	printWarnings(stderr, path, lf, quiet)
 	return lf, nil
+}
+
+func printWarnings(stderr io.Writer, path string, lf *loopfile.File, quiet bool) {
+	if quiet {
+		return
+	}
+	for _, w := range lf.Warnings {
+		fmt.Fprintf(stderr, "warning: %s: %s\n", path, w)
+	}
 }
 
 // newDriver builds everything a local run needs, and takes the loop's lock.

@@ -25,7 +25,7 @@ import (
 
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/controllers"
-	"github.com/looprun/looprun/internal/eventlog"
+	"github.com/looprun/looprun/internal/eventlog/configmaps"
 	"github.com/looprun/looprun/internal/runner/pod"
 )
 
@@ -61,7 +61,7 @@ func parseFlags(args []string, getenv func(string) string) (*settings, error) {
 	fs.BoolVar(&c.AllowLocalActions, "allow-local-actions", false,
 		"run actions as processes of the operator itself (development only: they run with the operator's identity)")
 	fs.StringVar(&c.LocalWorkdir, "local-workdir", filepath.Join(os.TempDir(), "looprun"), "working directories of local actions, one per Loop")
-	fs.IntVar(&c.SegmentBytes, "event-segment-bytes", eventlog.DefaultSegmentBytes, "size cap of one event-log ConfigMap")
+	fs.IntVar(&c.SegmentBytes, "event-segment-bytes", configmaps.DefaultSegmentBytes, "size cap of one event-log ConfigMap")
 	fs.Int64Var(&c.MaxEventBytes, "max-event-bytes", 0, "delete the oldest event-log segments of a Loop past this size (0 keeps all)")
 	fs.IntVar(&c.Workers, "max-concurrent-reconciles", 4, "Loops reconciled at once")
 	c.Pods = pod.Options{OperatorNamespace: getenv("POD_NAMESPACE"), OperatorServiceAccount: getenv("SERVICE_ACCOUNT_NAME")}

@@ -23,7 +23,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/looprun/looprun/api/v1alpha1"
-	"github.com/looprun/looprun/test/testenv"
+	"github.com/looprun/looprun/test/fixture"
 )
 
 func TestParseFlags(t *testing.T) {
@@ -79,7 +79,7 @@ spec:
 // server: only watched namespaces are served, logs are JSON lines with loop,
 // state and iteration keys, and metrics answer only authorized clients.
 func TestManager(t *testing.T) {
-	cfg, c := testenv.Start(t, true)
+	cfg, c := fixture.Start(t, true)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 

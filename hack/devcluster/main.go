@@ -1,6 +1,7 @@
 // Command devcluster runs a local control plane for development and the demo:
-// the kube-apiserver and etcd that hack/setup-envtest.sh built, with the Loop
-// CRD installed. It writes an admin kubeconfig and runs until interrupted.
+// the kube-apiserver and etcd that hack/setup-envtest.sh built, with the
+// CRDs of config/crd/bases installed (test/fixture starts them, as for the
+// tests). It writes an admin kubeconfig and runs until interrupted.
 package main
 
 import (
@@ -12,21 +13,21 @@ import (
 	"syscall"
 
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/looprun/looprun/test/fixture"
 )
 
 func main() {
 	kubeconfig := flag.String("write-kubeconfig", "bin/dev/kubeconfig", "where to write the admin kubeconfig")
-	crds := flag.String("crds", "config/crd/bases", "CRD directory to install")
 	flag.Parse()
-	if err := run(*kubeconfig, *crds); err != nil {
+	if err := run(*kubeconfig); err != nil {
 		fmt.Fprintln(os.Stderr, "devcluster:", err)
 		os.Exit(1)
 	}
 }
 
-func run(kubeconfig, crds string) error {
-	env := &envtest.Environment{CRDDirectoryPaths: []string{crds}, ErrorIfCRDPathMissing: true}
-	cfg, err := env.Start()
+func run(kubeconfig string) error {
+	env, cfg, _, err := fixture.StartEnvironment(true)
 	if err != nil {
 		return err
 	}

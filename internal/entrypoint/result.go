@@ -1,3 +1,7 @@
+// Package entrypoint is the in-pod wrapper's result: what cmd/entrypoint
+// writes to its container's termination message once the action's process
+// (run by internal/runner/process, as the local runner runs it) ended, and
+// how the pod runner reads it back.
 package entrypoint
 
 import (
@@ -7,6 +11,7 @@ import (
 
 	"github.com/looprun/looprun/internal/executor"
 	"github.com/looprun/looprun/internal/executor/evaluate"
+	"github.com/looprun/looprun/internal/runner/process"
 )
 
 // MaxMessageBytes is the size limit of a container's termination message.
@@ -23,6 +28,16 @@ type Result struct {
 	StderrTruncated bool             `json:"stderrTruncated,omitempty"`
 	TimedOut        bool             `json:"timedOut,omitempty"`
 	Verdict         *evaluate.Result `json:"verdict,omitempty"`
+}
+
+// NewResult sums up how the action's process ended.
+func NewResult(r process.Result) Result {
+	return Result{
+		ExitCode: r.ExitCode, DurationMs: r.Duration.Milliseconds(),
+		Stdout: r.Stdout, StdoutTruncated: r.StdoutTruncated,
+		Stderr: r.Stderr, StderrTruncated: r.StderrTruncated,
+		TimedOut: r.TimedOut, Verdict: r.Verdict,
+	}
 }
 
 // Encode renders r as JSON within MaxMessageBytes: detail values are capped

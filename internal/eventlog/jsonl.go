@@ -1,14 +1,15 @@
-// Package eventlog keeps a loop's append-only event log. Locally it is a JSONL
-// file, one event per line, each append written in one call and fsynced.
+// Package eventlog is a loop's append-only event log: its format (JSONL, one
+// event per line with its sequence number) and the local backend, a JSONL
+// file, each append written in one call and fsynced. The cluster backend,
+// ConfigMap segments, is internal/eventlog/configmaps; this package links no
+// Kubernetes client, so the local CLI does not either.
 package eventlog
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 
 	"github.com/looprun/looprun/internal/executor"
@@ -103,32 +104,4 @@ func TruncateAfter(path string, seq int64) error {
 		return err
 	}
 	return f.Sync()
-}
-
-// scan calls fn with each complete event and the offset just past its line,
-// until fn returns false.
-func scan(r io.Reader, fn func(executor.Event, int64) bool) error {
-	br := bufio.NewReaderSize(r, 64<<10)
-	var off int64
-	for {
-		line, err := br.ReadBytes('\n')
-		if len(line) > 0 && line[len(line)-1] == '\n' {
-			off += int64(len(line))
-			if t := bytes.TrimSpace(line); len(t) > 0 {
-				var e executor.Event
-				if jerr := json.Unmarshal(t, &e); jerr != nil {
-					return fmt.Errorf("event log line ending at byte %d: %w", off, jerr)
-				}
-				if !fn(e, off) {
-					return nil
-				}
-			}
-		}
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-	}
 }

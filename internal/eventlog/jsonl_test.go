@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-
 	"github.com/looprun/looprun/internal/executor"
 )
 
@@ -67,36 +65,5 @@ func TestReadMissingAndCorrupt(t *testing.T) {
 	_ = os.WriteFile(bad, []byte("{\"event\":\"a\",\"seq\":1}\nnot json\n"), 0o644)
 	if _, err := Read(bad); err == nil || !strings.Contains(err.Error(), "byte") {
 		t.Errorf("corrupt log: %v", err)
-	}
-}
-
-func TestSegmentCache(t *testing.T) {
-	var c segmentCache
-	cm := func(n int) *corev1.ConfigMap {
-		return &corev1.ConfigMap{Data: map[string]string{EventsKey: strings.Repeat("x", n)}}
-	}
-	c.put("a", 1, cm(10))
-	if got := c.get("a", 1); got == nil || len(got.Data[EventsKey]) != 10 {
-		t.Fatalf("get = %v", got)
-	}
-	if c.get("a", 2) != nil {
-		t.Error("another segment number must miss")
-	}
-	got := c.get("a", 1)
-	got.Data[EventsKey] = "changed"
-	if c.get("a", 1).Data[EventsKey] == "changed" {
-		t.Error("the cache handed out its own copy")
-	}
-	c.forget("a")
-	if c.get("a", 1) != nil || c.bytes != 0 {
-		t.Errorf("after forget: %d bytes", c.bytes)
-	}
-	// The byte bound evicts the least recently used.
-	c.put("old", 1, cm(segmentCacheBytes/2))
-	c.put("mid", 1, cm(segmentCacheBytes/2))
-	_ = c.get("old", 1)
-	c.put("new", 1, cm(segmentCacheBytes/2))
-	if c.get("mid", 1) != nil || c.get("old", 1) == nil || c.get("new", 1) == nil || c.bytes > segmentCacheBytes {
-		t.Errorf("eviction kept the wrong entries (%d bytes)", c.bytes)
 	}
 }

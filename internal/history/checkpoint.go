@@ -18,6 +18,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/looprun/looprun/api/v1alpha1"
 )
@@ -256,7 +257,4 @@ func short(sum string) string {
 	return sum
 }
 
-func timePtr(t time.Time) *metav1.Time {
-	mt := metav1.NewTime(t)
-	return &mt
-}
+func timePtr(t time.Time) *metav1.Time { return ptr.To(metav1.NewTime(t)) }

@@ -20,7 +20,27 @@ type ActionRunner interface {
 	Run(ctx context.Context, a *executor.Action) executor.ActionResult
 }
 
-// Driver runs a loop locally from start to end.
+// Clock is the driver's time: now, and waiting out a backoff.
+type Clock interface {
+	Now() time.Time
+	// SleepUntil returns at t, or when ctx ends.
+	SleepUntil(ctx context.Context, t time.Time)
+}
+
+// recorder keeps the steps a driver takes: the Store's writer for a local
+// run; nothing for a simulation.
+type recorder interface {
+	// save keeps the run state, the step's events and its checkpoint, and
+	// returns once they are on disk.
+	save(run *v1alpha1.RunState, events []executor.Event, cp *history.Checkpoint) error
+	// saveAsync starts keeping them while the next action runs; the next
+	// save waits for it.
+	saveAsync(run *v1alpha1.RunState, events []executor.Event, cp *history.Checkpoint) error
+	close() error
+}
+
+// Driver runs a loop locally from start to end: the one loop over Plan and
+// Complete that local runs, resumed runs and simulations share.
 type Driver struct {
 	Machine *executor.Machine
 	Runner  ActionRunner
@@ -28,17 +48,22 @@ type Driver struct {
 	// LoopFile and Context are saved in the state file so resume finds them.
 	LoopFile string
 	Context  map[string]any
-	// Now is the clock; nil means time.Now.
-	Now func() time.Time
+	// Clock is the time; nil means the real one.
+	Clock Clock
+	// Decide, when set, gives the result of a state that runs no action
+	// (simulate scripts it); nil lets the machine judge it.
+	Decide func(run *v1alpha1.RunState) *executor.ActionResult
 	// OnEvents, when set, sees every event as it happens (progress display).
 	OnEvents func([]executor.Event)
 }
 
-func (d *Driver) now() time.Time {
-	if d.Now != nil {
-		return d.Now()
+func (d *Driver) now() time.Time { return d.clock().Now() }
+
+func (d *Driver) clock() Clock {
+	if d.Clock != nil {
+		return d.Clock
 	}
-	return time.Now()
+	return realClock{}
 }
 
 // Start clears the previous run's files and runs the loop from its initial
@@ -47,13 +72,14 @@ func (d *Driver) Start(ctx context.Context, runID string) (*v1alpha1.RunState, e
 	if err := d.Store.Clear(); err != nil {
 		return nil, err
 	}
-	w, err := d.Store.openWriter(d.LoopFile, d.Context)
+	w, err := d.openWriter()
 	if err != nil {
 		return nil, err
 	}
 	run := &v1alpha1.RunState{}
 	events := d.Machine.Start(run, runID, d.now())
-	err = d.drive(ctx, w, run, events)
+	sched := d.schedule(nil)
+	err = d.drive(ctx, w, sched, run, events)
 	return run, errors.Join(err, w.close())
 }
 
@@ -69,40 +95,59 @@ func (d *Driver) Resume(ctx context.Context, run *v1alpha1.RunState) error {
 	if err := eventlog.TruncateAfter(d.Store.EventsPath(), saved); err != nil {
 		return err
 	}
-	w, err := d.Store.openWriter(d.LoopFile, d.Context)
+	// The checkpoint schedule goes on from the newest kept checkpoint.
+	var last *time.Time
+	if cp, err := d.Store.LastGoodCheckpoint(); err == nil {
+		last = &cp.Time
+	}
+	w, err := d.openWriter()
 	if err != nil {
 		return err
 	}
-	return errors.Join(d.drive(ctx, w, run, events), w.close())
+	return errors.Join(d.drive(ctx, w, d.schedule(last), run, events), w.close())
+}
+
+func (d *Driver) openWriter() (*writer, error) {
+	w, err := d.Store.openWriter(d.LoopFile, d.Context)
+	if err != nil {
+		return nil, err
+	}
+	w.cps.max = d.Machine.Spec().GetMaxCheckpoints()
+	return w, nil
+}
+
+func (d *Driver) schedule(last *time.Time) *history.Schedule {
+	return &history.Schedule{Spec: d.Machine.Spec(), Loop: d.Machine.Name(), Last: last}
 }
 
 // drive steps the machine until the run ends or ctx is cancelled. Saving the
 // step that starts an action overlaps with the action; a save always
 // completes before the next one starts, so they reach the disk in order.
-func (d *Driver) drive(ctx context.Context, w *writer, run *v1alpha1.RunState, batch []executor.Event) error {
-	notify := d.notify
-	notify(batch)
-	w.cps.max = d.Machine.Spec().GetMaxCheckpoints()
+func (d *Driver) drive(ctx context.Context, w recorder, sched *history.Schedule, run *v1alpha1.RunState, batch []executor.Event) error {
+	d.notify(batch)
 	var cp *history.Checkpoint // taken after the last completed state, saved with the next save
-	var lastCheckpoint *time.Time
 	for {
 		if ctx.Err() != nil {
 			return d.interrupt(w, run, batch, cp)
 		}
 		step, evs := d.Machine.Plan(run, d.now())
-		notify(evs)
+		d.notify(evs)
 		batch = append(batch, evs...)
 		switch step.Kind {
 		case executor.StepDone:
 			return w.save(run, batch, cp)
 		case executor.StepEvaluate:
-			evs = d.Machine.Complete(ctx, run, nil, d.now())
+			var res *executor.ActionResult
+			if d.Decide != nil {
+				res = d.Decide(run)
+			}
+			evs = d.Machine.Complete(ctx, run, res, d.now())
 		case executor.StepWait:
 			if err := w.save(run, batch, cp); err != nil {
 				return err
 			}
 			batch, cp = nil, nil
-			sleepUntil(ctx, step.WaitUntil, d.now()) // if cancelled, the loop head interrupts
+			d.clock().SleepUntil(ctx, step.WaitUntil) // if cancelled, the loop head interrupts
 			continue
 		case executor.StepAction:
 			if err := w.saveAsync(run, batch, cp); err != nil {
@@ -115,20 +160,20 @@ func (d *Driver) drive(ctx context.Context, w *writer, run *v1alpha1.RunState, b
 			}
 			evs = d.Machine.Complete(ctx, run, &res, d.now())
 		}
-		notify(evs)
+		d.notify(evs)
 		batch = append(batch, evs...)
-		if now := d.now(); !run.Phase.IsFinished() && d.Machine.Spec().CheckpointDue(run.Iteration, lastCheckpoint, now) {
-			taken, err := history.Take(d.Machine.Name(), run, now)
-			if err != nil {
-				return err
-			}
-			cp, lastCheckpoint = taken, &now
+		taken, err := sched.Take(run, d.now())
+		if err != nil {
+			return err
+		}
+		if taken != nil {
+			cp = taken
 		}
 	}
 }
 
 // interrupt records that the run was stopped; the action in flight runs again on resume.
-func (d *Driver) interrupt(w *writer, run *v1alpha1.RunState, batch []executor.Event, cp *history.Checkpoint) error {
+func (d *Driver) interrupt(w recorder, run *v1alpha1.RunState, batch []executor.Event, cp *history.Checkpoint) error {
 	evs := d.Machine.Interrupt(run, d.now(), "interrupted")
 	d.notify(evs)
 	return w.save(run, append(batch, evs...), cp)
@@ -141,9 +186,12 @@ func (d *Driver) notify(evs []executor.Event) {
 	}
 }
 
-// sleepUntil waits until the time or the cancellation of ctx.
-func sleepUntil(ctx context.Context, until, now time.Time) {
-	t := time.NewTimer(until.Sub(now))
+type realClock struct{}
+
+func (realClock) Now() time.Time { return time.Now() }
+
+func (realClock) SleepUntil(ctx context.Context, until time.Time) {
+	t := time.NewTimer(time.Until(until))
 	defer t.Stop()
 	select {
 	case <-ctx.Done():

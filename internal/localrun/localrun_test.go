@@ -12,6 +12,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/eventlog"
@@ -143,12 +144,12 @@ func TestInterruptAndResume(t *testing.T) {
 	dir := t.TempDir()
 	states := map[string]v1alpha1.State{
 		"check": {Action: "echo once >> trace", Next: "slow"},
-		"slow":  {Action: "echo slow >> trace; test -f go-on || sleep 30", Next: "done"},
+		"slow":  {Action: "echo slow >> trace; echo started; test -f go-on || sleep 30", Next: "done"},
 		"done":  {Terminal: true},
 	}
 	d := newDriver(t, dir, spec(states))
 	ctx, cancel := context.WithCancel(context.Background())
-	time.AfterFunc(500*time.Millisecond, cancel)
+	d.Runner = &interruptAt{ActionRunner: d.Runner, state: "slow", cancel: cancel}
 	run, err := d.Start(ctx, "r")
 	if err != nil {
 		t.Fatal(err)
@@ -270,5 +271,78 @@ func TestBackoffIsSleptAndSaved(t *testing.T) {
 	// check -> fix -> check -> done: three routed transitions, three pauses.
 	if el := time.Since(start); el < 450*time.Millisecond {
 		t.Errorf("finished in %v, want at least 3 backoffs", el)
+	}
+}
+
+// interruptAt interrupts a run (as Ctrl-C would) once the action of state
+// printed "started"; the cancellation kills it.
+type interruptAt struct {
+	ActionRunner
+	state  string
+	cancel context.CancelFunc
+}
+
+func (i *interruptAt) Run(ctx context.Context, a *executor.Action) executor.ActionResult {
+	if a.State == i.state {
+		r := *i.ActionRunner.(*local.Runner)
+		r.Stdout = cancelOn{word: "started", cancel: i.cancel}
+		return r.Run(ctx, a)
+	}
+	return i.ActionRunner.Run(ctx, a)
+}
+
+// cancelOn cancels once word goes by (in one write: the action prints it
+// on a line of its own).
+type cancelOn struct {
+	word   string
+	cancel context.CancelFunc
+}
+
+func (c cancelOn) Write(p []byte) (int, error) {
+	if strings.Contains(string(p), c.word) {
+		c.cancel()
+	}
+	return len(p), nil
+}
+
+// A resumed run keeps to its checkpoint schedule: with checkpointInterval,
+// the checkpoint taken before the interruption counts, and resuming does
+// not take another before the interval is up.
+func TestResumeKeepsTheCheckpointSchedule(t *testing.T) {
+	dir := t.TempDir()
+	s := spec(map[string]v1alpha1.State{
+		"check": {Action: "true", Next: "more"},
+		"more":  {Action: "true", Next: "last"},
+		"last":  {Action: "echo started; test -f go-on || sleep 30", Next: "done"},
+		"done":  {Terminal: true},
+	})
+	s.History = &v1alpha1.HistorySpec{CheckpointInterval: ptr.To[int32](3600)}
+	d := newDriver(t, dir, s)
+	ctx, cancel := context.WithCancel(context.Background())
+	d.Runner = &interruptAt{ActionRunner: d.Runner, state: "last", cancel: cancel}
+	run, err := d.Start(ctx, "r")
+	if err != nil || run.Phase != v1alpha1.PhaseInterrupted {
+		t.Fatalf("phase %s: %v", run.Phase, err)
+	}
+	if good, _, _ := d.Store.Checkpoints(); len(good) != 1 {
+		t.Fatalf("%d checkpoints before the interruption, want 1 (the first completed state)", len(good))
+	}
+	sf, err := d.Store.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	state, err := sf.RunState()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "go-on"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d2 := newDriver(t, dir, s)
+	if err := d2.Resume(context.Background(), state); err != nil || state.Phase != v1alpha1.PhaseCompleted {
+		t.Fatalf("resume: phase %s, %v", state.Phase, err)
+	}
+	if good, _, _ := d2.Store.Checkpoints(); len(good) != 1 {
+		t.Errorf("%d checkpoints after resuming, want still 1: the interval is not up", len(good))
 	}
 }

@@ -95,7 +95,7 @@ func (r *reader) littleLoops(doc map[string]any, dir string) (*v1alpha1.Loop, er
 	}
 	defaultTimeout := r.duration(doc, "default_timeout", "default_timeout")
 	spec.States = make(map[string]v1alpha1.State, len(states))
-	for _, sn := range sortedKeys(states) {
+	for _, sn := range slices.Sorted(maps.Keys(states)) {
 		sm, ok := states[sn].(map[string]any)
 		if !ok {
 			r.fail("states.%s: must be a mapping", sn)
@@ -118,7 +118,7 @@ func (r *reader) littleLoops(doc map[string]any, dir string) (*v1alpha1.Loop, er
 }
 
 func (r *reader) topLevel(doc map[string]any, spec *v1alpha1.LoopSpec) {
-	for _, k := range sortedKeys(doc) {
+	for _, k := range slices.Sorted(maps.Keys(doc)) {
 		v := doc[k]
 		switch k {
 		case "name", "initial", "states", "description", "default_timeout":
@@ -167,7 +167,7 @@ func (r *reader) llm(v any) *v1alpha1.LLMSpec {
 		return nil
 	}
 	l := &v1alpha1.LLMSpec{}
-	for _, k := range sortedKeys(m) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		path := "llm." + k
 		switch k {
 		case "enabled":
@@ -195,7 +195,7 @@ func (r *reader) state(name string, m map[string]any) v1alpha1.State {
 	p := "states." + name
 	extra := map[string]string{}
 	_, hasRoute := m["route"]
-	for _, k := range sortedKeys(m) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		fp := p + "." + k
 		switch k {
 		case "action":
@@ -303,7 +303,7 @@ func (r *reader) evaluate(v any, fp string) *v1alpha1.Evaluate {
 		"direction": &e.Direction, "previous": &e.Previous, "source": &e.Source, "prompt": &e.Prompt,
 	}
 	values := map[string]**apiextensionsv1.JSON{"target": &e.Target, "tolerance": &e.Tolerance, "schema": &e.Schema}
-	for _, k := range sortedKeys(m) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		kp := fp + "." + k
 		if dst, ok := strs[k]; ok {
 			*dst = r.str(m, k, kp)
@@ -443,8 +443,4 @@ func toJSON(v any) apiextensionsv1.JSON {
 		b = []byte("null")
 	}
 	return apiextensionsv1.JSON{Raw: b}
-}
-
-func sortedKeys(m map[string]any) []string {
-	return slices.Sorted(maps.Keys(m))
 }

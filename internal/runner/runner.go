@@ -1,13 +1,51 @@
-// Package runner holds what the ways of running an action (local processes,
-// Pods) report to the reconciler.
+// Package runner is the seam between the reconciler and whatever runs a
+// Loop's actions: the Runner interface, what a runner reports (Outcome),
+// and how it refuses or fails an action. Its implementations are
+// internal/runner/local (processes of the operator, for development) and
+// internal/runner/pod (a Pod per action, the default).
 package runner
 
 import (
+	"context"
 	"fmt"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
+	ctrlbuilder "sigs.k8s.io/controller-runtime/pkg/builder"
+
+	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/executor"
 )
+
+// Runner runs a Loop's actions without blocking the reconcile: Start
+// returns at once, and the runner wakes the Loop (through what Watch adds
+// to the controller) when the action ends.
+type Runner interface {
+	// Start starts the Loop's action in flight (status.action), unless it
+	// already runs; it may note where it runs in status.action. A *Refused
+	// error ends the step with an error verdict.
+	Start(ctx context.Context, loop *v1alpha1.Loop, a executor.Action) error
+	// Check reports on the Loop's action in flight.
+	Check(ctx context.Context, loop *v1alpha1.Loop) (Outcome, error)
+	// Release is told that the result of the Loop's action of this
+	// iteration was used: the runner need not keep it.
+	Release(loop *v1alpha1.Loop, iteration int32)
+	// Prune drops what past steps left behind, once the status is saved.
+	Prune(ctx context.Context, loop *v1alpha1.Loop) error
+	// Cancel stops the Loop's action in flight (a stop or rewind request):
+	// its result is not wanted.
+	Cancel(ctx context.Context, loop *v1alpha1.Loop) error
+	// Forget is told that the Loop is gone: whatever runs for it stops and
+	// whatever the runner keeps for it goes.
+	Forget(key types.NamespacedName)
+	// Watch adds to the controller whatever wakes a Loop when its action ends.
+	Watch(b *ctrlbuilder.Builder) *ctrlbuilder.Builder
+}
+
+// ActionKey names an action: the same Loop, run and iteration give the same key.
+func ActionKey(loop *v1alpha1.Loop, iteration int32) string {
+	return fmt.Sprintf("%s/%s/%d", loop.UID, loop.Status.RunID, iteration)
+}
 
 // State is what a runner knows of a Loop's action in flight.
 type State int

@@ -18,6 +18,7 @@ import (
 
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/eventlog"
+	"github.com/looprun/looprun/internal/eventlog/configmaps"
 	"github.com/looprun/looprun/internal/executor"
 	"github.com/looprun/looprun/internal/history"
 	"github.com/looprun/looprun/internal/localrun"
@@ -56,12 +57,12 @@ func ExportCluster(ctx context.Context, r client.Reader, key client.ObjectKey, n
 	if err := r.Get(ctx, key, loop); err != nil {
 		return nil, err
 	}
-	events, err := eventlog.ReadSegments(ctx, r, loop)
+	events, err := configmaps.Read(ctx, r, loop)
 	if err != nil {
 		return nil, fmt.Errorf("read the event log of %s: %w", key.Name, err)
 	}
 	run := &history.Run{ExportedAt: now.UTC(), Source: fmt.Sprintf("cluster/%s/%s", key.Namespace, key.Name), Loop: portable(loop), Events: events}
-	kept, err := eventlog.Checkpoints(ctx, r, loop)
+	kept, err := configmaps.Checkpoints(ctx, r, loop)
 	if err != nil {
 		return nil, fmt.Errorf("export %s: %w", key.Name, err)
 	}
@@ -101,7 +102,7 @@ func ImportCluster(ctx context.Context, c client.Client, scheme *runtime.Scheme,
 	}
 	loop.Status.RunState = *state
 	loop.Status.LastRequest = src.Status.LastRequest
-	log := &eventlog.ConfigMaps{Client: c, Reader: c, Scheme: scheme}
+	log := &configmaps.Log{Client: c, Reader: c, Scheme: scheme}
 	if err := log.Rebuild(ctx, loop, events, run.Checkpoints); err != nil {
 		return nil, fmt.Errorf("write the event log of %s: %w", key.Name, err)
 	}
@@ -141,28 +142,14 @@ func continued(name string, spec *v1alpha1.LoopSpec, run *v1alpha1.RunState, eve
 // ExportLocal reads the local run of the loop name under loopsDir: the loop
 // file it runs, its state file, event log and checkpoints.
 func ExportLocal(loopsDir, name string, now time.Time) (*history.Run, error) {
-	store := localrun.NewStore(loopsDir, name)
-	sf, err := store.Load()
+	saved, err := localrun.Open(loopsDir, name)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("no local run of %q in %s", name, loopsDir)
 	}
 	if err != nil {
 		return nil, err
 	}
-	state, err := sf.RunState()
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", store.StatePath(), err)
-	}
-	if sf.LoopFile == "" {
-		return nil, fmt.Errorf("%s does not say which loop file it ran", store.StatePath())
-	}
-	lf, err := loopfile.Load(sf.LoopFile, loopfile.Options{LoopsDir: loopsDir})
-	if err != nil {
-		return nil, err
-	}
-	for k, v := range sf.Context {
-		lf.Loop.Spec.SetContext(k, v)
-	}
+	store, state, lf := saved.Store, saved.Run, saved.Loop
 	events, err := eventlog.Read(store.EventsPath())
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", store.EventsPath(), err)

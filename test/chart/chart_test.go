@@ -26,7 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	"github.com/looprun/looprun/test/testenv"
+	"github.com/looprun/looprun/test/fixture"
 )
 
 // manifest is a rendered set of objects, by kind.
@@ -82,7 +82,7 @@ func one[T any](t *testing.T, m *manifest, kind, suffix string) *T {
 }
 
 func repoRoot(t *testing.T) string {
-	root, err := testenv.Root()
+	root, err := fixture.Root()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +120,7 @@ func render(t *testing.T, set ...string) *manifest {
 
 func kustomize(t *testing.T, img string) *manifest {
 	t.Helper()
-	assets, err := testenv.UseAssets()
+	assets, err := fixture.UseAssets()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,7 +260,7 @@ func TestKustomizeMatchesChart(t *testing.T) {
 // TestAPIServerAccepts creates everything both installs render, dry-run,
 // on a real API server: schemas, RBAC and the CRD must all validate.
 func TestAPIServerAccepts(t *testing.T) {
-	_, c := testenv.Start(t, false)
+	_, c := fixture.Start(t, false)
 	ctx := context.Background()
 	for _, ns := range []string{"looprun-system", "team-a", "team-b"} {
 		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {

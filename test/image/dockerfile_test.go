@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/looprun/looprun/internal/runner/pod"
-	"github.com/looprun/looprun/test/testenv"
+	"github.com/looprun/looprun/test/fixture"
 )
 
 // instruction is one Dockerfile instruction, continuation lines joined.
@@ -112,7 +112,7 @@ func (s *stage) last(cmd string) string {
 }
 
 func TestDockerfile(t *testing.T) {
-	root, err := testenv.Root()
+	root, err := fixture.Root()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,47 +1,34 @@
-package kubelet
+package kubelet_test
 
 import (
-	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/go-logr/logr"
 
 	"github.com/looprun/looprun/internal/entrypoint"
-	"github.com/looprun/looprun/test/testenv"
+	"github.com/looprun/looprun/test/fixture"
+	"github.com/looprun/looprun/test/kubelet"
 )
 
 func TestKubeletRunsPods(t *testing.T) {
 	logf.SetLogger(logr.Discard())
-	cfg, c := testenv.Start(t, false)
-	dir := t.TempDir()
-	ep := filepath.Join(dir, "entrypoint")
-	if out, err := exec.Command("go", "build", "-o", ep, "../../cmd/entrypoint").CombinedOutput(); err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: c.Scheme(), Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
+	cfg, c := fixture.Start(t, false)
+	k, err := fixture.StartKubelet(cfg, &kubelet.Kubelet{NeverStarts: map[string]bool{"example.invalid/missing:1": true}}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	k := &Kubelet{Client: mgr.GetClient(), Dir: filepath.Join(dir, "kubelet"),
-		Binaries: map[string]string{"/entrypoint": ep}, NeverStarts: map[string]bool{"example.invalid/missing:1": true}}
-	if err := k.SetupWithManager(mgr); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() { _ = mgr.Start(ctx) }()
 	defer k.Stop()
+	ctx := t.Context()
 
 	ns := "default"
 	if err := c.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: ns}}); client.IgnoreAlreadyExists(err) != nil {
@@ -88,7 +75,7 @@ func TestKubeletRunsPods(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := wait("step-1", finished)
-	if p.Spec.NodeName != NodeName || p.Status.Phase != corev1.PodSucceeded {
+	if p.Spec.NodeName != kubelet.NodeName || p.Status.Phase != corev1.PodSucceeded {
 		t.Fatalf("step-1: node %q phase %s", p.Spec.NodeName, p.Status.Phase)
 	}
 	if err := c.Create(ctx, pod("step-2", "cat /workspace/note", nil)); err != nil {
@@ -119,18 +106,20 @@ func TestKubeletRunsPods(t *testing.T) {
 	}
 
 	// Deleting a Pod kills its processes.
-	if err := c.Create(ctx, pod("deleted", "sleep 2; touch late", nil)); err != nil {
+	if err := c.Create(ctx, pod("deleted", "echo $$ > pid; exec sleep 30", nil)); err != nil {
 		t.Fatal(err)
 	}
-	wait("deleted", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
-	time.Sleep(200 * time.Millisecond)
+	pidFile := filepath.Join(k.Dir, "claims", ns, "ws", "pid")
+	pid := 0
+	eventually(t, "the action to start", func() bool {
+		b, err := os.ReadFile(pidFile)
+		pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		return err == nil && pid > 0
+	})
 	if err := c.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "deleted", Namespace: ns}}, client.GracePeriodSeconds(0)); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(3 * time.Second)
-	if _, err := os.Stat(filepath.Join(k.Dir, "claims", ns, "ws", "late")); err == nil {
-		t.Error("the deleted Pod's action went on")
-	}
+	eventually(t, "the deleted Pod's action to be killed", func() bool { return !alive(pid) })
 
 	// An image that cannot be pulled keeps the Pod Pending, and says why.
 	bad := pod("never", "true", nil)
@@ -142,4 +131,26 @@ func TestKubeletRunsPods(t *testing.T) {
 	if w := p.Status.ContainerStatuses[0].State.Waiting; p.Status.Phase != corev1.PodPending || w == nil || w.Reason != "ErrImagePull" {
 		t.Errorf("never: %+v", p.Status)
 	}
+}
+
+// eventually waits, 30 s at most, until cond holds.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited 30s for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// alive reports whether pid runs (a zombie waiting for its reaper does not).
+func alive(pid int) bool {
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	_, rest, _ := strings.Cut(string(stat), ") ")
+	return !strings.HasPrefix(rest, "Z")
 }

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/looprun/looprun/api/v1alpha1"
-	"github.com/looprun/looprun/controllers"
 	"github.com/looprun/looprun/internal/executor"
+	"github.com/looprun/looprun/internal/runner/local"
 )
 
 // Gaps times each Loop's gap from its previous action's end to its next start.
@@ -54,23 +54,23 @@ func (g *Gaps) Take() []time.Duration {
 // Local wraps the local runner: an action's end is when its process ended,
 // its start when the controller starts it.
 type Local struct {
-	*controllers.LocalActions
+	*local.Actions
 	Gaps *Gaps
 }
 
-// Start implements controllers.ActionRunner.
+// Start implements runner.Runner.
 func (t Local) Start(ctx context.Context, loop *v1alpha1.Loop, a executor.Action) error {
 	t.Gaps.Start(loop.Namespace + "/" + loop.Name)
-	return t.LocalActions.Start(ctx, loop, a)
+	return t.Actions.Start(ctx, loop, a)
 }
 
-// Forget implements controllers.ActionRunner; it is called right after the
-// result is used.
-func (t Local) Forget(loop *v1alpha1.Loop, iteration int32) {
+// Release implements runner.Runner; it is called right after the result is
+// used.
+func (t Local) Release(loop *v1alpha1.Loop, iteration int32) {
 	if at := t.EndedAt(loop, iteration); !at.IsZero() {
 		t.Gaps.End(loop.Namespace+"/"+loop.Name, at)
 	}
-	t.LocalActions.Forget(loop, iteration)
+	t.Actions.Release(loop, iteration)
 }
 
 // Percentile returns the p-th percentile (nearest rank) of d.

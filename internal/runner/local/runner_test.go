@@ -11,7 +11,14 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/executor"
+	"github.com/looprun/looprun/internal/executor/evaluate"
+	"github.com/looprun/looprun/internal/runner"
+	"github.com/looprun/looprun/internal/runner/process"
 )
 
 func run(t *testing.T, r *Runner, a *executor.Action) executor.ActionResult {
@@ -68,7 +75,7 @@ func TestExitCodesAndOutput(t *testing.T) {
 
 func TestCannotStart(t *testing.T) {
 	res := run(t, &Runner{Shell: "/nonexistent/shell"}, &executor.Action{Command: "true"})
-	if res.ExitCode != 127 || !strings.Contains(res.Stderr, "cannot start action") {
+	if res.ExitCode != 127 || !strings.Contains(res.Stderr, "cannot start /nonexistent/shell") {
 		t.Errorf("exit %d stderr %q", res.ExitCode, res.Stderr)
 	}
 }
@@ -89,7 +96,7 @@ func TestTimeoutKillsProcessGroup(t *testing.T) {
 	cmd := "(sleep 30; touch " + late + ") & echo $! > " + pidFile + "; sleep 30"
 	start := time.Now()
 	res := run(t, &Runner{}, &executor.Action{Command: cmd, Timeout: 300 * time.Millisecond})
-	if res.ExitCode != ExitTimeout || !strings.Contains(res.Stderr, "timed out") {
+	if res.ExitCode != evaluate.ExitTimeout || !strings.Contains(res.Stderr, "timed out") {
 		t.Fatalf("exit %d stderr %q", res.ExitCode, res.Stderr)
 	}
 	if d := time.Since(start); d > 5*time.Second {
@@ -151,7 +158,7 @@ func TestHugeOutputMemoryIsFlat(t *testing.T) {
 	runtime.ReadMemStats(&before)
 	res := run(t, &Runner{}, &executor.Action{Command: "head -c 1073741824 /dev/zero | tr '\\0' x; echo; echo END", Timeout: 2 * time.Minute})
 	runtime.ReadMemStats(&after)
-	if res.ExitCode != 0 || len(res.Output) != DefaultOutputWindow || !strings.HasSuffix(res.Output, "x\nEND\n") || !res.OutputTruncated {
+	if res.ExitCode != 0 || len(res.Output) != process.DefaultOutputWindow || !strings.HasSuffix(res.Output, "x\nEND\n") || !res.OutputTruncated {
 		t.Fatalf("exit %d, kept %d bytes, truncated %v", res.ExitCode, len(res.Output), res.OutputTruncated)
 	}
 	if grown := after.TotalAlloc - before.TotalAlloc; grown > 64<<20 {
@@ -159,47 +166,58 @@ func TestHugeOutputMemoryIsFlat(t *testing.T) {
 	}
 }
 
-func TestAsync(t *testing.T) {
-	notified := make(chan string, 4)
-	a := &Async{BaseDir: t.TempDir(), Notify: func(owner string) { notified <- owner }}
-	if _, st := a.Result("k1"); st != JobUnknown {
-		t.Fatalf("state %v", st)
+func TestActions(t *testing.T) {
+	a := NewActions(t.TempDir())
+	loop := &v1alpha1.Loop{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "loop", UID: "u1"}}
+	loop.Status.RunID = "r"
+	loop.Status.Action = &v1alpha1.ActionStatus{Iteration: 1}
+	check := func() runner.Outcome {
+		t.Helper()
+		out, err := a.Check(t.Context(), loop)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
 	}
-	act := executor.Action{Command: "echo $PWD; sleep 0.2", Timeout: 10 * time.Second}
-	a.Start("k1", "ns/loop", "ns/loop", act)
-	a.Start("k1", "ns/loop", "ns/loop", act) // the same key does not start twice
-	if _, st := a.Result("k1"); st != JobRunning || a.Running() != 1 {
-		t.Fatalf("state %v, running %d", st, a.Running())
+	if out := check(); out.State != runner.Lost {
+		t.Fatalf("an unknown action: %v", out.State)
 	}
-	if owner := <-notified; owner != "ns/loop" {
-		t.Errorf("notified %q", owner)
+	act := executor.Action{Iteration: 1, Command: "echo $PWD; sleep 0.2", Timeout: 10 * time.Second}
+	_ = a.Start(t.Context(), loop, act)
+	_ = a.Start(t.Context(), loop, act) // the same key does not start twice
+	if out := check(); out.State != runner.Running || a.Running() != 1 {
+		t.Fatalf("state %v, running %d", out.State, a.Running())
 	}
-	res, st := a.Result("k1")
-	if st != JobDone || res.ExitCode != 0 || !strings.HasSuffix(strings.TrimSpace(res.Output), filepath.Join("ns", "loop")) {
-		t.Errorf("state %v result %+v", st, res)
+	if woken := <-a.events; woken.Object.Name != "loop" || woken.Object.Namespace != "ns" {
+		t.Errorf("woke %s/%s", woken.Object.Namespace, woken.Object.Name)
 	}
-	select {
-	case o := <-notified:
-		t.Errorf("second notification for %q: the action ran twice", o)
-	case <-time.After(300 * time.Millisecond):
+	out := check()
+	if out.State != runner.Done || out.Result.ExitCode != 0 || !strings.HasSuffix(strings.TrimSpace(out.Result.Output), filepath.Join("ns", "loop")) {
+		t.Errorf("outcome %+v", out)
 	}
-	a.Forget("k1")
-	if _, st := a.Result("k1"); st != JobUnknown {
-		t.Errorf("after Forget: %v", st)
+	if len(a.events) != 0 || a.EndedAt(loop, 1).IsZero() {
+		t.Error("the action ran twice, or its end was not noted")
 	}
-	a.Start("uid-1/r/1", "o", "w", executor.Action{Command: "sleep 30", Timeout: time.Minute})
-	a.Cancel("uid-1/")
-	if _, st := a.Result("uid-1/r/1"); st != JobUnknown || a.Running() != 0 {
-		t.Errorf("after Cancel: %v", st)
+	a.Release(loop, 1)
+	if out := check(); out.State != runner.Lost {
+		t.Errorf("after Release: %v", out.State)
 	}
-	a.Start("uid-2/r/1", "ns/other", "w", executor.Action{Command: "sleep 30", Timeout: time.Minute})
-	a.CancelOwner("ns/other")
-	if _, st := a.Result("uid-2/r/1"); st != JobUnknown || a.Running() != 0 {
-		t.Errorf("after CancelOwner: %v", st)
+	loop.Status.Action.Iteration = 2
+	_ = a.Start(t.Context(), loop, executor.Action{Iteration: 2, Command: "sleep 30", Timeout: time.Minute})
+	_ = a.Cancel(t.Context(), loop)
+	if out := check(); out.State != runner.Lost || a.Running() != 0 {
+		t.Errorf("after Cancel: %v", out.State)
+	}
+	loop.Status.Action.Iteration = 3
+	_ = a.Start(t.Context(), loop, executor.Action{Iteration: 3, Command: "sleep 30", Timeout: time.Minute})
+	a.Forget(types.NamespacedName{Namespace: "ns", Name: "loop"})
+	if out := check(); out.State != runner.Lost || a.Running() != 0 {
+		t.Errorf("after Forget: %v", out.State)
 	}
 	a.Close()
-	a.Start("after-close", "o", "w", executor.Action{Command: "true"})
-	if _, st := a.Result("after-close"); st != JobUnknown {
-		t.Errorf("a closed runner started an action: %v", st)
+	loop.Status.Action.Iteration = 4
+	_ = a.Start(t.Context(), loop, executor.Action{Iteration: 4, Command: "true"})
+	if a.Running() != 0 || len(a.events) != 0 {
+		t.Error("a closed runner started an action")
 	}
 }

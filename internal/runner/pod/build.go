@@ -1,6 +1,7 @@
 package pod
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -8,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/executor"
@@ -83,13 +85,13 @@ func Build(loop *v1alpha1.Loop, run string, a executor.Action, o Options) (*core
 		return nil, &runner.Refused{Reason: "ForbiddenServiceAccount",
 			Message: fmt.Sprintf("spec.runner.serviceAccountName: %q is the operator's own service account; actions run under the Loop's", sa)}
 	}
-	image, command := firstNonEmpty(rs.Image, o.Images.Runner), []string{spec.GetShell(), "-c", a.Command}
+	image, command := cmp.Or(rs.Image, o.Images.Runner), []string{spec.GetShell(), "-c", a.Command}
 	if a.Agent {
 		var agentImage string
 		if spec.Agent != nil {
 			agentImage = spec.Agent.Image
 		}
-		image = firstNonEmpty(agentImage, o.Images.Agent, image)
+		image = cmp.Or(agentImage, o.Images.Agent, image)
 		command = append(append([]string{}, a.AgentCommand...), a.Command)
 	}
 	if image == "" {
@@ -125,13 +127,9 @@ func Build(loop *v1alpha1.Loop, run string, a executor.Action, o Options) (*core
 	}
 	env = append(env, rs.Env...)
 
-	no := false
-	automount := &no
-	if rs.AutomountServiceAccountToken != nil {
-		automount = rs.AutomountServiceAccountToken
-	}
+	automount := cmp.Or(rs.AutomountServiceAccountToken, ptr.To(false))
 	containerSecurity := &corev1.SecurityContext{
-		AllowPrivilegeEscalation: &no,
+		AllowPrivilegeEscalation: ptr.To(false),
 		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 	}
 	mounts := []corev1.VolumeMount{
@@ -139,34 +137,30 @@ func Build(loop *v1alpha1.Loop, run string, a executor.Action, o Options) (*core
 		{Name: WorkspaceVolume, MountPath: workdir},
 	}
 	labels := map[string]string{
-		LabelLoop:      LabelValue(loop.Name),
-		LabelRun:       LabelValue(run),
-		LabelIteration: strconv.Itoa(int(a.Iteration)),
-		LabelState:     LabelValue(a.State),
+		v1alpha1.LabelLoop:      v1alpha1.LabelValue(loop.Name),
+		v1alpha1.LabelRun:       v1alpha1.LabelValue(run),
+		v1alpha1.LabelIteration: strconv.Itoa(int(a.Iteration)),
+		v1alpha1.LabelState:     v1alpha1.LabelValue(a.State),
 	}
 	if a.Retry > 0 {
-		labels[LabelRetry] = strconv.Itoa(int(a.Retry))
+		labels[v1alpha1.LabelRetry] = strconv.Itoa(int(a.Retry))
 	}
 	var annotations map[string]string
-	if labels[LabelState] != a.State {
-		annotations = map[string]string{AnnotationState: a.State}
+	if labels[v1alpha1.LabelState] != a.State {
+		annotations = map[string]string{v1alpha1.AnnotationState: a.State}
 	}
-	ctrl := true
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: Name(loop.Name, run, a.Iteration, a.Retry), Namespace: loop.Namespace,
 			Labels: labels, Annotations: annotations,
-			OwnerReferences: []metav1.OwnerReference{{
-				APIVersion: v1alpha1.GroupVersion.String(), Kind: "Loop", Name: loop.Name, UID: loop.UID,
-				Controller: &ctrl, BlockOwnerDeletion: &ctrl,
-			}},
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(loop, v1alpha1.GroupVersion.WithKind("Loop"))},
 		},
 		Spec: corev1.PodSpec{
 			RestartPolicy:                corev1.RestartPolicyNever,
-			ActiveDeadlineSeconds:        &deadline,
+			ActiveDeadlineSeconds:        ptr.To(deadline),
 			ServiceAccountName:           sa,
 			AutomountServiceAccountToken: automount,
-			EnableServiceLinks:           &no,
+			EnableServiceLinks:           ptr.To(false),
 			NodeSelector:                 rs.NodeSelector,
 			Tolerations:                  rs.Tolerations,
 			ImagePullSecrets:             rs.ImagePullSecrets,
@@ -203,9 +197,9 @@ func podSecurity(sc *corev1.PodSecurityContext) *corev1.PodSecurityContext {
 	if sc != nil {
 		return sc.DeepCopy()
 	}
-	yes, user := true, v1alpha1.DefaultRunAsUser
+	user := v1alpha1.DefaultRunAsUser
 	return &corev1.PodSecurityContext{
-		RunAsNonRoot: &yes, RunAsUser: &user, RunAsGroup: &user, FSGroup: &user,
+		RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To(user), RunAsGroup: ptr.To(user), FSGroup: ptr.To(user),
 		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 	}
 }
@@ -218,13 +212,4 @@ func workspaceSource(loop string, w *v1alpha1.WorkspaceSpec) corev1.VolumeSource
 		return corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: WorkspaceClaim(loop)}}
 	}
 	return corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}
-}
-
-func firstNonEmpty(s ...string) string {
-	for _, v := range s {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/looprun/looprun/internal/entrypoint"
 	"github.com/looprun/looprun/internal/executor"
+	"github.com/looprun/looprun/internal/executor/evaluate"
 	"github.com/looprun/looprun/internal/runner"
 )
 
@@ -63,7 +64,7 @@ func ended(pod *corev1.Pod, main *corev1.ContainerStatus) (executor.ActionResult
 				res = r
 			}
 		}
-		res.ExitCode, res.Verdict = entrypoint.ExitTimeout, nil
+		res.ExitCode, res.Verdict = evaluate.ExitTimeout, nil
 		res.Stderr += "\nthe Pod ran longer than its activeDeadlineSeconds"
 		return res, true
 	}

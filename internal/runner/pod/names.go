@@ -5,24 +5,12 @@
 package pod
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
-)
 
-// Labels and annotations on every action Pod.
-const (
-	LabelLoop      = "looprun.io/loop"
-	LabelRun       = "looprun.io/run"
-	LabelIteration = "looprun.io/iteration"
-	// LabelRetry is set on the Pods of retries (spec.states[].retryPolicy).
-	LabelRetry = "looprun.io/retry"
-	LabelState = "looprun.io/state"
-	// AnnotationState holds the state's full name when the label had to shorten it.
-	AnnotationState = "looprun.io/state"
+	"github.com/looprun/looprun/api/v1alpha1"
 )
 
 // maxNameLength keeps Pod names usable as host names.
@@ -40,39 +28,7 @@ func Name(loop, run string, iteration, retry int32) string {
 		return loop + suffix
 	}
 	keep := maxNameLength - len(suffix) - 9
-	return strings.TrimRight(loop[:keep], "-.") + "-" + shortHash(loop) + suffix
-}
-
-// LabelValue makes s a valid label value: unchanged when it is one,
-// otherwise with the invalid characters replaced, shortened, and suffixed
-// with a hash of s.
-func LabelValue(s string) string {
-	if len(validation.IsValidLabelValue(s)) == 0 {
-		return s
-	}
-	b := []byte(s)
-	for i, c := range b {
-		if !isLabelChar(c) {
-			b[i] = '-'
-		}
-	}
-	v := string(b)
-	if len(v) > validation.LabelValueMaxLength-9 {
-		v = v[:validation.LabelValueMaxLength-9]
-	}
-	if v = strings.Trim(v, "-_."); v == "" {
-		return shortHash(s)
-	}
-	return v + "-" + shortHash(s)
-}
-
-func isLabelChar(c byte) bool {
-	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.'
-}
-
-func shortHash(s string) string {
-	sum := sha256.Sum256([]byte(s))
-	return hex.EncodeToString(sum[:4])
+	return strings.TrimRight(loop[:keep], "-.") + "-" + v1alpha1.ShortHash(loop) + suffix
 }
 
 // dnsLabel makes a run id usable in a Pod name: lower case, and '-' for

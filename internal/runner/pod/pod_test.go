@@ -58,21 +58,6 @@ func TestRetryName(t *testing.T) {
 	}
 }
 
-func TestLabelValue(t *testing.T) {
-	for _, s := range []string{"fix", "check_lint", "a.b", strings.Repeat("x", 63), strings.Repeat("x", 200), "fix lint!", "-edge-", "ünïcode"} {
-		v := LabelValue(s)
-		if errs := validation.IsValidLabelValue(v); len(errs) > 0 {
-			t.Errorf("LabelValue(%q) = %q: %v", s, v, errs)
-		}
-		if len(validation.IsValidLabelValue(s)) == 0 && v != s {
-			t.Errorf("a valid value changed: %q -> %q", s, v)
-		}
-	}
-	if LabelValue("fix lint") == LabelValue("fix-lint") {
-		t.Error("a sanitized value must not collide with the valid one")
-	}
-}
-
 func testLoop() *v1alpha1.Loop {
 	return &v1alpha1.Loop{
 		ObjectMeta: metav1.ObjectMeta{Name: "fix", Namespace: "team", UID: "0a1b2c3d-uid"},
@@ -95,7 +80,7 @@ func TestBuild(t *testing.T) {
 	if pod.Name != "fix-0a1b2c3d-3" || pod.Namespace != "team" {
 		t.Errorf("name %s/%s", pod.Namespace, pod.Name)
 	}
-	wantLabels := map[string]string{LabelLoop: "fix", LabelRun: "0a1b2c3d", LabelIteration: "3", LabelState: "check"}
+	wantLabels := map[string]string{v1alpha1.LabelLoop: "fix", v1alpha1.LabelRun: "0a1b2c3d", v1alpha1.LabelIteration: "3", v1alpha1.LabelState: "check"}
 	for k, v := range wantLabels {
 		if pod.Labels[k] != v {
 			t.Errorf("label %s = %q, want %q", k, pod.Labels[k], v)

@@ -13,7 +13,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	ctrlbuilder "sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/executor"
@@ -21,7 +25,8 @@ import (
 )
 
 // Runner runs actions as Pods. It never waits for one: Start creates the Pod
-// (or finds the one a previous attempt created), Check reads it.
+// (or finds the one a previous attempt created), Check reads it, and the
+// watch on owned Pods wakes the Loop when its Pod moves on.
 type Runner struct {
 	// Client reads Pods from the cache (only Pods labelled looprun.io/loop)
 	// and writes.
@@ -32,15 +37,18 @@ type Runner struct {
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 
-	// claims remembers the Loops whose workspace claim exists.
+	// claims remembers the Loops whose workspace claim exists: the UID of
+	// each, by namespace and name.
 	claims sync.Map
 }
+
+var _ runner.Runner = &Runner{}
 
 // Start creates the Pod of the Loop's action in flight and records its name
 // in status.action. A Pod that already exists under that name, owned by this
 // Loop, is adopted: an action is never started twice for the same iteration.
-func (r *Runner) Start(ctx context.Context, loop *v1alpha1.Loop, run string, a executor.Action) error {
-	pod, err := Build(loop, run, a, r.Options)
+func (r *Runner) Start(ctx context.Context, loop *v1alpha1.Loop, a executor.Action) error {
+	pod, err := Build(loop, loop.Status.RunID, a, r.Options)
 	if err != nil {
 		return err
 	}
@@ -66,11 +74,11 @@ func (r *Runner) Start(ctx context.Context, loop *v1alpha1.Loop, run string, a e
 }
 
 // Check reads the Pod of the Loop's action in flight.
-func (r *Runner) Check(ctx context.Context, loop *v1alpha1.Loop, run string) (runner.Outcome, error) {
+func (r *Runner) Check(ctx context.Context, loop *v1alpha1.Loop) (runner.Outcome, error) {
 	a := loop.Status.Action
 	name := a.Pod
 	if name == "" {
-		name = Name(loop.Name, run, a.Iteration, loop.Status.Retries)
+		name = Name(loop.Name, loop.Status.RunID, a.Iteration, loop.Status.Retries)
 	}
 	pod, err := r.get(ctx, types.NamespacedName{Namespace: loop.Namespace, Name: name})
 	if err != nil {
@@ -98,7 +106,7 @@ func (r *Runner) Check(ctx context.Context, loop *v1alpha1.Loop, run string) (ru
 // never the one in flight.
 func (r *Runner) Prune(ctx context.Context, loop *v1alpha1.Loop) error {
 	list := &corev1.PodList{}
-	if err := r.Client.List(ctx, list, client.InNamespace(loop.Namespace), client.MatchingLabels{LabelLoop: LabelValue(loop.Name)}); err != nil {
+	if err := r.Client.List(ctx, list, client.InNamespace(loop.Namespace), client.MatchingLabels{v1alpha1.LabelLoop: v1alpha1.LabelValue(loop.Name)}); err != nil {
 		return fmt.Errorf("list action Pods: %w", err)
 	}
 	type entry struct {
@@ -114,8 +122,8 @@ func (r *Runner) Prune(ctx context.Context, loop *v1alpha1.Loop) error {
 		if a := loop.Status.Action; a != nil && p.Name == a.Pod {
 			continue
 		}
-		it, _ := strconv.Atoi(p.Labels[LabelIteration])
-		retry, _ := strconv.Atoi(p.Labels[LabelRetry])
+		it, _ := strconv.Atoi(p.Labels[v1alpha1.LabelIteration])
+		retry, _ := strconv.Atoi(p.Labels[v1alpha1.LabelRetry])
 		pods = append(pods, entry{p, it, retry})
 	}
 	keep := int(loop.Spec.GetKeepPods())
@@ -150,8 +158,19 @@ func (r *Runner) Cancel(ctx context.Context, loop *v1alpha1.Loop) error {
 	return nil
 }
 
-// Forget drops what the runner remembers of a deleted Loop.
-func (r *Runner) Forget(uid types.UID) { r.claims.Delete(uid) }
+// Release implements runner.Runner: finished Pods stay for kubectl logs
+// until Prune.
+func (r *Runner) Release(*v1alpha1.Loop, int32) {}
+
+// Forget implements runner.Runner: what is remembered of the Loop goes. Its
+// Pods go with it, through their owner references.
+func (r *Runner) Forget(key types.NamespacedName) { r.claims.Delete(key) }
+
+// Watch implements runner.Runner: the Loop owns its Pods; only a Pod that
+// ended, is stuck waiting, or was deleted wakes it.
+func (r *Runner) Watch(b *ctrlbuilder.Builder) *ctrlbuilder.Builder {
+	return b.Owns(&corev1.Pod{}, ctrlbuilder.WithPredicates(progress))
+}
 
 // ensureWorkspace creates the claim of a volumeClaimTemplate, owned by the Loop.
 func (r *Runner) ensureWorkspace(ctx context.Context, loop *v1alpha1.Loop) error {
@@ -159,23 +178,24 @@ func (r *Runner) ensureWorkspace(ctx context.Context, loop *v1alpha1.Loop) error
 	if rs == nil || rs.Workspace == nil || rs.Workspace.VolumeClaimTemplate == nil {
 		return nil
 	}
-	if _, ok := r.claims.Load(loop.UID); ok {
+	key := client.ObjectKeyFromObject(loop)
+	if uid, ok := r.claims.Load(key); ok && uid == loop.UID {
 		return nil
 	}
-	yes := true
 	pvc := &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: WorkspaceClaim(loop.Name), Namespace: loop.Namespace,
-			Labels: map[string]string{LabelLoop: LabelValue(loop.Name)},
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: v1alpha1.GroupVersion.String(), Kind: "Loop",
-				Name: loop.Name, UID: loop.UID, Controller: &yes, BlockOwnerDeletion: &yes}},
+			Labels: map[string]string{v1alpha1.LabelLoop: v1alpha1.LabelValue(loop.Name)},
 		},
 		Spec: *rs.Workspace.VolumeClaimTemplate.DeepCopy(),
+	}
+	if err := controllerutil.SetControllerReference(loop, pvc, r.Client.Scheme()); err != nil {
+		return err
 	}
 	if err := r.Client.Create(ctx, pvc); client.IgnoreAlreadyExists(err) != nil {
 		return fmt.Errorf("create the workspace claim %s: %w", pvc.Name, err)
 	}
-	r.claims.Store(loop.UID, true)
+	r.claims.Store(key, loop.UID)
 	return nil
 }
 
@@ -206,4 +226,38 @@ func (r *Runner) now() time.Time {
 func ownedBy(obj metav1.Object, uid types.UID) bool {
 	ref := metav1.GetControllerOf(obj)
 	return ref != nil && ref.UID == uid
+}
+
+// progress passes the Pod changes a step waits for.
+var progress = predicate.Funcs{
+	CreateFunc:  func(event.CreateEvent) bool { return false },
+	GenericFunc: func(event.GenericEvent) bool { return false },
+	DeleteFunc:  func(event.DeleteEvent) bool { return true },
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		before, okb := e.ObjectOld.(*corev1.Pod)
+		after, oka := e.ObjectNew.(*corev1.Pod)
+		if !okb || !oka {
+			return false
+		}
+		return milestone(before) != milestone(after)
+	},
+}
+
+// milestone sums up what of a Pod's state matters to its Loop.
+func milestone(p *corev1.Pod) string {
+	m := string(p.Status.Phase) + "/" + p.Status.Reason
+	if !p.DeletionTimestamp.IsZero() {
+		m += "/deleting"
+	}
+	for _, list := range [][]corev1.ContainerStatus{p.Status.InitContainerStatuses, p.Status.ContainerStatuses} {
+		for _, cs := range list {
+			switch {
+			case cs.State.Terminated != nil:
+				m += "/" + cs.Name + ":terminated"
+			case cs.State.Waiting != nil:
+				m += "/" + cs.Name + ":" + cs.State.Waiting.Reason
+			}
+		}
+	}
+	return m
 }

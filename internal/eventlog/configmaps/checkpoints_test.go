@@ -1,4 +1,4 @@
-package eventlog
+package configmaps
 
 import (
 	"encoding/json"
@@ -31,7 +31,7 @@ func TestCheckpointIndex(t *testing.T) {
 	three := int32(3)
 	loop := &v1alpha1.Loop{ObjectMeta: metav1.ObjectMeta{Name: "count", Namespace: "ns", UID: "u1"},
 		Spec: v1alpha1.LoopSpec{History: &v1alpha1.HistorySpec{MaxCheckpoints: &three}}}
-	log := &ConfigMaps{Client: c, Reader: c, Scheme: scheme, SegmentBytes: 1500}
+	log := &Log{Client: c, Reader: c, Scheme: scheme, SegmentBytes: 1500}
 	var seq int64
 	step := func(iteration int32) {
 		t.Helper()
@@ -111,7 +111,7 @@ func TestCheckpointIndexStaysSmall(t *testing.T) {
 	_ = v1alpha1.AddToScheme(scheme)
 	c := fake.NewClientBuilder().WithScheme(scheme).Build()
 	loop := &v1alpha1.Loop{ObjectMeta: metav1.ObjectMeta{Name: "long", Namespace: "ns", UID: "u2"}}
-	log := &ConfigMaps{Client: c, Reader: c, Scheme: scheme}
+	log := &Log{Client: c, Reader: c, Scheme: scheme}
 	for it := int32(1); it <= 150; it++ {
 		run := &v1alpha1.RunState{CurrentState: "inc", Iteration: it, Phase: v1alpha1.PhaseRunning, LastSeq: int64(it)}
 		cp, err := history.Take(loop.Name, run, time.Now())

@@ -1,10 +1,11 @@
-package eventlog
+// Package configmaps keeps a Loop's event log and checkpoints in a cluster:
+// a chain of ConfigMaps <loop>-events-<n> owned by the Loop, each holding
+// JSONL (the format of internal/eventlog and internal/history) under one key
+// and capped; an append writes one segment, never the whole log.
+package configmaps
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -17,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/internal/eventlog"
 	"github.com/looprun/looprun/internal/executor"
 	"github.com/looprun/looprun/internal/history"
 )
@@ -31,14 +33,10 @@ const (
 	CheckpointsKey = "checkpoints.jsonl"
 	// DefaultSegmentBytes caps one segment.
 	DefaultSegmentBytes = 512 << 10
-	// LabelLoop names the Loop a ConfigMap or Pod belongs to.
-	LabelLoop = "looprun.io/loop"
-	// LabelEventLog marks event-log segments.
-	LabelEventLog = "looprun.io/event-log"
 )
 
-// ConfigMaps appends events to a Loop's event log in ConfigMaps.
-type ConfigMaps struct {
+// Log appends events to a Loop's event log in ConfigMaps.
+type Log struct {
 	// Client writes segments; Reader reads them past any cache.
 	Client client.Client
 	Reader client.Reader
@@ -64,7 +62,7 @@ func SegmentName(loop string, n int32) string {
 // skipped, so an append repeated after a failed status update adds nothing
 // twice. An append writes one segment (two when it starts a new one), never
 // the whole log.
-func (l *ConfigMaps) Append(ctx context.Context, loop *v1alpha1.Loop, events []executor.Event, cp *history.Checkpoint) error {
+func (l *Log) Append(ctx context.Context, loop *v1alpha1.Loop, events []executor.Event, cp *history.Checkpoint) error {
 	if len(events) == 0 && cp == nil {
 		return nil
 	}
@@ -90,7 +88,7 @@ func (l *ConfigMaps) Append(ctx context.Context, loop *v1alpha1.Loop, events []e
 
 // appendOnce tries to append to the current segment; done is false when it
 // must be retried (a segment appeared under it).
-func (l *ConfigMaps) appendOnce(ctx context.Context, loop *v1alpha1.Loop, st *v1alpha1.EventLogStatus, events []executor.Event, cp *history.Checkpoint) (bool, error) {
+func (l *Log) appendOnce(ctx context.Context, loop *v1alpha1.Loop, st *v1alpha1.EventLogStatus, events []executor.Event, cp *history.Checkpoint) (bool, error) {
 	cm, err := l.current(ctx, loop, st.LastSegment)
 	if err != nil {
 		return false, err
@@ -99,11 +97,11 @@ func (l *ConfigMaps) appendOnce(ctx context.Context, loop *v1alpha1.Loop, st *v1
 	lastSeq := st.LastSeq
 	if cm != nil {
 		data, cpData = cm.Data[EventsKey], cm.Data[CheckpointsKey]
-		if seq, ok := lastSeqIn(data); ok {
+		if seq, ok := eventlog.LastSeq(data); ok {
 			lastSeq = seq
 		}
 	}
-	lines, last, n, err := encode(events, lastSeq)
+	lines, last, n, err := eventlog.Encode(events, lastSeq)
 	if err != nil {
 		return false, err
 	}
@@ -148,7 +146,7 @@ func checkpointLine(cp *history.Checkpoint, cpData string) ([]byte, error) {
 // write stores segment n with these events and checkpoints: cm is the
 // segment as read (nil: create it). done is false when someone else wrote
 // it first (read it and try again).
-func (l *ConfigMaps) write(ctx context.Context, loop *v1alpha1.Loop, n int32, cm *corev1.ConfigMap, events, checkpoints string) (bool, error) {
+func (l *Log) write(ctx context.Context, loop *v1alpha1.Loop, n int32, cm *corev1.ConfigMap, events, checkpoints string) (bool, error) {
 	if cm == nil {
 		cm, err := l.newSegment(loop, n, events, checkpoints)
 		if err != nil {
@@ -160,7 +158,7 @@ func (l *ConfigMaps) write(ctx context.Context, loop *v1alpha1.Loop, n int32, cm
 			}
 			return false, fmt.Errorf("create %s: %w", cm.Name, err)
 		}
-		l.last.put(loop.UID, n, cm)
+		l.last.put(client.ObjectKeyFromObject(loop), loop.UID, n, cm)
 		return true, nil
 	}
 	if cm.Data == nil {
@@ -171,37 +169,37 @@ func (l *ConfigMaps) write(ctx context.Context, loop *v1alpha1.Loop, n int32, cm
 		cm.Data[CheckpointsKey] = checkpoints
 	}
 	if err := l.Client.Update(ctx, cm); err != nil {
-		l.last.forget(loop.UID)
+		l.last.forget(client.ObjectKeyFromObject(loop))
 		if apierrors.IsConflict(err) {
 			return false, nil
 		}
 		return false, fmt.Errorf("append to %s: %w", cm.Name, err)
 	}
-	l.last.put(loop.UID, n, cm)
+	l.last.put(client.ObjectKeyFromObject(loop), loop.UID, n, cm)
 	return true, nil
 }
 
 // current returns segment n of a Loop's log: the one remembered from the last
 // append when it is that segment, else read from the API server. nil when
 // it does not exist.
-func (l *ConfigMaps) current(ctx context.Context, loop *v1alpha1.Loop, n int32) (*corev1.ConfigMap, error) {
-	if cm := l.last.get(loop.UID, n); cm != nil {
+func (l *Log) current(ctx context.Context, loop *v1alpha1.Loop, n int32) (*corev1.ConfigMap, error) {
+	if cm := l.last.get(client.ObjectKeyFromObject(loop), loop.UID, n); cm != nil {
 		return cm, nil
 	}
 	return l.get(ctx, loop, n)
 }
 
 // Forget drops what is remembered of a Loop's log (it finished or went away).
-func (l *ConfigMaps) Forget(uid types.UID) { l.last.forget(uid) }
+func (l *Log) Forget(key types.NamespacedName) { l.last.forget(key) }
 
-func (l *ConfigMaps) segmentBytes() int {
+func (l *Log) segmentBytes() int {
 	if l.SegmentBytes > 0 {
 		return l.SegmentBytes
 	}
 	return DefaultSegmentBytes
 }
 
-func (l *ConfigMaps) get(ctx context.Context, loop *v1alpha1.Loop, n int32) (*corev1.ConfigMap, error) {
+func (l *Log) get(ctx context.Context, loop *v1alpha1.Loop, n int32) (*corev1.ConfigMap, error) {
 	cm := &corev1.ConfigMap{}
 	err := l.Reader.Get(ctx, client.ObjectKey{Namespace: loop.Namespace, Name: SegmentName(loop.Name, n)}, cm)
 	if apierrors.IsNotFound(err) {
@@ -213,12 +211,12 @@ func (l *ConfigMaps) get(ctx context.Context, loop *v1alpha1.Loop, n int32) (*co
 	return cm, nil
 }
 
-func (l *ConfigMaps) newSegment(loop *v1alpha1.Loop, n int32, data, checkpoints string) (*corev1.ConfigMap, error) {
+func (l *Log) newSegment(loop *v1alpha1.Loop, n int32, data, checkpoints string) (*corev1.ConfigMap, error) {
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      SegmentName(loop.Name, n),
 			Namespace: loop.Namespace,
-			Labels:    map[string]string{LabelLoop: loop.Name, LabelEventLog: "true"},
+			Labels:    map[string]string{v1alpha1.LabelLoop: v1alpha1.LabelValue(loop.Name), v1alpha1.LabelEventLog: "true"},
 		},
 		Data: map[string]string{EventsKey: data},
 	}
@@ -234,7 +232,7 @@ func (l *ConfigMaps) newSegment(loop *v1alpha1.Loop, n int32, data, checkpoints 
 // trim deletes the oldest segments while the log is larger than
 // history.maxEventBytes (or MaxBytes). The segment being appended to is
 // always kept.
-func (l *ConfigMaps) trim(ctx context.Context, loop *v1alpha1.Loop, st *v1alpha1.EventLogStatus) error {
+func (l *Log) trim(ctx context.Context, loop *v1alpha1.Loop, st *v1alpha1.EventLogStatus) error {
 	limit := l.MaxBytes
 	if h := loop.Spec.History; h != nil && h.MaxEventBytes != nil {
 		limit = *h.MaxEventBytes
@@ -257,39 +255,8 @@ func (l *ConfigMaps) trim(ctx context.Context, loop *v1alpha1.Loop, st *v1alpha1
 	return nil
 }
 
-// encode renders the events numbered after after as JSONL.
-func encode(events []executor.Event, after int64) (lines string, last int64, n int, err error) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	for _, e := range events {
-		if e.Seq <= after {
-			continue
-		}
-		if err := enc.Encode(e); err != nil {
-			return "", 0, 0, err
-		}
-		last, n = e.Seq, n+1
-	}
-	return b.String(), last, n, nil
-}
-
-// lastSeqIn reads the sequence number of the last event in a segment.
-func lastSeqIn(data string) (int64, bool) {
-	data = strings.TrimRight(data, "\n")
-	if data == "" {
-		return 0, false
-	}
-	line := data[strings.LastIndexByte(data, '\n')+1:]
-	var e executor.Event
-	if err := json.Unmarshal([]byte(line), &e); err != nil {
-		return 0, false
-	}
-	return e.Seq, true
-}
-
-// ReadSegments returns the events of the kept segments of a Loop's log, oldest first.
-func ReadSegments(ctx context.Context, r client.Reader, loop *v1alpha1.Loop) ([]executor.Event, error) {
+// Read returns the events of the kept segments of a Loop's log, oldest first.
+func Read(ctx context.Context, r client.Reader, loop *v1alpha1.Loop) ([]executor.Event, error) {
 	st := loop.Status.EventLog
 	if st == nil {
 		return nil, nil
@@ -304,15 +271,11 @@ func ReadSegments(ctx context.Context, r client.Reader, loop *v1alpha1.Loop) ([]
 		if err != nil {
 			return nil, err
 		}
-		sc := bufio.NewScanner(strings.NewReader(cm.Data[EventsKey]))
-		sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
-		for sc.Scan() {
-			var e executor.Event
-			if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
-				return nil, fmt.Errorf("%s: %w", cm.Name, err)
-			}
-			out = append(out, e)
+		evs, err := eventlog.Decode(cm.Data[EventsKey])
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", cm.Name, err)
 		}
+		out = append(out, evs...)
 	}
 	return out, nil
 }

@@ -1,4 +1,4 @@
-package eventlog
+package configmaps
 
 import (
 	"container/list"
@@ -13,63 +13,73 @@ const segmentCacheBytes = 32 << 20
 
 // segmentCache remembers, per Loop, the segment it appended to last, with
 // its resourceVersion: the next append updates it without reading it first.
+// Entries are keyed by namespace and name, and hold the Loop's UID: a Loop
+// recreated under the same name never sees its predecessor's segment.
 // A stale entry costs a conflict and a read, never a lost event. It holds at
 // most segmentCacheBytes, least recently used out first, and a finished
 // Loop's entry is dropped, so idle Loops cost nothing here.
 type segmentCache struct {
 	mu    sync.Mutex
 	order *list.List // of *cachedSegment, most recent first
-	byUID map[types.UID]*list.Element
+	byKey map[types.NamespacedName]*list.Element
 	bytes int
 }
 
 type cachedSegment struct {
+	key types.NamespacedName
 	uid types.UID
 	n   int32
 	cm  *corev1.ConfigMap
 }
 
-func (c *segmentCache) get(uid types.UID, n int32) *corev1.ConfigMap {
+func (c *segmentCache) get(key types.NamespacedName, uid types.UID, n int32) *corev1.ConfigMap {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	e, ok := c.byUID[uid]
+	e, ok := c.byKey[key]
 	if !ok {
 		return nil
 	}
 	s := e.Value.(*cachedSegment)
-	if s.n != n {
+	if s.n != n || s.uid != uid {
 		return nil
 	}
 	c.order.MoveToFront(e)
 	return s.cm.DeepCopy()
 }
 
-func (c *segmentCache) put(uid types.UID, n int32, cm *corev1.ConfigMap) {
+func (c *segmentCache) put(key types.NamespacedName, uid types.UID, n int32, cm *corev1.ConfigMap) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.byUID == nil {
-		c.byUID, c.order = map[types.UID]*list.Element{}, list.New()
+	if c.byKey == nil {
+		c.byKey, c.order = map[types.NamespacedName]*list.Element{}, list.New()
 	}
-	c.removeLocked(uid)
-	s := &cachedSegment{uid: uid, n: n, cm: cm.DeepCopy()}
-	c.byUID[uid] = c.order.PushFront(s)
+	c.removeLocked(key)
+	s := &cachedSegment{key: key, uid: uid, n: n, cm: cm.DeepCopy()}
+	c.byKey[key] = c.order.PushFront(s)
 	c.bytes += size(s.cm)
 	for c.bytes > segmentCacheBytes && c.order.Len() > 1 {
-		c.removeLocked(c.order.Back().Value.(*cachedSegment).uid)
+		c.removeLocked(c.order.Back().Value.(*cachedSegment).key)
 	}
 }
 
-func (c *segmentCache) forget(uid types.UID) {
+func (c *segmentCache) forget(key types.NamespacedName) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.removeLocked(uid)
+	c.removeLocked(key)
 }
 
-func (c *segmentCache) removeLocked(uid types.UID) {
-	if e, ok := c.byUID[uid]; ok {
+// len is how many Loops have an entry.
+func (c *segmentCache) len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.byKey)
+}
+
+func (c *segmentCache) removeLocked(key types.NamespacedName) {
+	if e, ok := c.byKey[key]; ok {
 		c.bytes -= size(e.Value.(*cachedSegment).cm)
 		c.order.Remove(e)
-		delete(c.byUID, uid)
+		delete(c.byKey, key)
 	}
 }
 

@@ -1,4 +1,4 @@
-package eventlog
+package configmaps
 
 import (
 	"context"
@@ -25,7 +25,7 @@ import (
 // index records cp (when not nil) in loop.Status.Checkpoints, forgets
 // checkpoints past maxCheckpoints or whose segment is gone, and removes the
 // checkpoints of segments that hold no kept one.
-func (l *ConfigMaps) index(ctx context.Context, loop *v1alpha1.Loop, st *v1alpha1.EventLogStatus, cp *history.Checkpoint) error {
+func (l *Log) index(ctx context.Context, loop *v1alpha1.Loop, st *v1alpha1.EventLogStatus, cp *history.Checkpoint) error {
 	ix := loop.Status.Checkpoints
 	if ix == nil {
 		if cp == nil {
@@ -69,7 +69,7 @@ func (l *ConfigMaps) index(ctx context.Context, loop *v1alpha1.Loop, st *v1alpha
 }
 
 // stripCheckpoints removes the checkpoints from segment n.
-func (l *ConfigMaps) stripCheckpoints(ctx context.Context, loop *v1alpha1.Loop, st *v1alpha1.EventLogStatus, n int32) error {
+func (l *Log) stripCheckpoints(ctx context.Context, loop *v1alpha1.Loop, st *v1alpha1.EventLogStatus, n int32) error {
 	cm, err := l.get(ctx, loop, n)
 	if err != nil || cm == nil {
 		return err
@@ -83,7 +83,7 @@ func (l *ConfigMaps) stripCheckpoints(ctx context.Context, loop *v1alpha1.Loop, 
 		return fmt.Errorf("drop old checkpoints from %s: %w", cm.Name, err)
 	}
 	if n == st.LastSegment {
-		l.last.put(loop.UID, n, cm)
+		l.last.put(client.ObjectKeyFromObject(loop), loop.UID, n, cm)
 	}
 	st.Bytes -= int64(len(data))
 	return nil
@@ -231,7 +231,7 @@ func keptLines(data string, n int) []string {
 // Rebuild writes a fresh event log for loop (whose status has none yet):
 // the events in segments, each checkpoint in the segment being written when
 // its turn comes, and the checkpoint index; as a live run would have.
-func (l *ConfigMaps) Rebuild(ctx context.Context, loop *v1alpha1.Loop, events []executor.Event, cps []history.Checkpoint) error {
+func (l *Log) Rebuild(ctx context.Context, loop *v1alpha1.Loop, events []executor.Event, cps []history.Checkpoint) error {
 	loop.Status.EventLog = nil
 	loop.Status.Checkpoints = nil
 	i := 0

@@ -1,0 +1,126 @@
+package v1alpha1
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// Labels and annotations the operator puts on what it creates for a Loop
+// (action Pods, event-log ConfigMaps, the workspace claim). Label values
+// go through LabelValue.
+const (
+	// LabelLoop names the Loop an object belongs to.
+	LabelLoop = "looprun.io/loop"
+	// LabelRun names the run of an action Pod.
+	LabelRun = "looprun.io/run"
+	// LabelIteration is the iteration of an action Pod.
+	LabelIteration = "looprun.io/iteration"
+	// LabelRetry is set on the Pods of retries (spec.states[].retryPolicy).
+	LabelRetry = "looprun.io/retry"
+	// LabelState is the state of an action Pod.
+	LabelState = "looprun.io/state"
+	// LabelEventLog marks event-log segments.
+	LabelEventLog = "looprun.io/event-log"
+	// AnnotationState holds the state's full name when LabelState had to
+	// shorten it.
+	AnnotationState = "looprun.io/state"
+)
+
+// Annotations users (and the looprun CLI) set on a Loop.
+const (
+	// RequestAnnotation asks a running Loop for something once: "stop"
+	// or "rewind:<iteration>", optionally followed by "@<anything>" to
+	// make a repeated request differ. status.lastRequest records what was
+	// done. StopRequest and RewindRequest write one; ParseRequest reads it.
+	RequestAnnotation = "looprun.io/request"
+	// ImportingAnnotation holds a Loop back while looprun import writes
+	// its status and event log; the operator leaves it alone until the
+	// annotation is removed.
+	ImportingAnnotation = "looprun.io/importing"
+)
+
+// Request verbs of RequestAnnotation.
+const (
+	// RequestStop ends the run at once (phase Interrupted, terminatedBy stopped).
+	RequestStop = "stop"
+	// RequestRewind goes back to a checkpoint: rewind:N, or the newest without N.
+	RequestRewind = "rewind"
+)
+
+// StopRequest is the annotation value that stops a Loop; nonce makes a
+// repeated request differ from the last.
+func StopRequest(nonce string) string { return withNonce(RequestStop, nonce) }
+
+// RewindRequest is the annotation value that rewinds a Loop to the
+// checkpoint of iteration.
+func RewindRequest(iteration int32, nonce string) string {
+	return withNonce(fmt.Sprintf("%s:%d", RequestRewind, iteration), nonce)
+}
+
+func withNonce(req, nonce string) string {
+	if nonce == "" {
+		return req
+	}
+	return req + "@" + nonce
+}
+
+// ParseRequest reads a RequestAnnotation value: its verb (RequestStop or
+// RequestRewind) and rewind's iteration (nil: the newest checkpoint). An
+// unknown verb or a bad iteration is an error that says what is wanted.
+func ParseRequest(s string) (verb string, iteration *int32, err error) {
+	req, _, _ := strings.Cut(s, "@")
+	verb, arg, _ := strings.Cut(strings.TrimSpace(req), ":")
+	switch verb {
+	case RequestStop:
+		return verb, nil, nil
+	case RequestRewind:
+		if arg == "" {
+			return verb, nil, nil
+		}
+		n, err := strconv.ParseInt(arg, 10, 32)
+		if err != nil || n < 0 {
+			return verb, nil, fmt.Errorf("%s: %q is not an iteration", RequestAnnotation, arg)
+		}
+		it := int32(n)
+		return verb, &it, nil
+	}
+	return verb, nil, fmt.Errorf("%s: unknown request %q (want %s or %s:ITERATION)", RequestAnnotation, s, RequestStop, RequestRewind)
+}
+
+// LabelValue makes s a valid label value: unchanged when it is one,
+// otherwise with the invalid characters replaced, shortened, and suffixed
+// with a hash of s (so two long names do not share a value).
+func LabelValue(s string) string {
+	if len(validation.IsValidLabelValue(s)) == 0 {
+		return s
+	}
+	b := []byte(s)
+	for i, c := range b {
+		if !isLabelChar(c) {
+			b[i] = '-'
+		}
+	}
+	v := string(b)
+	if len(v) > validation.LabelValueMaxLength-9 {
+		v = v[:validation.LabelValueMaxLength-9]
+	}
+	if v = strings.Trim(v, "-_."); v == "" {
+		return ShortHash(s)
+	}
+	return v + "-" + ShortHash(s)
+}
+
+func isLabelChar(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.'
+}
+
+// ShortHash is 8 hex digits of the SHA-256 of s, for names shortened to fit.
+func ShortHash(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:4])
+}

@@ -1,0 +1,94 @@
+package localrun
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/looprun/looprun/api/v1alpha1"
+)
+
+// Every field of the run state survives the state file, whatever its value:
+// the run state is filled by reflection, so a field added to RunState and
+// forgotten by the state file fails this test. The exceptions are the
+// cluster's own: a local run has no Pod, and its phase is one of the four
+// statuses little-loops writes.
+func TestStateFileRoundTripsEveryField(t *testing.T) {
+	phases := []v1alpha1.Phase{v1alpha1.PhaseRunning, v1alpha1.PhaseCompleted, v1alpha1.PhaseFailed, v1alpha1.PhaseInterrupted}
+	for seed := range uint64(200) {
+		r := rand.New(rand.NewPCG(seed, 7))
+		run := &v1alpha1.RunState{}
+		fill(reflect.ValueOf(run).Elem(), r)
+		run.Phase = phases[r.IntN(len(phases))]
+		run.Action.Pod = "" // cluster only
+
+		ctx := map[string]any{"target": "v"}
+		b, err := json.Marshal(encodeState("demo", "loop.yaml", ctx, run))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sf StateFile
+		if err := json.Unmarshal(b, &sf); err != nil {
+			t.Fatal(err)
+		}
+		back, err := sf.RunState()
+		if err != nil {
+			t.Fatalf("seed %d: %v", seed, err)
+		}
+		if !equality.Semantic.DeepEqual(run, back) {
+			t.Fatalf("seed %d: the state file lost something\nwant %+v\ngot  %+v", seed, run, back)
+		}
+		if sf.LoopFile != "loop.yaml" || sf.Context["target"] != "v" || sf.LoopName != "demo" {
+			t.Fatalf("seed %d: loop file %q, context %v, name %q", seed, sf.LoopFile, sf.Context, sf.LoopName)
+		}
+	}
+}
+
+// fill sets every field reachable from v to a random value that is not the
+// zero value: pointers point somewhere, maps and slices hold an entry.
+func fill(v reflect.Value, r *rand.Rand) {
+	switch v.Type() {
+	case reflect.TypeFor[metav1.Time]():
+		v.Set(reflect.ValueOf(metav1.NewTime(time.Unix(r.Int64N(1<<32), r.Int64N(1e9)).UTC())))
+		return
+	case reflect.TypeFor[apiextensionsv1.JSON]():
+		v.Set(reflect.ValueOf(apiextensionsv1.JSON{Raw: fmt.Appendf(nil, `{"n":%d}`, r.IntN(1000))}))
+		return
+	}
+	switch v.Kind() {
+	case reflect.String:
+		v.SetString(fmt.Sprintf("s%d", r.IntN(1e6)))
+	case reflect.Int, reflect.Int32, reflect.Int64:
+		v.SetInt(1 + r.Int64N(1000))
+	case reflect.Bool:
+		v.SetBool(true)
+	case reflect.Pointer:
+		v.Set(reflect.New(v.Type().Elem()))
+		fill(v.Elem(), r)
+	case reflect.Struct:
+		for i := range v.NumField() {
+			if v.Type().Field(i).IsExported() {
+				fill(v.Field(i), r)
+			}
+		}
+	case reflect.Map:
+		v.Set(reflect.MakeMap(v.Type()))
+		k, e := reflect.New(v.Type().Key()).Elem(), reflect.New(v.Type().Elem()).Elem()
+		fill(k, r)
+		fill(e, r)
+		v.SetMapIndex(k, e)
+	case reflect.Slice:
+		e := reflect.New(v.Type().Elem()).Elem()
+		fill(e, r)
+		v.Set(reflect.Append(reflect.MakeSlice(v.Type(), 0, 1), e))
+	default:
+		panic(fmt.Sprintf("fill: no random %s", v.Type()))
+	}
+}

@@ -1,0 +1,113 @@
+package localrun
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/internal/executor"
+	"github.com/looprun/looprun/internal/executor/evaluate"
+	"github.com/looprun/looprun/internal/history"
+)
+
+// Scenarios are the scripted verdicts Simulate knows: every action passes,
+// every one fails, the first fails and the rest pass, or they alternate
+// starting with a pass.
+var Scenarios = []string{"all-pass", "all-fail", "first-fail", "alternating"}
+
+// Simulation walks a loop with scripted verdicts: no action runs, nothing is
+// saved, and the clock jumps over waits.
+type Simulation struct {
+	Machine  *executor.Machine
+	Scenario string
+	// WouldRun, when set, is shown each action instead of running it.
+	WouldRun func(*executor.Action)
+	// OnEvents, when set, sees every event as it happens.
+	OnEvents func([]executor.Event)
+}
+
+// Run walks the loop to its end and returns the final run state.
+func (s *Simulation) Run(ctx context.Context) (*v1alpha1.RunState, error) {
+	if !slices.Contains(Scenarios, s.Scenario) {
+		return nil, fmt.Errorf("scenario %q: want one of %v", s.Scenario, Scenarios)
+	}
+	script := &scripted{scenario: s.Scenario, spec: s.Machine.Spec(), show: s.WouldRun}
+	clock := &jumpClock{now: time.Unix(0, 0).UTC()}
+	d := &Driver{Machine: s.Machine, Runner: script, Clock: clock, Decide: script.decide, OnEvents: s.OnEvents}
+	run := &v1alpha1.RunState{}
+	events := s.Machine.Start(run, "simulate", clock.Now())
+	err := d.drive(ctx, discard{}, d.schedule(nil), run, events)
+	return run, err
+}
+
+// scripted answers every action with a verdict from a scenario.
+type scripted struct {
+	scenario string
+	spec     *v1alpha1.LoopSpec
+	show     func(*executor.Action)
+	n        int
+}
+
+func (s *scripted) pass() bool {
+	defer func() { s.n++ }()
+	switch s.scenario {
+	case "all-fail":
+		return false
+	case "first-fail":
+		return s.n > 0
+	case "alternating":
+		return s.n%2 == 0
+	}
+	return true
+}
+
+// Run implements ActionRunner: nothing runs.
+func (s *scripted) Run(_ context.Context, a *executor.Action) executor.ActionResult {
+	if s.show != nil {
+		s.show(a)
+	}
+	return *s.result(a.State)
+}
+
+// decide scripts the verdict of a state with an evaluator but no action.
+func (s *scripted) decide(run *v1alpha1.RunState) *executor.ActionResult {
+	if st := s.spec.States[run.CurrentState]; st.Evaluate != nil {
+		return s.result(run.CurrentState)
+	}
+	return nil
+}
+
+func (s *scripted) result(state string) *executor.ActionResult {
+	st := s.spec.States[state]
+	conv := st.Evaluate != nil && st.Evaluate.Type == v1alpha1.EvalConvergence
+	verdict, code := v1alpha1.VerdictSuccess, 0
+	switch pass := s.pass(); {
+	case pass && conv:
+		verdict = v1alpha1.VerdictTarget
+	case !pass && conv:
+		verdict = v1alpha1.VerdictProgress
+	case !pass:
+		verdict, code = v1alpha1.VerdictFailure, 1
+	}
+	return &executor.ActionResult{ExitCode: code, Verdict: &evaluate.Result{Verdict: verdict, Details: map[string]any{"simulated": true}}}
+}
+
+// jumpClock is a clock whose waits end at once, at the time waited for.
+type jumpClock struct{ now time.Time }
+
+func (c *jumpClock) Now() time.Time { return c.now }
+
+func (c *jumpClock) SleepUntil(_ context.Context, t time.Time) {
+	if t.After(c.now) {
+		c.now = t
+	}
+}
+
+// discard keeps nothing.
+type discard struct{}
+
+func (discard) save(*v1alpha1.RunState, []executor.Event, *history.Checkpoint) error      { return nil }
+func (discard) saveAsync(*v1alpha1.RunState, []executor.Event, *history.Checkpoint) error { return nil }
+func (discard) close() error                                                              { return nil }

@@ -1,0 +1,281 @@
+// Package process supervises the process of one action. The local runner
+// (looprun run, the operator's --allow-local-actions) and the in-pod
+// wrapper (cmd/entrypoint) both run actions through Run, so an action's
+// exit code, timeout, output tails and verdict do not depend on where it
+// ran.
+//
+// The command runs in its own process group, killed as a whole at the
+// timeout, on cancellation, and when the command itself ends (whatever it
+// left in the background goes with it). Its output goes to the caller's
+// writers as it comes (the run's log files, the container log); the
+// supervisor keeps only bounded tails in memory, and judges the complete
+// stdout line by line for the evaluators that need it, so an action that
+// prints a gigabyte costs neither memory nor a different verdict.
+package process
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/internal/executor"
+	"github.com/looprun/looprun/internal/executor/evaluate"
+)
+
+// Windows of output kept in memory.
+const (
+	// DefaultOutputWindow is how much of stdout's end evaluators read,
+	// besides what they learn line by line.
+	DefaultOutputWindow = 1 << 20
+	// DefaultStderrWindow is how much of stderr's end is kept.
+	DefaultStderrWindow = 64 << 10
+	// ExitCannotStart is the exit code of a command that could not start.
+	ExitCannotStart = 127
+	// drainGrace bounds the wait for output once the group is killed: a
+	// process that left the group may hold the pipes open for ever.
+	drainGrace = 2 * time.Second
+)
+
+// Spec is one action's process.
+type Spec struct {
+	// Argv is the command and its arguments.
+	Argv []string
+	// Dir is the working directory; empty means the current one.
+	Dir string
+	// Env is the environment; nil means the current one.
+	Env []string
+	// Timeout kills the process group and ends with exit code
+	// evaluate.ExitTimeout; 0 means none.
+	Timeout time.Duration
+	// Evaluate is the state's evaluator with its templates expanded; a
+	// deterministic one gives the Result its verdict, over the complete stdout.
+	Evaluate *v1alpha1.Evaluate
+	// Stdout and Stderr receive the complete output as it comes. A write
+	// error does not stop the action: the tails and the verdict go on.
+	Stdout, Stderr io.Writer
+	// Signals are forwarded to the process group.
+	Signals <-chan os.Signal
+	// OutputWindow and StderrWindow bound the tails kept (defaults above).
+	OutputWindow, StderrWindow int
+	// Started, when set, is called with the process group id once the
+	// command runs.
+	Started func(pgid int)
+}
+
+// Result is how the process ended.
+type Result struct {
+	// ExitCode is the command's: 127 when it could not start,
+	// evaluate.ExitTimeout after the timeout, -N when killed by signal N.
+	ExitCode        int
+	Duration        time.Duration
+	Stdout, Stderr  string
+	StdoutTruncated bool
+	StderrTruncated bool
+	TimedOut        bool
+	// Verdict is the deterministic evaluator's, over the complete stdout;
+	// nil without one.
+	Verdict *evaluate.Result
+}
+
+// ActionResult is the result as the executor takes it.
+func (r Result) ActionResult() executor.ActionResult {
+	return executor.ActionResult{
+		Output: r.Stdout, Stderr: r.Stderr, ExitCode: r.ExitCode, Duration: r.Duration,
+		OutputTruncated: r.StdoutTruncated, StderrTruncated: r.StderrTruncated, Verdict: r.Verdict,
+	}
+}
+
+// Run runs the command and waits for it. It never fails: whatever happens
+// is in the Result.
+func Run(ctx context.Context, s Spec) Result {
+	out := newTail(cmp.Or(max(s.OutputWindow, 0), DefaultOutputWindow))
+	errs := newTail(cmp.Or(max(s.StderrWindow, 0), DefaultStderrWindow))
+	stdout := &fanout{sinks: []io.Writer{writerOr(s.Stdout), out, newLineJudge(s.Evaluate)}}
+	stderr := &fanout{sinks: []io.Writer{writerOr(s.Stderr), errs}}
+	lines := stdout.sinks[2].(*lineJudge)
+
+	start := time.Now()
+	res := Result{}
+	cmd, pipes, err := startCommand(s)
+	if err != nil {
+		fmt.Fprintf(stderr, "cannot start %s: %v\n", first(s.Argv), err)
+		res.ExitCode = ExitCannotStart
+	} else {
+		if s.Started != nil {
+			s.Started(cmd.Process.Pid)
+		}
+		drained := pipes.drain(stdout, stderr)
+		res.TimedOut = supervise(ctx, cmd, s.Timeout, s.Signals)
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // whatever it left behind
+		pipes.wait(drained)
+		res.ExitCode = exitCode(cmd.ProcessState)
+		if res.TimedOut {
+			res.ExitCode = evaluate.ExitTimeout
+			fmt.Fprintf(stderr, "\naction timed out after %s\n", s.Timeout)
+		}
+	}
+	lines.flush()
+	res.Duration = time.Since(start)
+	res.Stdout, res.StdoutTruncated = out.String(), out.truncated()
+	res.Stderr, res.StderrTruncated = errs.String(), errs.truncated()
+	if e := s.Evaluate; e != nil && evaluate.IsDeterministic(e.Type) {
+		v := evaluate.Deterministic(e, evaluate.Input{Output: res.Stdout, ExitCode: res.ExitCode, Streamed: lines.facts()})
+		res.Verdict = &v
+	}
+	return res
+}
+
+// outputPipes are the read ends of the command's stdout and stderr.
+type outputPipes struct{ out, err *os.File }
+
+// startCommand starts the command in its own process group, its output into pipes
+// this process reads. The command dies with this process, should it be
+// killed outright.
+func startCommand(s Spec) (*exec.Cmd, *outputPipes, error) {
+	if len(s.Argv) == 0 {
+		return nil, nil, errors.New("no command to run")
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		closeAll(outR, outW)
+		return nil, nil, err
+	}
+	cmd := exec.Command(s.Argv[0], s.Argv[1:]...)
+	cmd.Dir, cmd.Env = s.Dir, s.Env
+	// Files, not writers: exec starts no copying of its own, so Wait
+	// returns when the command ends, not when the last holder of its
+	// output does.
+	cmd.Stdout, cmd.Stderr = outW, errW
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	err = cmd.Start()
+	closeAll(outW, errW) // the command holds its own copies
+	if err != nil {
+		closeAll(outR, errR)
+		return nil, nil, err
+	}
+	return cmd, &outputPipes{out: outR, err: errR}, nil
+}
+
+// drain copies both pipes to their writers until they close.
+func (p *outputPipes) drain(stdout, stderr io.Writer) <-chan struct{} {
+	var wg sync.WaitGroup
+	for _, c := range []struct {
+		r *os.File
+		w io.Writer
+	}{{p.out, stdout}, {p.err, stderr}} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, _ = io.Copy(c.w, c.r)
+		}()
+	}
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	return done
+}
+
+// wait waits until the output is read to its end, drainGrace at most (a
+// process that escaped the group may keep the pipes open), and closes them.
+func (p *outputPipes) wait(drained <-chan struct{}) {
+	t := time.NewTimer(drainGrace)
+	defer t.Stop()
+	select {
+	case <-drained:
+	case <-t.C:
+		closeAll(p.out, p.err) // the copies end
+		<-drained
+	}
+	closeAll(p.out, p.err)
+}
+
+// supervise waits for the command, forwarding signals to its group and
+// killing the group at the timeout or when ctx ends. It reports whether the
+// timeout fired.
+func supervise(ctx context.Context, cmd *exec.Cmd, timeout time.Duration, signals <-chan os.Signal) bool {
+	done := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(done)
+	}()
+	pid := cmd.Process.Pid
+	var deadline <-chan time.Time
+	if timeout > 0 {
+		t := time.NewTimer(timeout)
+		defer t.Stop()
+		deadline = t.C
+	}
+	cancelled := ctx.Done()
+	timedOut := false
+	for {
+		select {
+		case <-done:
+			return timedOut
+		case sig := <-signals:
+			if sig, ok := sig.(syscall.Signal); ok {
+				_ = syscall.Kill(-pid, sig)
+			}
+		case <-deadline:
+			timedOut, deadline = true, nil
+			_ = syscall.Kill(-pid, syscall.SIGKILL)
+		case <-cancelled:
+			cancelled = nil // kill once
+			_ = syscall.Kill(-pid, syscall.SIGKILL)
+		}
+	}
+}
+
+func exitCode(ps *os.ProcessState) int {
+	if ps == nil {
+		return ExitCannotStart
+	}
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return -int(ws.Signal())
+	}
+	return ps.ExitCode()
+}
+
+// fanout writes to every sink, whatever one of them answers: a full disk
+// under the output log must not stop the action or its verdict.
+type fanout struct{ sinks []io.Writer }
+
+func (f *fanout) Write(p []byte) (int, error) {
+	for _, w := range f.sinks {
+		_, _ = w.Write(p)
+	}
+	return len(p), nil
+}
+
+func writerOr(w io.Writer) io.Writer {
+	if w == nil {
+		return io.Discard
+	}
+	return w
+}
+
+func closeAll(files ...*os.File) {
+	for _, f := range files {
+		_ = f.Close()
+	}
+}
+
+func first(argv []string) string {
+	if len(argv) == 0 {
+		return "the action"
+	}
+	return argv[0]
+}

@@ -1,0 +1,242 @@
+package process
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+
+	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/internal/executor/evaluate"
+)
+
+func bash(script string) []string { return []string{"bash", "-c", script} }
+
+type counter struct{ n atomic.Int64 }
+
+func (c *counter) Write(p []byte) (int, error) { c.n.Add(int64(len(p))); return len(p), nil }
+
+func TestExitCodes(t *testing.T) {
+	tests := []struct {
+		script string
+		code   int
+	}{
+		{"true", 0}, {"exit 1", 1}, {"exit 3", 3}, {"kill -9 $$", -9}, {"kill -TERM $$", -15},
+	}
+	for _, tt := range tests {
+		if r := Run(context.Background(), Spec{Argv: bash(tt.script)}); r.ExitCode != tt.code {
+			t.Errorf("%q: exit %d, want %d", tt.script, r.ExitCode, tt.code)
+		}
+	}
+	var log bytes.Buffer
+	r := Run(context.Background(), Spec{Argv: []string{"/no/such/command"}, Stderr: &log})
+	if r.ExitCode != ExitCannotStart || !strings.Contains(r.Stderr, "cannot start") || !strings.Contains(log.String(), "cannot start") {
+		t.Errorf("missing command: %+v, log %q", r, log.String())
+	}
+	if r := Run(context.Background(), Spec{}); r.ExitCode != ExitCannotStart || !strings.Contains(r.Stderr, "no command") {
+		t.Errorf("no command: %+v", r)
+	}
+}
+
+func TestOutputDirEnv(t *testing.T) {
+	dir := t.TempDir()
+	var out, errs bytes.Buffer
+	r := Run(context.Background(), Spec{Argv: bash("pwd; echo $X; echo oops >&2"), Dir: dir, Env: []string{"X=42"}, Stdout: &out, Stderr: &errs})
+	if r.Stdout != dir+"\n42\n" || out.String() != r.Stdout || r.Stderr != "oops\n" || errs.String() != "oops\n" || r.StdoutTruncated {
+		t.Errorf("result %+v, stdout %q, stderr %q", r, out.String(), errs.String())
+	}
+}
+
+func TestTimeoutKillsTheGroup(t *testing.T) {
+	pidFile := t.TempDir() + "/child"
+	start := time.Now()
+	r := Run(context.Background(), Spec{Argv: bash("sleep 30 & echo $! > " + pidFile + "; sleep 30"), Timeout: 300 * time.Millisecond})
+	if r.ExitCode != evaluate.ExitTimeout || !r.TimedOut || !strings.Contains(r.Stderr, "timed out") || time.Since(start) > 5*time.Second {
+		t.Errorf("exit %d timedOut %v stderr %q after %v", r.ExitCode, r.TimedOut, r.Stderr, time.Since(start))
+	}
+	assertGone(t, pidFile)
+}
+
+// assertGone checks that the process whose pid is in the file is gone.
+func assertGone(t *testing.T, pidFile string) {
+	t.Helper()
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pid int
+	if err := json.Unmarshal(bytes.TrimSpace(b), &pid); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for alive(pid) {
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d outlived its action", pid)
+		}
+		runtime.Gosched()
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// alive reports whether pid runs (a zombie waiting for its reaper does not).
+func alive(pid int) bool {
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	_, rest, _ := strings.Cut(string(stat), ") ")
+	return !strings.HasPrefix(rest, "Z")
+}
+
+func TestCancelKillsTheGroup(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	started := make(chan int, 1)
+	go func() {
+		<-started
+		cancel()
+	}()
+	r := Run(ctx, Spec{Argv: bash("sleep 30"), Started: func(pgid int) { started <- pgid }})
+	if r.ExitCode != -int(syscall.SIGKILL) || r.TimedOut {
+		t.Errorf("cancelled: %+v", r)
+	}
+}
+
+// A background child that keeps stdout open does not hold the action up:
+// the group goes when the command ends.
+func TestBackgroundChildDoesNotHang(t *testing.T) {
+	start := time.Now()
+	r := Run(context.Background(), Spec{Argv: bash("sleep 30 & echo done")})
+	if r.ExitCode != 0 || r.Stdout != "done\n" || time.Since(start) > 5*time.Second {
+		t.Errorf("result %+v after %v", r, time.Since(start))
+	}
+}
+
+// waitFor is a writer that closes ready once it has seen word.
+type waitFor struct {
+	mu    sync.Mutex
+	buf   bytes.Buffer
+	word  string
+	ready chan struct{}
+	once  sync.Once
+}
+
+func (w *waitFor) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf.Write(p)
+	if strings.Contains(w.buf.String(), w.word) {
+		w.once.Do(func() { close(w.ready) })
+	}
+	return len(p), nil
+}
+
+// A signal to the wrapper reaches the command, which decides how to end.
+func TestSignalForwarding(t *testing.T) {
+	signals := make(chan os.Signal, 1)
+	log := &waitFor{word: "trap set", ready: make(chan struct{})}
+	go func() {
+		<-log.ready
+		signals <- syscall.SIGTERM
+	}()
+	r := Run(context.Background(), Spec{
+		Argv:   bash("trap 'echo got TERM; exit 7' TERM; echo trap set; sleep 30 & wait"),
+		Stdout: log, Signals: signals, Timeout: 20 * time.Second,
+	})
+	if r.ExitCode != 7 || !strings.Contains(r.Stdout, "got TERM") || !strings.Contains(log.buf.String(), "got TERM") {
+		t.Errorf("exit %d stdout %q", r.ExitCode, r.Stdout)
+	}
+}
+
+type failing struct{}
+
+func (failing) Write([]byte) (int, error) { return 0, errors.New("disk full") }
+
+// A sink that fails (a full disk under the output log) neither stops the
+// action nor changes its tail or verdict.
+func TestFailingSink(t *testing.T) {
+	r := Run(context.Background(), Spec{Argv: bash("seq 1 100000; echo END"), Stdout: failing{}, Stderr: failing{},
+		Evaluate: &v1alpha1.Evaluate{Type: v1alpha1.EvalOutputContains, Pattern: "^END$"}})
+	if r.ExitCode != 0 || !strings.HasSuffix(r.Stdout, "100000\nEND\n") || r.Verdict == nil || r.Verdict.Verdict != "success" {
+		t.Errorf("result exit %d verdict %+v", r.ExitCode, r.Verdict)
+	}
+}
+
+func js(v any) *apiextensionsv1.JSON {
+	b, _ := json.Marshal(v)
+	return &apiextensionsv1.JSON{Raw: b}
+}
+
+// 50 MiB of output: the verdict is over all of it, memory holds the tail,
+// the writer gets every byte.
+func TestVerdictOverTheCompleteOutput(t *testing.T) {
+	// NEEDLE and "errors = 0" sit before 50 MiB of filler, far out of the tail.
+	script := "echo 'errors = 4'; echo NEEDLE; echo 'errors = 0'; head -c 52428800 /dev/zero | tr '\\0' '.'; echo; echo done"
+	tests := []struct {
+		name string
+		eval v1alpha1.Evaluate
+		want string
+	}{
+		{"contains", v1alpha1.Evaluate{Type: "output_contains", Pattern: "NEE+DLE"}, "success"},
+		{"contains literal", v1alpha1.Evaluate{Type: "output_contains", Pattern: "NEEDLE("}, "failure"},
+		{"negated", v1alpha1.Evaluate{Type: "output_contains", Pattern: "NEEDLE", Negate: true}, "failure"},
+		{"numeric key, last value", v1alpha1.Evaluate{Type: "output_numeric", Key: "errors", Operator: "eq", Target: js(0)}, "success"},
+		{"exit code", v1alpha1.Evaluate{Type: "exit_code"}, "success"},
+		{"classify the last line", v1alpha1.Evaluate{Type: "classify"}, "done"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			log := &counter{}
+			r := Run(context.Background(), Spec{Argv: bash(script), Evaluate: &tt.eval, Stdout: log, Timeout: time.Minute})
+			if r.Verdict == nil || r.Verdict.Verdict != tt.want {
+				t.Fatalf("verdict %+v, want %s", r.Verdict, tt.want)
+			}
+			if log.n.Load() < 50<<20 || len(r.Stdout) != DefaultOutputWindow || !r.StdoutTruncated {
+				t.Errorf("log got %d bytes; kept %d bytes", log.n.Load(), len(r.Stdout))
+			}
+		})
+	}
+}
+
+// An action printing 1 GiB keeps only the window and leaves memory flat.
+func TestHugeOutputMemoryIsFlat(t *testing.T) {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	r := Run(context.Background(), Spec{Argv: bash("head -c 1073741824 /dev/zero | tr '\\0' x; echo; echo END"), Stdout: io.Discard, Timeout: 2 * time.Minute})
+	runtime.ReadMemStats(&after)
+	if r.ExitCode != 0 || len(r.Stdout) != DefaultOutputWindow || !strings.HasSuffix(r.Stdout, "x\nEND\n") || !r.StdoutTruncated {
+		t.Fatalf("exit %d, kept %d bytes, truncated %v", r.ExitCode, len(r.Stdout), r.StdoutTruncated)
+	}
+	if grown := after.TotalAlloc - before.TotalAlloc; grown > 64<<20 {
+		t.Errorf("allocated %d MiB while reading 1 GiB", grown>>20)
+	}
+}
+
+func TestNoVerdictWithoutDeterministicEvaluator(t *testing.T) {
+	r := Run(context.Background(), Spec{Argv: bash("echo hi"), Evaluate: &v1alpha1.Evaluate{Type: "llm_structured"}})
+	if r.Verdict != nil {
+		t.Errorf("verdict %+v for an LLM evaluator", r.Verdict)
+	}
+}
+
+func TestTailRing(t *testing.T) {
+	tl := newTail(8)
+	for _, s := range []string{"abc", "defgh", "ij", "klmnopqrstu", "v"} {
+		_, _ = io.WriteString(tl, s)
+	}
+	if tl.String() != "opqrstuv" || !tl.truncated() {
+		t.Errorf("tail %q", tl.String())
+	}
+}
