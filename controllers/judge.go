@@ -2,67 +2,165 @@ package controllers
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
-	"os"
-	"sync"
+	"net/url"
+	"strings"
 
-	corev1 "k8s.io/api/core/v1"
-	ctrl "sigs.k8s.io/controller-runtime/pkg/client"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apiserver/pkg/authentication/serviceaccount"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/executor/evaluate"
 	"github.com/looprun/looprun/internal/llm"
+	"github.com/looprun/looprun/internal/runner"
+	"github.com/looprun/looprun/internal/runner/judge"
 )
 
-// judge returns the Loop's LLM judge, built only when a state asks for it.
-func (r *LoopReconciler) judge(ctx context.Context, loop *v1alpha1.Loop) evaluate.Judge {
-	if r.JudgeFor == nil {
-		return nil
-	}
-	return &lazyJudge{get: func() evaluate.Judge { return r.JudgeFor(ctx, loop) }}
+// Judges gives each Loop its LLM judge, by the operator's rules (see
+// docs/operations.md, "What a Loop author can reach"):
+//   - the operator's own key goes only to the operator's own endpoint;
+//   - a Loop that names another endpoint (spec.llm.baseURL) must be allowed
+//     by AllowedBaseURLs, and must bring its own key (apiKeySecretRef);
+//   - the Secret a Loop names is read as the Loop's service account
+//     (impersonation), so RBAC decides, as for its author.
+//
+// Calls run in the background (internal/runner/judge), never inside a
+// reconcile.
+type Judges struct {
+	// OperatorKey and OperatorBaseURL are the operator's own
+	// (ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL; an empty URL is the API's).
+	OperatorKey, OperatorBaseURL string
+	// AllowedBaseURLs are the endpoints a Loop may send its judge calls to
+	// (--llm-allowed-base-urls): a Loop's baseURL must start with one.
+	AllowedBaseURLs []string
+	// Config reads the Secrets a Loop names, impersonating its service
+	// account; nil reads none.
+	Config *rest.Config
+	// Runner runs the calls.
+	Runner *judge.Runner
 }
 
-type lazyJudge struct {
-	once sync.Once
-	j    evaluate.Judge
-	get  func() evaluate.Judge
-}
-
-func (l *lazyJudge) Judge(ctx context.Context, req evaluate.JudgeRequest) evaluate.Result {
-	l.once.Do(func() { l.j = l.get() })
-	if l.j == nil {
-		return evaluate.Result{Verdict: v1alpha1.VerdictError, Details: map[string]any{
-			"error": "no LLM judge: set spec.llm.apiKeySecretRef, or ANTHROPIC_API_KEY in the operator's environment",
-		}}
-	}
-	return l.j.Judge(ctx, req)
-}
-
-// SecretJudges builds judges whose API key comes from the Loop's
-// spec.llm.apiKeySecretRef, or else from the operator's ANTHROPIC_API_KEY.
-// The key is read when a judge is first needed and never copied anywhere.
-type SecretJudges struct {
-	Reader ctrl.Reader
-}
-
-// JudgeFor implements LoopReconciler.JudgeFor.
-func (s *SecretJudges) JudgeFor(ctx context.Context, loop *v1alpha1.Loop) evaluate.Judge {
-	key := os.Getenv("ANTHROPIC_API_KEY")
-	if ref := loop.Spec.LLM; ref != nil && ref.APIKeySecretRef != nil {
-		secret := &corev1.Secret{}
-		err := s.Reader.Get(ctx, ctrl.ObjectKey{Namespace: loop.Namespace, Name: ref.APIKeySecretRef.Name}, secret)
-		if err != nil {
-			return errJudge(fmt.Sprintf("read the API key from Secret %s: %v", ref.APIKeySecretRef.Name, err))
+// judgeFor builds the Loop's judge, or one that answers every question
+// with why there is none. It runs in the background, as part of a call.
+func (j *Judges) judgeFor(ctx context.Context, loop *v1alpha1.Loop) evaluate.Judge {
+	spec := loop.Spec.LLM
+	key, baseURL := j.OperatorKey, j.OperatorBaseURL
+	if spec != nil && spec.BaseURL != "" {
+		if !j.allowed(spec.BaseURL) {
+			return errJudge(fmt.Sprintf("spec.llm.baseURL %q is not allowed by the operator (--llm-allowed-base-urls)", spec.BaseURL))
 		}
-		key = string(secret.Data[ref.APIKeySecretRef.Key])
-		if key == "" {
-			return errJudge(fmt.Sprintf("Secret %s has no key %q", ref.APIKeySecretRef.Name, ref.APIKeySecretRef.Key))
+		if spec.APIKeySecretRef == nil {
+			return errJudge("a Loop that sets spec.llm.baseURL brings its own key: set spec.llm.apiKeySecretRef (the operator's key goes only to its own endpoint)")
+		}
+		baseURL = spec.BaseURL
+	}
+	if spec != nil && spec.APIKeySecretRef != nil {
+		var err error
+		if key, err = j.readKey(ctx, loop); err != nil {
+			return errJudge(err.Error())
 		}
 	}
 	if key == "" {
-		return nil
+		return errJudge("no LLM judge: set spec.llm.apiKeySecretRef, or ANTHROPIC_API_KEY in the operator's environment")
 	}
-	return llm.ForSpec(loop.Spec.LLM, key, os.Getenv("ANTHROPIC_BASE_URL"))
+	return llm.New(llm.Config{APIKey: key, BaseURL: baseURL, Model: spec.GetModel(), MaxTokens: int64(spec.GetMaxTokens()), Timeout: spec.GetTimeout()})
+}
+
+// readKey reads the Loop's API key as the Loop's service account.
+func (j *Judges) readKey(ctx context.Context, loop *v1alpha1.Loop) (string, error) {
+	ref := loop.Spec.LLM.APIKeySecretRef
+	if j.Config == nil {
+		return "", fmt.Errorf("the API key in Secret %s cannot be read: the operator reads no Secrets", ref.Name)
+	}
+	sa := loop.Spec.GetServiceAccountName()
+	cfg := rest.CopyConfig(j.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: serviceaccount.MakeUsername(loop.Namespace, sa)}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return "", err
+	}
+	secret, err := cs.CoreV1().Secrets(loop.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+	if err != nil {
+		return "", fmt.Errorf("read the API key from Secret %s as service account %s: %w", ref.Name, sa, err)
+	}
+	key := string(secret.Data[ref.Key])
+	if key == "" {
+		return "", fmt.Errorf("secret %s has no key %q", ref.Name, ref.Key)
+	}
+	return key, nil
+}
+
+// allowed reports whether a Loop may send judge calls to u: the same
+// scheme and host as an allowed URL, under its path.
+func (j *Judges) allowed(u string) bool {
+	want, err := url.Parse(u)
+	if err != nil {
+		return false
+	}
+	for _, a := range j.AllowedBaseURLs {
+		ok, err := url.Parse(a)
+		if err != nil {
+			continue
+		}
+		if strings.EqualFold(ok.Scheme, want.Scheme) && strings.EqualFold(ok.Host, want.Host) &&
+			strings.HasPrefix(strings.TrimSuffix(want.Path, "/")+"/", strings.TrimSuffix(ok.Path, "/")+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// judgeGate is the judge a step's machine sees: it answers from the calls
+// the judge runner finished, and starts the ones it has no answer to. A
+// step that asked a question without an answer is not kept: it is taken
+// again when the answer comes.
+type judgeGate struct {
+	r       *LoopReconciler
+	loop    *v1alpha1.Loop
+	pending bool
+	used    []string
+}
+
+func (g *judgeGate) Judge(_ context.Context, req evaluate.JudgeRequest) evaluate.Result {
+	if g.r.Judges == nil || g.r.Judges.Runner == nil {
+		return evaluate.Result{Verdict: v1alpha1.VerdictError, Details: map[string]any{"error": "no LLM judge is configured in the operator"}}
+	}
+	key := judgeKey(g.loop, req)
+	loop := g.loop.DeepCopy()
+	res, ok := g.r.Judges.Runner.Ask(loop, key, lazyJudge(func(ctx context.Context) evaluate.Judge { return g.r.Judges.judgeFor(ctx, loop) }), req)
+	if !ok {
+		g.pending = true
+		return evaluate.Result{Verdict: v1alpha1.VerdictError, Details: map[string]any{"error": "the judge has not answered yet"}}
+	}
+	g.used = append(g.used, key)
+	return res
+}
+
+// release drops the answers the step used.
+func (g *judgeGate) release() {
+	for _, k := range g.used {
+		g.r.Judges.Runner.Release(k)
+	}
+}
+
+// judgeKey names a question: the Loop, its run and iteration, and what is asked.
+func judgeKey(loop *v1alpha1.Loop, req evaluate.JudgeRequest) string {
+	h := sha256.New()
+	b, _ := json.Marshal(req)
+	h.Write(b)
+	return runner.ActionKey(loop, loop.Status.Iteration) + "/" + hex.EncodeToString(h.Sum(nil)[:8])
+}
+
+// lazyJudge builds the judge when the call runs.
+type lazyJudge func(ctx context.Context) evaluate.Judge
+
+func (l lazyJudge) Judge(ctx context.Context, req evaluate.JudgeRequest) evaluate.Result {
+	return l(ctx).Judge(ctx, req)
 }
 
 // errJudge answers every question with the same error.

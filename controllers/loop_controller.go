@@ -9,11 +9,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/time/rate"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	ctrlbuilder "sigs.k8s.io/controller-runtime/pkg/builder"
 	ctrl "sigs.k8s.io/controller-runtime/pkg/client"
@@ -25,7 +27,6 @@ import (
 
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/eventlog/configmaps"
-	"github.com/looprun/looprun/internal/executor/evaluate"
 	"github.com/looprun/looprun/internal/runner"
 )
 
@@ -40,8 +41,9 @@ type LoopReconciler struct {
 	Actions runner.Runner
 	// EventLog keeps each Loop's event log in ConfigMaps.
 	EventLog *configmaps.Log
-	// JudgeFor returns the LLM judge of a Loop; nil means none.
-	JudgeFor func(ctx context.Context, loop *v1alpha1.Loop) evaluate.Judge
+	// Judges gives each Loop its LLM judge and runs the calls in the
+	// background; nil means none (llm_structured verdicts are errors).
+	Judges *Judges
 	// MaxConcurrentReconciles bounds the workers (default 4).
 	MaxConcurrentReconciles int
 
@@ -83,8 +85,10 @@ type loopMemory struct {
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;delete
 // persistentvolumeclaims: the workspace of a Loop with a volumeClaimTemplate.
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=create
-// secrets: the LLM API key named by spec.llm.apiKeySecretRef, read when a judge is needed.
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+// serviceaccounts/impersonate: the Secret a Loop names (spec.llm.apiKeySecretRef)
+// is read as the Loop's service account, so the operator reads no Secret
+// the Loop's author could not; the operator itself has no access to Secrets.
+// +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=impersonate
 
 // Reconcile gets the Loop, takes one step, and writes the status once.
 func (r *LoopReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
@@ -109,9 +113,20 @@ func (r *LoopReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 	}
 	before := loop.DeepCopy()
 	result, h, stepErr := r.reconcileLoop(ctx, loop)
+	if h.eventLog != "" {
+		// The step's events were not written: nothing of it is kept, so
+		// that the status never gets ahead of its event log. It is taken
+		// again, with backoff; the conditions say why it waits.
+		loop.Status = *before.Status.DeepCopy()
+		h = health{eventLog: h.eventLog}
+	}
 	if err := r.patchStatus(ctx, before, loop, h, stepErr); err != nil {
 		recordReconcileError("status")
 		return reconcile.Result{}, errors.Join(stepErr, err)
+	}
+	// Saved: what the step used (an action's result, a judge's answer) may go.
+	for _, release := range h.release {
+		release()
 	}
 	if stepErr != nil && !errors.Is(stepErr, reconcile.TerminalError(nil)) {
 		recordReconcileError("step")
@@ -177,6 +192,9 @@ func (r *LoopReconciler) forget(key types.NamespacedName) {
 	if r.EventLog != nil {
 		r.EventLog.Forget(key)
 	}
+	if r.Judges != nil && r.Judges.Runner != nil {
+		r.Judges.Runner.Forget(key)
+	}
 }
 
 func (r *LoopReconciler) countRunning(was, is bool) {
@@ -215,6 +233,20 @@ func (r *LoopReconciler) now() time.Time {
 	return r.Clock.Now()
 }
 
+// maxRetryDelay caps the backoff of a failing Loop (an event log that
+// cannot be written, an API server that refuses): it looks again at least
+// this often, so a Loop goes on soon after its cause is removed.
+const maxRetryDelay = 30 * time.Second
+
+// rateLimiter is controller-runtime's default with the backoff capped at
+// maxRetryDelay.
+func rateLimiter() workqueue.TypedRateLimiter[reconcile.Request] {
+	return workqueue.NewTypedMaxOfRateLimiter(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](5*time.Millisecond, maxRetryDelay),
+		&workqueue.TypedBucketRateLimiter[reconcile.Request]{Limiter: rate.NewLimiter(rate.Limit(10), 100)},
+	)
+}
+
 // SetupWithManager registers the reconciler: it watches Loops, and is woken
 // when an action ends.
 func (r *LoopReconciler) SetupWithManager(mgr manager.Manager) error {
@@ -227,10 +259,13 @@ func (r *LoopReconciler) SetupWithManager(mgr manager.Manager) error {
 	// deletion start a reconcile; actions ending and RequeueAfter do the rest.
 	b := ctrlbuilder.ControllerManagedBy(mgr).
 		For(&v1alpha1.Loop{}, ctrlbuilder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
-		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: workers, RateLimiter: rateLimiter()}).
 		Named("loop")
 	if r.Actions != nil {
 		b = r.Actions.Watch(b)
+	}
+	if r.Judges != nil && r.Judges.Runner != nil {
+		b = r.Judges.Runner.Watch(b)
 	}
 	return b.Complete(r)
 }

@@ -136,8 +136,12 @@ func (s *step) rewind(ctx context.Context, iteration *int32) {
 	s.r.event(s.loop, corev1.EventTypeNormal, "Rewound", "Rewind", "back to the checkpoint of iteration %d (state %s)", cpRun.Iteration, cpRun.CurrentState)
 }
 
-// cancelAction stops the action in flight, if any; its result is not wanted.
+// cancelAction stops the action in flight, if any, and the judge's calls;
+// their results are not wanted.
 func (s *step) cancelAction(ctx context.Context) {
+	if j := s.r.Judges; j != nil && j.Runner != nil {
+		j.Runner.Forget(client.ObjectKeyFromObject(s.loop))
+	}
 	a := s.loop.Status.Action
 	if a == nil || s.r.Actions == nil {
 		return

@@ -22,6 +22,13 @@ type health struct {
 	checkpointOK bool
 	// forkBlocked: spec.resumeFrom names a checkpoint that cannot be used.
 	forkBlocked bool
+	// judging: the LLM judge weighs the current state's result.
+	judging bool
+	// eventLog is why the step's events could not be written: the step
+	// is not kept.
+	eventLog string
+	// release lets go of what the step used, once its status is saved.
+	release []func()
 }
 
 // setConditions derives Ready, Reconciling and Stalled from the status, by
@@ -47,6 +54,11 @@ func setConditions(loop *v1alpha1.Loop, h health) {
 			msg += ": " + run.Message
 		}
 		finished(loop, metav1.ConditionFalse, reason, msg, true)
+	case h.eventLog != "":
+		msg := "the event log cannot be written; the step waits: " + h.eventLog
+		set(loop, v1alpha1.ReadyCondition, metav1.ConditionUnknown, v1alpha1.ReasonEventLogFailed, msg)
+		set(loop, v1alpha1.ReconcilingCondition, metav1.ConditionTrue, v1alpha1.ReasonEventLogFailed, msg)
+		remove(loop, v1alpha1.StalledCondition)
 	case h.forkBlocked:
 		finished(loop, metav1.ConditionFalse, h.checkpoint.reason, h.checkpoint.message, true)
 	case h.noRunner:
@@ -58,6 +70,8 @@ func setConditions(loop *v1alpha1.Loop, h health) {
 	default:
 		reason, msg := v1alpha1.ReasonProgressing, fmt.Sprintf("in state %s, iteration %d", run.CurrentState, run.Iteration)
 		switch {
+		case h.judging:
+			reason, msg = v1alpha1.ReasonJudging, fmt.Sprintf("the LLM judge weighs the result of state %s, iteration %d", run.CurrentState, run.Iteration)
 		case run.Action != nil:
 			reason, msg = v1alpha1.ReasonActionRunning, fmt.Sprintf("running the action of state %s, iteration %d", run.Action.State, run.Action.Iteration)
 		case run.NextStepAt != nil:

@@ -27,15 +27,16 @@ func (r *LoopReconciler) reconcileLoop(ctx context.Context, loop *v1alpha1.Loop)
 		res, err := r.reconcileFinished(ctx, loop)
 		return res, health{}, err
 	}
+	gate := &judgeGate{r: r, loop: loop}
 	m, err := executor.New(loop.Name, &loop.Spec, executor.Options{
-		Judge: r.judge(ctx, loop),
+		Judge: gate,
 		Env:   func(string) (string, bool) { return "", false },
 	})
 	if err != nil {
 		r.announceInvalid(loop, err)
 		return reconcile.Result{}, health{invalid: err.Error()}, reconcile.TerminalError(err)
 	}
-	s := &step{r: r, loop: loop, m: m, now: r.now()}
+	s := &step{r: r, loop: loop, m: m, gate: gate, now: r.now()}
 	if req != "" {
 		s.request(ctx, req)
 	}
@@ -46,7 +47,7 @@ func (r *LoopReconciler) reconcileLoop(ctx context.Context, loop *v1alpha1.Loop)
 		result, err = s.take(ctx)
 	}
 	if aerr := r.appendEvents(ctx, loop, s.events, s.cp); aerr != nil {
-		return reconcile.Result{}, s.health, aerr
+		return reconcile.Result{}, health{eventLog: aerr.Error()}, aerr
 	}
 	if loop.Status.Phase.IsFinished() && r.EventLog != nil {
 		r.EventLog.Forget(ctrl.ObjectKeyFromObject(loop)) // its last append is done
@@ -64,6 +65,7 @@ type step struct {
 	r      *LoopReconciler
 	loop   *v1alpha1.Loop
 	m      *executor.Machine
+	gate   *judgeGate
 	now    time.Time
 	events []executor.Event
 	health health
@@ -134,8 +136,7 @@ func (s *step) collect(ctx context.Context) (bool, error) {
 		}
 		return s.start(ctx, *step.Action)
 	}
-	s.complete(ctx, &out.Result)
-	return true, nil
+	return s.complete(ctx, &out.Result), nil
 }
 
 // start starts an action. A runner that refuses it ends the step with an
@@ -143,23 +144,72 @@ func (s *step) collect(ctx context.Context) (bool, error) {
 func (s *step) start(ctx context.Context, a executor.Action) (bool, error) {
 	err := s.r.Actions.Start(ctx, s.loop, a)
 	var refused *runner.Refused
-	if !errors.As(err, &refused) {
+	var ended *runner.AlreadyEnded
+	switch {
+	case errors.As(err, &ended):
+		// Its end woke the Loop before this status said it runs: look again.
+		s.recheck = time.Millisecond
+		return false, nil
+	case !errors.As(err, &refused):
 		return false, err
 	}
 	res := runner.Failure(refused.Reason, "%s", refused.Message)
-	s.complete(ctx, &res)
-	return true, nil
+	return s.complete(ctx, &res), nil
 }
 
-func (s *step) complete(ctx context.Context, res *executor.ActionResult) {
+// complete finishes the current state with the result of its action (nil:
+// it ran none). It reports false while the LLM judge is still weighing the
+// result: nothing changed, and the judge's answer wakes the Loop.
+func (s *step) complete(ctx context.Context, res *executor.ActionResult) bool {
 	run := &s.loop.Status.RunState
-	iteration := run.Action.Iteration
-	observeAction(res.Duration)
-	s.add(s.m.Complete(ctx, run, res, s.now))
-	s.r.Actions.Release(s.loop, iteration)
+	action := run.Action
+	evs, ok := s.completeWith(ctx, res)
+	if !ok {
+		s.health.judging = true
+		return false
+	}
+	s.add(evs)
+	if action != nil {
+		observeAction(res.Duration)
+		loop := s.loop
+		s.health.release = append(s.health.release, func() { s.r.Actions.Release(loop, action.Iteration) })
+	}
 	s.completed = true
 	s.takeCheckpoint(ctx)
 	transitions.Inc()
+	return true
+}
+
+// completeWith runs the machine's Complete. A state the LLM judge weighs is
+// completed on a copy first: kept when every question had its answer,
+// dropped when one is still being asked.
+func (s *step) completeWith(ctx context.Context, res *executor.ActionResult) ([]executor.Event, bool) {
+	run := &s.loop.Status.RunState
+	if !mayJudge(&s.loop.Spec, run.CurrentState) {
+		return s.m.Complete(ctx, run, res, s.now), true
+	}
+	probe := run.DeepCopy()
+	evs := s.m.Complete(ctx, probe, res, s.now)
+	if s.gate.pending {
+		s.gate.pending = false
+		return nil, false
+	}
+	*run = *probe
+	s.health.release = append(s.health.release, s.gate.release)
+	return evs, true
+}
+
+// mayJudge reports whether completing the state may ask the LLM judge: an
+// llm_structured evaluator, or an agent action without an evaluator.
+func mayJudge(spec *v1alpha1.LoopSpec, state string) bool {
+	st, ok := spec.States[state]
+	if !ok {
+		return false
+	}
+	if e := st.Evaluate; e != nil {
+		return e.Type == v1alpha1.EvalLLMStructured
+	}
+	return st.IsAgent()
 }
 
 // plan enters the next state and starts its action, or finishes.
@@ -173,11 +223,11 @@ func (s *step) plan(ctx context.Context) (reconcile.Result, error) {
 		if done {
 			return reconcile.Result{RequeueAfter: time.Millisecond}, err
 		}
-		return reconcile.Result{}, err
+		return reconcile.Result{RequeueAfter: s.recheck}, err
 	case executor.StepEvaluate:
-		s.add(s.m.Complete(ctx, run, nil, s.now))
-		s.takeCheckpoint(ctx)
-		transitions.Inc()
+		if !s.complete(ctx, nil) {
+			return reconcile.Result{}, nil // the judge's answer wakes the Loop
+		}
 		return reconcile.Result{RequeueAfter: time.Millisecond}, nil
 	case executor.StepWait:
 		return reconcile.Result{RequeueAfter: st.WaitUntil.Sub(s.now)}, nil

@@ -1,6 +1,8 @@
 package controllers
 
 import (
+	"time"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/eventlog/configmaps"
+	"github.com/looprun/looprun/internal/runner/judge"
 	"github.com/looprun/looprun/internal/runner/local"
 	"github.com/looprun/looprun/internal/runner/pod"
 )
@@ -27,6 +30,19 @@ type Config struct {
 	// Pods shapes action Pods; with an entrypoint image and without
 	// AllowLocalActions, actions run as Pods.
 	Pods pod.Options
+	// LLM is how Loops may reach the LLM judge.
+	LLM LLMConfig
+}
+
+// LLMConfig is the operator's side of the LLM judge.
+type LLMConfig struct {
+	// APIKey and BaseURL are the operator's own (ANTHROPIC_API_KEY,
+	// ANTHROPIC_BASE_URL): the key goes to no other endpoint.
+	APIKey, BaseURL string
+	// AllowedBaseURLs are the endpoints a Loop may name in spec.llm.baseURL.
+	AllowedBaseURLs []string
+	// MaxTimeout caps every judge call (default judge.DefaultMaxTimeout).
+	MaxTimeout time.Duration
 }
 
 // NewReconciler wires a LoopReconciler to a manager.
@@ -39,7 +55,8 @@ func NewReconciler(mgr ctrl.Manager, cfg Config) *LoopReconciler {
 		Clock:     clock.RealClock{},
 		EventLog: &configmaps.Log{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(),
 			SegmentBytes: cfg.SegmentBytes, MaxBytes: cfg.MaxEventBytes},
-		JudgeFor:                (&SecretJudges{Reader: mgr.GetAPIReader()}).JudgeFor,
+		Judges: &Judges{OperatorKey: cfg.LLM.APIKey, OperatorBaseURL: cfg.LLM.BaseURL, AllowedBaseURLs: cfg.LLM.AllowedBaseURLs,
+			Config: mgr.GetConfig(), Runner: judge.NewRunner(cfg.LLM.MaxTimeout)},
 		MaxConcurrentReconciles: cfg.Workers,
 	}
 	switch {

@@ -87,13 +87,16 @@ func startPodOperator(c Config) *operator {
 	return runOperator(c)
 }
 
-func runOperator(c Config) *operator {
+func runOperator(c Config, tweaks ...func(*LoopReconciler)) *operator {
 	cacheOpts, clientOpts := CacheOptions()
 	op := &operator{}
 	var err error
 	op.mgr, err = fixture.StartManager(RestConfig(cfg), ctrl.Options{Scheme: scheme, Cache: cacheOpts, Client: clientOpts}, func(mgr ctrl.Manager) error {
 		op.reconciler = NewReconciler(mgr, c)
 		op.local, _ = op.reconciler.Actions.(*local.Actions)
+		for _, t := range tweaks {
+			t(op.reconciler)
+		}
 		return op.reconciler.SetupWithManager(mgr)
 	})
 	Expect(err).NotTo(HaveOccurred())

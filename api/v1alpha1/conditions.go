@@ -27,6 +27,11 @@ const (
 	ReasonActionRunning = "ActionRunning"
 	// ReasonBackoff: the loop waits out spec.backoff before the next state.
 	ReasonBackoff = "Backoff"
+	// ReasonJudging: the LLM judge is weighing a state's result.
+	ReasonJudging = "Judging"
+	// ReasonEventLogFailed: the step's events could not be written; the
+	// step is not kept and is taken again.
+	ReasonEventLogFailed = "EventLogFailed"
 	// ReasonSuspended: spec.suspend holds the loop between states.
 	ReasonSuspended = "Suspended"
 	// ReasonNoRunner: no way to run actions is available to the operator.

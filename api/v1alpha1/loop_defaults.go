@@ -209,3 +209,16 @@ func (s *LoopSpec) CheckpointDue(iteration int32, last *time.Time, now time.Time
 	}
 	return interval > 0 && (last == nil || now.Sub(*last) >= interval)
 }
+
+// DefaultServiceAccountName is the service account a Loop acts as when
+// spec.runner.serviceAccountName is unset.
+const DefaultServiceAccountName = "default"
+
+// GetServiceAccountName is the service account the Loop acts as: its action
+// Pods run under it, and the Secrets it names are read as it.
+func (s *LoopSpec) GetServiceAccountName() string {
+	if s.Runner != nil && s.Runner.ServiceAccountName != "" {
+		return s.Runner.ServiceAccountName
+	}
+	return DefaultServiceAccountName
+}

@@ -26,6 +26,7 @@ import (
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/controllers"
 	"github.com/looprun/looprun/internal/eventlog/configmaps"
+	"github.com/looprun/looprun/internal/runner/judge"
 	"github.com/looprun/looprun/internal/runner/pod"
 )
 
@@ -73,6 +74,11 @@ func parseFlags(args []string, getenv func(string) string) (*settings, error) {
 	fs.StringVar(&c.Pods.Images.Runner, "runner-image", DefaultRunnerImage, "image of shell actions when a Loop sets no spec.runner.image")
 	fs.StringVar(&c.Pods.Images.Agent, "agent-image", "", "image of agent actions when a Loop sets no spec.agent.image (default: the runner image)")
 	fs.DurationVar(&c.Pods.StartAllowance, "pod-start-timeout", pod.DefaultStartAllowance, "how long an action Pod may take to start before its step fails")
+	c.LLM = controllers.LLMConfig{APIKey: getenv("ANTHROPIC_API_KEY"), BaseURL: getenv("ANTHROPIC_BASE_URL")}
+	var allowed string
+	fs.StringVar(&allowed, "llm-allowed-base-urls", "",
+		"comma-separated endpoints a Loop may send its LLM judge calls to (spec.llm.baseURL); such a Loop brings its own key. Empty: none")
+	fs.DurationVar(&c.LLM.MaxTimeout, "llm-max-timeout", judge.DefaultMaxTimeout, "cap on every LLM judge call, whatever a Loop's spec.llm.timeout says")
 	// Logs are JSON lines unless --zap-devel; --zap-log-level sets the level.
 	s.zap.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -81,12 +87,20 @@ func parseFlags(args []string, getenv func(string) string) (*settings, error) {
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
-	for ns := range strings.SplitSeq(watch, ",") {
-		if ns = strings.TrimSpace(ns); ns != "" {
-			s.watchNamespaces = append(s.watchNamespaces, ns)
+	s.watchNamespaces = splitList(watch)
+	c.LLM.AllowedBaseURLs = splitList(allowed)
+	return s, nil
+}
+
+// splitList reads a comma-separated flag.
+func splitList(s string) []string {
+	var out []string
+	for v := range strings.SplitSeq(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
 		}
 	}
-	return s, nil
+	return out
 }
 
 // logger builds the manager's logger: JSON lines (time, level, logger, msg

@@ -116,3 +116,34 @@ func Filter(events []executor.Event, types []string, state string) []executor.Ev
 	}
 	return out
 }
+
+// KeepThrough returns JSONL data without its lines after the one numbered
+// seq (seqOf reads a line's number) and without a last line cut short: what
+// a log holds beyond the saved state belongs to a step that was not kept.
+// removed says whether anything went.
+func KeepThrough(data string, seq int64, seqOf func(line []byte) (int64, bool)) (kept string, removed bool) {
+	end := 0
+	for end < len(data) {
+		i := strings.IndexByte(data[end:], '\n')
+		if i < 0 {
+			break // cut short
+		}
+		line := data[end : end+i]
+		if n, ok := seqOf([]byte(line)); strings.TrimSpace(line) != "" && (!ok || n > seq) {
+			break
+		}
+		end += i + 1
+	}
+	return data[:end], end < len(data)
+}
+
+// EventSeq reads the sequence number of one event line.
+func EventSeq(line []byte) (int64, bool) {
+	var e struct {
+		Seq *int64 `json:"seq"`
+	}
+	if err := json.Unmarshal(line, &e); err != nil || e.Seq == nil {
+		return 0, false
+	}
+	return *e.Seq, true
+}

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"time"
 
 	"github.com/anthropics/anthropic-sdk-go"
@@ -134,7 +135,17 @@ func (j *Judge) ask(ctx context.Context, model string, req evaluate.JudgeRequest
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("judge call timed out after %s: %w", j.cfg.Timeout, context.DeadlineExceeded)
 		}
-		return nil, fmt.Errorf("judge call failed: %w", err)
+		// What the endpoint answered stays out of the verdict (and so out of
+		// the Loop's status): only its status code is reported.
+		var apiErr *anthropic.Error
+		var urlErr *url.Error
+		switch {
+		case errors.As(err, &apiErr):
+			return nil, fmt.Errorf("judge call failed: the endpoint answered HTTP %d", apiErr.StatusCode)
+		case errors.As(err, &urlErr):
+			return nil, errors.New("judge call failed: the endpoint could not be reached")
+		}
+		return nil, errors.New("judge call failed: the endpoint's answer could not be read")
 	}
 	for _, block := range msg.Content {
 		if block.Type != "tool_use" || block.Name != toolName {

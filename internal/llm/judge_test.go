@@ -3,6 +3,7 @@ package llm
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -135,6 +136,11 @@ func TestJudgeFailuresAreErrorVerdicts(t *testing.T) {
 			}
 			if msg, _ := r.Details["error"].(string); !strings.Contains(msg, tt.want) {
 				t.Errorf("error %q, want %q", msg, tt.want)
+			}
+			for _, body := range []string{"boom", "not json", "I think"} {
+				if strings.Contains(fmt.Sprint(r.Details), body) {
+					t.Errorf("the endpoint's answer %q reached the verdict: %v", body, r.Details)
+				}
 			}
 			if tt.name == "timeout" && r.Details["timeout"] != true {
 				t.Errorf("timeout not flagged: %v", r.Details)

@@ -22,8 +22,9 @@ import (
 // to the controller) when the action ends.
 type Runner interface {
 	// Start starts the Loop's action in flight (status.action), unless it
-	// already runs; it may note where it runs in status.action. A *Refused
-	// error ends the step with an error verdict.
+	// was started before; it may note where it runs in status.action. A
+	// *Refused error ends the step with an error verdict; *AlreadyEnded
+	// says the action had been started and has ended.
 	Start(ctx context.Context, loop *v1alpha1.Loop, a executor.Action) error
 	// Check reports on the Loop's action in flight.
 	Check(ctx context.Context, loop *v1alpha1.Loop) (Outcome, error)
@@ -81,6 +82,14 @@ type Refused struct {
 }
 
 func (r *Refused) Error() string { return fmt.Sprintf("%s: %s", r.Reason, r.Message) }
+
+// AlreadyEnded is returned by Start when the action was started before (a
+// step taken again after its status failed to save) and has ended since:
+// its end may have woken the Loop before the status said it runs, so the
+// Loop is to be looked at again.
+type AlreadyEnded struct{}
+
+func (*AlreadyEnded) Error() string { return "the action was started before and has ended" }
 
 // Failure is the error verdict of an action that did not run to its end.
 func Failure(reason, format string, args ...any) executor.ActionResult {

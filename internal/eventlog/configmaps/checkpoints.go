@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/looprun/looprun/api/v1alpha1"
@@ -103,6 +104,12 @@ func lastCheckpointSeqIn(data string) int64 {
 		return 0
 	}
 	return c.Seq
+}
+
+// checkpointSeq reads the sequence number of one checkpoint line.
+func checkpointSeq(line []byte) (int64, bool) {
+	_, seq, ok := history.Head(line)
+	return seq, ok
 }
 
 // Kept is one kept checkpoint as read from its segment: Checkpoint, or Err
@@ -203,6 +210,9 @@ func eachKept(ctx context.Context, r client.Reader, loop *v1alpha1.Loop, segs []
 				return fmt.Errorf("%w: ConfigMap %s is gone", history.ErrMissing, name)
 			}
 			return err
+		}
+		if !metav1.IsControlledBy(cm, loop) {
+			return &ForeignError{Name: name}
 		}
 		lines := keptLines(cm.Data[CheckpointsKey], int(s.Kept))
 		if backward {

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -51,17 +52,25 @@ type Log struct {
 	last segmentCache
 }
 
-// SegmentName is the name of segment n of a Loop's log.
+// SegmentName is the name of segment n of a Loop's log: LOOP-events-N, the
+// Loop's name shortened and suffixed with a hash of it when the whole would
+// not be a valid name.
 func SegmentName(loop string, n int32) string {
-	return fmt.Sprintf("%s-events-%d", loop, n)
+	suffix := fmt.Sprintf("-events-%d", n)
+	if len(loop)+len(suffix) <= validation.DNS1123SubdomainMaxLength {
+		return loop + suffix
+	}
+	keep := validation.DNS1123SubdomainMaxLength - len(suffix) - 9
+	return strings.TrimRight(loop[:keep], "-.") + "-" + v1alpha1.ShortHash(loop) + suffix
 }
 
 // Append adds events to the log of loop, with the checkpoint cp when it is
 // not nil, and updates loop.Status.EventLog and loop.Status.Checkpoints.
-// Events and checkpoints the log already holds (by sequence number) are
-// skipped, so an append repeated after a failed status update adds nothing
-// twice. An append writes one segment (two when it starts a new one), never
-// the whole log.
+// The status is the truth: what a segment holds past its saved last
+// sequence number belongs to a step whose status was never saved, and is
+// replaced, so a step taken again writes exactly the events of the step
+// that is saved. An append writes one segment (two when it starts a new
+// one), never the whole log.
 func (l *Log) Append(ctx context.Context, loop *v1alpha1.Loop, events []executor.Event, cp *history.Checkpoint) error {
 	if len(events) == 0 && cp == nil {
 		return nil
@@ -89,19 +98,11 @@ func (l *Log) Append(ctx context.Context, loop *v1alpha1.Loop, events []executor
 // appendOnce tries to append to the current segment; done is false when it
 // must be retried (a segment appeared under it).
 func (l *Log) appendOnce(ctx context.Context, loop *v1alpha1.Loop, st *v1alpha1.EventLogStatus, events []executor.Event, cp *history.Checkpoint) (bool, error) {
-	cm, err := l.current(ctx, loop, st.LastSegment)
+	cm, data, cpData, err := l.saved(ctx, loop, st)
 	if err != nil {
 		return false, err
 	}
-	data, cpData := "", ""
-	lastSeq := st.LastSeq
-	if cm != nil {
-		data, cpData = cm.Data[EventsKey], cm.Data[CheckpointsKey]
-		if seq, ok := eventlog.LastSeq(data); ok {
-			lastSeq = seq
-		}
-	}
-	lines, last, n, err := eventlog.Encode(events, lastSeq)
+	lines, last, n, err := eventlog.Encode(events, st.LastSeq)
 	if err != nil {
 		return false, err
 	}
@@ -109,21 +110,20 @@ func (l *Log) appendOnce(ctx context.Context, loop *v1alpha1.Loop, st *v1alpha1.
 	if err != nil {
 		return false, err
 	}
-	if n == 0 && cpLine == nil {
-		st.LastSeq = lastSeq
+	if n == 0 && cpLine == nil && unchanged(cm, data, cpData) {
 		return true, nil
 	}
 	if cm != nil && (data != "" || cpData != "") && len(data)+len(cpData)+len(lines)+len(cpLine) > l.segmentBytes() {
-		// This segment is full: the next one takes the events. Should it
-		// exist already (an earlier try), creating it fails, and the retry
-		// reads it.
-		st.LastSegment++
+		// This segment is full: the next one takes the events.
+		if done, err := l.close(ctx, loop, st, cm, data, cpData); !done || err != nil {
+			return false, err
+		}
 		cm, data, cpData = nil, "", ""
 	}
 	if done, err := l.write(ctx, loop, st.LastSegment, cm, data+lines, cpData+string(cpLine)); !done || err != nil {
 		return false, err
 	}
-	if st.LastSeq == 0 && lastSeq == 0 {
+	if st.LastSeq == 0 {
 		st.Count = 0
 	}
 	st.Count += int64(n)
@@ -132,6 +132,38 @@ func (l *Log) appendOnce(ctx context.Context, loop *v1alpha1.Loop, st *v1alpha1.
 		st.LastSeq = last
 	}
 	return true, nil
+}
+
+// close ends a full segment: what it held past the saved state goes, and
+// the next segment becomes the one appended to. Should the next one exist
+// already (a step that was not kept), creating it fails, and the retry
+// reads it.
+func (l *Log) close(ctx context.Context, loop *v1alpha1.Loop, st *v1alpha1.EventLogStatus, cm *corev1.ConfigMap, data, cpData string) (bool, error) {
+	if !unchanged(cm, data, cpData) {
+		if done, err := l.write(ctx, loop, st.LastSegment, cm, data, cpData); !done || err != nil {
+			return false, err
+		}
+	}
+	st.LastSegment++
+	return true, nil
+}
+
+// unchanged reports whether a segment (nil: none) holds these events and checkpoints.
+func unchanged(cm *corev1.ConfigMap, data, cpData string) bool {
+	return cm == nil || data == cm.Data[EventsKey] && cpData == cm.Data[CheckpointsKey]
+}
+
+// saved reads the segment appended to last, and what of its events and
+// checkpoints the saved status knows (what lies past it belongs to a step
+// that was not kept). cm is nil when the segment does not exist.
+func (l *Log) saved(ctx context.Context, loop *v1alpha1.Loop, st *v1alpha1.EventLogStatus) (cm *corev1.ConfigMap, data, cpData string, err error) {
+	cm, err = l.current(ctx, loop, st.LastSegment)
+	if err != nil || cm == nil {
+		return cm, "", "", err
+	}
+	data, _ = eventlog.KeepThrough(cm.Data[EventsKey], st.LastSeq, eventlog.EventSeq)
+	cpData, _ = eventlog.KeepThrough(cm.Data[CheckpointsKey], st.LastSeq, checkpointSeq)
+	return cm, data, cpData, nil
 }
 
 // checkpointLine renders cp, unless it is nil or the segment's checkpoints
@@ -167,6 +199,8 @@ func (l *Log) write(ctx context.Context, loop *v1alpha1.Loop, n int32, cm *corev
 	cm.Data[EventsKey] = events
 	if checkpoints != "" {
 		cm.Data[CheckpointsKey] = checkpoints
+	} else {
+		delete(cm.Data, CheckpointsKey)
 	}
 	if err := l.Client.Update(ctx, cm); err != nil {
 		l.last.forget(client.ObjectKeyFromObject(loop))
@@ -208,7 +242,26 @@ func (l *Log) get(ctx context.Context, loop *v1alpha1.Loop, n int32) (*corev1.Co
 	if err != nil {
 		return nil, fmt.Errorf("read event log segment %d: %w", n, err)
 	}
-	return cm, nil
+	switch owner := metav1.GetControllerOf(cm); {
+	case owner != nil && owner.UID == loop.UID:
+		return cm, nil
+	case owner != nil && owner.Kind == "Loop" && owner.Name == loop.Name:
+		// Left by a deleted Loop of the same name, before the garbage
+		// collector got to it: it goes now, never read as this Loop's.
+		if err := l.Client.Delete(ctx, cm, client.Preconditions{UID: &cm.UID}); client.IgnoreNotFound(err) != nil {
+			return nil, fmt.Errorf("delete %s, left by a deleted Loop of the same name: %w", cm.Name, err)
+		}
+		return nil, nil
+	}
+	return nil, &ForeignError{Name: cm.Name}
+}
+
+// ForeignError is a ConfigMap under a segment's name that this Loop does
+// not control: it is neither read nor written.
+type ForeignError struct{ Name string }
+
+func (e *ForeignError) Error() string {
+	return fmt.Sprintf("ConfigMap %s exists and does not belong to this Loop: its event log cannot be written there (delete or rename it)", e.Name)
 }
 
 func (l *Log) newSegment(loop *v1alpha1.Loop, n int32, data, checkpoints string) (*corev1.ConfigMap, error) {
@@ -271,7 +324,12 @@ func Read(ctx context.Context, r client.Reader, loop *v1alpha1.Loop) ([]executor
 		if err != nil {
 			return nil, err
 		}
-		evs, err := eventlog.Decode(cm.Data[EventsKey])
+		if !metav1.IsControlledBy(cm, loop) {
+			return nil, &ForeignError{Name: cm.Name}
+		}
+		// Past the saved last sequence number: a step that was not kept.
+		data, _ := eventlog.KeepThrough(cm.Data[EventsKey], st.LastSeq, eventlog.EventSeq)
+		evs, err := eventlog.Decode(data)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", cm.Name, err)
 		}

@@ -58,7 +58,13 @@ func (l *Actions) Start(_ context.Context, loop *v1alpha1.Loop, a executor.Actio
 	key, owner := runner.ActionKey(loop, a.Iteration), types.NamespacedName{Namespace: loop.Namespace, Name: loop.Name}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if _, ok := l.jobs[key]; ok || l.closed {
+	if j, ok := l.jobs[key]; ok {
+		if j.done {
+			return &runner.AlreadyEnded{}
+		}
+		return nil
+	}
+	if l.closed {
 		return nil
 	}
 	ctx, cancel := context.WithCancel(context.Background())

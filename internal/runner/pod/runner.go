@@ -66,6 +66,13 @@ func (r *Runner) Start(ctx context.Context, loop *v1alpha1.Loop, a executor.Acti
 		if !ownedBy(existing, loop.UID) {
 			return &runner.Refused{Reason: "PodNameTaken", Message: fmt.Sprintf("Pod %s exists and does not belong to this Loop", pod.Name)}
 		}
+		if loop.Status.Action != nil {
+			loop.Status.Action.Pod = pod.Name
+		}
+		if p := existing.Status.Phase; p == corev1.PodSucceeded || p == corev1.PodFailed {
+			return &runner.AlreadyEnded{}
+		}
+		return nil
 	}
 	if loop.Status.Action != nil {
 		loop.Status.Action.Pod = pod.Name
