@@ -76,7 +76,7 @@ func newRunCommand(g *globals) *cobra.Command {
 				return err
 			}
 			defer unlock()
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			ctx, stop := signal.NotifyContext(cmd.Context(), stopSignals...)
 			defer stop()
 			runID := fmt.Sprintf("%s-%s", lf.Loop.Name, time.Now().Format("20060102T150405"))
 			run, err := d.Start(ctx, runID)
@@ -118,7 +118,7 @@ func newResumeCommand(g *globals, k *kube) *cobra.Command {
 				return err
 			}
 			defer unlock()
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			ctx, stop := signal.NotifyContext(cmd.Context(), stopSignals...)
 			defer stop()
 			if err := d.Resume(ctx, run); err != nil {
 				if errors.Is(err, localrun.ErrNothingToResume) {
@@ -132,6 +132,12 @@ func newResumeCommand(g *globals, k *kube) *cobra.Command {
 	f.bind(cmd)
 	return cmd
 }
+
+// stopSignals interrupt a local run: the action in flight is killed, the
+// run saved as interrupted, and resume continues it. A closed terminal
+// (SIGHUP) and SIGQUIT stop it the same way, never leaving the action
+// running alone.
+var stopSignals = []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT}
 
 // loadLoop reads a loop file and prints its warnings.
 func loadLoop(path string, g *globals, stderr io.Writer, quiet bool) (*loopfile.File, error) {
@@ -179,7 +185,7 @@ func newDriver(g *globals, path string, loop *v1alpha1.Loop, stderr io.Writer, q
 	}
 	d := &localrun.Driver{
 		Machine:  m,
-		Runner:   &local.Runner{Stdout: outLog, Stderr: errLog},
+		Runner:   &local.Runner{Loop: loop.Name, Stdout: outLog, Stderr: errLog},
 		Store:    store,
 		LoopFile: abs,
 		Context:  ctxValues,

@@ -140,7 +140,7 @@ func (t *txn) evaluate(ctx context.Context, st *v1alpha1.State, res *ActionResul
 	if res != nil {
 		output, exit = res.Output, res.ExitCode
 	}
-	vars := t.vars(nil)
+	vars := t.vars()
 	expand := func(s string) (string, error) { return interpolate.Expand(s, vars) }
 	if cfg != nil && cfg.Source != "" {
 		if s, err := expand(cfg.Source); err == nil {

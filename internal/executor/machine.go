@@ -246,12 +246,11 @@ func Elapsed(run *v1alpha1.RunState, now time.Time) time.Duration {
 }
 
 // vars builds the template variables for the current state.
-func (t *txn) vars(result *interpolate.Result) *interpolate.Vars {
+func (t *txn) vars() *interpolate.Vars {
 	v := &interpolate.Vars{
 		Context:   t.m.context,
 		Captured:  t.run.Captured,
 		Prev:      t.run.PrevResult,
-		Result:    result,
 		StateName: t.run.CurrentState,
 		Iteration: t.run.Iteration,
 		LoopName:  t.m.name,

@@ -34,9 +34,22 @@ func (t *txn) plan() Step {
 		return Step{Kind: StepDone}
 	}
 	if a := run.Action; a != nil {
-		st := spec.States[a.State]
+		// The action in flight runs (again) as the loop says now: its
+		// command is expanded from the spec, never taken from the saved
+		// state, which only says which state and iteration it was.
+		st, ok := spec.States[a.State]
+		if !ok || st.Action == "" {
+			t.finish(v1alpha1.TerminatedError, fmt.Sprintf("state %q of the action in flight has no action", a.State))
+			return Step{Kind: StepDone}
+		}
+		command, err := interpolate.Expand(st.Action, t.vars())
+		if err != nil {
+			t.finish(v1alpha1.TerminatedError, fmt.Sprintf("state %q: action: %v", a.State, err))
+			return Step{Kind: StepDone}
+		}
+		a.Command = command
 		return Step{Kind: StepAction, Action: &Action{
-			State: a.State, Iteration: a.Iteration, Retry: run.Retries, Command: a.Command, Agent: a.Agent,
+			State: a.State, Iteration: a.Iteration, Retry: run.Retries, Command: command, Agent: st.IsAgent(),
 			AgentCommand: spec.GetAgentCommand(), Timeout: time.Duration(a.TimeoutSeconds) * time.Second,
 			Evaluate: t.runnerEvaluate(&st),
 		}}
@@ -128,7 +141,7 @@ const stepHop StepKind = -1
 // to onError (a hop) or ends the run.
 func (t *txn) startAction(st *v1alpha1.State) Step {
 	run, spec := t.run, t.m.spec
-	command, err := interpolate.Expand(st.Action, t.vars(nil))
+	command, err := interpolate.Expand(st.Action, t.vars())
 	if err != nil {
 		run.Retries = 0
 		if !t.actionError(st, fmt.Errorf("state %q: action: %w", run.CurrentState, err)) {
@@ -203,7 +216,7 @@ func (t *txn) runnerEvaluate(st *v1alpha1.State) *v1alpha1.Evaluate {
 		return nil
 	}
 	out := cfg.DeepCopy()
-	vars := t.vars(nil)
+	vars := t.vars()
 	expandJSON := func(v *apiextensionsv1.JSON) bool {
 		var s string
 		if v == nil || json.Unmarshal(v.Raw, &s) != nil || !interpolate.HasReferences(s) {

@@ -168,3 +168,39 @@ func LoadCheckpoint(path string, seq int64) (*v1alpha1.RunState, error) {
 	_, run, err := history.FindIn(f, seq)
 	return run, err
 }
+
+// repairCheckpoints drops the checkpoints past the saved sequence number
+// (taken in a step that was never saved) and a last line cut short (a full
+// disk, a crash): the file reads whole again, and export works.
+func (s *Store) repairCheckpoints(saved int64) error {
+	data, err := os.ReadFile(s.CheckpointsPath())
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	// Only the end is cut: a damaged line within stays, reported by
+	// Checkpoints, and the good ones around it stay usable.
+	end := bytes.LastIndexByte(data, '\n') + 1
+	for end > 0 {
+		start := bytes.LastIndexByte(data[:end-1], '\n') + 1
+		if _, seq, ok := history.Head(data[start : end-1]); !ok || seq <= saved {
+			break
+		}
+		end = start
+	}
+	if end == len(data) {
+		return nil
+	}
+	kept := data[:end]
+	f, err := os.OpenFile(s.CheckpointsPath(), os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	err = f.Truncate(int64(len(kept)))
+	if err == nil {
+		err = f.Sync()
+	}
+	return errors.Join(err, f.Close())
+}

@@ -10,14 +10,17 @@ import (
 	"github.com/looprun/looprun/internal/eventlog"
 	"github.com/looprun/looprun/internal/executor"
 	"github.com/looprun/looprun/internal/history"
+	"github.com/looprun/looprun/internal/runner/process"
 )
 
 // ErrNothingToResume is returned when the saved run has completed or failed.
 var ErrNothingToResume = errors.New("nothing to resume")
 
-// ActionRunner runs one action and waits for it.
+// ActionRunner runs one action and waits for it. The action may begin
+// only once ready returns nil (the step that starts it is on disk); ready
+// is told the action's process group.
 type ActionRunner interface {
-	Run(ctx context.Context, a *executor.Action) executor.ActionResult
+	RunWhenReady(ctx context.Context, a *executor.Action, ready func(pgid int) error) executor.ActionResult
 }
 
 // Clock is the driver's time: now, and waiting out a backoff.
@@ -33,9 +36,14 @@ type recorder interface {
 	// save keeps the run state, the step's events and its checkpoint, and
 	// returns once they are on disk.
 	save(run *v1alpha1.RunState, events []executor.Event, cp *history.Checkpoint) error
-	// saveAsync starts keeping them while the next action runs; the next
-	// save waits for it.
+	// saveAsync starts keeping them while the next action's process
+	// starts; wait returns once they are on disk (or why not).
 	saveAsync(run *v1alpha1.RunState, events []executor.Event, cp *history.Checkpoint) error
+	wait() error
+	// recordAction notes the running action's process group, for a
+	// resume to kill should this process die; forgetAction drops it.
+	recordAction(pgid int)
+	forgetAction()
 	close() error
 }
 
@@ -90,9 +98,17 @@ func (d *Driver) Resume(ctx context.Context, run *v1alpha1.RunState) error {
 	if !ok {
 		return fmt.Errorf("%w: loop %q %s", ErrNothingToResume, d.Machine.Name(), phaseToStatus(run.Phase))
 	}
-	// Events after the saved state belong to a step that never finished
-	// saving; it runs again, so they go.
+	// An action a killed run left behind goes before it runs again.
+	if _, err := process.KillRecordedGroup(d.Store.ActionPath()); err != nil {
+		return fmt.Errorf("stop the action a killed run left running: %w", err)
+	}
+	// Events and checkpoints after the saved state belong to a step that
+	// never finished saving; it runs again, so they go (and a line cut
+	// short by a full disk with them).
 	if err := eventlog.TruncateAfter(d.Store.EventsPath(), saved); err != nil {
+		return err
+	}
+	if err := d.Store.repairCheckpoints(saved); err != nil {
 		return err
 	}
 	// The checkpoint schedule goes on from the newest kept checkpoint.
@@ -150,11 +166,21 @@ func (d *Driver) drive(ctx context.Context, w recorder, sched *history.Schedule,
 			d.clock().SleepUntil(ctx, step.WaitUntil) // if cancelled, the loop head interrupts
 			continue
 		case executor.StepAction:
+			// The step that starts the action is saved while its process
+			// starts, and the action begins once it is on disk: a run
+			// killed at any moment never runs a finished action again.
 			if err := w.saveAsync(run, batch, cp); err != nil {
 				return err
 			}
 			batch, cp = nil, nil
-			res := d.Runner.Run(ctx, step.Action)
+			res := d.Runner.RunWhenReady(ctx, step.Action, func(pgid int) error {
+				w.recordAction(pgid)
+				return w.wait()
+			})
+			w.forgetAction()
+			if err := w.wait(); err != nil {
+				return err // the action did not run
+			}
 			if ctx.Err() != nil {
 				return d.interrupt(w, run, nil, nil)
 			}

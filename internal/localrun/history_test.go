@@ -1,16 +1,20 @@
 package localrun
 
 import (
+	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/executor"
 	"github.com/looprun/looprun/internal/history"
+	"github.com/looprun/looprun/internal/runner/process"
 )
 
 func TestCheckpointsEveryIterationAndRetention(t *testing.T) {
@@ -179,5 +183,137 @@ func TestPrune(t *testing.T) {
 	left, _ := filepath.Glob(filepath.Join(loops, ".running", "demo.*"))
 	if len(left) > 0 {
 		t.Errorf("left behind: %v", left)
+	}
+}
+
+// A checkpoints file whose last line was cut short (a full disk) is
+// repaired on resume, as the event log is, and exports again.
+func TestResumeRepairsATornCheckpointsFile(t *testing.T) {
+	dir := t.TempDir()
+	s := spec(map[string]v1alpha1.State{
+		"check": {Action: "true", Next: "more"},
+		"more":  {Action: "echo started; test -f go-on || sleep 30", Next: "done"},
+		"done":  {Terminal: true},
+	})
+	d := newDriver(t, dir, s)
+	ctx, cancel := context.WithCancel(t.Context())
+	d.Runner = &interruptAt{ActionRunner: d.Runner, state: "more", cancel: cancel}
+	run, err := d.Start(ctx, "r")
+	if err != nil || run.Phase != v1alpha1.PhaseInterrupted {
+		t.Fatalf("phase %s: %v", run.Phase, err)
+	}
+	f, err := os.OpenFile(d.Store.CheckpointsPath(), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = f.WriteString(`{"version":1,"loop":"demo","iteration":9,"seq":99,"run":{"cut`)
+	_ = f.Close()
+	if _, bad, _ := d.Store.Checkpoints(); len(bad) == 0 {
+		t.Fatal("the torn line is not seen as damaged")
+	}
+	if err := os.WriteFile(filepath.Join(dir, "go-on"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sf, err := d.Store.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	state, err := sf.RunState()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := newDriver(t, dir, s).Resume(t.Context(), state); err != nil || state.Phase != v1alpha1.PhaseCompleted {
+		t.Fatalf("resume: %s %v", state.Phase, err)
+	}
+	good, bad, err := d.Store.Checkpoints()
+	if err != nil || len(bad) > 0 || len(good) < 2 {
+		t.Errorf("after resume: %d good, bad %v, %v", len(good), bad, err)
+	}
+}
+
+// Resume runs the loop's command, not the one a state file says: a state
+// file is data, and an edited one runs nothing it names.
+func TestResumeRunsTheLoopsCommand(t *testing.T) {
+	dir := t.TempDir()
+	s := spec(map[string]v1alpha1.State{
+		"check": {Action: "echo started; test -f go-on || sleep 30; echo loop >> ran", Next: "done"},
+		"done":  {Terminal: true},
+	})
+	d := newDriver(t, dir, s)
+	ctx, cancel := context.WithCancel(t.Context())
+	d.Runner = &interruptAt{ActionRunner: d.Runner, state: "check", cancel: cancel}
+	if run, err := d.Start(ctx, "r"); err != nil || run.Phase != v1alpha1.PhaseInterrupted {
+		t.Fatalf("phase %s: %v", run.Phase, err)
+	}
+	raw, err := os.ReadFile(d.Store.StatePath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw = []byte(strings.Replace(string(raw), `"command": "echo started;`, `"command": "touch pwned; echo started;`, 1))
+	if err := os.WriteFile(d.Store.StatePath(), raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "go-on"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sf, err := d.Store.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(sf.ActiveAction.Command, "pwned") {
+		t.Fatalf("the state file was not edited: %q", sf.ActiveAction.Command)
+	}
+	state, err := sf.RunState()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := newDriver(t, dir, s).Resume(t.Context(), state); err != nil || state.Phase != v1alpha1.PhaseCompleted {
+		t.Fatalf("resume: %s %v", state.Phase, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "pwned")); err == nil {
+		t.Error("resume ran the command the state file named")
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "ran")); string(b) != "loop\n" {
+		t.Errorf("the loop's command ran %q", b)
+	}
+}
+
+// Resume kills the process group a killed run left behind.
+func TestResumeKillsTheActionLeftBehind(t *testing.T) {
+	dir := t.TempDir()
+	s := spec(map[string]v1alpha1.State{
+		"check": {Action: "echo started; test -f go-on || sleep 30", Next: "done"},
+		"done":  {Terminal: true},
+	})
+	d := newDriver(t, dir, s)
+	ctx, cancel := context.WithCancel(t.Context())
+	d.Runner = &interruptAt{ActionRunner: d.Runner, state: "check", cancel: cancel}
+	if _, err := d.Start(ctx, "r"); err != nil {
+		t.Fatal(err)
+	}
+	// A process group as a killed run would leave it, noted where it notes.
+	orphan := exec.Command("sleep", "60")
+	orphan.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := orphan.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- orphan.Wait() }()
+	if err := process.RecordGroup(d.Store.ActionPath(), orphan.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "go-on"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sf, _ := d.Store.Load()
+	state, _ := sf.RunState()
+	if err := newDriver(t, dir, s).Resume(t.Context(), state); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		_ = err // killed, as it should be
+	case <-time.After(10 * time.Second):
+		t.Fatal("the action left behind still runs after resume")
 	}
 }

@@ -282,13 +282,13 @@ type interruptAt struct {
 	cancel context.CancelFunc
 }
 
-func (i *interruptAt) Run(ctx context.Context, a *executor.Action) executor.ActionResult {
+func (i *interruptAt) RunWhenReady(ctx context.Context, a *executor.Action, ready func(int) error) executor.ActionResult {
 	if a.State == i.state {
 		r := *i.ActionRunner.(*local.Runner)
 		r.Stdout = cancelOn{word: "started", cancel: i.cancel}
-		return r.Run(ctx, a)
+		return r.RunWhenReady(ctx, a, ready)
 	}
-	return i.ActionRunner.Run(ctx, a)
+	return i.ActionRunner.RunWhenReady(ctx, a, ready)
 }
 
 // cancelOn cancels once word goes by (in one write: the action prints it

@@ -63,8 +63,11 @@ func (s *scripted) pass() bool {
 	return true
 }
 
-// Run implements ActionRunner: nothing runs.
-func (s *scripted) Run(_ context.Context, a *executor.Action) executor.ActionResult {
+// RunWhenReady implements ActionRunner: nothing runs.
+func (s *scripted) RunWhenReady(_ context.Context, a *executor.Action, ready func(int) error) executor.ActionResult {
+	if err := ready(0); err != nil {
+		return executor.ActionResult{ExitCode: 127, Stderr: err.Error()}
+	}
 	if s.show != nil {
 		s.show(a)
 	}
@@ -108,6 +111,9 @@ func (c *jumpClock) SleepUntil(_ context.Context, t time.Time) {
 // discard keeps nothing.
 type discard struct{}
 
+func (discard) recordAction(int)                                                          {}
+func (discard) forgetAction()                                                             {}
 func (discard) save(*v1alpha1.RunState, []executor.Event, *history.Checkpoint) error      { return nil }
 func (discard) saveAsync(*v1alpha1.RunState, []executor.Event, *history.Checkpoint) error { return nil }
 func (discard) close() error                                                              { return nil }
+func (discard) wait() error                                                               { return nil }

@@ -14,6 +14,7 @@ import (
 	"github.com/looprun/looprun/internal/eventlog"
 	"github.com/looprun/looprun/internal/executor"
 	"github.com/looprun/looprun/internal/history"
+	"github.com/looprun/looprun/internal/runner/process"
 )
 
 // Store is where one loop's local run lives: <loops-dir>/.running/<name>.*.
@@ -35,6 +36,9 @@ func (s *Store) EventsPath() string { return filepath.Join(s.dir, s.name+".event
 
 // CheckpointsPath holds the run's checkpoints, one JSON line each.
 func (s *Store) CheckpointsPath() string { return filepath.Join(s.dir, s.name+".checkpoints.jsonl") }
+
+// ActionPath notes the process group of the action running, if any.
+func (s *Store) ActionPath() string { return filepath.Join(s.dir, s.name+".action") }
 
 // LoopPath is where an imported run keeps its loop (a Loop manifest).
 func (s *Store) LoopPath() string { return filepath.Join(s.dir, s.name+".loop.yaml") }
@@ -126,6 +130,8 @@ type writer struct {
 	loopFile string
 	context  map[string]any
 	pending  chan error
+	err      error
+	note     *process.GroupNote
 }
 
 func (s *Store) openWriter(loopFile string, ctx map[string]any) (*writer, error) {
@@ -193,18 +199,42 @@ func (w *writer) save(run *v1alpha1.RunState, events []executor.Event, cp *histo
 	return w.state.syncDir()
 }
 
-// wait waits for the background save.
+// wait waits for the background save. A failed save stays failed: the run
+// stops there.
 func (w *writer) wait() error {
-	if w.pending == nil {
-		return nil
+	if w.pending != nil {
+		w.err = <-w.pending
+		w.pending = nil
 	}
-	err := <-w.pending
-	w.pending = nil
-	return err
+	return w.err
+}
+
+// recordAction notes the process group of the action that runs, so that a
+// resume can kill it should this process die without taking it along.
+func (w *writer) recordAction(pgid int) {
+	if w.note == nil {
+		n, err := process.OpenGroupNote(w.store.ActionPath())
+		if err != nil {
+			return
+		}
+		w.note = n
+	}
+	w.note.Record(pgid)
+}
+
+// forgetAction clears the note: the action ended.
+func (w *writer) forgetAction() {
+	if w.note != nil {
+		w.note.Clear()
+	}
 }
 
 func (w *writer) close() error {
-	return errors.Join(w.wait(), w.log.Close(), w.cps.close())
+	var noteErr error
+	if w.note != nil {
+		noteErr = w.note.Close()
+	}
+	return errors.Join(w.wait(), w.log.Close(), w.cps.close(), noteErr)
 }
 
 // Import writes a whole run (an import): the loop manifest at LoopPath, the

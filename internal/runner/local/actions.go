@@ -2,6 +2,7 @@ package local
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
@@ -72,6 +73,18 @@ func (l *Actions) Start(_ context.Context, loop *v1alpha1.Loop, a executor.Actio
 	l.jobs[key] = j
 	r := l.Runner
 	r.Dir = filepath.Join(l.BaseDir, owner.Namespace, owner.Name)
+	r.Loop = owner.Name
+	// The group of an action an earlier operator process left running
+	// goes before this one starts; this one's is noted for the next.
+	note := filepath.Join(l.BaseDir, ".groups", owner.Namespace, owner.Name)
+	if _, err := process.KillRecordedGroup(note); err != nil {
+		return fmt.Errorf("stop the action an earlier operator left running: %w", err)
+	}
+	r.Started = func(pgid int) {
+		if os.MkdirAll(filepath.Dir(note), 0o755) == nil {
+			_ = process.RecordGroup(note, pgid)
+		}
+	}
 	l.wg.Add(1)
 	go func() {
 		defer l.wg.Done()
@@ -82,6 +95,7 @@ func (l *Actions) Start(_ context.Context, loop *v1alpha1.Loop, a executor.Actio
 		} else {
 			res = r.Run(ctx, &a)
 		}
+		process.ForgetGroup(note)
 		l.mu.Lock()
 		j.done, j.res, j.ended = true, res, time.Now()
 		wanted := l.jobs[key] == j // not cancelled meanwhile

@@ -8,6 +8,9 @@ package local
 import (
 	"context"
 	"io"
+	"os"
+	"slices"
+	"strconv"
 
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/executor"
@@ -22,11 +25,15 @@ type Runner struct {
 	AgentCommand []string
 	// Dir is the working directory; empty means the current one.
 	Dir string
-	// Env is the environment; nil means the current one.
+	// Env is the environment; nil means the current one. Each action also
+	// gets LOOPRUN_LOOP, LOOPRUN_STATE and LOOPRUN_ITERATION, as in a Pod.
 	Env []string
+	// Loop names the loop, for LOOPRUN_LOOP.
+	Loop string
 	// Stdout and Stderr receive the complete output of every action (the
-	// run's output logs); nil discards it. Only bounded tails are kept in
-	// memory.
+	// run's output logs; as two regular files open for reading and
+	// appending, the actions write into them directly); nil discards it.
+	// Only bounded tails are kept in memory.
 	Stdout, Stderr io.Writer
 	// OutputWindow and StderrWindow bound the tails kept (defaults: those
 	// of internal/runner/process).
@@ -39,10 +46,32 @@ type Runner struct {
 // command that cannot start exits 127, a timeout 124, a signal -SIGNAL. A
 // deterministic evaluator (a.Evaluate) is judged over the complete stdout.
 func (r *Runner) Run(ctx context.Context, a *executor.Action) executor.ActionResult {
+	return r.RunWhenReady(ctx, a, nil)
+}
+
+// RunWhenReady is Run for an action that may begin only once ready
+// returns (a local run saves the step that starts it first): its process
+// is started at once, so that starting it overlaps with the wait, and its
+// command begins after. ready is told the process group; its error stops
+// the action unrun.
+func (r *Runner) RunWhenReady(ctx context.Context, a *executor.Action, ready func(pgid int) error) executor.ActionResult {
+	argv := r.argv(a)
+	if ready != nil {
+		if a.Agent {
+			argv = process.GatedExec(argv)
+		} else {
+			argv = process.GatedShell(argv[0], argv[2])
+		}
+	}
+	env := r.Env
+	if env == nil {
+		env = os.Environ()
+	}
+	env = append(slices.Clip(env), "LOOPRUN_LOOP="+r.Loop, "LOOPRUN_STATE="+a.State, "LOOPRUN_ITERATION="+strconv.Itoa(int(a.Iteration)))
 	return process.Run(ctx, process.Spec{
-		Argv: r.argv(a), Dir: r.Dir, Env: r.Env, Timeout: a.Timeout, Evaluate: a.Evaluate,
-		Stdout: r.Stdout, Stderr: r.Stderr, OutputWindow: r.OutputWindow, StderrWindow: r.StderrWindow,
-		Started: r.Started,
+		Argv: argv, Dir: r.Dir, Env: env, Timeout: a.Timeout, Evaluate: a.Evaluate,
+		Stdout: r.Stdout, Stderr: r.Stderr, OwnFiles: true, OutputWindow: r.OutputWindow, StderrWindow: r.StderrWindow,
+		Started: r.Started, Ready: ready,
 	}).ActionResult()
 }
 

@@ -61,13 +61,26 @@ type Spec struct {
 	// Stdout and Stderr receive the complete output as it comes. A write
 	// error does not stop the action: the tails and the verdict go on.
 	Stdout, Stderr io.Writer
+	// OwnFiles says Stdout and Stderr are two regular files of this run
+	// alone, open for reading and appending (a local run's output logs):
+	// the command writes into them directly, and the supervisor reads back
+	// what it wrote.
+	OwnFiles bool
 	// Signals are forwarded to the process group.
 	Signals <-chan os.Signal
 	// OutputWindow and StderrWindow bound the tails kept (defaults above).
 	OutputWindow, StderrWindow int
 	// Started, when set, is called with the process group id once the
-	// command runs.
+	// command's process exists.
 	Started func(pgid int)
+	// Ready, when set, holds the command back until it returns: the
+	// command's process is started (so starting it overlaps with whatever
+	// Ready waits for), gets the read end of a pipe as file descriptor 3,
+	// and must read one line from it before it does anything (GatedShell
+	// writes such a command). Ready is told the process group. A nil error
+	// sends the line; an error kills the process group unrun and is the
+	// Result's stderr, exit code 127.
+	Ready func(pgid int) error
 }
 
 // Result is how the process ended.
@@ -95,32 +108,38 @@ func (r Result) ActionResult() executor.ActionResult {
 
 // Run runs the command and waits for it. It never fails: whatever happens
 // is in the Result.
+//
+// With OwnFiles (a local run's output logs), the command writes straight
+// into them and the supervisor reads back what it wrote: no byte passes
+// through this process while the action runs. Otherwise (the container
+// log) the output comes through pipes. Either way the tails and the
+// verdict are the same.
 func Run(ctx context.Context, s Spec) Result {
 	out := newTail(cmp.Or(max(s.OutputWindow, 0), DefaultOutputWindow))
 	errs := newTail(cmp.Or(max(s.StderrWindow, 0), DefaultStderrWindow))
-	stdout := &fanout{sinks: []io.Writer{writerOr(s.Stdout), out, newLineJudge(s.Evaluate)}}
+	lines := newLineJudge(s.Evaluate)
+	stdout := &fanout{sinks: []io.Writer{writerOr(s.Stdout), out, lines}}
 	stderr := &fanout{sinks: []io.Writer{writerOr(s.Stderr), errs}}
-	lines := stdout.sinks[2].(*lineJudge)
+	var files *outputFiles
+	if s.OwnFiles {
+		files = ownFiles(s.Stdout, s.Stderr)
+	}
 
 	start := time.Now()
 	res := Result{}
-	cmd, pipes, err := startCommand(s)
+	var err error
+	if files != nil {
+		err = files.run(ctx, s, &res, out, errs, lines)
+	} else {
+		err = runPiped(ctx, s, &res, stdout, stderr)
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "cannot start %s: %v\n", first(s.Argv), err)
 		res.ExitCode = ExitCannotStart
-	} else {
-		if s.Started != nil {
-			s.Started(cmd.Process.Pid)
-		}
-		drained := pipes.drain(stdout, stderr)
-		res.TimedOut = supervise(ctx, cmd, s.Timeout, s.Signals)
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // whatever it left behind
-		pipes.wait(drained)
-		res.ExitCode = exitCode(cmd.ProcessState)
-		if res.TimedOut {
-			res.ExitCode = evaluate.ExitTimeout
-			fmt.Fprintf(stderr, "\naction timed out after %s\n", s.Timeout)
-		}
+	}
+	if res.TimedOut {
+		res.ExitCode = evaluate.ExitTimeout
+		fmt.Fprintf(stderr, "\naction timed out after %s\n", s.Timeout)
 	}
 	lines.flush()
 	res.Duration = time.Since(start)
@@ -133,39 +152,157 @@ func Run(ctx context.Context, s Spec) Result {
 	return res
 }
 
-// outputPipes are the read ends of the command's stdout and stderr.
-type outputPipes struct{ out, err *os.File }
-
-// startCommand starts the command in its own process group, its output into pipes
-// this process reads. The command dies with this process, should it be
-// killed outright.
-func startCommand(s Spec) (*exec.Cmd, *outputPipes, error) {
-	if len(s.Argv) == 0 {
-		return nil, nil, errors.New("no command to run")
-	}
+// runPiped runs the command with its output through pipes.
+func runPiped(ctx context.Context, s Spec, res *Result, stdout, stderr io.Writer) error {
 	outR, outW, err := os.Pipe()
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
 	errR, errW, err := os.Pipe()
 	if err != nil {
 		closeAll(outR, outW)
-		return nil, nil, err
+		return err
+	}
+	cmd, err := startCommand(s, outW, errW)
+	closeAll(outW, errW) // the command holds its own copies
+	if err != nil {
+		closeAll(outR, errR)
+		return err
+	}
+	pipes := &outputPipes{out: outR, err: errR}
+	drained := pipes.drain(stdout, stderr)
+	res.TimedOut = supervise(ctx, cmd, s.Timeout, s.Signals)
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // whatever it left behind
+	pipes.wait(drained)
+	res.ExitCode = exitCode(cmd.ProcessState)
+	return nil
+}
+
+// outputFiles are a local run's output logs, written by the command itself.
+type outputFiles struct{ out, err *os.File }
+
+// ownFiles returns the output files when both sinks are distinct regular
+// files; nil otherwise (the output then goes through pipes).
+func ownFiles(stdout, stderr io.Writer) *outputFiles {
+	o, ok1 := stdout.(*os.File)
+	e, ok2 := stderr.(*os.File)
+	if !ok1 || !ok2 {
+		return nil
+	}
+	so, err1 := o.Stat()
+	se, err2 := e.Stat()
+	if err1 != nil || err2 != nil || !so.Mode().IsRegular() || !se.Mode().IsRegular() || os.SameFile(so, se) {
+		return nil
+	}
+	return &outputFiles{out: o, err: e}
+}
+
+// run runs the command writing into the files, then reads back what it
+// wrote: the tails, and every line for the line judge.
+func (f *outputFiles) run(ctx context.Context, s Spec, res *Result, out, errs *tail, lines *lineJudge) error {
+	outStart, errStart := fileSize(f.out), fileSize(f.err)
+	cmd, err := startCommand(s, f.out, f.err)
+	if err != nil {
+		return err
+	}
+	res.TimedOut = supervise(ctx, cmd, s.Timeout, s.Signals)
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // whatever it left behind
+	res.ExitCode = exitCode(cmd.ProcessState)
+	readBack(f.out, outStart, out, lines)
+	readBack(f.err, errStart, errs, nil)
+	return nil
+}
+
+// readBack feeds what was written to f after start to the tail (its end
+// only) and to the line judge (all of it, when it needs lines), in bounded
+// chunks.
+func readBack(f *os.File, start int64, t *tail, lines *lineJudge) {
+	end := fileSize(f)
+	if end <= start {
+		return
+	}
+	from := start
+	if lines == nil || !lines.active() {
+		from = max(start, end-int64(t.max))
+		t.total += from - start // what the tail skipped counts as written
+	}
+	sinks := []io.Writer{t}
+	if lines != nil {
+		sinks = append(sinks, lines)
+	}
+	_, _ = io.Copy(&fanout{sinks: sinks}, io.NewSectionReader(f, from, end-from))
+}
+
+func fileSize(f *os.File) int64 {
+	st, err := f.Stat()
+	if err != nil {
+		return 0
+	}
+	return st.Size()
+}
+
+// outputPipes are the read ends of the command's stdout and stderr.
+type outputPipes struct{ out, err *os.File }
+
+// startCommand starts the command in its own process group, its output
+// into the files given. The command dies with this process, should it be
+// killed outright.
+func startCommand(s Spec, stdout, stderr *os.File) (*exec.Cmd, error) {
+	if len(s.Argv) == 0 {
+		return nil, errors.New("no command to run")
 	}
 	cmd := exec.Command(s.Argv[0], s.Argv[1:]...)
 	cmd.Dir, cmd.Env = s.Dir, s.Env
 	// Files, not writers: exec starts no copying of its own, so Wait
 	// returns when the command ends, not when the last holder of its
 	// output does.
-	cmd.Stdout, cmd.Stderr = outW, errW
+	cmd.Stdout, cmd.Stderr = stdout, stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	err = cmd.Start()
-	closeAll(outW, errW) // the command holds its own copies
-	if err != nil {
-		closeAll(outR, errR)
-		return nil, nil, err
+	var gate *os.File
+	if s.Ready != nil {
+		r, w, err := os.Pipe()
+		if err != nil {
+			return nil, err
+		}
+		cmd.ExtraFiles, gate = []*os.File{r}, w
+		defer closeAll(r)
 	}
-	return cmd, &outputPipes{out: outR, err: errR}, nil
+	if err := cmd.Start(); err != nil {
+		closeAll(gate)
+		return nil, err
+	}
+	if s.Started != nil {
+		s.Started(cmd.Process.Pid)
+	}
+	if gate != nil {
+		err := s.Ready(cmd.Process.Pid)
+		if err == nil {
+			// EPIPE: the command ended without waiting (a shell that could
+			// not parse the script); its own end tells what happened.
+			_, _ = gate.Write([]byte("\n"))
+		}
+		closeAll(gate)
+		if err != nil {
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			_ = cmd.Wait()
+			return nil, err
+		}
+	}
+	return cmd, nil
+}
+
+// GatedShell is the command that runs script with shell (SHELL -c SCRIPT)
+// once Spec.Ready lets it: the shell waits for a line on file descriptor 3,
+// closes it, and runs the script, on the same line so that the script's
+// line numbers stay its own. Without the line (this process died first) it
+// exits 125, the script unrun.
+func GatedShell(shell, script string) []string {
+	return []string{shell, "-c", "IFS= read -r _ <&3 || exit 125; exec 3<&-; " + script}
+}
+
+// GatedExec is GatedShell for a program and its arguments.
+func GatedExec(argv []string) []string {
+	return append([]string{"sh", "-c", `IFS= read -r _ <&3 || exit 125; exec 3<&-; exec "$0" "$@"`}, argv...)
 }
 
 // drain copies both pipes to their writers until they close.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -238,5 +239,71 @@ func TestTailRing(t *testing.T) {
 	}
 	if tl.String() != "opqrstuv" || !tl.truncated() {
 		t.Errorf("tail %q", tl.String())
+	}
+}
+
+// A gated command's process exists before Ready returns, and its script
+// runs only after: an error from Ready kills it unrun.
+func TestReadyGatesTheCommand(t *testing.T) {
+	dir := t.TempDir()
+	var pgid int
+	r := Run(context.Background(), Spec{Argv: GatedShell("bash", "echo ran > "+dir+"/ran; echo line $LINENO"),
+		Started: func(p int) { pgid = p },
+		Ready: func(int) error {
+			if _, err := os.Stat(dir + "/ran"); err == nil {
+				t.Error("the script ran before Ready returned")
+			}
+			if !alive(pgid) {
+				t.Error("no process while Ready waits")
+			}
+			return nil
+		}})
+	if r.ExitCode != 0 || r.Stdout != "line 1\n" {
+		t.Errorf("gated run: %+v", r)
+	}
+	r = Run(context.Background(), Spec{Argv: GatedShell("bash", "touch "+dir+"/refused"), Started: func(p int) { pgid = p },
+		Ready: func(int) error { return errors.New("the save failed") }})
+	if _, err := os.Stat(dir + "/refused"); err == nil || r.ExitCode != ExitCannotStart || !strings.Contains(r.Stderr, "the save failed") {
+		t.Errorf("refused run: %+v (file: %v)", r, err)
+	}
+	if alive(pgid) {
+		t.Error("the refused command's process lives on")
+	}
+	// A script the shell cannot parse ends without waiting for the gate.
+	r = Run(context.Background(), Spec{Argv: GatedShell("bash", "echo 'unterminated"), Ready: func(int) error { return nil }})
+	if r.ExitCode != 2 || !strings.Contains(r.Stderr, "unexpected EOF") {
+		t.Errorf("unparsable script: %+v", r)
+	}
+	r = Run(context.Background(), Spec{Argv: GatedExec([]string{"echo", "a b", "c"}), Ready: func(int) error { return nil }})
+	if r.ExitCode != 0 || r.Stdout != "a b c\n" {
+		t.Errorf("gated program: %+v", r)
+	}
+}
+
+// With its own output files, the command writes into them and the result
+// is the same as through pipes; one file for both is not the run's own.
+func TestOwnFiles(t *testing.T) {
+	dir := t.TempDir()
+	open := func(name string) *os.File {
+		f, err := os.OpenFile(filepath.Join(dir, name), os.O_CREATE|os.O_RDWR|os.O_APPEND, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = f.Close() })
+		return f
+	}
+	script := "echo out; echo err >&2; echo NEEDLE; head -c 2000000 /dev/zero | tr '\\0' .; echo"
+	eval := &v1alpha1.Evaluate{Type: v1alpha1.EvalOutputContains, Pattern: "NEEDLE"}
+	out, errs := open("out"), open("err")
+	own := Run(context.Background(), Spec{Argv: bash(script), Stdout: out, Stderr: errs, OwnFiles: true, Evaluate: eval})
+	piped := Run(context.Background(), Spec{Argv: bash(script), Evaluate: eval})
+	if own.Stderr != "err\n" || own.Stdout != piped.Stdout || own.Stderr != piped.Stderr || !own.StdoutTruncated ||
+		own.Verdict.Verdict != "success" || piped.Verdict.Verdict != "success" {
+		t.Errorf("own files %+v, piped %+v", own.Verdict, piped.Verdict)
+	}
+	both := open("both")
+	shared := Run(context.Background(), Spec{Argv: bash("echo out; echo err >&2"), Stdout: both, Stderr: both, OwnFiles: true})
+	if shared.Stdout != "out\n" || shared.Stderr != "err\n" {
+		t.Errorf("one file for both: stdout %q stderr %q", shared.Stdout, shared.Stderr)
 	}
 }

@@ -1,0 +1,121 @@
+package main
+
+import (
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/looprun/looprun/internal/localrun"
+)
+
+// killRounds is how many times TestKilledRunNeverRerunsAFinishedAction
+// kills a run.
+const killRounds = 100
+
+// Killed (SIGKILL) at random moments and resumed each time, a run never
+// runs an action again once the next one started: before an action
+// begins, the end of the one before is on disk. Each action writes its
+// iteration; the iterations only ever go up (one cut off by the kill runs
+// again under the same number).
+func TestKilledRunNeverRerunsAFinishedAction(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "count.yaml", "name: count\ninitial: a\nmax_steps: 1000000\nmax_edge_revisits: 1000000\nstates:\n  a:\n    action: echo $LOOPRUN_ITERATION >> trace\n    on_yes: $current\n  done:\n    terminal: true\n")
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := range killRounds {
+		cmd := exec.Command(binary, "resume", "-q", "count")
+		if i == 0 {
+			cmd = exec.Command(binary, "run", "-q", "count.yaml")
+		}
+		cmd.Dir = dir
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Duration(5+r.IntN(60)) * time.Millisecond) // a random moment, not a wait for something
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		_ = cmd.Wait()
+		if _, err := localrun.ReadStateFile(filepath.Join(dir, ".loops/.running/count.state.json")); err != nil {
+			t.Fatalf("kill %d: %v", i, err)
+		}
+	}
+	last, steps := 0, 0
+	for n, line := range strings.Split(strings.TrimSpace(readFile(dir, "trace")), "\n") {
+		it, err := strconv.Atoi(line)
+		if err != nil {
+			t.Fatalf("trace line %d: %q", n, line)
+		}
+		if it < last {
+			t.Fatalf("trace line %d: iteration %d ran after iteration %d had started: a finished action ran again", n, it, last)
+		}
+		last, steps = it, steps+1
+	}
+	if last < killRounds/4 {
+		t.Errorf("only %d iterations in %d rounds", last, killRounds)
+	}
+	t.Logf("%d kills, %d actions run, %d iterations: no finished action ran again", killRounds, steps, last)
+}
+
+// A run killed outright (SIGKILL) or hung up on (SIGHUP) takes its action
+// along: the action does not run on beside a resumed run.
+func TestKilledRunTakesItsActionAlong(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGKILL, syscall.SIGHUP, syscall.SIGQUIT} {
+		t.Run(sig.String(), func(t *testing.T) {
+			dir := t.TempDir()
+			write(t, dir, "slow.yaml", "name: slow\ninitial: a\nstates:\n  a:\n    action: echo $$ > pid; exec sleep 60\n    next: done\n  done:\n    terminal: true\n")
+			cmd := exec.Command(binary, "run", "-q", "slow.yaml")
+			cmd.Dir = dir
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			pid := waitForPid(t, filepath.Join(dir, "pid"))
+			_ = cmd.Process.Signal(sig)
+			_ = cmd.Wait()
+			waitGone(t, pid)
+			if sig != syscall.SIGKILL {
+				sf, err := localrun.ReadStateFile(filepath.Join(dir, ".loops/.running/slow.state.json"))
+				if err != nil || sf.Status != localrun.StatusInterrupted {
+					t.Errorf("after %s: %+v %v", sig, sf, err)
+				}
+			}
+		})
+	}
+}
+
+// waitForPid waits until the action wrote its pid.
+func waitForPid(t *testing.T, path string) int {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, err := os.ReadFile(path)
+		if pid, perr := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && perr == nil && pid > 0 {
+			return pid
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the action never started")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// waitGone waits until pid no longer runs (a zombie waiting for its
+// reaper does not run).
+func waitGone(t *testing.T, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		_, rest, _ := strings.Cut(string(stat), ") ")
+		if err != nil || strings.HasPrefix(rest, "Z") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the action (pid %d) outlived its run", pid)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

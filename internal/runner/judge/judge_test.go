@@ -1,0 +1,83 @@
+package judge
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/internal/executor/evaluate"
+)
+
+// judgeFunc is a judge made of a function.
+type judgeFunc func(ctx context.Context, req evaluate.JudgeRequest) evaluate.Result
+
+func (f judgeFunc) Judge(ctx context.Context, req evaluate.JudgeRequest) evaluate.Result {
+	return f(ctx, req)
+}
+
+func TestAskOnceAndWake(t *testing.T) {
+	r := NewRunner(time.Minute)
+	loop := &v1alpha1.Loop{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "l"}}
+	var calls atomic.Int32
+	release := make(chan struct{})
+	j := judgeFunc(func(context.Context, evaluate.JudgeRequest) evaluate.Result {
+		calls.Add(1)
+		<-release
+		return evaluate.Result{Verdict: "success"}
+	})
+	if _, ok := r.Ask(loop, "k", j, evaluate.JudgeRequest{}); ok {
+		t.Fatal("an answer before the call ended")
+	}
+	if _, ok := r.Ask(loop, "k", j, evaluate.JudgeRequest{}); ok || r.Running() != 1 {
+		t.Fatalf("asked twice: running %d", r.Running())
+	}
+	close(release)
+	if woken := <-r.events; woken.Object.Name != "l" {
+		t.Errorf("woke %s", woken.Object.Name)
+	}
+	res, ok := r.Ask(loop, "k", j, evaluate.JudgeRequest{})
+	if !ok || res.Verdict != "success" || calls.Load() != 1 {
+		t.Errorf("answer %+v %v after %d calls", res, ok, calls.Load())
+	}
+	r.Release("k")
+	if r.Running() != 0 {
+		t.Error("a released call still counts")
+	}
+	r.Close()
+}
+
+func TestCapAndForget(t *testing.T) {
+	r := NewRunner(100 * time.Millisecond)
+	loop := &v1alpha1.Loop{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "l"}}
+	hang := judgeFunc(func(ctx context.Context, _ evaluate.JudgeRequest) evaluate.Result {
+		<-ctx.Done()
+		return evaluate.Result{Verdict: v1alpha1.VerdictError, Details: map[string]any{"error": "the endpoint said: secret body"}}
+	})
+	r.Ask(loop, "capped", hang, evaluate.JudgeRequest{})
+	<-r.events
+	res, ok := r.Ask(loop, "capped", hang, evaluate.JudgeRequest{})
+	if !ok || res.Verdict != v1alpha1.VerdictError || res.Details["timeout"] != true {
+		t.Errorf("capped call: %+v", res)
+	}
+	long := NewRunner(time.Hour)
+	ended := make(chan struct{})
+	long.Ask(loop, "k", judgeFunc(func(ctx context.Context, req evaluate.JudgeRequest) evaluate.Result {
+		defer close(ended)
+		return hang(ctx, req)
+	}), evaluate.JudgeRequest{})
+	long.Forget(types.NamespacedName{Namespace: "ns", Name: "l"})
+	select {
+	case <-ended:
+	case <-time.After(5 * time.Second):
+		t.Error("Forget left the call running")
+	}
+	long.Close()
+	if _, ok := long.Ask(loop, "after", hang, evaluate.JudgeRequest{}); ok || long.Running() != 0 {
+		t.Error("a closed runner asked")
+	}
+}
