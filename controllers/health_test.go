@@ -6,41 +6,22 @@ import (
 
 	lua "github.com/yuin/gopher-lua"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 
 	"github.com/looprun/looprun/api/v1alpha1"
 )
 
-// kstatus computes a custom resource's status by the rules of kstatus
-// (sigs.k8s.io/cli-utils/pkg/kstatus), which Flux and kubectl-style tooling
-// apply to resources they know nothing else about: an unobserved generation
-// or Reconciling=True is InProgress, Stalled=True is Failed, anything else is
-// Current.
-func kstatus(obj map[string]any) string {
-	meta, _ := obj["metadata"].(map[string]any)
-	status, _ := obj["status"].(map[string]any)
-	if status == nil {
-		return "InProgress"
+// kstatus computes the object's status with kstatus itself
+// (sigs.k8s.io/cli-utils/pkg/kstatus), as Flux and kubectl-style tooling do.
+func kstatus(t *testing.T, obj map[string]any) string {
+	t.Helper()
+	res, err := status.Compute(&unstructured.Unstructured{Object: obj})
+	if err != nil {
+		t.Fatal(err)
 	}
-	gen, _ := meta["generation"].(int64)
-	observed, _ := status["observedGeneration"].(int64)
-	if gen > observed {
-		return "InProgress"
-	}
-	conds, _ := status["conditions"].([]any)
-	for _, c := range conds {
-		m := c.(map[string]any)
-		if m["type"] == "Reconciling" && m["status"] == "True" {
-			return "InProgress"
-		}
-	}
-	for _, c := range conds {
-		m := c.(map[string]any)
-		if m["type"] == "Stalled" && m["status"] == "True" {
-			return "Failed"
-		}
-	}
-	return "Current"
+	return res.Status.String()
 }
 
 // argoHealth runs docs/argocd/health.lua as Argo CD does: obj is the object.
@@ -101,11 +82,16 @@ func TestGitOpsHealth(t *testing.T) {
 		kstatus  string
 		argo     string
 	}{
+		// As the API server serves a Loop the operator has not seen yet:
+		// status.observedGeneration defaults to 0.
 		{name: "new", noStatus: true, kstatus: "InProgress", argo: "Progressing"},
 		{name: "spec not yet seen", run: v1alpha1.RunState{Phase: v1alpha1.PhaseCompleted, TerminatedBy: v1alpha1.TerminatedTerminal}, stale: true, kstatus: "InProgress", argo: "Progressing"},
 		{name: "running", run: v1alpha1.RunState{Phase: v1alpha1.PhaseRunning, Action: &v1alpha1.ActionStatus{State: "check", Iteration: 2}}, kstatus: "InProgress", argo: "Progressing"},
 		{name: "backoff", run: v1alpha1.RunState{Phase: v1alpha1.PhaseRunning, NextStepAt: &metav1.Time{}}, kstatus: "InProgress", argo: "Progressing"},
 		{name: "suspended", run: v1alpha1.RunState{Phase: v1alpha1.PhaseSuspended}, kstatus: "Current", argo: "Suspended"},
+		{name: "judging", run: v1alpha1.RunState{Phase: v1alpha1.PhaseRunning}, h: health{judging: true}, kstatus: "InProgress", argo: "Progressing"},
+		{name: "event log failing", run: v1alpha1.RunState{Phase: v1alpha1.PhaseRunning}, h: health{eventLog: "forbidden"}, kstatus: "InProgress", argo: "Progressing"},
+		{name: "stopped", run: v1alpha1.RunState{Phase: v1alpha1.PhaseInterrupted, TerminatedBy: v1alpha1.TerminatedStopped}, kstatus: "Failed", argo: "Degraded"},
 		{name: "completed", run: v1alpha1.RunState{Phase: v1alpha1.PhaseCompleted, TerminatedBy: v1alpha1.TerminatedTerminal, CurrentState: "done"}, kstatus: "Current", argo: "Healthy"},
 		{name: "failure state", run: v1alpha1.RunState{Phase: v1alpha1.PhaseFailed, TerminatedBy: v1alpha1.TerminatedTerminal, CurrentState: "failed"}, kstatus: "Failed", argo: "Degraded"},
 		{name: "max iterations", run: v1alpha1.RunState{Phase: v1alpha1.PhaseInterrupted, TerminatedBy: v1alpha1.TerminatedMaxIterations}, kstatus: "Failed", argo: "Degraded"},
@@ -129,9 +115,9 @@ func TestGitOpsHealth(t *testing.T) {
 				t.Fatal(err)
 			}
 			if tc.noStatus {
-				delete(obj, "status")
+				obj["status"] = map[string]any{"observedGeneration": int64(0)}
 			}
-			if got := kstatus(obj); got != tc.kstatus {
+			if got := kstatus(t, obj); got != tc.kstatus {
 				t.Errorf("kstatus %s, want %s", got, tc.kstatus)
 			}
 			status, msg := argoHealth(t, obj)

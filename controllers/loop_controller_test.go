@@ -217,7 +217,7 @@ var _ = Describe("Loop validation at apply", func() {
 			Expect(apierrors.IsInvalid(err)).To(BeTrue(), "%v", err)
 			Expect(err.Error()).To(ContainSubstring(want))
 		},
-		Entry("initial names no state", func(s *v1alpha1.LoopSpec) { s.Initial = "start" }, "initial must name a state"),
+		Entry("initial names no state", func(s *v1alpha1.LoopSpec) { s.Initial = "start" }, "initial start is not a state (initial must name a state)"),
 		Entry("no terminal state", func(s *v1alpha1.LoopSpec) {
 			delete(s.States, "done")
 			st := s.States["check"]
@@ -229,15 +229,15 @@ var _ = Describe("Loop validation at apply", func() {
 		}, "spec.states[stuck]: Invalid value: a state that is not terminal needs a way out"),
 		Entry("next names no state", func(s *v1alpha1.LoopSpec) {
 			s.States["fix"] = v1alpha1.State{Action: "true", Next: "chek"}
-		}, "next, onMaintain and onRetryExhausted must name a state"),
+		}, "state fix: next chek is not a state"),
 		Entry("onFailure names no state", func(s *v1alpha1.LoopSpec) {
 			st := s.States["check"]
 			st.OnFailure = "repair"
 			s.States["check"] = st
-		}, "onSuccess, onFailure and onError must name a state or be $current"),
+		}, "state check: onFailure repair is not a state"),
 		Entry("a route target names no state", func(s *v1alpha1.LoopSpec) {
 			s.States["check"] = v1alpha1.State{Action: "true", Route: map[string]v1alpha1.StateName{"success": "done", "_": "nowhere"}}
-		}, "route targets must name a state or be $current"),
+		}, "state check: route _ goes to nowhere, not a state"),
 		Entry("next is $current", func(s *v1alpha1.LoopSpec) {
 			s.States["fix"] = v1alpha1.State{Action: "true", Next: "$current"}
 		}, "spec.states[fix]: Invalid value: next cannot be $current"),

@@ -65,8 +65,12 @@ func setConditions(loop *v1alpha1.Loop, h health) {
 		finished(loop, metav1.ConditionFalse, v1alpha1.ReasonNoRunner,
 			"no action runner is available: start the operator with an --entrypoint-image (actions as Pods), or with --allow-local-actions", true)
 	case run.Phase == v1alpha1.PhaseSuspended:
-		set(loop, v1alpha1.ReadyCondition, metav1.ConditionUnknown, v1alpha1.ReasonSuspended, "suspended by spec.suspend")
-		remove(loop, v1alpha1.ReconcilingCondition, v1alpha1.StalledCondition)
+		// Suspended is where the Loop was asked to be: it needs nothing
+		// from the operator until resumed, so GitOps tools (kstatus) read
+		// it as current instead of waiting on it. Its phase says it is not
+		// complete.
+		finished(loop, metav1.ConditionTrue, v1alpha1.ReasonSuspended,
+			fmt.Sprintf("suspended by spec.suspend in state %s, iteration %d; not complete", run.CurrentState, run.Iteration), false)
 	default:
 		reason, msg := v1alpha1.ReasonProgressing, fmt.Sprintf("in state %s, iteration %d", run.CurrentState, run.Iteration)
 		switch {

@@ -289,8 +289,11 @@ type LoopStatus struct {
 	// +optional
 	LastRequest string `json:"lastRequest,omitempty"`
 
-	// observedGeneration is the spec generation the status reflects.
+	// observedGeneration is the spec generation the status reflects; 0
+	// (the default, present from creation) until the operator first saw
+	// the Loop, so that GitOps tools read a new Loop as in progress.
 	// +optional
+	// +kubebuilder:default=0
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
 	// conditions are Ready, Reconciling and Stalled, following kstatus.
@@ -321,6 +324,7 @@ type Loop struct {
 
 	// status is the saved run state.
 	// +optional
+	// +kubebuilder:default={observedGeneration: 0}
 	Status LoopStatus `json:"status,omitempty"`
 }
 

@@ -29,14 +29,14 @@ if stalled ~= nil then
   hs.message = stalled.reason .. ": " .. (stalled.message or "")
   return hs
 end
-if ready ~= nil and ready.status == "True" then
-  hs.status = "Healthy"
-  hs.message = ready.message or ""
-  return hs
-end
 if obj.status.phase == "Suspended" then
   hs.status = "Suspended"
   hs.message = "Suspended by spec.suspend"
+  return hs
+end
+if ready ~= nil and ready.status == "True" then
+  hs.status = "Healthy"
+  hs.message = ready.message or ""
   return hs
 end
 hs.status = "Progressing"

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"path"
 	"strconv"
 	"time"
 
@@ -27,6 +28,7 @@ const (
 	// ToolsPath is where the wrapper is copied to, in an emptyDir.
 	ToolsPath   = "/looprun"
 	toolsVolume = "looprun-tools"
+	tmpVolume   = "looprun-tmp"
 	// WorkspaceVolume is the volume the steps share.
 	WorkspaceVolume = "workspace"
 	// EvaluateEnv carries the state's evaluator to the wrapper.
@@ -130,11 +132,17 @@ func Build(loop *v1alpha1.Loop, run string, a executor.Action, o Options) (*core
 	automount := cmp.Or(rs.AutomountServiceAccountToken, ptr.To(false))
 	containerSecurity := &corev1.SecurityContext{
 		AllowPrivilegeEscalation: ptr.To(false),
+		ReadOnlyRootFilesystem:   ptr.To(true),
 		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 	}
+	// The root filesystem is read-only: actions write to the workspace,
+	// and to /tmp, an emptyDir of the step's own.
 	mounts := []corev1.VolumeMount{
 		{Name: toolsVolume, MountPath: ToolsPath, ReadOnly: true},
 		{Name: WorkspaceVolume, MountPath: workdir},
+	}
+	if path.Clean(workdir) != "/tmp" {
+		mounts = append(mounts, corev1.VolumeMount{Name: tmpVolume, MountPath: "/tmp"})
 	}
 	labels := map[string]string{
 		v1alpha1.LabelLoop:      v1alpha1.LabelValue(loop.Name),
@@ -186,22 +194,33 @@ func Build(loop *v1alpha1.Loop, run string, a executor.Action, o Options) (*core
 			Volumes: []corev1.Volume{
 				{Name: toolsVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
 				{Name: WorkspaceVolume, VolumeSource: workspaceSource(loop.Name, rs.Workspace)},
+				{Name: tmpVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
 			},
 		},
 	}
 	return pod, nil
 }
 
-// podSecurity is the Loop's Pod security context, or the non-root default.
+// podSecurity is the non-root default Pod security context with the
+// Loop's own spec.runner.securityContext merged over it: what the Loop sets
+// wins, field by field, and what it leaves unset keeps the default (a Loop
+// that sets runAsUser still runs non-root with the RuntimeDefault seccomp
+// profile).
 func podSecurity(sc *corev1.PodSecurityContext) *corev1.PodSecurityContext {
-	if sc != nil {
-		return sc.DeepCopy()
-	}
 	user := v1alpha1.DefaultRunAsUser
-	return &corev1.PodSecurityContext{
+	out := &corev1.PodSecurityContext{
 		RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To(user), RunAsGroup: ptr.To(user), FSGroup: ptr.To(user),
 		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 	}
+	if sc == nil {
+		return out
+	}
+	// Decoding the Loop's context over the defaults sets exactly the
+	// fields it has.
+	if b, err := json.Marshal(sc); err == nil {
+		_ = json.Unmarshal(b, out)
+	}
+	return out
 }
 
 func workspaceSource(loop string, w *v1alpha1.WorkspaceSpec) corev1.VolumeSource {

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/utils/ptr"
 
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/entrypoint"
@@ -122,7 +123,8 @@ func TestBuild(t *testing.T) {
 	}
 	for _, ctr := range []corev1.Container{init, c} {
 		s := ctr.SecurityContext
-		if s == nil || s.AllowPrivilegeEscalation == nil || *s.AllowPrivilegeEscalation || s.Capabilities == nil || len(s.Capabilities.Drop) != 1 {
+		if s == nil || s.AllowPrivilegeEscalation == nil || *s.AllowPrivilegeEscalation || s.Capabilities == nil || len(s.Capabilities.Drop) != 1 ||
+			s.ReadOnlyRootFilesystem == nil || !*s.ReadOnlyRootFilesystem {
 			t.Errorf("container %s security context %+v", ctr.Name, s)
 		}
 	}
@@ -171,8 +173,14 @@ func TestBuildFromRunnerSpec(t *testing.T) {
 	if pod.Spec.ServiceAccountName != "builder" || !*pod.Spec.AutomountServiceAccountToken || pod.Spec.NodeSelector["pool"] != "ci" || len(pod.Spec.Tolerations) != 1 {
 		t.Errorf("pod spec %+v", pod.Spec)
 	}
-	if *pod.Spec.SecurityContext.RunAsUser != 1000 || pod.Spec.SecurityContext.RunAsNonRoot != nil {
-		t.Errorf("security context %+v", pod.Spec.SecurityContext)
+	// Merged over the defaults, not replacing them.
+	if sc := pod.Spec.SecurityContext; *sc.RunAsUser != 1000 || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot ||
+		sc.SeccompProfile == nil || sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		t.Errorf("security context %+v", sc)
+	}
+	loop.Spec.Runner.SecurityContext = &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(false), RunAsUser: ptr.To(int64(0))}
+	if pod, _ := Build(loop, "r", executor.Action{State: "check", Iteration: 1, Command: "ls"}, testOptions); *pod.Spec.SecurityContext.RunAsNonRoot || *pod.Spec.SecurityContext.RunAsUser != 0 {
+		t.Errorf("an explicit root is the Loop's to ask for: %+v", pod.Spec.SecurityContext)
 	}
 	if v := pod.Spec.Volumes[1]; v.PersistentVolumeClaim == nil || v.PersistentVolumeClaim.ClaimName != "fix-workspace" {
 		t.Errorf("workspace %+v", v)
