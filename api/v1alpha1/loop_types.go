@@ -525,10 +525,12 @@ type RunnerSpec struct {
 	// +kubebuilder:validation:MaxItems=16
 	ImagePullSecrets []corev1.LocalObjectReference `json:"imagePullSecrets,omitempty"`
 
-	// securityContext replaces the Pod security context. Default: run as
-	// non-root user 65532 (group 65532, fsGroup 65532) with the RuntimeDefault
-	// seccomp profile. The container always drops all capabilities and
-	// forbids privilege escalation.
+	// securityContext is merged, field by field, over the Pod security
+	// context defaults: non-root user 65532 (group 65532, fsGroup 65532)
+	// with the RuntimeDefault seccomp profile; what it sets wins. The
+	// container always drops all capabilities, forbids privilege escalation
+	// and has a read-only root filesystem (/tmp and the workspace are
+	// writable).
 	// +optional
 	SecurityContext *corev1.PodSecurityContext `json:"securityContext,omitempty"`
 

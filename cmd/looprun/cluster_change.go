@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"time"
 
 	"github.com/spf13/cobra"
-	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/looprun/looprun/api/v1alpha1"
@@ -145,7 +147,10 @@ func newRewindCommand(g *globals, k *kube) *cobra.Command {
 }
 
 func rewindLocal(cmd *cobra.Command, g *globals, name string, it *int32, file string) error {
-	store := localStore(g, name)
+	store, err := localStore(g, name)
+	if err != nil {
+		return err
+	}
 	if file == "" {
 		var err error
 		if file, err = localrun.LoopFile(g.loopsDir, name); err != nil {
@@ -226,6 +231,9 @@ func newImportCommand(g *globals, k *kube) *cobra.Command {
 					return err
 				}
 				defer f.Close()
+				if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+					return &exitError{code: 1, msg: fmt.Sprintf("%s is not a regular file", args[0])}
+				}
 				in = f
 			}
 			run, err := history.ReadExport(in)
@@ -284,23 +292,7 @@ func newApplyCommand(g *globals, k *kube) *cobra.Command {
 			if want.Namespace != "" && k.namespace == "" {
 				ns = want.Namespace
 			}
-			loop := &v1alpha1.Loop{}
-			verb := "created"
-			err = k.c.Get(cmd.Context(), client.ObjectKey{Namespace: ns, Name: want.Name}, loop)
-			switch {
-			case client.IgnoreNotFound(err) != nil:
-				return err
-			case err != nil:
-				loop = &v1alpha1.Loop{ObjectMeta: metav1.ObjectMeta{Name: want.Name, Namespace: ns, Labels: want.Labels, Annotations: want.Annotations}, Spec: want.Spec}
-				err = k.c.Create(cmd.Context(), loop)
-			case equality.Semantic.DeepEqual(loop.Spec, want.Spec):
-				verb = "unchanged"
-			default:
-				verb = "configured"
-				patch := client.MergeFrom(loop.DeepCopy())
-				loop.Spec = want.Spec
-				err = k.c.Patch(cmd.Context(), loop, patch)
-			}
+			verb, err := k.apply(cmd.Context(), ns, want)
 			if err != nil {
 				return err
 			}
@@ -310,4 +302,41 @@ func newApplyCommand(g *globals, k *kube) *cobra.Command {
 	}
 	cmd.Flags().StringVarP(&file, "filename", "f", "", "the loop file")
 	return cmd
+}
+
+// applyManager is the field manager of looprun apply.
+const applyManager = "looprun"
+
+// apply applies a Loop server-side, as kubectl apply --server-side does:
+// its spec, labels and annotations are the file's, the fields other
+// managers own stay theirs. The verb says what changed.
+func (k *kube) apply(ctx context.Context, ns string, want *v1alpha1.Loop) (string, error) {
+	existing := &v1alpha1.Loop{}
+	err := k.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: want.Name}, existing)
+	if client.IgnoreNotFound(err) != nil {
+		return "", err
+	}
+	found := err == nil
+	obj := &v1alpha1.Loop{
+		TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: "Loop"},
+		ObjectMeta: metav1.ObjectMeta{Name: want.Name, Namespace: ns, Labels: want.Labels, Annotations: want.Annotations},
+		Spec:       want.Spec,
+	}
+	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return "", err
+	}
+	delete(content, "status") // the operator's
+	unstructured.RemoveNestedField(content, "metadata", "creationTimestamp")
+	u := &unstructured.Unstructured{Object: content}
+	if err := k.c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(applyManager), client.ForceOwnership); err != nil {
+		return "", err
+	}
+	switch {
+	case !found:
+		return "created", nil
+	case u.GetGeneration() == existing.Generation && maps.Equal(u.GetLabels(), existing.Labels) && maps.Equal(u.GetAnnotations(), existing.Annotations):
+		return "unchanged", nil
+	}
+	return "configured", nil
 }

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/eventlog/configmaps"
 	"github.com/looprun/looprun/internal/executor"
@@ -230,7 +232,11 @@ func TestClusterExportImport(t *testing.T) {
 	if r := looprun(t, dir, "resume", "back", "-q"); r.code != 0 {
 		t.Fatalf("resume of the imported run: exit %d %s", r.code, r.stderr)
 	}
-	sf, err := localrun.NewStore(filepath.Join(dir, ".loops"), "back").Load()
+	store, err := localrun.NewStore(filepath.Join(dir, ".loops"), "back")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sf, err := store.Load()
 	if err != nil || sf.Status != localrun.StatusCompleted || sf.Iteration != 6 {
 		t.Fatalf("the imported run ended %+v (%v)", sf, err)
 	}
@@ -300,5 +306,40 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("waited 30s until %s", what)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// apply applies server-side: a label or annotation edit in the file
+// reaches the Loop, and what another manager set stays.
+func TestClusterApplyLabels(t *testing.T) {
+	f := startCluster(t)
+	ns := f.namespace(t)
+	dir := t.TempDir()
+	manifest := "apiVersion: looprun.io/v1alpha1\nkind: Loop\nmetadata:\n  name: labelled\n  labels:\n    team: a\nspec:\n  initial: a\n  suspend: true\n  states:\n    a:\n      action: \"true\"\n      next: done\n    done:\n      terminal: true\n"
+	write(t, dir, "l.yaml", manifest)
+	if out := f.ok(t, dir, ns, "apply", "-f", "l.yaml"); !strings.Contains(out, "created") {
+		t.Fatalf("apply: %q", out)
+	}
+	loop := &v1alpha1.Loop{}
+	if err := f.c.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "labelled"}, loop); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(loop.DeepCopy())
+	loop.Annotations = map[string]string{"other.example/owner": "someone"}
+	if err := f.c.Patch(t.Context(), loop, patch); err != nil {
+		t.Fatal(err)
+	}
+	write(t, dir, "l.yaml", strings.Replace(manifest, "team: a", "team: b\n    tier: gold", 1))
+	if out := f.ok(t, dir, ns, "apply", "-f", "l.yaml"); !strings.Contains(out, "configured") {
+		t.Fatalf("apply of new labels: %q", out)
+	}
+	if err := f.c.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "labelled"}, loop); err != nil {
+		t.Fatal(err)
+	}
+	if loop.Labels["team"] != "b" || loop.Labels["tier"] != "gold" || loop.Annotations["other.example/owner"] != "someone" {
+		t.Errorf("labels %v, annotations %v", loop.Labels, loop.Annotations)
+	}
+	if out := f.ok(t, dir, ns, "apply", "-f", "l.yaml"); !strings.Contains(out, "unchanged") {
+		t.Errorf("apply again: %q", out)
 	}
 }

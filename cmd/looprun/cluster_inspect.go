@@ -452,7 +452,11 @@ func newCheckpointsCommand(g *globals, k *kube) *cobra.Command {
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 3, ' ', 0)
 			fmt.Fprintln(w, "ITERATION\tSTATE\tTAKEN\tSEQ\tCHECK")
 			if !cluster {
-				good, bad, err := localStore(g, name).Checkpoints()
+				store, err := localStore(g, name)
+				if err != nil {
+					return err
+				}
+				good, bad, err := store.Checkpoints()
 				if err != nil {
 					return err
 				}

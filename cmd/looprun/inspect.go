@@ -27,7 +27,10 @@ func newStatusCommand(g *globals) *cobra.Command {
 		Short: "Show the saved state of a loop's run",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			store := localrun.NewStore(g.loopsDir, args[0])
+			store, err := localStore(g, args[0])
+			if err != nil {
+				return err
+			}
 			sf, err := store.Load()
 			if errors.Is(err, os.ErrNotExist) {
 				return &exitError{code: 1, msg: fmt.Sprintf("no run of %q in %s", args[0], g.loopsDir)}
@@ -136,7 +139,11 @@ func newHistoryCommand(g *globals, k *kube) *cobra.Command {
 				}
 				events, err = configmaps.Read(cmd.Context(), k.c, loop)
 			} else {
-				events, err = eventlog.Read(localrun.NewStore(g.loopsDir, name).EventsPath())
+				var store *localrun.Store
+				if store, err = localStore(g, name); err != nil {
+					return err
+				}
+				events, err = eventlog.Read(store.EventsPath())
 			}
 			if err != nil {
 				return err

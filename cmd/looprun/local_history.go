@@ -12,7 +12,14 @@ import (
 	"github.com/looprun/looprun/internal/localrun"
 )
 
-func localStore(g *globals, name string) *localrun.Store { return localrun.NewStore(g.loopsDir, name) }
+// localStore is the store of a local run named on the command line.
+func localStore(g *globals, name string) (*localrun.Store, error) {
+	s, err := localrun.NewStore(g.loopsDir, name)
+	if err != nil {
+		return nil, &exitError{code: 1, msg: err.Error()}
+	}
+	return s, nil
+}
 
 func newPruneCommand(g *globals) *cobra.Command {
 	var (

@@ -400,3 +400,22 @@ func readFile(dir, name string) string {
 	b, _ := os.ReadFile(filepath.Join(dir, name))
 	return string(b)
 }
+
+// Loop variables are --set KEY=VALUE (run also takes little-loops'
+// --context KEY=VALUE); resume's --context is kubectl's, the kubeconfig
+// context of resume loop/NAME.
+func TestSetAndContextFlags(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "greet.yaml", "name: greet\ninitial: a\nstates:\n  a:\n    action: echo hi ${context.who}\n    next: done\n  done:\n    terminal: true\n")
+	if r := looprun(t, dir, "run", "greet.yaml", "--set", "who=you"); r.code != 0 || !strings.Contains(readFile(dir, ".loops/.running/greet.stdout.log"), "hi you") {
+		t.Errorf("run --set: %d %s", r.code, r.stderr)
+	}
+	if r := looprun(t, dir, "run", "greet.yaml", "--set", "a.b=c"); r.code == 0 || !strings.Contains(r.stderr, "KEY a name") {
+		t.Errorf("run --set a.b=c: %d %q", r.code, r.stderr)
+	}
+	kubeconfig := write(t, dir, "kubeconfig", "apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\nusers: []\n")
+	r := looprun(t, dir, "--kubeconfig", kubeconfig, "resume", "loop/greet", "--context", "staging")
+	if r.code == 0 || !strings.Contains(r.stderr, "staging") || strings.Contains(r.stderr, "KEY=VALUE") {
+		t.Errorf("resume loop/NAME --context: %d %q", r.code, r.stderr)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/executor"
 	"github.com/looprun/looprun/internal/executor/evaluate"
+	"github.com/looprun/looprun/internal/executor/interpolate"
 	"github.com/looprun/looprun/internal/llm"
 	"github.com/looprun/looprun/internal/localrun"
 	"github.com/looprun/looprun/internal/loopfile"
@@ -25,23 +27,31 @@ import (
 
 // runFlags are the flags of run and resume.
 type runFlags struct {
+	set           []string
 	context       []string
 	maxIterations int32
 	quiet         bool
 }
 
-func (f *runFlags) bind(cmd *cobra.Command) {
-	cmd.Flags().StringArrayVar(&f.context, "context", nil, "set a context variable, KEY=VALUE (repeatable)")
+// bind adds the flags. Loop variables are --set KEY=VALUE; run, which
+// never talks to a cluster, also takes little-loops' --context KEY=VALUE
+// for them, where resume's --context stays kubectl's (the kubeconfig
+// context of resume loop/NAME).
+func (f *runFlags) bind(cmd *cobra.Command, contextAlias bool) {
+	cmd.Flags().StringArrayVar(&f.set, "set", nil, "set a context variable, KEY=VALUE (repeatable)")
+	if contextAlias {
+		cmd.Flags().StringArrayVar(&f.context, "context", nil, "the same as --set (little-loops' spelling)")
+	}
 	cmd.Flags().Int32Var(&f.maxIterations, "max-iterations", 0, "cap on state executions (overrides the loop's)")
 	cmd.Flags().BoolVarP(&f.quiet, "quiet", "q", false, "print nothing but errors")
 }
 
 // apply puts the flags into the spec.
 func (f *runFlags) apply(spec *v1alpha1.LoopSpec) error {
-	for _, kv := range f.context {
+	for _, kv := range append(slices.Clone(f.context), f.set...) {
 		k, v, ok := strings.Cut(kv, "=")
-		if !ok || k == "" {
-			return fmt.Errorf("--context %q: want KEY=VALUE", kv)
+		if !ok || !interpolate.IsName(k) {
+			return fmt.Errorf("--set %q: want KEY=VALUE, KEY a name (letters, digits, '_', '-'); ${context.KEY} reads it", kv)
 		}
 		spec.SetContext(k, v)
 	}
@@ -86,7 +96,7 @@ func newRunCommand(g *globals) *cobra.Command {
 			return outcome(run, lf.Loop.Name)
 		},
 	}
-	f.bind(cmd)
+	f.bind(cmd, true)
 	return cmd
 }
 
@@ -129,7 +139,7 @@ func newResumeCommand(g *globals, k *kube) *cobra.Command {
 			return outcome(run, args[0])
 		},
 	}
-	f.bind(cmd)
+	f.bind(cmd, false)
 	return cmd
 }
 
@@ -169,7 +179,10 @@ func newDriver(g *globals, path string, loop *v1alpha1.Loop, stderr io.Writer, q
 	if err != nil {
 		return nil, nil, err
 	}
-	store := localrun.NewStore(g.loopsDir, loop.Name)
+	store, err := localStore(g, loop.Name)
+	if err != nil {
+		return nil, nil, err
+	}
 	unlock, err := store.Lock()
 	if err != nil {
 		return nil, nil, err

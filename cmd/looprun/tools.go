@@ -28,6 +28,9 @@ func newValidateCommand(g *globals) *cobra.Command {
 			for _, e := range errs {
 				fmt.Fprintf(out, "%s: %s\n", args[0], e.Error())
 			}
+			for _, w := range executor.ShellWarnings(&lf.Loop.Spec) {
+				fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s: %s\n", args[0], w)
+			}
 			if len(errs) > 0 {
 				return &exitError{code: 1, msg: fmt.Sprintf("%s: %d error(s)", args[0], len(errs))}
 			}

@@ -3,6 +3,7 @@ package executor
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -48,6 +49,12 @@ func (t *txn) complete(ctx context.Context, res *ActionResult) {
 		return
 	}
 	result, typ, evaluated := t.evaluate(ctx, &st, res)
+	if len(result.Verdict) > MaxVerdictBytes {
+		result = evaluate.Result{Verdict: v1alpha1.VerdictError, Details: map[string]any{
+			"error":        fmt.Sprintf("the verdict is %d bytes; at most %d", len(result.Verdict), MaxVerdictBytes),
+			"verdict_tail": Tail(result.Verdict, 64),
+		}}
+	}
 	if evaluated {
 		data := make(map[string]any, len(result.Details)+2)
 		for k, v := range result.Details {
@@ -168,12 +175,42 @@ func (t *txn) capture(st *v1alpha1.State, res *ActionResult, verdict string) {
 	if t.run.Captured == nil {
 		t.run.Captured = map[string]v1alpha1.CapturedResult{}
 	}
-	t.run.Captured[st.Capture] = v1alpha1.CapturedResult{
-		Output:     Tail(trimOutput(res.Output), t.m.opts.MaxCaptureBytes),
+	output := trimOutput(res.Output)
+	c := v1alpha1.CapturedResult{
+		Output:     Tail(output, t.m.opts.MaxCaptureBytes),
 		Stderr:     Tail(res.Stderr, t.m.opts.MaxCaptureBytes),
 		ExitCode:   exitCode32(res.ExitCode),
 		DurationMs: res.Duration.Milliseconds(),
 		Verdict:    verdict,
+	}
+	t.run.Captured[st.Capture] = c
+	if res.OutputTruncated || len(c.Output) < len(output) {
+		t.emit(EventCaptureTruncated, map[string]any{"capture": st.Capture, "kept_bytes": len(c.Output), "bound": "capture"})
+	}
+	t.keepCapturesWithinBudget()
+}
+
+// keepCapturesWithinBudget shrinks the captures, each to an equal share of
+// MaxCapturedBytes (its tail), once together they hold more; each one cut
+// is recorded, so that no capture used in a template is cut silently.
+func (t *txn) keepCapturesWithinBudget() {
+	total := 0
+	for _, c := range t.run.Captured {
+		total += len(c.Output) + len(c.Stderr)
+	}
+	if total <= MaxCapturedBytes {
+		return
+	}
+	share := MaxCapturedBytes / len(t.run.Captured)
+	for _, name := range slices.Sorted(maps.Keys(t.run.Captured)) {
+		c := t.run.Captured[name]
+		if len(c.Output)+len(c.Stderr) <= share {
+			continue
+		}
+		c.Stderr = Tail(c.Stderr, min(len(c.Stderr), share/4))
+		c.Output = Tail(c.Output, share-len(c.Stderr))
+		t.run.Captured[name] = c
+		t.emit(EventCaptureTruncated, map[string]any{"capture": name, "kept_bytes": len(c.Output), "bound": "run_state"})
 	}
 }
 

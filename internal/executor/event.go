@@ -27,6 +27,9 @@ const (
 	EventLoopFork = "loop_fork"
 	// EventLoopRewind: the run went back to one of its own checkpoints.
 	EventLoopRewind = "loop_rewind"
+	// EventCaptureTruncated: a capture keeps less than the action printed
+	// (the per-capture bound, or the run state's budget for captures).
+	EventCaptureTruncated = "capture_truncated"
 )
 
 // Event is one entry of a loop's event log. Seq numbers events of a run from 1

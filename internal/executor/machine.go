@@ -24,6 +24,21 @@ import (
 // DefaultMaxCaptureBytes bounds every output kept in the run state.
 const DefaultMaxCaptureBytes = 4096
 
+// Bounds on what a run state holds, whatever the loop: a Loop's status
+// stays well under 64 KiB, and an action a Pod can carry.
+const (
+	// MaxCapturedBytes bounds all captures together (output and stderr):
+	// past it, each capture keeps an equal share of its tail.
+	MaxCapturedBytes = 32 << 10
+	// MaxVerdictBytes bounds a verdict (a classify line, a judge's
+	// answer): a longer one is an error verdict.
+	MaxVerdictBytes = 253
+	// MaxDetailsBytes bounds an evaluation's details as stored.
+	MaxDetailsBytes = 4 << 10
+	// MaxCommandBytes bounds an action once its templates are expanded.
+	MaxCommandBytes = 128 << 10
+)
+
 // previewBytes bounds the output previews in action_complete events.
 const previewBytes = 2000
 

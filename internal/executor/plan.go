@@ -42,7 +42,7 @@ func (t *txn) plan() Step {
 			t.finish(v1alpha1.TerminatedError, fmt.Sprintf("state %q of the action in flight has no action", a.State))
 			return Step{Kind: StepDone}
 		}
-		command, err := interpolate.Expand(st.Action, t.vars())
+		command, err := expandAction(&st, t.vars())
 		if err != nil {
 			t.finish(v1alpha1.TerminatedError, fmt.Sprintf("state %q: action: %v", a.State, err))
 			return Step{Kind: StepDone}
@@ -141,7 +141,7 @@ const stepHop StepKind = -1
 // to onError (a hop) or ends the run.
 func (t *txn) startAction(st *v1alpha1.State) Step {
 	run, spec := t.run, t.m.spec
-	command, err := interpolate.Expand(st.Action, t.vars())
+	command, err := expandAction(st, t.vars())
 	if err != nil {
 		run.Retries = 0
 		if !t.actionError(st, fmt.Errorf("state %q: action: %w", run.CurrentState, err)) {
@@ -265,4 +265,16 @@ func stableTemplate(s string) bool {
 		}
 	}
 	return true
+}
+
+// expandAction expands a state's action, within MaxCommandBytes.
+func expandAction(st *v1alpha1.State, vars *interpolate.Vars) (string, error) {
+	command, err := interpolate.Expand(st.Action, vars)
+	if err != nil {
+		return "", err
+	}
+	if len(command) > MaxCommandBytes {
+		return "", fmt.Errorf("the expanded action is %d bytes, more than the %d an action may have (capture less, or pass it through a file)", len(command), MaxCommandBytes)
+	}
+	return command, nil
 }

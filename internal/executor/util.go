@@ -53,6 +53,9 @@ func detailsJSON(d map[string]any) *apiextensionsv1.JSON {
 	if err != nil {
 		b = []byte(fmt.Sprintf(`{"error":%q}`, err.Error()))
 	}
+	if len(b) > MaxDetailsBytes {
+		b = shrinkDetails(d)
+	}
 	return &apiextensionsv1.JSON{Raw: b}
 }
 
@@ -60,4 +63,29 @@ func detailsJSON(d map[string]any) *apiextensionsv1.JSON {
 func exitCode32(code int) int32 {
 	const lim = 1 << 30
 	return int32(max(-lim, min(lim, code)))
+}
+
+// shrinkDetails renders details within MaxDetailsBytes: each value longer
+// than its share is cut to its tail, as text, and marked.
+func shrinkDetails(d map[string]any) []byte {
+	share := MaxDetailsBytes / (len(d) + 1)
+	out := make(map[string]any, len(d)+1)
+	for k, v := range d {
+		b, err := json.Marshal(v)
+		if err == nil && len(b) <= share {
+			out[k] = v
+			continue
+		}
+		s, ok := v.(string)
+		if !ok {
+			s = string(b)
+		}
+		out[k] = Tail(s, share/2)
+	}
+	out["details_truncated"] = true
+	b, err := json.Marshal(out)
+	if err != nil || len(b) > MaxDetailsBytes {
+		return []byte(`{"details_truncated":true}`)
+	}
+	return b
 }

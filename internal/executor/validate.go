@@ -17,6 +17,10 @@ import (
 	"github.com/looprun/looprun/internal/executor/interpolate"
 )
 
+// MaxStates is how many states a loop may have (the Loop CRD's bound on
+// spec.states).
+const MaxStates = 64
+
 // Validate checks a spec: what the CRD schema checks and more (templates,
 // evaluator fields, captured names). Every error names the field, such as
 // spec.states[check].evaluate.operator.
@@ -25,6 +29,9 @@ func Validate(spec *v1alpha1.LoopSpec) field.ErrorList {
 	root := field.NewPath("spec")
 	if len(spec.States) == 0 {
 		errs = append(errs, field.Required(root.Child("states"), "a loop needs at least one state"))
+	}
+	if len(spec.States) > MaxStates {
+		errs = append(errs, field.TooMany(root.Child("states"), len(spec.States), MaxStates))
 	}
 	if spec.Initial == "" {
 		errs = append(errs, field.Required(root.Child("initial"), "name the state the loop starts in"))
@@ -301,4 +308,29 @@ func validateRetryPolicy(st *v1alpha1.State, rp *v1alpha1.RetryPolicy, p *field.
 		}
 	}
 	return errs
+}
+
+// ShellWarnings lists the values a loop's shell actions insert without
+// quoting them for the shell: a context value, a capture or an environment
+// variable with a space, a quote or a ';' in it changes the command.
+func ShellWarnings(spec *v1alpha1.LoopSpec) []string {
+	var out []string
+	for _, name := range slices.Sorted(maps.Keys(spec.States)) {
+		st := spec.States[name]
+		if st.Action == "" || st.IsAgent() {
+			continue
+		}
+		for _, r := range interpolate.References(st.Action) {
+			switch r.Namespace {
+			case "context", "captured", "env", "prev":
+			default:
+				continue
+			}
+			if !r.Shell {
+				ref := r.Namespace + "." + strings.Join(r.Path, ".")
+				out = append(out, fmt.Sprintf("spec.states[%s].action: ${%s} goes into a shell command unquoted; write ${%s:shell} unless it is meant to be shell syntax", name, ref, ref))
+			}
+		}
+	}
+	return out
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/executor"
+	"github.com/looprun/looprun/internal/safefile"
 )
 
 // The export document: {"format": ExportFormat, "version": ExportVersion,
@@ -61,7 +62,7 @@ func WriteExport(w io.Writer, run *Run) error {
 // ReadExport reads an export document and checks it: its format and
 // version, its checksum, and every checkpoint's.
 func ReadExport(r io.Reader) (*Run, error) {
-	data, err := io.ReadAll(r)
+	data, err := safefile.ReadAll(r, "the export", safefile.MaxExport)
 	if err != nil {
 		return nil, err
 	}
@@ -86,6 +87,15 @@ func ReadExport(r io.Reader) (*Run, error) {
 	var errs []error
 	for i := range run.Checkpoints {
 		errs = append(errs, run.Checkpoints[i].Verify())
+		if i > 0 && run.Checkpoints[i].Seq < run.Checkpoints[i-1].Seq {
+			errs = append(errs, fmt.Errorf("checkpoint %d has seq %d, before the one it follows (%d)", i, run.Checkpoints[i].Seq, run.Checkpoints[i-1].Seq))
+		}
+	}
+	for i, e := range run.Events {
+		if e.Seq < 1 || i > 0 && e.Seq <= run.Events[i-1].Seq {
+			errs = append(errs, fmt.Errorf("event %d (%s) has seq %d: sequence numbers start at 1 and only go up", i, e.Type, e.Seq))
+			break
+		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("export: %w", err)

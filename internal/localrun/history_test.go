@@ -127,7 +127,7 @@ func TestCorruptCheckpointIsNotUsed(t *testing.T) {
 
 func TestMigratesLittleLoopsStateFile(t *testing.T) {
 	dir := t.TempDir()
-	store := NewStore(dir, "fixer")
+	store := mustStore(t, dir, "fixer")
 	if err := os.MkdirAll(filepath.Dir(store.StatePath()), 0o755); err != nil {
 		t.Fatal(err)
 	}

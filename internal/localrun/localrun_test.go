@@ -30,7 +30,16 @@ func newDriver(t *testing.T, dir string, s *v1alpha1.LoopSpec) *Driver {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Driver{Machine: m, Runner: &local.Runner{Dir: dir}, Store: NewStore(filepath.Join(dir, ".loops"), "demo"), LoopFile: "loop.yaml"}
+	return &Driver{Machine: m, Runner: &local.Runner{Dir: dir}, Store: mustStore(t, filepath.Join(dir, ".loops"), "demo"), LoopFile: "loop.yaml"}
+}
+
+func mustStore(t *testing.T, dir, name string) *Store {
+	t.Helper()
+	s, err := NewStore(dir, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 func fixStates() map[string]v1alpha1.State {
@@ -220,7 +229,7 @@ func TestResumeDropsUnsavedEvents(t *testing.T) {
 }
 
 func TestLock(t *testing.T) {
-	s := NewStore(t.TempDir(), "x")
+	s := mustStore(t, t.TempDir(), "x")
 	unlock, err := s.Lock()
 	if err != nil {
 		t.Fatal(err)
@@ -344,5 +353,20 @@ func TestResumeKeepsTheCheckpointSchedule(t *testing.T) {
 	}
 	if good, _, _ := d2.Store.Checkpoints(); len(good) != 1 {
 		t.Errorf("%d checkpoints after resuming, want still 1: the interval is not up", len(good))
+	}
+}
+
+// A name that is not a word names no store: nothing is written outside
+// the loops directory.
+func TestStoreNames(t *testing.T) {
+	for _, bad := range []string{"", "../../x", "a/b", "..", ".hidden", "new\nline", "tab\tname", "nul\x00", strings.Repeat("n", MaxNameLength+1), "spa ce"} {
+		if _, err := NewStore(t.TempDir(), bad); err == nil {
+			t.Errorf("NewStore(%q) was accepted", bad)
+		}
+	}
+	for _, good := range []string{"fix-types", "fix_types.v2", "A1", strings.Repeat("n", MaxNameLength)} {
+		if _, err := NewStore(t.TempDir(), good); err != nil {
+			t.Errorf("NewStore(%q): %v", good, err)
+		}
 	}
 }

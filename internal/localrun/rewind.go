@@ -104,7 +104,10 @@ func Prune(loopsDir string, cutoff time.Time, dryRun bool) ([]PruneResult, error
 	var errs []error
 	for _, p := range paths {
 		name := strings.TrimSuffix(filepath.Base(p), ".state.json")
-		s := NewStore(loopsDir, name)
+		s, err := NewStore(loopsDir, name)
+		if err != nil {
+			continue // not a run of looprun's
+		}
 		updated, status := lastUpdate(p)
 		if !updated.Before(cutoff) {
 			continue

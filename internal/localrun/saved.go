@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/internal/executor"
 	"github.com/looprun/looprun/internal/loopfile"
 )
 
@@ -23,7 +24,10 @@ type Saved struct {
 // Open reads the local run of the loop name under loopsDir and the loop file
 // it runs. A run that was never saved is os.ErrNotExist.
 func Open(loopsDir, name string) (*Saved, error) {
-	store := NewStore(loopsDir, name)
+	store, err := NewStore(loopsDir, name)
+	if err != nil {
+		return nil, err
+	}
 	sf, err := store.Load()
 	if err != nil {
 		return nil, err
@@ -42,6 +46,9 @@ func Open(loopsDir, name string) (*Saved, error) {
 	for k, v := range sf.Context {
 		lf.Loop.Spec.SetContext(k, v)
 	}
+	if err := executor.ValidateRun(&lf.Loop.Spec, run); err != nil {
+		return nil, fmt.Errorf("%s does not fit loop %s: %w", store.StatePath(), sf.LoopFile, err)
+	}
 	return &Saved{Store: store, State: sf, Run: run, Loop: lf}, nil
 }
 
@@ -50,7 +57,10 @@ func Open(loopsDir, name string) (*Saved, error) {
 // the state file names, else the loop NAME resolves to, else the manifest
 // an import left beside the state file.
 func LoopFile(loopsDir, name string) (string, error) {
-	store := NewStore(loopsDir, name)
+	store, err := NewStore(loopsDir, name)
+	if err != nil {
+		return "", err
+	}
 	if sf, err := ReadStateFile(store.StatePath()); err == nil && sf.LoopFile != "" {
 		return sf.LoopFile, nil
 	}

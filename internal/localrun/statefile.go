@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/internal/safefile"
 )
 
 // StateFile is the JSON of <name>.state.json. The first fields are
@@ -413,7 +413,11 @@ func readLive(path string) ([]byte, error) {
 			_ = f.Close()
 			return nil, err
 		}
-		data, err := io.ReadAll(f)
+		if !before.Mode().IsRegular() {
+			_ = f.Close()
+			return nil, fmt.Errorf("%s is not a regular file", path)
+		}
+		data, err := safefile.ReadAll(f, path, safefile.MaxStateFile)
 		_ = f.Close()
 		if err != nil {
 			return nil, err

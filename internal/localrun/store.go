@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"syscall"
 	"time"
+	"unicode"
 
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/eventlog"
@@ -23,9 +24,38 @@ type Store struct {
 	name string
 }
 
-// NewStore returns the store of the loop called name under loopsDir.
-func NewStore(loopsDir, name string) *Store {
-	return &Store{dir: filepath.Join(loopsDir, ".running"), name: name}
+// MaxNameLength bounds a local run's name: its files' names add at most
+// 20 characters, and a file name may have 255.
+const MaxNameLength = 200
+
+// ValidateName checks a local run's name: it names files in one
+// directory, so it is a non-empty word of letters, digits, '-', '_' and
+// '.', not starting with '.' (no path, no hidden or special file).
+func ValidateName(name string) error {
+	switch {
+	case name == "":
+		return errors.New("a loop name cannot be empty")
+	case len(name) > MaxNameLength:
+		return fmt.Errorf("loop name %.40q... is %d characters long; at most %d", name, len(name), MaxNameLength)
+	case name[0] == '.':
+		return fmt.Errorf("loop name %q cannot start with '.'", name)
+	}
+	for _, c := range name {
+		if c > unicode.MaxASCII || !unicode.IsLetter(c) && !unicode.IsDigit(c) && c != '-' && c != '_' && c != '.' {
+			return fmt.Errorf("loop name %q: %q is not allowed (letters, digits, '-', '_' and '.' only)", name, c)
+		}
+	}
+	return nil
+}
+
+// NewStore returns the store of the loop called name under loopsDir; a
+// name that is not a valid one (ValidateName) is refused, so nothing is
+// ever written outside loopsDir/.running.
+func NewStore(loopsDir, name string) (*Store, error) {
+	if err := ValidateName(name); err != nil {
+		return nil, err
+	}
+	return &Store{dir: filepath.Join(loopsDir, ".running"), name: name}, nil
 }
 
 // StatePath is the state file.

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/internal/safefile"
 )
 
 // Format names the kind of file a loop came from.
@@ -47,7 +48,7 @@ type Options struct {
 
 // Load reads the loop in path.
 func Load(path string, opts Options) (*File, error) {
-	data, err := os.ReadFile(path)
+	data, err := safefile.Read(path, safefile.MaxLoopFile)
 	if err != nil {
 		return nil, err
 	}
@@ -83,17 +84,25 @@ func Resolve(nameOrPath string, opts Options) (string, error) {
 }
 
 func parse(data []byte, dir string, opts Options) (*File, error) {
+	data, warnings, err := checkYAML(data)
+	if err != nil {
+		return nil, err
+	}
 	doc, err := decodeYAML(data)
 	if err != nil {
 		return nil, err
 	}
-	if _, ok := doc["kind"]; ok {
-		return parseManifest(data)
+	_, kind := doc["kind"]
+	_, apiVersion := doc["apiVersion"]
+	if kind || apiVersion {
+		f, err := parseManifest(data)
+		if err != nil {
+			return nil, err
+		}
+		f.Warnings = warnings
+		return f, nil
 	}
-	if _, ok := doc["apiVersion"]; ok {
-		return parseManifest(data)
-	}
-	r := &reader{opts: opts}
+	r := &reader{opts: opts, warnings: warnings}
 	loop, err := r.littleLoops(doc, dir)
 	if err != nil {
 		return nil, err

@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/looprun/looprun/internal/safefile"
 )
 
 // deepMerge returns base overlaid with over: objects merge key by key,
@@ -50,6 +52,19 @@ func (r *reader) findFile(ref, dir string) (string, error) {
 	return "", fmt.Errorf("%q not found (tried %s)", ref, strings.Join(tried, ", "))
 }
 
+// decode reads a file a loop refers to, as strictly as the loop itself;
+// its warnings name the file.
+func (r *reader) decode(path string, data []byte) (map[string]any, error) {
+	data, warnings, err := checkYAML(data)
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range warnings {
+		r.warn("%s: %s", path, w)
+	}
+	return decodeYAML(data)
+}
+
 // inherit resolves from: PARENT, parent first, child winning.
 func (r *reader) inherit(doc map[string]any, dir string, seen map[string]bool) (map[string]any, error) {
 	parentRef, ok := doc["from"].(string)
@@ -68,11 +83,11 @@ func (r *reader) inherit(doc map[string]any, dir string, seen map[string]bool) (
 		return nil, fmt.Errorf("from: inheritance cycle through %s", path)
 	}
 	seen[abs] = true
-	data, err := os.ReadFile(path)
+	data, err := safefile.Read(path, safefile.MaxLoopFile)
 	if err != nil {
 		return nil, fmt.Errorf("from: %w", err)
 	}
-	parent, err := decodeYAML(data)
+	parent, err := r.decode(path, data)
 	if err != nil {
 		return nil, fmt.Errorf("from: %s: %w", path, err)
 	}
@@ -150,18 +165,20 @@ func (r *reader) fragments(doc map[string]any, dir string) error {
 			if err != nil {
 				return fmt.Errorf("import[%d]: %w", i, err)
 			}
-			data, err := os.ReadFile(path)
+			data, err := safefile.Read(path, safefile.MaxLoopFile)
 			if err != nil {
 				return fmt.Errorf("import[%d]: %w", i, err)
 			}
-			ldoc, err := decodeYAML(data)
+			ldoc, err := r.decode(path, data)
 			if err != nil {
 				return fmt.Errorf("import[%d]: %s: %w", i, path, err)
 			}
-			if fr, ok := ldoc["fragments"].(map[string]any); ok {
-				for k, v := range fr {
-					lib[k] = v
-				}
+			fr, ok := ldoc["fragments"].(map[string]any)
+			if !ok {
+				return fmt.Errorf("import[%d]: %s defines no fragments: an import names a library of fragments", i, path)
+			}
+			for k, v := range fr {
+				lib[k] = v
 			}
 		}
 	}

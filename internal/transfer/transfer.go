@@ -81,6 +81,9 @@ func ExportCluster(ctx context.Context, r client.Reader, key client.ObjectKey, n
 // running or interrupted goes on (a loop_resume event says so); a finished
 // run is kept as it ended.
 func ImportCluster(ctx context.Context, c client.Client, scheme *runtime.Scheme, run *history.Run, key client.ObjectKey, now time.Time) (*v1alpha1.Loop, error) {
+	if err := validate(run); err != nil {
+		return nil, err
+	}
 	src := portable(&run.Loop)
 	loop := &v1alpha1.Loop{
 		ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace, Labels: src.Labels, Annotations: src.Annotations},
@@ -115,6 +118,18 @@ func ImportCluster(ctx context.Context, c client.Client, scheme *runtime.Scheme,
 		return nil, fmt.Errorf("release %s to the operator: %w", key.Name, err)
 	}
 	return loop, nil
+}
+
+// validate checks what an export carries before anything is written: the
+// loop is valid, and its run fits it.
+func validate(run *history.Run) error {
+	if errs := executor.Validate(&run.Loop.Spec); len(errs) > 0 {
+		return fmt.Errorf("the exported loop is invalid: %w", errs.ToAggregate())
+	}
+	if err := executor.ValidateRun(&run.Loop.Spec, &run.Loop.Status.RunState); err != nil {
+		return fmt.Errorf("the exported run does not fit its loop: %w", err)
+	}
+	return nil
 }
 
 // continued prepares an imported run state to go on where it was; with
@@ -172,7 +187,13 @@ func ExportLocal(loopsDir, name string, now time.Time) (*history.Run, error) {
 // file, the state file, event log and checkpoints. An existing run of that
 // name is refused unless overwrite.
 func ImportLocal(loopsDir string, run *history.Run, name string, overwrite bool, now time.Time) (*localrun.Store, error) {
-	store := localrun.NewStore(loopsDir, name)
+	if err := validate(run); err != nil {
+		return nil, err
+	}
+	store, err := localrun.NewStore(loopsDir, name)
+	if err != nil {
+		return nil, err
+	}
 	if _, err := os.Stat(store.StatePath()); err == nil && !overwrite {
 		return nil, fmt.Errorf("a local run of %q exists in %s: import under another name (--name) or --overwrite", name, loopsDir)
 	}

@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"unicode"
 )
 
 // Error is a template that cannot be expanded. Var is the reference as written.
@@ -137,13 +138,15 @@ type Ref struct {
 	Path      []string
 	// Guarded is true when the reference has a default or is optional.
 	Guarded bool
+	// Shell is true for ${ns.path:shell}, quoted for a shell.
+	Shell bool
 }
 
 // References lists the references of a template (nil on a syntax error).
 func References(tmpl string) []Ref {
 	var out []Ref
 	err := scan(tmpl, func(string) {}, func(r ref) error {
-		out = append(out, Ref{Namespace: r.namespace, Path: r.path, Guarded: r.def != nil || r.optional})
+		out = append(out, Ref{Namespace: r.namespace, Path: r.path, Guarded: r.def != nil || r.optional, Shell: r.shell})
 		return nil
 	})
 	if err != nil {
@@ -235,4 +238,19 @@ func ShellQuote(s string) string {
 
 func isShellSafe(c rune) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("@%+=:,./-_", c)
+}
+
+// IsName reports whether s can be one segment of a template path, as a
+// context variable's name is: letters, digits, '_' and '-' (a '.' would
+// split it, so ${context.a.b} could never read a variable "a.b").
+func IsName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, c := range s {
+		if !unicode.IsLetter(c) && !unicode.IsDigit(c) && c != '_' && c != '-' || c > unicode.MaxASCII {
+			return false
+		}
+	}
+	return true
 }

@@ -1,0 +1,95 @@
+package loopfile
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	yaml "go.yaml.in/yaml/v3"
+)
+
+// pyYAMLBools are the plain words PyYAML (YAML 1.1, what little-loops
+// reads files with) takes for booleans.
+var pyYAMLBools = map[string]bool{
+	"yes": true, "Yes": true, "YES": true, "no": true, "No": true, "NO": true,
+	"true": true, "True": true, "TRUE": true, "false": true, "False": true, "FALSE": true,
+	"on": true, "On": true, "ON": true, "off": true, "Off": true, "OFF": true,
+}
+
+// checkYAML reads a loop file's YAML strictly, before it is decoded: one
+// document only, no key twice in a mapping. A key PyYAML would read as a
+// boolean (an unquoted yes: or no: route key) is kept as the word written,
+// which is what a loop means by it, with a warning. It returns the YAML to
+// decode.
+func checkYAML(data []byte) ([]byte, []string, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, nil, errors.New("the file is empty")
+		}
+		return nil, nil, fmt.Errorf("not valid YAML: %w", err)
+	}
+	var extra yaml.Node
+	switch err := dec.Decode(&extra); {
+	case err == nil && !emptyDocument(&extra):
+		return nil, nil, fmt.Errorf("line %d: a second YAML document: a loop file holds one loop (split it into files)", extra.Line)
+	case err != nil && !errors.Is(err, io.EOF):
+		return nil, nil, fmt.Errorf("not valid YAML: %w", err)
+	}
+	var warnings []string
+	changed := false
+	var walk func(n *yaml.Node, path string) error
+	walk = func(n *yaml.Node, path string) error {
+		switch n.Kind {
+		case yaml.DocumentNode, yaml.SequenceNode:
+			for i, c := range n.Content {
+				if err := walk(c, fmt.Sprintf("%s[%d]", path, i)); err != nil {
+					return err
+				}
+			}
+		case yaml.MappingNode:
+			seen := map[string]int{}
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				k := n.Content[i]
+				if k.Kind == yaml.ScalarNode && k.Style == 0 && pyYAMLBools[k.Value] {
+					warnings = append(warnings, fmt.Sprintf("line %d: %s: the key %s is unquoted; PyYAML (little-loops) reads it as a boolean, looprun as the word %q: quote it ('%s')",
+						k.Line, trimPath(path), k.Value, k.Value, k.Value))
+					k.Tag, k.Style, changed = "!!str", yaml.SingleQuotedStyle, true
+				}
+				if first, dup := seen[k.Value]; dup {
+					return fmt.Errorf("line %d: %s: the key %s appears twice (first on line %d); YAML readers disagree on which one wins", k.Line, trimPath(path), k.Value, first)
+				}
+				seen[k.Value] = k.Line
+				if err := walk(n.Content[i+1], path+"."+k.Value); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	if err := walk(&doc, ""); err != nil {
+		return nil, nil, err
+	}
+	if !changed {
+		return data, warnings, nil
+	}
+	out, err := yaml.Marshal(&doc)
+	if err != nil {
+		return nil, nil, err
+	}
+	return out, warnings, nil
+}
+
+func emptyDocument(n *yaml.Node) bool {
+	return n.Kind == 0 || n.Kind == yaml.DocumentNode && (len(n.Content) == 0 || n.Content[0].Tag == "!!null")
+}
+
+func trimPath(p string) string {
+	if p = strings.TrimPrefix(p, "[0]."); p == "" || p == "[0]" {
+		return "the top level"
+	}
+	return p
+}
