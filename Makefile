@@ -14,6 +14,7 @@ IMG ?= ghcr.io/looprun/looprun:latest
 CONTROLLER_TOOLS_VERSION ?= v0.21.0
 GOLANGCI_LINT_VERSION ?= v2.15.0
 FUZZTIME ?= 30s
+SHORT_FUZZTIME ?= 3s
 
 .PHONY: all
 all: build
@@ -42,15 +43,17 @@ lint: golangci-lint ## Run golangci-lint.
 	$(GOLANGCI_LINT) run ./...
 
 .PHONY: test
-test: verify envtest helm ## Run every check and test (what CI runs).
+test: verify envtest helm ## Run every check and test (what CI runs), and a short run of every fuzz target.
 	HELM=$(HELM) KUBEBUILDER_ASSETS="$$(hack/setup-envtest.sh)" go test -race -count=1 ./...
+	$(MAKE) fuzz FUZZTIME=$(SHORT_FUZZTIME)
 
 .PHONY: envtest
 envtest: ## Build kube-apiserver, etcd and kubectl for the tests into bin/k8s (once).
 	hack/setup-envtest.sh >/dev/null
 
 .PHONY: verify
-verify: verify-generated fmt-check vet lint chart-lint ## Generated code and docs fresh, formatting, vet, lint, chart.
+verify: verify-generated fmt-check vet lint chart-lint ## Generated code and docs fresh, formatting, vet, lint, chart, fuzz target list.
+	hack/verify-fuzz-targets.sh
 
 .PHONY: verify-generated
 verify-generated: controller-gen crd-ref-docs ## Fail when generated code, manifests or the API reference are stale.
@@ -70,12 +73,29 @@ chart-lint: helm ## helm lint and helm template the chart (test/chart checks wha
 fmt-check: ## Fail when a Go file is not gofmt-formatted.
 	@out=$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go')); if [ -n "$$out" ]; then echo "not gofmt-formatted:"; echo "$$out"; exit 1; fi
 
+# FUZZ_TARGETS are PACKAGE:TARGET, every fuzz target of the repository
+# (hack/verify-fuzz-targets.sh checks the list is complete).
+FUZZ_TARGETS := \
+	./internal/executor/interpolate:FuzzExpand \
+	./internal/executor/evaluate:FuzzDeterministic \
+	./internal/loopfile:FuzzParse \
+	./internal/entrypoint:FuzzEncode \
+	./internal/eventlog:FuzzDecode \
+	./internal/eventlog:FuzzKeepThrough \
+	./internal/eventlog:FuzzTruncateAfter \
+	./internal/history:FuzzCheckpointLine
+
+.PHONY: print-fuzz-targets
+print-fuzz-targets:
+	@echo $(FUZZ_TARGETS)
+
 .PHONY: fuzz
 fuzz: ## Run each fuzz target for FUZZTIME (default 30s).
-	go test ./internal/executor/interpolate -run '^$$' -fuzz '^FuzzExpand$$' -fuzztime $(FUZZTIME)
-	go test ./internal/executor/evaluate -run '^$$' -fuzz '^FuzzDeterministic$$' -fuzztime $(FUZZTIME)
-	go test ./internal/loopfile -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
-	go test ./internal/entrypoint -run '^$$' -fuzz '^FuzzEncode$$' -fuzztime $(FUZZTIME)
+	@for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; name=$${t##*:}; \
+		echo "go test $$pkg -run '^$$' -fuzz '^$$name\$$' -fuzztime $(FUZZTIME)"; \
+		go test $$pkg -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) || exit 1; \
+	done
 
 .PHONY: build
 build: ## Build the binaries into bin/.

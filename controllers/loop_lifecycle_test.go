@@ -69,9 +69,15 @@ var _ = Describe("Loop lifecycle", func() {
 			pid, err = strconv.Atoi(strings.TrimSpace(string(b)))
 			g.Expect(err).NotTo(HaveOccurred())
 		}).Should(Succeed(), "the action runs")
+		Eventually(func() float64 { return testutil.ToFloat64(runningLoops) }).Should(BeNumerically(">=", 1))
+		running := testutil.ToFloat64(runningLoops)
 		Expect(k8sClient.Delete(bg, getLoop(Default, key))).To(Succeed())
 		Eventually(func() int { return op.local.Running() }).Should(BeZero(), "the action must be killed, not left to finish")
 		Eventually(func() bool { return processAlive(pid) }).Should(BeFalse(), "the action's process went on after its Loop was deleted")
+		// Everything kept for it goes: the running gauge drops, and the
+		// reconciler remembers nothing of it.
+		Eventually(func() float64 { return testutil.ToFloat64(runningLoops) }).Should(Equal(running - 1))
+		Eventually(func() bool { _, ok := op.reconciler.memory.Load(key); return ok }).Should(BeFalse())
 	})
 
 	It("applies a raised maxIterations to a running Loop and records the change", func() {

@@ -20,6 +20,7 @@ import (
 	"github.com/looprun/looprun/internal/executor"
 	"github.com/looprun/looprun/internal/history"
 	"github.com/looprun/looprun/internal/localrun"
+	"github.com/looprun/looprun/internal/safefile"
 	"github.com/looprun/looprun/internal/transfer"
 )
 
@@ -226,14 +227,11 @@ func newImportCommand(g *globals, k *kube) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			in := cmd.InOrStdin()
 			if args[0] != "-" {
-				f, err := os.Open(args[0])
+				f, err := safefile.Open(args[0])
 				if err != nil {
-					return err
+					return &exitError{code: 1, msg: err.Error()}
 				}
 				defer f.Close()
-				if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
-					return &exitError{code: 1, msg: fmt.Sprintf("%s is not a regular file", args[0])}
-				}
 				in = f
 			}
 			run, err := history.ReadExport(in)

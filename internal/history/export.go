@@ -61,8 +61,11 @@ func WriteExport(w io.Writer, run *Run) error {
 
 // ReadExport reads an export document and checks it: its format and
 // version, its checksum, and every checkpoint's.
-func ReadExport(r io.Reader) (*Run, error) {
-	data, err := safefile.ReadAll(r, "the export", safefile.MaxExport)
+func ReadExport(r io.Reader) (*Run, error) { return ReadExportWithin(r, safefile.MaxExport) }
+
+// ReadExportWithin is ReadExport for a document of at most max bytes.
+func ReadExportWithin(r io.Reader, max int64) (*Run, error) {
+	data, err := safefile.ReadAll(r, "the export", max)
 	if err != nil {
 		return nil, err
 	}

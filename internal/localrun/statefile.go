@@ -404,7 +404,7 @@ type apiextensionsJSON = apiextensionsv1.JSON
 // could have reused it while it was being read.
 func readLive(path string) ([]byte, error) {
 	for range 20 {
-		f, err := os.Open(path)
+		f, err := safefile.Open(path)
 		if err != nil {
 			return nil, err
 		}
@@ -412,10 +412,6 @@ func readLive(path string) ([]byte, error) {
 		if err != nil {
 			_ = f.Close()
 			return nil, err
-		}
-		if !before.Mode().IsRegular() {
-			_ = f.Close()
-			return nil, fmt.Errorf("%s is not a regular file", path)
 		}
 		data, err := safefile.ReadAll(f, path, safefile.MaxStateFile)
 		_ = f.Close()

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"syscall"
 )
 
 // Bounds of what looprun reads.
@@ -32,9 +33,27 @@ func (e *TooLargeError) Error() string {
 	return fmt.Sprintf("%s is larger than %d bytes, the most looprun reads there", e.Name, e.Max)
 }
 
+// Open opens path for reading if it is a regular file: a FIFO or a device
+// is refused without blocking on it.
+func Open(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	st, err := f.Stat()
+	if err == nil && !st.Mode().IsRegular() {
+		err = fmt.Errorf("%s is not a regular file", path)
+	}
+	if err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
 // Read reads the regular file at path, at most max bytes.
 func Read(path string, max int64) ([]byte, error) {
-	f, err := os.Open(path)
+	f, err := Open(path)
 	if err != nil {
 		return nil, err
 	}
@@ -42,9 +61,6 @@ func Read(path string, max int64) ([]byte, error) {
 	st, err := f.Stat()
 	if err != nil {
 		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is not a regular file", path)
 	}
 	if st.Size() > max {
 		return nil, &TooLargeError{Name: path, Max: max}
