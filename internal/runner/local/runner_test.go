@@ -221,3 +221,45 @@ func TestActions(t *testing.T) {
 		t.Error("a closed runner started an action")
 	}
 }
+
+// An operator restarted with --allow-local-actions kills the action an
+// earlier operator process left running before it starts the Loop's next.
+func TestActionsKillWhatAnEarlierOperatorLeft(t *testing.T) {
+	base := t.TempDir()
+	loop := &v1alpha1.Loop{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "loop", UID: "u1"}}
+	loop.Status.RunID = "r"
+	loop.Status.Action = &v1alpha1.ActionStatus{Iteration: 1}
+	first := NewActions(base)
+	_ = first.Start(t.Context(), loop, executor.Action{Iteration: 1, Command: "echo $$ > pid; exec sleep 60", Timeout: time.Minute})
+	pidFile := filepath.Join(base, "ns", "loop", "pid")
+	var pid int
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, err := os.ReadFile(pidFile)
+		if pid, _ = strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the action never started")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// The first operator dies without a word: its goroutines are gone,
+	// its action is not (in a real crash the parent-death signal would
+	// also fire; here the test process lives on).
+	second := NewActions(base)
+	defer second.Close()
+	defer first.Close()
+	_ = second.Start(t.Context(), loop, executor.Action{Iteration: 1, Command: "true", Timeout: time.Minute})
+	deadline = time.Now().Add(10 * time.Second)
+	for syscall.Kill(pid, 0) == nil {
+		stat, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if _, rest, _ := strings.Cut(string(stat), ") "); strings.HasPrefix(rest, "Z") {
+			break // killed, waiting for its reaper
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the action an earlier operator left runs on")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
