@@ -17,6 +17,7 @@ import (
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/eventlog/configmaps"
 	"github.com/looprun/looprun/internal/executor"
+	"github.com/looprun/looprun/test/proc"
 )
 
 var _ = Describe("Loop lifecycle", func() {
@@ -73,7 +74,7 @@ var _ = Describe("Loop lifecycle", func() {
 		running := testutil.ToFloat64(runningLoops)
 		Expect(k8sClient.Delete(bg, getLoop(Default, key))).To(Succeed())
 		Eventually(func() int { return op.local.Running() }).Should(BeZero(), "the action must be killed, not left to finish")
-		Eventually(func() bool { return processAlive(pid) }).Should(BeFalse(), "the action's process went on after its Loop was deleted")
+		Eventually(func() bool { return proc.Alive(pid) }).Should(BeFalse(), "the action's process went on after its Loop was deleted")
 		// Everything kept for it goes: the running gauge drops, and the
 		// reconciler remembers nothing of it.
 		Eventually(func() float64 { return testutil.ToFloat64(runningLoops) }).Should(Equal(running - 1))
@@ -133,13 +134,3 @@ var _ = Describe("Loop lifecycle", func() {
 		Expect(testutil.CollectAndCount(actionDuration)).To(Equal(1))
 	})
 })
-
-// processAlive reports whether pid runs (a zombie waiting for its reaper does not).
-func processAlive(pid int) bool {
-	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	_, rest, _ := strings.Cut(string(stat), ") ")
-	return !strings.HasPrefix(rest, "Z")
-}

@@ -16,6 +16,7 @@ import (
 	"github.com/looprun/looprun/internal/entrypoint"
 	"github.com/looprun/looprun/internal/executor"
 	"github.com/looprun/looprun/internal/runner/local"
+	"github.com/looprun/looprun/test/proc"
 )
 
 func build(t *testing.T) string {
@@ -90,13 +91,7 @@ func TestWrapper(t *testing.T) {
 	}
 	_ = cmd.Process.Kill()
 	_ = cmd.Wait()
-	deadline := time.Now().Add(10 * time.Second)
-	for alive(pid) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the action (pid %d) outlived its killed wrapper", pid)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	proc.WaitGone(t, pid) // the action died with its killed wrapper
 
 	// The init container's copy.
 	dst := filepath.Join(dir, "copied")
@@ -138,16 +133,6 @@ func waitLine(t *testing.T, lines <-chan string, want string) {
 		}
 	}
 	t.Fatalf("the action never said %q", want)
-}
-
-// alive reports whether pid runs (a zombie waiting for its reaper does not).
-func alive(pid int) bool {
-	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	_, rest, _ := strings.Cut(string(stat), ") ")
-	return !strings.HasPrefix(rest, "Z")
 }
 
 // The same action routes the same whether the local runner ran it or the

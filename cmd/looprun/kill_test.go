@@ -2,7 +2,6 @@ package main
 
 import (
 	"math/rand/v2"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/looprun/looprun/internal/localrun"
+	"github.com/looprun/looprun/test/proc"
 )
 
 // killRounds is how many times TestKilledRunNeverRerunsAFinishedAction
@@ -72,10 +72,10 @@ func TestKilledRunTakesItsActionAlong(t *testing.T) {
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
-			pid := waitForPid(t, filepath.Join(dir, "pid"))
+			pid := proc.WaitPid(t, filepath.Join(dir, "pid"))
 			_ = cmd.Process.Signal(sig)
 			_ = cmd.Wait()
-			waitGone(t, pid)
+			proc.WaitGone(t, pid)
 			if sig != syscall.SIGKILL {
 				sf, err := localrun.ReadStateFile(filepath.Join(dir, ".loops/.running/slow.state.json"))
 				if err != nil || sf.Status != localrun.StatusInterrupted {
@@ -83,39 +83,5 @@ func TestKilledRunTakesItsActionAlong(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-// waitForPid waits until the action wrote its pid.
-func waitForPid(t *testing.T, path string) int {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		b, err := os.ReadFile(path)
-		if pid, perr := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && perr == nil && pid > 0 {
-			return pid
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the action never started")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-// waitGone waits until pid no longer runs (a zombie waiting for its
-// reaper does not run).
-func waitGone(t *testing.T, pid int) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-		_, rest, _ := strings.Cut(string(stat), ") ")
-		if err != nil || strings.HasPrefix(rest, "Z") {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the action (pid %d) outlived its run", pid)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }

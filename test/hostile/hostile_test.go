@@ -344,7 +344,9 @@ func TestImports(t *testing.T) {
 		want   string
 	}{
 		{name: "not JSON", doc: func([]byte) []byte { return []byte("garbage") }, want: "not a looprun export"},
-		{name: "another format", doc: func(b []byte) []byte { return bytes.Replace(b, []byte(`"looprun.io/run-export"`), []byte(`"other"`), 1) }, want: "format"},
+		{name: "another format", doc: func(b []byte) []byte {
+			return bytes.Replace(b, []byte(`"looprun.io/run-export"`), []byte(`"other"`), 1)
+		}, want: "format"},
 		{name: "a checksum that does not match", doc: func(b []byte) []byte { return bytes.Replace(b, []byte(`"good"`), []byte(`"evil"`), 1) }, want: "SHA-256"},
 		{name: "cut short", doc: func(b []byte) []byte { return b[:len(b)/2] }, want: "not a looprun export"},
 		{name: "too large", doc: func(b []byte) []byte { return append(b, bytes.Repeat([]byte(" "), 2<<20)...) }, want: "larger than"},

@@ -1,10 +1,7 @@
 package kubelet_test
 
 import (
-	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -18,6 +15,7 @@ import (
 	"github.com/looprun/looprun/internal/entrypoint"
 	"github.com/looprun/looprun/test/fixture"
 	"github.com/looprun/looprun/test/kubelet"
+	"github.com/looprun/looprun/test/proc"
 )
 
 func TestKubeletRunsPods(t *testing.T) {
@@ -110,16 +108,11 @@ func TestKubeletRunsPods(t *testing.T) {
 		t.Fatal(err)
 	}
 	pidFile := filepath.Join(k.Dir, "claims", ns, "ws", "pid")
-	pid := 0
-	eventually(t, "the action to start", func() bool {
-		b, err := os.ReadFile(pidFile)
-		pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
-		return err == nil && pid > 0
-	})
+	pid := proc.WaitPid(t, pidFile)
 	if err := c.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "deleted", Namespace: ns}}, client.GracePeriodSeconds(0)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the deleted Pod's action to be killed", func() bool { return !alive(pid) })
+	proc.WaitGone(t, pid) // the deleted Pod's action was killed
 
 	// An image that cannot be pulled keeps the Pod Pending, and says why.
 	bad := pod("never", "true", nil)
@@ -131,26 +124,4 @@ func TestKubeletRunsPods(t *testing.T) {
 	if w := p.Status.ContainerStatuses[0].State.Waiting; p.Status.Phase != corev1.PodPending || w == nil || w.Reason != "ErrImagePull" {
 		t.Errorf("never: %+v", p.Status)
 	}
-}
-
-// eventually waits, 30 s at most, until cond holds.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited 30s for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// alive reports whether pid runs (a zombie waiting for its reaper does not).
-func alive(pid int) bool {
-	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	_, rest, _ := strings.Cut(string(stat), ") ")
-	return !strings.HasPrefix(rest, "Z")
 }

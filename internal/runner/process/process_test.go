@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/executor/evaluate"
+	"github.com/looprun/looprun/test/proc"
 )
 
 func bash(script string) []string { return []string{"bash", "-c", script} }
@@ -67,38 +67,7 @@ func TestTimeoutKillsTheGroup(t *testing.T) {
 	if r.ExitCode != evaluate.ExitTimeout || !r.TimedOut || !strings.Contains(r.Stderr, "timed out") || time.Since(start) > 5*time.Second {
 		t.Errorf("exit %d timedOut %v stderr %q after %v", r.ExitCode, r.TimedOut, r.Stderr, time.Since(start))
 	}
-	assertGone(t, pidFile)
-}
-
-// assertGone checks that the process whose pid is in the file is gone.
-func assertGone(t *testing.T, pidFile string) {
-	t.Helper()
-	b, err := os.ReadFile(pidFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var pid int
-	if err := json.Unmarshal(bytes.TrimSpace(b), &pid); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for alive(pid) {
-		if time.Now().After(deadline) {
-			t.Fatalf("process %d outlived its action", pid)
-		}
-		runtime.Gosched()
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-// alive reports whether pid runs (a zombie waiting for its reaper does not).
-func alive(pid int) bool {
-	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	_, rest, _ := strings.Cut(string(stat), ") ")
-	return !strings.HasPrefix(rest, "Z")
+	proc.WaitGone(t, proc.WaitPid(t, pidFile))
 }
 
 func TestCancelKillsTheGroup(t *testing.T) {
@@ -253,7 +222,7 @@ func TestReadyGatesTheCommand(t *testing.T) {
 			if _, err := os.Stat(dir + "/ran"); err == nil {
 				t.Error("the script ran before Ready returned")
 			}
-			if !alive(pgid) {
+			if !proc.Alive(pgid) {
 				t.Error("no process while Ready waits")
 			}
 			return nil
@@ -266,7 +235,7 @@ func TestReadyGatesTheCommand(t *testing.T) {
 	if _, err := os.Stat(dir + "/refused"); err == nil || r.ExitCode != ExitCannotStart || !strings.Contains(r.Stderr, "the save failed") {
 		t.Errorf("refused run: %+v (file: %v)", r, err)
 	}
-	if alive(pgid) {
+	if proc.Alive(pgid) {
 		t.Error("the refused command's process lives on")
 	}
 	// A script the shell cannot parse ends without waiting for the gate.
