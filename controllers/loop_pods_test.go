@@ -219,8 +219,14 @@ var _ = Describe("Actions as Pods", func() {
 
 		It("retries an exit code the policy lists, and goes on", func() {
 			// The test kubelet runs actions on this machine, so a host file
-			// tells the second try from the first.
-			mark := filepath.Join(GinkgoT().TempDir(), "tried")
+			// tells the second try from the first. Not under /tmp: each
+			// action Pod has a /tmp of its own.
+			markDir, err := os.MkdirTemp(".", ".retry-mark-")
+			Expect(err).NotTo(HaveOccurred())
+			DeferCleanup(os.RemoveAll, markDir)
+			markDir, err = filepath.Abs(markDir)
+			Expect(err).NotTo(HaveOccurred())
+			mark := filepath.Join(markDir, "tried")
 			spec := v1alpha1.LoopSpec{Initial: "flaky", States: map[string]v1alpha1.State{
 				"flaky": {Action: "test -e " + mark + " || { touch " + mark + "; exit 75; }; echo ok", Capture: "flaky",
 					OnSuccess: "done", OnError: "failed", RetryPolicy: &v1alpha1.RetryPolicy{Limit: 1, Backoff: dur(100 * time.Millisecond), ExitCodes: []int32{75}}},

@@ -21,12 +21,13 @@ const iterations = 200
 func main() {
 	rounds := flag.Int("rounds", 15, "measured rounds of each command")
 	keep := flag.Bool("keep", false, "keep the build directory")
+	compare := flag.String("compare", "", "another looprun binary (an earlier build) to measure in the same run")
 	flag.Parse()
 	if len(flag.Args()) == 1 && flag.Arg(0) == "spawn" {
 		spawn()
 		return
 	}
-	if err := run(*rounds, *keep); err != nil {
+	if err := run(*rounds, *keep, *compare); err != nil {
 		fmt.Fprintln(os.Stderr, "loopbench:", err)
 		os.Exit(1)
 	}
@@ -42,7 +43,7 @@ func spawn() {
 	}
 }
 
-func run(rounds int, keep bool) error {
+func run(rounds int, keep bool, compare string) error {
 	dir, err := os.MkdirTemp("", "loopbench")
 	if err != nil {
 		return err
@@ -66,8 +67,8 @@ func run(rounds int, keep bool) error {
 	if err := os.MkdirAll(work, 0o755); err != nil {
 		return err
 	}
-	ours := func() error {
-		cmd := exec.Command(looprun, "run", "-q", loop)
+	runWith := func(bin string) error {
+		cmd := exec.Command(bin, "run", "-q", loop)
 		cmd.Dir = work
 		out, err := cmd.CombinedOutput()
 		// The loop ends by max_iterations: exit code 1 is expected.
@@ -80,9 +81,10 @@ func run(rounds int, keep bool) error {
 		}
 		return nil
 	}
+	ours := func() error { return runWith(looprun) }
 	base := func() error { return exec.Command(self, "spawn").Run() }
 
-	var tOurs, tBase []time.Duration
+	var tOurs, tBase, tOther []time.Duration
 	for r := -2; r < rounds; r++ { // two warm-up rounds
 		d1, err := timeIt(base)
 		if err != nil {
@@ -95,6 +97,15 @@ func run(rounds int, keep bool) error {
 		if r >= 0 {
 			tBase, tOurs = append(tBase, d1), append(tOurs, d2)
 		}
+		if compare != "" {
+			d3, err := timeIt(func() error { return runWith(compare) })
+			if err != nil {
+				return err
+			}
+			if r >= 0 {
+				tOther = append(tOther, d3)
+			}
+		}
 	}
 	if err := checkDurable(work); err != nil {
 		return err
@@ -106,6 +117,11 @@ func run(rounds int, keep bool) error {
 	fmt.Printf("looprun run (whole process, fsynced): median %v, %v per iteration\n", mo.Round(time.Microsecond), (mo / iterations).Round(time.Microsecond))
 	fmt.Printf("overhead per iteration: %v (target <= 300µs)\n", over.Round(time.Microsecond))
 	fmt.Printf("per-round overhead, sorted: %v\n", perRound(tBase, tOurs))
+	if compare != "" {
+		mc := median(tOther)
+		fmt.Printf("%s (same run): median %v, overhead per iteration %v; this build minus it: %v per iteration\n",
+			compare, mc.Round(time.Microsecond), ((mc-mb)/iterations).Round(time.Microsecond), ((mo-mc)/iterations).Round(time.Microsecond))
+	}
 	if over > 300*time.Microsecond {
 		return fmt.Errorf("overhead %v per iteration is above the 300µs target", over)
 	}
