@@ -120,7 +120,7 @@ func run(rounds int, keep bool, compare string) error {
 	if compare != "" {
 		mc := median(tOther)
 		fmt.Printf("%s (same run): median %v, overhead per iteration %v; this build minus it: %v per iteration\n",
-			compare, mc.Round(time.Microsecond), ((mc-mb)/iterations).Round(time.Microsecond), ((mo-mc)/iterations).Round(time.Microsecond))
+			compare, mc.Round(time.Microsecond), ((mc - mb) / iterations).Round(time.Microsecond), ((mo - mc) / iterations).Round(time.Microsecond))
 	}
 	if over > 300*time.Microsecond {
 		return fmt.Errorf("overhead %v per iteration is above the 300µs target", over)
