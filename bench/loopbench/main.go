@@ -84,29 +84,15 @@ func run(rounds int, keep bool, compare string) error {
 	ours := func() error { return runWith(looprun) }
 	base := func() error { return exec.Command(self, "spawn").Run() }
 
-	var tOurs, tBase, tOther []time.Duration
-	for r := -2; r < rounds; r++ { // two warm-up rounds
-		d1, err := timeIt(base)
-		if err != nil {
-			return err
-		}
-		d2, err := timeIt(ours)
-		if err != nil {
-			return err
-		}
-		if r >= 0 {
-			tBase, tOurs = append(tBase, d1), append(tOurs, d2)
-		}
-		if compare != "" {
-			d3, err := timeIt(func() error { return runWith(compare) })
-			if err != nil {
-				return err
-			}
-			if r >= 0 {
-				tOther = append(tOther, d3)
-			}
-		}
+	commands := []func() error{base, ours}
+	if compare != "" {
+		commands = append(commands, func() error { return runWith(compare) })
 	}
+	times, err := alternate(rounds, commands)
+	if err != nil {
+		return err
+	}
+	tBase, tOurs := times[0], times[1]
 	if err := checkDurable(work); err != nil {
 		return err
 	}
@@ -118,7 +104,7 @@ func run(rounds int, keep bool, compare string) error {
 	fmt.Printf("overhead per iteration: %v (target <= 300µs)\n", over.Round(time.Microsecond))
 	fmt.Printf("per-round overhead, sorted: %v\n", perRound(tBase, tOurs))
 	if compare != "" {
-		mc := median(tOther)
+		mc := median(times[2])
 		fmt.Printf("%s (same run): median %v, overhead per iteration %v; this build minus it: %v per iteration\n",
 			compare, mc.Round(time.Microsecond), ((mc - mb) / iterations).Round(time.Microsecond), ((mo - mc) / iterations).Round(time.Microsecond))
 	}
@@ -138,6 +124,24 @@ func checkDurable(work string) error {
 		return fmt.Errorf("event log has %d lines, want at least %d", n, 5*iterations)
 	}
 	return nil
+}
+
+// alternate runs the commands in turn, rounds times after two warm-up
+// rounds, and returns the times of each.
+func alternate(rounds int, commands []func() error) ([][]time.Duration, error) {
+	times := make([][]time.Duration, len(commands))
+	for r := -2; r < rounds; r++ {
+		for i, c := range commands {
+			d, err := timeIt(c)
+			if err != nil {
+				return nil, err
+			}
+			if r >= 0 {
+				times[i] = append(times[i], d)
+			}
+		}
+	}
+	return times, nil
 }
 
 func timeIt(f func() error) (time.Duration, error) {
