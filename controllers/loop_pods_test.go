@@ -130,7 +130,7 @@ var _ = Describe("Actions as Pods", func() {
 			}}
 			loop := waitFinished(createLoop(ns, "slow", spec))
 			Expect(loop.Status.CurrentState).To(Equal("timedout"))
-			Expect(loop.Status.Captured["slow"].ExitCode).To(Equal(int32(124)))
+			Expect(loop.Status.Captured["slow"].ExitCode).To(Equal(int32(124)), string(loop.Status.LastResult.Details.Raw))
 			Expect(loop.Status.Captured["slow"].Output).To(Equal("started"))
 			Expect(loop.Status.Captured["slow"].DurationMs).To(BeNumerically("<", 10000))
 		})
@@ -218,21 +218,14 @@ var _ = Describe("Actions as Pods", func() {
 		})
 
 		It("retries an exit code the policy lists, and goes on", func() {
-			// The test kubelet runs actions on this machine, so a host file
-			// tells the second try from the first. Not under /tmp: each
-			// action Pod has a /tmp of its own.
-			markDir, err := os.MkdirTemp(".", ".retry-mark-")
-			Expect(err).NotTo(HaveOccurred())
-			DeferCleanup(os.RemoveAll, markDir)
-			markDir, err = filepath.Abs(markDir)
-			Expect(err).NotTo(HaveOccurred())
-			mark := filepath.Join(markDir, "tried")
-			spec := v1alpha1.LoopSpec{Initial: "flaky", States: map[string]v1alpha1.State{
-				"flaky": {Action: "test -e " + mark + " || { touch " + mark + "; exit 75; }; echo ok", Capture: "flaky",
+			// A file in the workspace claim, which every try mounts, tells
+			// the second try from the first.
+			spec := withWorkspace(v1alpha1.LoopSpec{Initial: "flaky", States: map[string]v1alpha1.State{
+				"flaky": {Action: "test -e tried || { touch tried; exit 75; }; echo ok", Capture: "flaky",
 					OnSuccess: "done", OnError: "failed", RetryPolicy: &v1alpha1.RetryPolicy{Limit: 1, Backoff: dur(100 * time.Millisecond), ExitCodes: []int32{75}}},
 				"done":   {Terminal: true},
 				"failed": {Terminal: true},
-			}}
+			}})
 			loop := waitFinished(createLoop(ns, "redo", spec))
 			Expect(loop.Status.CurrentState).To(Equal("done"))
 			Expect(loop.Status.Captured["flaky"].Output).To(Equal("ok"))

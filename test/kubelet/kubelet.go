@@ -167,6 +167,12 @@ func (k *Kubelet) run(ctx context.Context, pod *corev1.Pod) {
 		return
 	}
 	c := pod.Spec.Containers[0]
+	// As a kubelet does, the main container is reported running while it
+	// runs: the operator's start allowance ends there.
+	k.setStatus(pod, func(st *corev1.PodStatus) {
+		st.ContainerStatuses = []corev1.ContainerStatus{{Name: c.Name, Image: c.Image, Started: new(true),
+			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}}}}
+	})
 	code, msg, reason := k.runContainer(ctx, pod, c)
 	k.finish(pod, c, code, msg, reason)
 }

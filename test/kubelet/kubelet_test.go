@@ -109,6 +109,10 @@ func TestKubeletRunsPods(t *testing.T) {
 	}
 	pidFile := filepath.Join(k.Dir, "claims", ns, "ws", "pid")
 	pid := proc.WaitPid(t, pidFile)
+	// While it runs, its container is reported running, as a kubelet does.
+	wait("deleted", func(p *corev1.Pod) bool {
+		return len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].State.Running != nil
+	})
 	if err := c.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "deleted", Namespace: ns}}, client.GracePeriodSeconds(0)); err != nil {
 		t.Fatal(err)
 	}
