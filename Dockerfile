@@ -1,6 +1,7 @@
 # The looprun image: the operator (/manager), the in-Pod wrapper
 # (/entrypoint, which every action Pod's init container copies) and the CLI
-# (/looprun), all static, on distroless, as a non-root user.
+# (/usr/local/bin/looprun), all static, on distroless, as a non-root user.
+# Nothing may live at /looprun: action Pods mount their tools there.
 #
 #   docker build -t ghcr.io/looprun/looprun:dev .                      # operator
 #   docker build --target entrypoint -t ghcr.io/looprun/entrypoint:dev .  # wrapper only
@@ -33,6 +34,6 @@ ENTRYPOINT ["/entrypoint"]
 FROM gcr.io/distroless/static-debian12:nonroot AS manager
 COPY --from=build /out/manager /manager
 COPY --from=build /out/entrypoint /entrypoint
-COPY --from=build /out/looprun /looprun
+COPY --from=build /out/looprun /usr/local/bin/looprun
 USER 65532:65532
 ENTRYPOINT ["/manager"]

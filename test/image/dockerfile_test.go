@@ -144,6 +144,14 @@ func TestDockerfile(t *testing.T) {
 			if !slices.Contains(destinations(s), pod.EntrypointBinary) {
 				t.Errorf("stage %s lacks %s, which action Pods copy", s.name, pod.EntrypointBinary)
 			}
+			// Action Pods mount their tools directory there, in this image
+			// too (the init container that copies the wrapper runs it): a
+			// file in the way fails every Pod.
+			for _, d := range destinations(s) {
+				if d == pod.ToolsPath || strings.HasPrefix(d, pod.ToolsPath+"/") {
+					t.Errorf("stage %s puts %s where action Pods mount %s", s.name, d, pod.ToolsPath)
+				}
+			}
 		}
 		if ep := entrypoint(t, final); !slices.Contains(destinations(final), ep) {
 			t.Errorf("the image's ENTRYPOINT %s is not copied into it", ep)

@@ -2,6 +2,7 @@ package pod
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -135,7 +136,12 @@ func describeWaiting(pod *corev1.Pod) string {
 			return fmt.Sprintf("container %s: %s: %s", cs.Name, w.Reason, w.Message)
 		}
 		if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
-			return fmt.Sprintf("container %s exited with code %d (%s)", cs.Name, t.ExitCode, orUnknown(t.Reason))
+			msg := fmt.Sprintf("container %s exited with code %d (%s)", cs.Name, t.ExitCode, orUnknown(t.Reason))
+			if t.Message != "" {
+				// The runtime's own words, e.g. why the container could not start.
+				msg += ": " + strings.TrimSpace(t.Message)
+			}
+			return msg
 		}
 	}
 	for _, c := range pod.Status.Conditions {

@@ -312,3 +312,23 @@ func TestInspect(t *testing.T) {
 		})
 	}
 }
+
+// An init container the runtime could not start is named with the
+// runtime's own words, not only its exit code.
+func TestInspectSaysWhyAContainerCouldNotStart(t *testing.T) {
+	p := &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodFailed, InitContainerStatuses: []corev1.ContainerStatus{{
+		Name: EntrypointContainer, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+			ExitCode: 128, Reason: "StartError", Message: "failed to create containerd task: mount /looprun: not a directory\n",
+		}},
+	}}}}
+	out, _ := Inspect(p, time.Now(), time.Minute)
+	if out.State != runner.Done || out.Result.Failure == nil {
+		t.Fatalf("outcome %+v", out)
+	}
+	msg := out.Result.Failure.Message
+	for _, want := range []string{"container entrypoint exited with code 128 (StartError)", "mount /looprun: not a directory"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("message %q lacks %q", msg, want)
+		}
+	}
+}
