@@ -36,6 +36,10 @@ func TestKilledRunNeverRerunsAFinishedAction(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
+		if i == 0 {
+			// Until the run has a state, there is nothing to resume.
+			proc.WaitFile(t, filepath.Join(dir, ".loops/.running/count.state.json"))
+		}
 		time.Sleep(time.Duration(5+r.IntN(60)) * time.Millisecond) // a random moment, not a wait for something
 		_ = cmd.Process.Signal(syscall.SIGKILL)
 		_ = cmd.Wait()

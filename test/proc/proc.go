@@ -49,3 +49,12 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// WaitFile waits, 10 s at most, until path exists.
+func WaitFile(t testing.TB, path string) {
+	t.Helper()
+	waitFor(t, path+" to exist", func() bool {
+		_, err := os.Stat(path)
+		return err == nil
+	})
+}
