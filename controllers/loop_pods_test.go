@@ -177,6 +177,19 @@ var _ = Describe("Actions as Pods", func() {
 			Eventually(func() []corev1.Pod { return loopPods(ns, "pull") }).Should(BeEmpty())
 		})
 
+		It("ends the step of a Pod that is never scheduled, though nothing about the Pod changes", func() {
+			spec := v1alpha1.LoopSpec{Initial: "build", States: map[string]v1alpha1.State{
+				"build": {Action: "make", OnSuccess: "done", OnError: "alert"},
+				"done":  {Terminal: true},
+				"alert": {Terminal: true, Failure: new(true)},
+			}}
+			spec.Runner = &v1alpha1.RunnerSpec{Image: neverScheduledImage}
+			loop := waitFinished(createLoop(ns, "unscheduled", spec))
+			Expect(loop.Status.CurrentState).To(Equal("alert"))
+			Expect(string(loop.Status.LastResult.Details.Raw)).To(ContainSubstring(pod.ReasonPodNeverStarted))
+			Expect(string(loop.Status.LastResult.Details.Raw)).To(ContainSubstring("not scheduled"))
+		})
+
 		It("retries a transient failure with backoff, then escalates", func() {
 			spec := v1alpha1.LoopSpec{Initial: "build", States: map[string]v1alpha1.State{
 				"build": {Action: "make", OnSuccess: "done", OnError: "alert", RetryPolicy: &v1alpha1.RetryPolicy{

@@ -142,7 +142,8 @@ func (s *step) collect(ctx context.Context) (bool, error) {
 // start starts an action. A runner that refuses it ends the step with an
 // error verdict (done is then true).
 func (s *step) start(ctx context.Context, a executor.Action) (bool, error) {
-	err := s.r.Actions.Start(ctx, s.loop, a)
+	recheck, err := s.r.Actions.Start(ctx, s.loop, a)
+	s.recheck = recheck
 	var refused *runner.Refused
 	var ended *runner.AlreadyEnded
 	switch {

@@ -36,6 +36,8 @@ const (
 	testEntrypointImage = "looprun.test/entrypoint:dev"
 	testRunnerImage     = "looprun.test/bash:dev"
 	neverStartsImage    = "looprun.test/missing:1"
+	// neverScheduledImage is in Pods no node takes.
+	neverScheduledImage = "looprun.test/unschedulable:1"
 )
 
 func TestControllers(t *testing.T) {
@@ -48,7 +50,7 @@ var _ = BeforeSuite(func() {
 	var err error
 	cfg, k8sClient, stopEnv, err = fixture.StartEnv(true)
 	Expect(err).NotTo(HaveOccurred())
-	testKubelet, err = fixture.StartKubelet(cfg, &kubelet.Kubelet{NeverStarts: map[string]bool{neverStartsImage: true}}, false)
+	testKubelet, err = fixture.StartKubelet(cfg, &kubelet.Kubelet{NeverStarts: map[string]bool{neverStartsImage: true}, NeverScheduled: map[string]bool{neverScheduledImage: true}}, false)
 	Expect(err).NotTo(HaveOccurred())
 })
 

@@ -52,7 +52,7 @@ type timedPods struct {
 	g *timing.Gaps
 }
 
-func (t timedPods) Start(ctx context.Context, loop *v1alpha1.Loop, a executor.Action) error {
+func (t timedPods) Start(ctx context.Context, loop *v1alpha1.Loop, a executor.Action) (time.Duration, error) {
 	t.g.Start(loop.Namespace + "/" + loop.Name)
 	return t.Runner.Start(ctx, loop, a)
 }

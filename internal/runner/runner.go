@@ -24,8 +24,10 @@ type Runner interface {
 	// Start starts the Loop's action in flight (status.action), unless it
 	// was started before; it may note where it runs in status.action. A
 	// *Refused error ends the step with an error verdict; *AlreadyEnded
-	// says the action had been started and has ended.
-	Start(ctx context.Context, loop *v1alpha1.Loop, a executor.Action) error
+	// says the action had been started and has ended. recheck asks for a
+	// look (Check) after this long even if nothing is heard of the action
+	// (0: what Watch adds wakes the Loop for every change that matters).
+	Start(ctx context.Context, loop *v1alpha1.Loop, a executor.Action) (recheck time.Duration, err error)
 	// Check reports on the Loop's action in flight.
 	Check(ctx context.Context, loop *v1alpha1.Loop) (Outcome, error)
 	// Release is told that the result of the Loop's action of this

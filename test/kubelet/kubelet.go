@@ -29,8 +29,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
@@ -49,6 +51,9 @@ type Kubelet struct {
 	Binaries map[string]string
 	// NeverStarts lists images whose Pods never start (ErrImagePull).
 	NeverStarts map[string]bool
+	// NeverScheduled lists images whose Pods no node takes: they stay
+	// Pending and unbound, and nothing about them changes.
+	NeverScheduled map[string]bool
 	// OnFinish, when set, is called when a Pod's containers ended, just
 	// before its final status is written (benchmarks time the controller
 	// from there).
@@ -67,7 +72,10 @@ type podRun struct {
 
 // SetupWithManager registers the kubelet on Pods.
 func (k *Kubelet) SetupWithManager(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).For(&corev1.Pod{}).Named("test-kubelet").Complete(k)
+	// The classic work queue, as the operator's (its priority queue can
+	// deadlock on shutdown, kubernetes-sigs/controller-runtime#3538).
+	return ctrl.NewControllerManagedBy(mgr).For(&corev1.Pod{}).Named("test-kubelet").
+		WithOptions(controller.Options{UsePriorityQueue: ptr.To(false)}).Complete(k)
 }
 
 // Stop kills every Pod process and waits for them.
@@ -88,6 +96,11 @@ func (k *Kubelet) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 			k.kill(req.NamespacedName)
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	for _, c := range pod.Spec.Containers {
+		if k.NeverScheduled[c.Image] && pod.DeletionTimestamp.IsZero() {
+			return reconcile.Result{}, nil
+		}
 	}
 	switch {
 	case !pod.DeletionTimestamp.IsZero():

@@ -59,7 +59,7 @@ type Local struct {
 }
 
 // Start implements runner.Runner.
-func (t Local) Start(ctx context.Context, loop *v1alpha1.Loop, a executor.Action) error {
+func (t Local) Start(ctx context.Context, loop *v1alpha1.Loop, a executor.Action) (time.Duration, error) {
 	t.Gaps.Start(loop.Namespace + "/" + loop.Name)
 	return t.Actions.Start(ctx, loop, a)
 }

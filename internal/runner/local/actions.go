@@ -39,13 +39,13 @@ func NewActions(baseDir string) *Actions {
 
 // Start implements runner.Runner: an action already known under its key
 // (the same Loop, run and iteration) is not started again.
-func (l *Actions) Start(_ context.Context, loop *v1alpha1.Loop, a executor.Action) error {
+func (l *Actions) Start(_ context.Context, loop *v1alpha1.Loop, a executor.Action) (time.Duration, error) {
 	key, owner := runner.ActionKey(loop, a.Iteration), types.NamespacedName{Namespace: loop.Namespace, Name: loop.Name}
 	switch _, state := l.jobs.Result(key); state {
 	case background.Done:
-		return &runner.AlreadyEnded{}
+		return 0, &runner.AlreadyEnded{}
 	case background.Running:
-		return nil
+		return 0, nil
 	}
 	r := l.Runner
 	r.Dir = filepath.Join(l.BaseDir, owner.Namespace, owner.Name)
@@ -54,7 +54,7 @@ func (l *Actions) Start(_ context.Context, loop *v1alpha1.Loop, a executor.Actio
 	// goes before this one starts; this one's is noted for the next.
 	note := filepath.Join(l.BaseDir, ".groups", owner.Namespace, owner.Name)
 	if _, err := process.KillRecordedGroup(note); err != nil {
-		return fmt.Errorf("stop the action an earlier operator left running: %w", err)
+		return 0, fmt.Errorf("stop the action an earlier operator left running: %w", err)
 	}
 	r.Started = func(pgid int) {
 		if os.MkdirAll(filepath.Dir(note), 0o755) == nil {
@@ -68,7 +68,7 @@ func (l *Actions) Start(_ context.Context, loop *v1alpha1.Loop, a executor.Actio
 		}
 		return r.Run(ctx, &a)
 	})
-	return nil
+	return 0, nil // the job wakes the Loop when it ends
 }
 
 // Check implements runner.Runner. An action this process does not know was

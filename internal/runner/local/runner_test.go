@@ -185,8 +185,8 @@ func TestActions(t *testing.T) {
 		t.Fatalf("an unknown action: %v", out.State)
 	}
 	act := executor.Action{Iteration: 1, Command: "echo $PWD; sleep 0.2", Timeout: 10 * time.Second}
-	_ = a.Start(t.Context(), loop, act)
-	_ = a.Start(t.Context(), loop, act) // the same key does not start twice
+	_, _ = a.Start(t.Context(), loop, act)
+	_, _ = a.Start(t.Context(), loop, act) // the same key does not start twice
 	if out := check(); out.State != runner.Running || a.Running() != 1 {
 		t.Fatalf("state %v, running %d", out.State, a.Running())
 	}
@@ -201,7 +201,7 @@ func TestActions(t *testing.T) {
 	if a.EndedAt(loop, 1).IsZero() {
 		t.Error("the action's end was not noted")
 	}
-	if err := a.Start(t.Context(), loop, act); !errors.As(err, new(*runner.AlreadyEnded)) {
+	if _, err := a.Start(t.Context(), loop, act); !errors.As(err, new(*runner.AlreadyEnded)) {
 		t.Errorf("starting an ended action again: %v", err)
 	}
 	a.Release(loop, 1)
@@ -209,20 +209,20 @@ func TestActions(t *testing.T) {
 		t.Errorf("after Release: %v", out.State)
 	}
 	loop.Status.Action.Iteration = 2
-	_ = a.Start(t.Context(), loop, executor.Action{Iteration: 2, Command: "sleep 30", Timeout: time.Minute})
+	_, _ = a.Start(t.Context(), loop, executor.Action{Iteration: 2, Command: "sleep 30", Timeout: time.Minute})
 	_ = a.Cancel(t.Context(), loop)
 	if out := check(); out.State != runner.Lost || a.Running() != 0 {
 		t.Errorf("after Cancel: %v", out.State)
 	}
 	loop.Status.Action.Iteration = 3
-	_ = a.Start(t.Context(), loop, executor.Action{Iteration: 3, Command: "sleep 30", Timeout: time.Minute})
+	_, _ = a.Start(t.Context(), loop, executor.Action{Iteration: 3, Command: "sleep 30", Timeout: time.Minute})
 	a.Forget(types.NamespacedName{Namespace: "ns", Name: "loop"})
 	if out := check(); out.State != runner.Lost || a.Running() != 0 {
 		t.Errorf("after Forget: %v", out.State)
 	}
 	a.Close()
 	loop.Status.Action.Iteration = 4
-	_ = a.Start(t.Context(), loop, executor.Action{Iteration: 4, Command: "true"})
+	_, _ = a.Start(t.Context(), loop, executor.Action{Iteration: 4, Command: "true"})
 	if a.Running() != 0 {
 		t.Error("a closed runner started an action")
 	}
@@ -236,7 +236,7 @@ func TestActionsKillWhatAnEarlierOperatorLeft(t *testing.T) {
 	loop.Status.RunID = "r"
 	loop.Status.Action = &v1alpha1.ActionStatus{Iteration: 1}
 	first := NewActions(base)
-	_ = first.Start(t.Context(), loop, executor.Action{Iteration: 1, Command: "echo $$ > pid; exec sleep 60", Timeout: time.Minute})
+	_, _ = first.Start(t.Context(), loop, executor.Action{Iteration: 1, Command: "echo $$ > pid; exec sleep 60", Timeout: time.Minute})
 	pid := proc.WaitPid(t, filepath.Join(base, "ns", "loop", "pid"))
 	// The first operator dies without a word: its goroutines are gone,
 	// its action is not (in a real crash the parent-death signal would
@@ -244,6 +244,6 @@ func TestActionsKillWhatAnEarlierOperatorLeft(t *testing.T) {
 	second := NewActions(base)
 	defer second.Close()
 	defer first.Close()
-	_ = second.Start(t.Context(), loop, executor.Action{Iteration: 1, Command: "true", Timeout: time.Minute})
+	_, _ = second.Start(t.Context(), loop, executor.Action{Iteration: 1, Command: "true", Timeout: time.Minute})
 	proc.WaitGone(t, pid) // the action an earlier operator left was killed
 }

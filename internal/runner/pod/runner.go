@@ -47,37 +47,39 @@ var _ runner.Runner = &Runner{}
 // Start creates the Pod of the Loop's action in flight and records its name
 // in status.action. A Pod that already exists under that name, owned by this
 // Loop, is adopted: an action is never started twice for the same iteration.
-func (r *Runner) Start(ctx context.Context, loop *v1alpha1.Loop, a executor.Action) error {
+func (r *Runner) Start(ctx context.Context, loop *v1alpha1.Loop, a executor.Action) (time.Duration, error) {
 	pod, err := Build(loop, loop.Status.RunID, a, r.Options)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if err := r.ensureWorkspace(ctx, loop); err != nil {
-		return err
+		return 0, err
 	}
 	if err := r.Client.Create(ctx, pod); err != nil {
 		if !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("create Pod %s: %w", pod.Name, err)
+			return 0, fmt.Errorf("create Pod %s: %w", pod.Name, err)
 		}
 		existing := &corev1.Pod{}
 		if err := r.Reader.Get(ctx, client.ObjectKeyFromObject(pod), existing); err != nil {
-			return fmt.Errorf("adopt Pod %s: %w", pod.Name, err)
+			return 0, fmt.Errorf("adopt Pod %s: %w", pod.Name, err)
 		}
 		if !ownedBy(existing, loop.UID) {
-			return &runner.Refused{Reason: "PodNameTaken", Message: fmt.Sprintf("Pod %s exists and does not belong to this Loop", pod.Name)}
+			return 0, &runner.Refused{Reason: "PodNameTaken", Message: fmt.Sprintf("Pod %s exists and does not belong to this Loop", pod.Name)}
 		}
 		if loop.Status.Action != nil {
 			loop.Status.Action.Pod = pod.Name
 		}
 		if p := existing.Status.Phase; p == corev1.PodSucceeded || p == corev1.PodFailed {
-			return &runner.AlreadyEnded{}
+			return 0, &runner.AlreadyEnded{}
 		}
-		return nil
+		return r.startAllowance(), nil
 	}
 	if loop.Status.Action != nil {
 		loop.Status.Action.Pod = pod.Name
 	}
-	return nil
+	// A Pod that never gets scheduled may change in no way the watch
+	// passes on: look again when its start allowance is up.
+	return r.startAllowance(), nil
 }
 
 // Check reads the Pod of the Loop's action in flight.
