@@ -24,6 +24,20 @@ func TestNewResult(t *testing.T) {
 	}
 }
 
+// A command that could not start in the Pod (no bash in the image, say)
+// reaches the Loop's status as a failure that says so.
+func TestCannotStartIsAFailure(t *testing.T) {
+	p := process.Run(t.Context(), process.Spec{Argv: []string{"no-such-shell-here", "-c", "true"}})
+	back, err := Decode(string(NewResult(p).Encode()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.ExitCode != process.ExitCannotStart || back.Failure == nil || back.Failure.Reason != ReasonCannotStart ||
+		!strings.Contains(back.Failure.Message, `cannot start no-such-shell-here: exec: "no-such-shell-here": executable file not found`) {
+		t.Errorf("read back %+v, failure %+v", back, back.Failure)
+	}
+}
+
 func TestResultAlwaysFits(t *testing.T) {
 	ugly := strings.Repeat("\"\\\x01é", 5000) // characters that JSON escapes grow
 	tests := []Result{

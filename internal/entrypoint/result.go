@@ -20,15 +20,22 @@ const MaxMessageBytes = 4096
 // Result is what the wrapper writes to the termination message: everything
 // the controller needs to complete the step, in at most MaxMessageBytes.
 type Result struct {
-	ExitCode        int              `json:"exitCode"`
-	DurationMs      int64            `json:"durationMs"`
-	Stdout          string           `json:"stdout"`
-	Stderr          string           `json:"stderr"`
-	StdoutTruncated bool             `json:"stdoutTruncated,omitempty"`
-	StderrTruncated bool             `json:"stderrTruncated,omitempty"`
-	TimedOut        bool             `json:"timedOut,omitempty"`
-	Verdict         *evaluate.Result `json:"verdict,omitempty"`
+	ExitCode        int    `json:"exitCode"`
+	DurationMs      int64  `json:"durationMs"`
+	Stdout          string `json:"stdout"`
+	Stderr          string `json:"stderr"`
+	StdoutTruncated bool   `json:"stdoutTruncated,omitempty"`
+	StderrTruncated bool   `json:"stderrTruncated,omitempty"`
+	TimedOut        bool   `json:"timedOut,omitempty"`
+	// CannotStart says why the command could not start: the image lacks
+	// the shell or the agent CLI, say.
+	CannotStart string           `json:"cannotStart,omitempty"`
+	Verdict     *evaluate.Result `json:"verdict,omitempty"`
 }
+
+// ReasonCannotStart is the failure reason of an action whose command could
+// not start in its Pod.
+const ReasonCannotStart = "CannotStart"
 
 // NewResult sums up how the action's process ended.
 func NewResult(r process.Result) Result {
@@ -36,7 +43,7 @@ func NewResult(r process.Result) Result {
 		ExitCode: r.ExitCode, DurationMs: r.Duration.Milliseconds(),
 		Stdout: r.Stdout, StdoutTruncated: r.StdoutTruncated,
 		Stderr: r.Stderr, StderrTruncated: r.StderrTruncated,
-		TimedOut: r.TimedOut, Verdict: r.Verdict,
+		TimedOut: r.TimedOut, CannotStart: r.CannotStart, Verdict: r.Verdict,
 	}
 }
 
@@ -112,10 +119,15 @@ func Decode(msg string) (executor.ActionResult, error) {
 	if err := json.Unmarshal([]byte(msg), &r); err != nil {
 		return executor.ActionResult{}, fmt.Errorf("termination message is not a wrapper result: %w", err)
 	}
-	return executor.ActionResult{
+	res := executor.ActionResult{
 		Output: r.Stdout, Stderr: r.Stderr, ExitCode: r.ExitCode,
 		Duration:        time.Duration(r.DurationMs) * time.Millisecond,
 		OutputTruncated: r.StdoutTruncated, StderrTruncated: r.StderrTruncated,
 		Verdict: r.Verdict,
-	}, nil
+	}
+	if r.CannotStart != "" {
+		// All a Loop's author sees is its status: it says why.
+		res.Failure = &executor.ActionFailure{Reason: ReasonCannotStart, Message: r.CannotStart + " (in the action's image)"}
+	}
+	return res, nil
 }

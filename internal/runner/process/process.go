@@ -93,6 +93,8 @@ type Result struct {
 	StdoutTruncated bool
 	StderrTruncated bool
 	TimedOut        bool
+	// CannotStart says why the command could not start ("" if it did).
+	CannotStart string
 	// Verdict is the deterministic evaluator's, over the complete stdout;
 	// nil without one.
 	Verdict *evaluate.Result
@@ -134,7 +136,8 @@ func Run(ctx context.Context, s Spec) Result {
 		err = runPiped(ctx, s, &res, stdout, stderr)
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "cannot start %s: %v\n", first(s.Argv), err)
+		res.CannotStart = fmt.Sprintf("cannot start %s: %v", first(s.Argv), err)
+		fmt.Fprintln(stderr, res.CannotStart)
 		res.ExitCode = ExitCannotStart
 	}
 	if res.TimedOut {
