@@ -131,8 +131,11 @@ func (s *settings) options() ctrl.Options {
 		HealthProbeBindAddress: s.probeAddr,
 		LeaderElection:         s.leaderElect,
 		LeaderElectionID:       "looprun-manager.looprun.io",
-		Cache:                  cacheOpts,
-		Client:                 clientOpts,
+		// The process exits as soon as the manager stops, so the lease can
+		// go at once: a restart or rollout does not wait out its expiry.
+		LeaderElectionReleaseOnCancel: true,
+		Cache:                         cacheOpts,
+		Client:                        clientOpts,
 	}
 }
 

@@ -41,6 +41,9 @@ func TestParseFlags(t *testing.T) {
 	if s.reconciler.Pods.OperatorNamespace != "looprun-system" || s.reconciler.AllowLocalActions || !s.metricsSecure {
 		t.Errorf("defaults: %+v, metrics secure %v", s.reconciler, s.metricsSecure)
 	}
+	if o := s.options(); !o.LeaderElectionReleaseOnCancel {
+		t.Error("the lease is not released on shutdown: a restarted operator would wait for it to expire")
+	}
 	if _, err := parseFlags([]string{"extra"}, func(string) string { return "" }); err == nil {
 		t.Error("a stray argument was accepted")
 	}
