@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 	ctrlbuilder "sigs.k8s.io/controller-runtime/pkg/builder"
 	ctrl "sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -259,7 +260,10 @@ func (r *LoopReconciler) SetupWithManager(mgr manager.Manager) error {
 	// deletion start a reconcile; actions ending and RequeueAfter do the rest.
 	b := ctrlbuilder.ControllerManagedBy(mgr).
 		For(&v1alpha1.Loop{}, ctrlbuilder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
-		WithOptions(controller.Options{MaxConcurrentReconciles: workers, RateLimiter: rateLimiter()}).
+		// The classic work queue: controller-runtime v0.24's priority queue
+		// can deadlock on shutdown (a worker blocks in Get for ever, and the
+		// manager's grace period runs out), kubernetes-sigs/controller-runtime#3538.
+		WithOptions(controller.Options{MaxConcurrentReconciles: workers, RateLimiter: rateLimiter(), UsePriorityQueue: ptr.To(false)}).
 		Named("loop")
 	if r.Actions != nil {
 		b = r.Actions.Watch(b)
