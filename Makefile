@@ -47,6 +47,10 @@ test: verify envtest helm ## Run every check and test (what CI runs), and a shor
 	HELM=$(HELM) KUBEBUILDER_ASSETS="$$(hack/setup-envtest.sh)" go test -race -count=1 ./...
 	$(MAKE) fuzz FUZZTIME=$(SHORT_FUZZTIME)
 
+.PHONY: test-e2e
+test-e2e: helm ## Run the end-to-end tests on a real one-node cluster built here (root; see docs/e2e.md).
+	HELM=$(HELM) hack/e2e/run.sh
+
 .PHONY: envtest
 envtest: ## Build kube-apiserver, etcd and kubectl for the tests into bin/k8s (once).
 	hack/setup-envtest.sh >/dev/null

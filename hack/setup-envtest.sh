@@ -3,6 +3,10 @@
 # through the Go module proxy, since prebuilt ones cannot be downloaded here,
 # and caches them in bin/k8s/. Prints the directory (for KUBEBUILDER_ASSETS).
 #
+#   hack/setup-envtest.sh          kube-apiserver, etcd, kubectl (make test)
+#   hack/setup-envtest.sh node     and kubelet, kube-scheduler,
+#                                  kube-controller-manager (make test-e2e)
+#
 #   kube-apiserver, kubectl: k8s.io/kubernetes with every staging module
 #                            replaced by the same-named module at the same
 #                            minor release
@@ -14,7 +18,15 @@ ETCD_VERSION=${ETCD_VERSION:-3.5.17}
 out=${ENVTEST_DIR:-$PWD/bin/k8s}
 stamp="$out/.versions"
 want="kube $KUBE_VERSION etcd $ETCD_VERSION stamped"
-if [[ -x $out/kube-apiserver && -x $out/etcd && -x $out/kubectl && "$(cat "$stamp" 2>/dev/null)" == "$want" ]]; then
+binaries=(kube-apiserver kubectl)
+if [[ ${1:-} == node ]]; then
+	binaries+=(kubelet kube-scheduler kube-controller-manager)
+	want+=" node"
+fi
+have=true
+for b in "${binaries[@]}" etcd; do [[ -x $out/$b ]] || have=false; done
+# A node build holds everything the envtest build does.
+if $have && [[ "$(cat "$stamp" 2>/dev/null)" == "$want"* ]]; then
 	echo "$out"
 	exit 0
 fi
@@ -29,7 +41,7 @@ staging=(api apiextensions-apiserver apimachinery apiserver cli-runtime client-g
 	kms kube-aggregator kube-controller-manager kube-proxy kube-scheduler kubectl kubelet metrics
 	mount-utils pod-security-admission sample-apiserver sample-cli-plugin sample-controller streaming)
 
-log "building kube-apiserver and kubectl v$KUBE_VERSION (a few minutes the first time)"
+log "building ${binaries[*]} v$KUBE_VERSION (a few minutes the first time)"
 mkdir -p "$work/kube"
 (
 	cd "$work/kube"
@@ -44,16 +56,11 @@ mkdir -p "$work/kube"
 		for m in "${staging[@]}"; do echo "	k8s.io/$m => k8s.io/$m v0.${KUBE_VERSION#1.}"; done
 		echo ")"
 	} >go.mod
-	cat >tools.go <<'GO'
-//go:build tools
-
-package tools
-
-import (
-	_ "k8s.io/kubernetes/cmd/kube-apiserver"
-	_ "k8s.io/kubernetes/cmd/kubectl"
-)
-GO
+	{
+		printf '//go:build tools\n\npackage tools\n\nimport (\n'
+		for b in "${binaries[@]}"; do printf '\t_ "k8s.io/kubernetes/cmd/%s"\n' "$b"; done
+		printf ')\n'
+	} >tools.go
 	GOFLAGS=-mod=mod go mod tidy >&2
 	# The version is stamped as the release builds do: the apiserver derives
 	# its compatibility version (and so which features it serves) from it.
@@ -64,13 +71,16 @@ GO
 		ldflags+=" -X $pkg.gitVersion=v$KUBE_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
 		ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
 	done
-	CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$out/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver
-	CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$out/kubectl" k8s.io/kubernetes/cmd/kubectl
+	for b in "${binaries[@]}"; do
+		CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$out/$b" "k8s.io/kubernetes/cmd/$b"
+	done
 )
 
-log "building etcd v$ETCD_VERSION"
-mkdir -p "$work/etcd"
-(
+# etcd is the same in both builds: a node build after an envtest one keeps it.
+base="kube $KUBE_VERSION etcd $ETCD_VERSION stamped"
+[[ -x $out/etcd && "$(cat "$stamp" 2>/dev/null)" == "$base"* ]] || (
+	log "building etcd v$ETCD_VERSION"
+	mkdir -p "$work/etcd"
 	cd "$work/etcd"
 	cat >go.mod <<MOD
 module looprun.local/envtest-etcd

@@ -1,0 +1,323 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/internal/runner/pod"
+)
+
+// kstatusOf computes the Loop's health as Flux and Argo CD read it.
+func kstatusOf(g Gomega, key client.ObjectKey) status.Status {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("Loop"))
+	g.Expect(k8sClient.Get(bg, key, u)).To(Succeed())
+	res, err := status.Compute(u)
+	g.Expect(err).NotTo(HaveOccurred())
+	return res.Status
+}
+
+func create(ns, name string, spec v1alpha1.LoopSpec) client.ObjectKey {
+	GinkgoHelper()
+	loop := &v1alpha1.Loop{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: spec}
+	Expect(k8sClient.Create(bg, loop)).To(Succeed())
+	return client.ObjectKeyFromObject(loop)
+}
+
+// withWorkspace gives a spec a workspace claim its steps share.
+func withWorkspace(spec v1alpha1.LoopSpec) v1alpha1.LoopSpec {
+	spec.Runner = &v1alpha1.RunnerSpec{Workspace: &v1alpha1.WorkspaceSpec{VolumeClaimTemplate: &corev1.PersistentVolumeClaimSpec{
+		AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+		Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+	}}}
+	return spec
+}
+
+// counting is a loop of n steps, each a Pod that appends its iteration to
+// a file of the shared workspace; the n-th goes to done.
+func counting(n int32) v1alpha1.LoopSpec {
+	return withWorkspace(v1alpha1.LoopSpec{Initial: "append", MaxIterations: ptr.To(n + 5), States: map[string]v1alpha1.State{
+		"append": {Action: fmt.Sprintf("echo ${state.iteration} >> lines && test ${state.iteration} -ge %d", n), OnSuccess: "done", OnFailure: "append"},
+		"done":   {Terminal: true},
+	}})
+}
+
+// workspaceFile reads a file of a Loop's workspace claim from the local
+// volume bound to it.
+func workspaceFile(ns, loop, file string) string {
+	GinkgoHelper()
+	pvc := &corev1.PersistentVolumeClaim{}
+	Expect(k8sClient.Get(bg, client.ObjectKey{Namespace: ns, Name: pod.WorkspaceClaim(loop)}, pvc)).To(Succeed())
+	pv := &corev1.PersistentVolume{}
+	Expect(k8sClient.Get(bg, client.ObjectKey{Name: pvc.Spec.VolumeName}, pv)).To(Succeed())
+	b, err := os.ReadFile(filepath.Join(pv.Spec.Local.Path, file))
+	Expect(err).NotTo(HaveOccurred())
+	return string(b)
+}
+
+func oneToN(n int) string {
+	var b strings.Builder
+	for i := 1; i <= n; i++ {
+		fmt.Fprintf(&b, "%d\n", i)
+	}
+	return b.String()
+}
+
+// summary is what two runs of one loop must agree on.
+func summary(l *v1alpha1.Loop) string {
+	s := l.Status
+	return fmt.Sprintf("phase=%s state=%s iteration=%d terminatedBy=%s verdict=%s lastSeq=%d", s.Phase, s.CurrentState, s.Iteration,
+		s.TerminatedBy, s.LastResult.Verdict, s.LastSeq)
+}
+
+var _ = Describe("Loops on a real node", func() {
+	It("runs the sample with real Pods: Ready for kubectl wait and kstatus, logs, and deletion collects what it owned", func() {
+		ns := newNamespace()
+		volumes(1)
+		applyFile(ns, filepath.Join(root, "config", "samples", "looprun_v1alpha1_loop.yaml"))
+		run("kubectl", "wait", "-n", ns, "--for=condition=Ready", "loop/fix-until-clean", "--timeout=180s")
+		key := client.ObjectKey{Namespace: ns, Name: "fix-until-clean"}
+		loop := getLoop(Default, key)
+		Expect(loop.Status.Phase).To(Equal(v1alpha1.PhaseCompleted), describe(loop))
+		Expect(loop.Status.CurrentState).To(Equal("done"))
+		Expect(kstatusOf(Default, key)).To(Equal(status.CurrentStatus))
+		Expect(workspaceFile(ns, "fix-until-clean", "fixes")).To(Equal("fixed\nfixed\n"))
+
+		// The action Pods' logs, through the API server and the kubelet.
+		out := run(looprun, "logs", "-n", ns, "fix-until-clean")
+		Expect(out).To(ContainSubstring("fix 2 applied"))
+		Expect(out).To(ContainSubstring("clean"))
+
+		Expect(k8sClient.Delete(bg, loop)).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(loopPods(ns, "fix-until-clean")).To(BeEmpty())
+			cms := &corev1.ConfigMapList{}
+			g.Expect(k8sClient.List(bg, cms, client.InNamespace(ns), client.MatchingLabels{v1alpha1.LabelLoop: "fix-until-clean"})).To(Succeed())
+			g.Expect(cms.Items).To(BeEmpty())
+			err := k8sClient.Get(bg, client.ObjectKey{Namespace: ns, Name: pod.WorkspaceClaim("fix-until-clean")}, &corev1.PersistentVolumeClaim{})
+			g.Expect(client.IgnoreNotFound(err)).To(Succeed())
+			g.Expect(err).To(HaveOccurred(), "the workspace claim is still there")
+		}, time.Minute, 250*time.Millisecond).Should(Succeed())
+	})
+
+	It("runs the examples with real Pods to the same end as a local run", func() {
+		ns := newNamespace()
+		examples := []string{"fix-until-clean", "drive-a-metric", "maintain-an-invariant"}
+		volumes(len(examples))
+		type end struct {
+			State        string `json:"current_state"`
+			Iteration    int32  `json:"iteration"`
+			TerminatedBy string `json:"terminated_by"`
+		}
+		want, keys := map[string]end{}, map[string]client.ObjectKey{}
+		for _, name := range examples {
+			file := filepath.Join(root, "examples", name, "loop.yaml")
+			// Locally, in a directory of its own, its scratch file there.
+			dir := GinkgoT().TempDir()
+			cmd := exec.Command(looprun, "run", "-q", file, "--set", "file=scratch.txt")
+			cmd.Dir = dir
+			_ = cmd.Run() // a maintain loop ends by its limit: exit code 1
+			var e end
+			b, err := os.ReadFile(filepath.Join(dir, ".loops", ".running", name+".state.json"))
+			Expect(err).NotTo(HaveOccurred())
+			Expect(json.Unmarshal(b, &e)).To(Succeed())
+			want[name] = e
+
+			// In the cluster: the manifest looprun convert prints, its steps
+			// sharing a workspace claim that holds the scratch file.
+			loop := &v1alpha1.Loop{}
+			Expect(yaml.Unmarshal([]byte(run(looprun, "convert", file)), loop)).To(Succeed())
+			loop.Namespace = ns
+			loop.Spec = withWorkspace(loop.Spec)
+			loop.Spec.Context["file"] = apiextensionsv1.JSON{Raw: []byte(`"scratch.txt"`)}
+			Expect(k8sClient.Create(bg, loop)).To(Succeed())
+			keys[name] = client.ObjectKeyFromObject(loop)
+		}
+		for _, name := range examples {
+			got := waitFinished(keys[name], 5*time.Minute)
+			Expect(end{got.Status.CurrentState, got.Status.Iteration, string(got.Status.TerminatedBy)}).To(Equal(want[name]), "%s: %s", name, describe(got))
+		}
+	})
+
+	It("says why a shell action cannot start in an image without bash", func() {
+		ns := newNamespace()
+		key := create(ns, "nobash", v1alpha1.LoopSpec{Initial: "a", Runner: &v1alpha1.RunnerSpec{Image: nobashImage}, States: map[string]v1alpha1.State{
+			"a":    {Action: "echo hi", Next: "done"},
+			"done": {Terminal: true},
+		}})
+		loop := waitFinished(key, 2*time.Minute)
+		Expect(loop.Status.Phase).To(Equal(v1alpha1.PhaseFailed), describe(loop))
+		Expect(kstatusOf(Default, key)).To(Equal(status.FailedStatus))
+		stalled := findCondition(loop, v1alpha1.StalledCondition)
+		Expect(stalled).NotTo(BeNil())
+		Expect(stalled.Message).To(ContainSubstring(`cannot start bash`))
+		Expect(stalled.Message).To(ContainSubstring(`executable file not found`))
+
+		// With the image's own shell, the same image serves.
+		key = create(ns, "sh", v1alpha1.LoopSpec{Initial: "a", Runner: &v1alpha1.RunnerSpec{Image: nobashImage, Shell: "sh"}, States: map[string]v1alpha1.State{
+			"a":    {Action: "echo hi from sh", Capture: "a", Next: "done"},
+			"done": {Terminal: true},
+		}})
+		loop = waitFinished(key, 2*time.Minute)
+		Expect(loop.Status.Phase).To(Equal(v1alpha1.PhaseCompleted), describe(loop))
+		Expect(loop.Status.Captured["a"].Output).To(Equal("hi from sh"))
+	})
+
+	It("gives actions envFrom a Secret, and an agent its key from a Secret", func() {
+		ns := newNamespace()
+		Expect(k8sClient.Create(bg, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "settings"},
+			StringData: map[string]string{"GREETING": "hello from a Secret"}})).To(Succeed())
+		Expect(k8sClient.Create(bg, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "agent"},
+			StringData: map[string]string{"api-key": "sk-test"}})).To(Succeed())
+		spec := v1alpha1.LoopSpec{Initial: "greet",
+			Runner: &v1alpha1.RunnerSpec{EnvFrom: []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "settings"}}}}},
+			Agent:  &v1alpha1.AgentSpec{APIKeySecretRef: &v1alpha1.SecretKeyRef{Name: "agent", Key: "api-key"}},
+			States: map[string]v1alpha1.State{
+				"greet": {Action: `echo "$GREETING"`, Capture: "greet", Next: "ask"},
+				"ask":   {Action: "say hi", ActionType: v1alpha1.ActionAgent, Capture: "ask", Next: "done"},
+				"done":  {Terminal: true},
+			}}
+		loop := waitFinished(create(ns, "secrets", spec), 2*time.Minute)
+		Expect(loop.Status.Phase).To(Equal(v1alpha1.PhaseCompleted), describe(loop))
+		Expect(loop.Status.Captured["greet"].Output).To(Equal("hello from a Secret"))
+		Expect(loop.Status.Captured["ask"].Output).To(Equal("agent: say hi (key: yes)"))
+	})
+
+	It("ends a step whose Pod cannot start, naming the cause", func() {
+		ns := newNamespace()
+		missing := create(ns, "missing-image", v1alpha1.LoopSpec{Initial: "a", Runner: &v1alpha1.RunnerSpec{Image: "looprun.local/missing:1"},
+			States: map[string]v1alpha1.State{"a": {Action: "true", Next: "done"}, "done": {Terminal: true}}})
+		pending := withWorkspace(v1alpha1.LoopSpec{Initial: "a", States: map[string]v1alpha1.State{"a": {Action: "true", Next: "done"}, "done": {Terminal: true}}})
+		pending.Runner.Workspace.VolumeClaimTemplate.StorageClassName = ptr.To("no-such-class")
+		claim := create(ns, "pending-claim", pending)
+
+		loop := waitFinished(missing, 2*time.Minute)
+		Expect(loop.Status.Phase).To(Equal(v1alpha1.PhaseFailed), describe(loop))
+		Expect(findCondition(loop, v1alpha1.StalledCondition).Message).To(And(ContainSubstring(pod.ReasonImagePullFailed), ContainSubstring("looprun.local/missing:1")))
+
+		loop = waitFinished(claim, 2*time.Minute)
+		Expect(loop.Status.Phase).To(Equal(v1alpha1.PhaseFailed), describe(loop))
+		Expect(findCondition(loop, v1alpha1.StalledCondition).Message).To(And(ContainSubstring(pod.ReasonPodNeverStarted), ContainSubstring("not scheduled"), ContainSubstring("PersistentVolumeClaim")))
+	})
+
+	It("stops a running Loop's Pod when the Loop is deleted, and collects everything it owned", func() {
+		ns := newNamespace()
+		volumes(1)
+		spec := withWorkspace(v1alpha1.LoopSpec{Initial: "wait", States: map[string]v1alpha1.State{
+			"wait": {Action: "sleep 600", Next: "done"},
+			"done": {Terminal: true},
+		}})
+		key := create(ns, "long", spec)
+		var podName string
+		Eventually(func(g Gomega) {
+			pods := loopPods(ns, "long")
+			g.Expect(pods).To(HaveLen(1))
+			g.Expect(pods[0].Status.Phase).To(Equal(corev1.PodRunning))
+			podName = pods[0].Name
+		}, 2*time.Minute, 250*time.Millisecond).Should(Succeed())
+		Eventually(func(g Gomega) { g.Expect(kstatusOf(g, key)).To(Equal(status.InProgressStatus)) }).Should(Succeed())
+
+		loop := getLoop(Default, key)
+		Expect(k8sClient.Delete(bg, loop)).To(Succeed())
+		Eventually(func(g Gomega) {
+			err := k8sClient.Get(bg, client.ObjectKey{Namespace: ns, Name: podName}, &corev1.Pod{})
+			g.Expect(err).To(HaveOccurred(), "the action Pod is still there")
+			g.Expect(client.IgnoreNotFound(err)).To(Succeed())
+			cms := &corev1.ConfigMapList{}
+			g.Expect(k8sClient.List(bg, cms, client.InNamespace(ns), client.MatchingLabels{v1alpha1.LabelLoop: "long"})).To(Succeed())
+			g.Expect(cms.Items).To(BeEmpty())
+		}, 2*time.Minute, 250*time.Millisecond).Should(Succeed())
+	})
+
+	It("finishes a 30-step loop once while its operator Pod is deleted five times", func() {
+		ns := newNamespace()
+		volumes(2)
+		want := waitFinished(create(ns, "calm", counting(30)), 5*time.Minute)
+		Expect(want.Status.Phase).To(Equal(v1alpha1.PhaseCompleted), describe(want))
+		Expect(workspaceFile(ns, "calm", "lines")).To(Equal(oneToN(30)))
+
+		key := create(ns, "restarts", counting(30))
+		for i := range 5 {
+			time.Sleep(time.Duration(2000+rand.IntN(3000)) * time.Millisecond)
+			Expect(getLoop(Default, key).Status.Phase.IsFinished()).To(BeFalse(), "the loop ended before restart %d", i+1)
+			old := leader()
+			Expect(old).NotTo(BeEmpty())
+			Expect(k8sClient.Delete(bg, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: operatorNS, Name: old}})).To(Succeed())
+			Eventually(func() string { return leader() }, 2*time.Minute, 250*time.Millisecond).ShouldNot(Or(BeEmpty(), Equal(old)))
+		}
+		got := waitFinished(key, 5*time.Minute)
+		Expect(summary(got)).To(Equal(summary(want)))
+		// Each step ran once: each iteration appended its line once.
+		Expect(workspaceFile(ns, "restarts", "lines")).To(Equal(oneToN(30)))
+	})
+})
+
+var _ = Describe("The operator as the chart installs it", Serial, func() {
+	It("carries a run across a helm upgrade to a new image with two replicas, and keeps to its watched namespaces", func() {
+		DeferCleanup(func() { installOperator("e2e", "replicas=1") })
+		// A second tag of the same image, as a release would bring.
+		run("ctr", "--address", filepath.Join(e2eDir, "run", "containerd.sock"), "-n", "k8s.io", "images", "tag", "--force",
+			operatorImage+":e2e", operatorImage+":e2e-next")
+		ns := newNamespace()
+		volumes(1)
+		key := create(ns, "upgraded", counting(15))
+		Eventually(func(g Gomega) { g.Expect(getLoop(g, key).Status.Iteration).To(BeNumerically(">=", 2)) }, 2*time.Minute).Should(Succeed())
+		installOperator("e2e-next", "replicas=2")
+		d := &appsv1.Deployment{}
+		Expect(k8sClient.Get(bg, client.ObjectKey{Namespace: operatorNS, Name: release}, d)).To(Succeed())
+		Expect(d.Spec.Template.Spec.Containers[0].Image).To(Equal(operatorImage + ":e2e-next"))
+		loop := waitFinished(key, 5*time.Minute)
+		Expect(loop.Status.Phase).To(Equal(v1alpha1.PhaseCompleted), describe(loop))
+		Expect(workspaceFile(ns, "upgraded", "lines")).To(Equal(oneToN(15)))
+
+		// The leader goes: the other replica takes over at once, the lease
+		// released, not waited out.
+		old := leader()
+		start := time.Now()
+		Expect(k8sClient.Delete(bg, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: operatorNS, Name: old}})).To(Succeed())
+		Eventually(func() string { return leader() }, time.Minute, 100*time.Millisecond).ShouldNot(Or(BeEmpty(), Equal(old)))
+		GinkgoWriter.Printf("a new leader %s after the old one was deleted\n", time.Since(start))
+		Expect(time.Since(start)).To(BeNumerically("<", 12*time.Second), "the new leader waited for the old lease to expire")
+
+		// Watching one namespace, with rights in it only, the operator leaves
+		// another's Loops alone.
+		watched, other := newNamespace(), newNamespace()
+		installOperator("e2e", "replicas=1", "watchNamespaces={"+watched+"}")
+		spec := v1alpha1.LoopSpec{Initial: "a", States: map[string]v1alpha1.State{"a": {Action: "echo hi", Next: "done"}, "done": {Terminal: true}}}
+		ignored := create(other, "ignored", spec)
+		served := waitFinished(create(watched, "served", spec), 2*time.Minute)
+		Expect(served.Status.Phase).To(Equal(v1alpha1.PhaseCompleted), describe(served))
+		Consistently(func(g Gomega) { g.Expect(getLoop(g, ignored).Status.Phase).To(BeEmpty()) }, 10*time.Second).Should(Succeed())
+	})
+})
+
+func findCondition(loop *v1alpha1.Loop, t string) *metav1.Condition {
+	for i := range loop.Status.Conditions {
+		if loop.Status.Conditions[i].Type == t {
+			return &loop.Status.Conditions[i]
+		}
+	}
+	return nil
+}
