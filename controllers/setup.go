@@ -1,12 +1,15 @@
 package controllers
 
 import (
+	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -32,6 +35,9 @@ type Config struct {
 	Pods pod.Options
 	// LLM is how Loops may reach the LLM judge.
 	LLM LLMConfig
+	// Shard is the value of looprun.io/shard of the Loops this operator
+	// runs ("": the Loops without the label). CacheOptions selects them.
+	Shard string
 }
 
 // LLMConfig is the operator's side of the LLM judge.
@@ -70,16 +76,39 @@ func NewReconciler(mgr ctrl.Manager, cfg Config) *LoopReconciler {
 
 // CacheOptions keeps the manager's cache small: event-log ConfigMaps and
 // Secrets are read through the API server, and only action Pods (labelled
-// looprun.io/loop) are cached.
-func CacheOptions() (cache.Options, client.Options) {
-	selector := labels.NewSelector()
-	req, err := labels.NewRequirement(v1alpha1.LabelLoop, selection.Exists, nil)
-	if err != nil {
-		panic(err)
+// looprun.io/loop) are cached. Only the Loops of the manager's shard are:
+// those labelled looprun.io/shard=SHARD, or, for the manager without a
+// shard (""), those without the label.
+//
+// The action Pods of every shard are watched, so that a Loop moved to
+// another shard mid-step is woken there when its Pod ends; a Pod event of a
+// Loop outside the shard finds no Loop in the cache and does nothing.
+func CacheOptions(shard string) (cache.Options, client.Options) {
+	pods := labels.NewSelector().Add(requirement(v1alpha1.LabelLoop, selection.Exists))
+	loops := labels.NewSelector().Add(requirement(v1alpha1.LabelShard, selection.DoesNotExist))
+	if shard != "" {
+		loops = labels.NewSelector().Add(requirement(v1alpha1.LabelShard, selection.Equals, shard))
 	}
-	selector = selector.Add(*req)
-	return cache.Options{ByObject: map[client.Object]cache.ByObject{&corev1.Pod{}: {Label: selector}}},
+	return cache.Options{ByObject: map[client.Object]cache.ByObject{&corev1.Pod{}: {Label: pods}, &v1alpha1.Loop{}: {Label: loops}}},
 		client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.ConfigMap{}, &corev1.Secret{}}}}
+}
+
+// ValidateShard checks a shard name: a DNS label (lower-case letters,
+// digits and '-', at most 63), so that it is a label value and names its
+// shard's lease.
+func ValidateShard(shard string) error {
+	if errs := validation.IsDNS1123Label(shard); len(errs) > 0 {
+		return fmt.Errorf("shard %q: %s", shard, strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+func requirement(key string, op selection.Operator, values ...string) labels.Requirement {
+	req, err := labels.NewRequirement(key, op, values)
+	if err != nil {
+		panic(err) // the keys and operators are the constants above
+	}
+	return *req
 }
 
 // RestConfig tunes a client config for the operator: built-in objects (the

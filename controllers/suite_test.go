@@ -90,7 +90,7 @@ func startPodOperator(c Config) *operator {
 }
 
 func runOperator(c Config, tweaks ...func(*LoopReconciler)) *operator {
-	cacheOpts, clientOpts := CacheOptions()
+	cacheOpts, clientOpts := CacheOptions(c.Shard)
 	op := &operator{}
 	var err error
 	op.mgr, err = fixture.StartManager(RestConfig(cfg), ctrl.Options{Scheme: scheme, Cache: cacheOpts, Client: clientOpts}, func(mgr ctrl.Manager) error {

@@ -26,6 +26,11 @@ const (
 	LabelState = "looprun.io/state"
 	// LabelEventLog marks event-log segments.
 	LabelEventLog = "looprun.io/event-log"
+	// LabelShard puts a Loop in the shard of the manager started with
+	// --shard of that value; a Loop without it belongs to the manager
+	// started without --shard. What the operator creates for a Loop
+	// carries its Loop's shard.
+	LabelShard = "looprun.io/shard"
 	// AnnotationState holds the state's full name when LabelState had to
 	// shorten it.
 	AnnotationState = "looprun.io/state"
@@ -123,4 +128,14 @@ func isLabelChar(c byte) bool {
 func ShortHash(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:4])
+}
+
+// ChildLabels are the labels of what the operator creates for a Loop: its
+// name and, when it has one, its shard.
+func ChildLabels(loop *Loop) map[string]string {
+	l := map[string]string{LabelLoop: LabelValue(loop.Name)}
+	if shard, ok := loop.Labels[LabelShard]; ok {
+		l[LabelShard] = shard
+	}
+	return l
 }

@@ -68,7 +68,7 @@ func run(transitions, loops, perLoop, workers int) error {
 	}
 	defer os.RemoveAll(workdir)
 	tr := &timing.Gaps{}
-	cacheOpts, clientOpts := controllers.CacheOptions()
+	cacheOpts, clientOpts := controllers.CacheOptions("")
 	mgr, err := fixture.StartManager(controllers.RestConfig(cfg), ctrl.Options{Scheme: scheme, Cache: cacheOpts, Client: clientOpts},
 		func(mgr ctrl.Manager) error {
 			r := controllers.NewReconciler(mgr, controllers.Config{AllowLocalActions: true, LocalWorkdir: workdir, Workers: workers})

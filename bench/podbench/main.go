@@ -122,7 +122,7 @@ func run(steps int) error {
 // startOperator runs the Loop controller as cmd/manager does, its action
 // runner wrapped; the returned function stops it.
 func startOperator(cfg *rest.Config, scheme *runtime.Scheme, c controllers.Config, wrap func(runner.Runner) runner.Runner) (func(), error) {
-	cacheOpts, clientOpts := controllers.CacheOptions()
+	cacheOpts, clientOpts := controllers.CacheOptions("")
 	mgr, err := fixture.StartManager(controllers.RestConfig(cfg), ctrl.Options{Scheme: scheme, Cache: cacheOpts, Client: clientOpts},
 		func(mgr ctrl.Manager) error {
 			r := controllers.NewReconciler(mgr, c)

@@ -75,7 +75,7 @@ func newClusterFixture() (*clusterFixture, error) {
 		stopEnv()
 		return nil, err
 	}
-	cacheOpts, clientOpts := controllers.CacheOptions()
+	cacheOpts, clientOpts := controllers.CacheOptions("")
 	mgr, err := fixture.StartManager(controllers.RestConfig(cfg), ctrl.Options{Scheme: c.Scheme(), Cache: cacheOpts, Client: clientOpts},
 		func(mgr ctrl.Manager) error {
 			return controllers.NewReconciler(mgr, controllers.Config{SegmentBytes: 16 << 10,

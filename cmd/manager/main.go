@@ -56,6 +56,8 @@ func parseFlags(args []string, getenv func(string) string) (*settings, error) {
 		"serve metrics over HTTPS to clients the API server authenticates and authorizes (get on the /metrics URL)")
 	fs.StringVar(&s.probeAddr, "health-probe-bind-address", ":8081", "address of the health and readiness probes")
 	fs.BoolVar(&s.leaderElect, "leader-elect", false, "elect a leader, so that only one of several replicas runs Loops")
+	fs.StringVar(&s.reconciler.Shard, "shard", "",
+		"run only the Loops labelled looprun.io/shard=SHARD (default: only the Loops without that label); each shard elects its own leader")
 	var watch string
 	fs.StringVar(&watch, "watch-namespaces", "", "comma-separated namespaces whose Loops this operator runs (empty: all)")
 	c := &s.reconciler
@@ -88,6 +90,11 @@ func parseFlags(args []string, getenv func(string) string) (*settings, error) {
 		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
 	s.watchNamespaces = splitList(watch)
+	if c.Shard != "" {
+		if err := controllers.ValidateShard(c.Shard); err != nil {
+			return nil, err
+		}
+	}
 	c.LLM.AllowedBaseURLs = splitList(allowed)
 	return s, nil
 }
@@ -111,7 +118,7 @@ func (s *settings) logger(w io.Writer) logr.Logger {
 
 // options builds the manager's options.
 func (s *settings) options() ctrl.Options {
-	cacheOpts, clientOpts := controllers.CacheOptions()
+	cacheOpts, clientOpts := controllers.CacheOptions(s.reconciler.Shard)
 	if len(s.watchNamespaces) > 0 {
 		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
 		for _, ns := range s.watchNamespaces {
@@ -130,7 +137,7 @@ func (s *settings) options() ctrl.Options {
 		Metrics:                metrics,
 		HealthProbeBindAddress: s.probeAddr,
 		LeaderElection:         s.leaderElect,
-		LeaderElectionID:       "looprun-manager.looprun.io",
+		LeaderElectionID:       leaderElectionID(s.reconciler.Shard),
 		// The process exits as soon as the manager stops, so the lease can
 		// go at once: a restart or rollout does not wait out its expiry.
 		LeaderElectionReleaseOnCancel: true,
@@ -187,4 +194,13 @@ func run(ctx context.Context, s *settings, cfg *rest.Config, logw io.Writer) err
 		return err
 	}
 	return nil
+}
+
+// leaderElectionID is the lease of a shard's managers: each shard elects its
+// own leader.
+func leaderElectionID(shard string) string {
+	if shard == "" {
+		return "looprun-manager.looprun.io"
+	}
+	return "looprun-manager-" + shard + ".looprun.io"
 }

@@ -41,8 +41,24 @@ func TestParseFlags(t *testing.T) {
 	if s.reconciler.Pods.OperatorNamespace != "looprun-system" || s.reconciler.AllowLocalActions || !s.metricsSecure {
 		t.Errorf("defaults: %+v, metrics secure %v", s.reconciler, s.metricsSecure)
 	}
-	if o := s.options(); !o.LeaderElectionReleaseOnCancel {
+	o := s.options()
+	if !o.LeaderElectionReleaseOnCancel {
 		t.Error("the lease is not released on shutdown: a restarted operator would wait for it to expire")
+	}
+	if o.LeaderElectionID != "looprun-manager.looprun.io" {
+		t.Errorf("lease %s", o.LeaderElectionID)
+	}
+	sharded, err := parseFlags([]string{"--shard", "blue"}, func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := sharded.options(); o.LeaderElectionID != "looprun-manager-blue.looprun.io" {
+		t.Errorf("a shard shares the lease %s: its leader would stop the others'", o.LeaderElectionID)
+	}
+	for _, bad := range []string{"Blue", "a_b", "-x", strings.Repeat("x", 64)} {
+		if _, err := parseFlags([]string{"--shard", bad}, func(string) string { return "" }); err == nil {
+			t.Errorf("shard %q accepted", bad)
+		}
 	}
 	if _, err := parseFlags([]string{"extra"}, func(string) string { return "" }); err == nil {
 		t.Error("a stray argument was accepted")

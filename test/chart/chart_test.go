@@ -343,3 +343,26 @@ func equalRules(a, b []rbacv1.PolicyRule) bool {
 	}
 	return true
 }
+
+// Each shard gets a Deployment of its own that runs only its Loops; the
+// first Deployment keeps the Loops without a shard.
+func TestChartShards(t *testing.T) {
+	m := render(t, "shards={blue,green}")
+	if n := len(m.all("Deployment")); n != 3 {
+		t.Fatalf("%d Deployments, want one and one per shard", n)
+	}
+	plain := managerContainer(t, one[appsv1.Deployment](t, m, "Deployment", "looprun"))
+	if slices.ContainsFunc(plain.Args, func(a string) bool { return strings.HasPrefix(a, "--shard") }) {
+		t.Errorf("the unsharded manager has a shard: %v", plain.Args)
+	}
+	for _, shard := range []string{"blue", "green"} {
+		d := one[appsv1.Deployment](t, m, "Deployment", "-shard-"+shard)
+		c := managerContainer(t, d)
+		if !slices.Contains(c.Args, "--shard="+shard) || !slices.Contains(c.Args, "--leader-elect") {
+			t.Errorf("shard %s: args %v", shard, c.Args)
+		}
+		if d.Spec.Selector.MatchLabels["looprun.io/shard"] != shard || d.Spec.Template.Labels["looprun.io/shard"] != shard {
+			t.Errorf("shard %s: selector %v, Pod labels %v", shard, d.Spec.Selector.MatchLabels, d.Spec.Template.Labels)
+		}
+	}
+}

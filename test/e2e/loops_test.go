@@ -155,10 +155,28 @@ var _ = Describe("Loops on a real node", func() {
 			Expect(k8sClient.Create(bg, loop)).To(Succeed())
 			keys[name] = client.ObjectKeyFromObject(loop)
 		}
+		// GitOps health as kstatus reads it: a loop that ended at a limit
+		// (the maintain loop) is Failed, the others Current.
+		health := map[string]status.Status{"fix-until-clean": status.CurrentStatus, "drive-a-metric": status.CurrentStatus, "maintain-an-invariant": status.FailedStatus}
 		for _, name := range examples {
 			got := waitFinished(keys[name], 5*time.Minute)
 			Expect(end{got.Status.CurrentState, got.Status.Iteration, string(got.Status.TerminatedBy)}).To(Equal(want[name]), "%s: %s", name, describe(got))
+			Expect(kstatusOf(Default, keys[name])).To(Equal(health[name]), name)
 		}
+	})
+
+	It("holds a suspended Loop, Current for kstatus, and runs it when resumed", func() {
+		ns := newNamespace()
+		key := create(ns, "held", v1alpha1.LoopSpec{Initial: "a", Suspend: true, States: map[string]v1alpha1.State{
+			"a": {Action: "echo ran", Capture: "a", Next: "done"}, "done": {Terminal: true},
+		}})
+		Eventually(func(g Gomega) { g.Expect(getLoop(g, key).Status.Phase).To(Equal(v1alpha1.PhaseSuspended)) }, time.Minute).Should(Succeed())
+		Expect(kstatusOf(Default, key)).To(Equal(status.CurrentStatus))
+		Expect(loopPods(ns, "held")).To(BeEmpty())
+		run(looprun, "resume", "-n", ns, "loop/held")
+		loop := waitFinished(key, 2*time.Minute)
+		Expect(loop.Status.Phase).To(Equal(v1alpha1.PhaseCompleted), describe(loop))
+		Expect(loop.Status.Captured["a"].Output).To(Equal("ran"))
 	})
 
 	It("says why a shell action cannot start in an image without bash", func() {

@@ -269,7 +269,7 @@ func (l *Log) newSegment(loop *v1alpha1.Loop, n int32, data, checkpoints string)
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      SegmentName(loop.Name, n),
 			Namespace: loop.Namespace,
-			Labels:    map[string]string{v1alpha1.LabelLoop: v1alpha1.LabelValue(loop.Name), v1alpha1.LabelEventLog: "true"},
+			Labels:    eventLogLabels(loop),
 		},
 		Data: map[string]string{EventsKey: data},
 	}
@@ -336,4 +336,10 @@ func Read(ctx context.Context, r client.Reader, loop *v1alpha1.Loop) ([]executor
 		out = append(out, evs...)
 	}
 	return out, nil
+}
+
+func eventLogLabels(loop *v1alpha1.Loop) map[string]string {
+	l := v1alpha1.ChildLabels(loop)
+	l[v1alpha1.LabelEventLog] = "true"
+	return l
 }

@@ -144,12 +144,10 @@ func Build(loop *v1alpha1.Loop, run string, a executor.Action, o Options) (*core
 	if path.Clean(workdir) != "/tmp" {
 		mounts = append(mounts, corev1.VolumeMount{Name: tmpVolume, MountPath: "/tmp"})
 	}
-	labels := map[string]string{
-		v1alpha1.LabelLoop:      v1alpha1.LabelValue(loop.Name),
-		v1alpha1.LabelRun:       v1alpha1.LabelValue(run),
-		v1alpha1.LabelIteration: strconv.Itoa(int(a.Iteration)),
-		v1alpha1.LabelState:     v1alpha1.LabelValue(a.State),
-	}
+	labels := v1alpha1.ChildLabels(loop)
+	labels[v1alpha1.LabelRun] = v1alpha1.LabelValue(run)
+	labels[v1alpha1.LabelIteration] = strconv.Itoa(int(a.Iteration))
+	labels[v1alpha1.LabelState] = v1alpha1.LabelValue(a.State)
 	if a.Retry > 0 {
 		labels[v1alpha1.LabelRetry] = strconv.Itoa(int(a.Retry))
 	}

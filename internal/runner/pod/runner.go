@@ -194,7 +194,7 @@ func (r *Runner) ensureWorkspace(ctx context.Context, loop *v1alpha1.Loop) error
 	pvc := &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: WorkspaceClaim(loop.Name), Namespace: loop.Namespace,
-			Labels: map[string]string{v1alpha1.LabelLoop: v1alpha1.LabelValue(loop.Name)},
+			Labels: v1alpha1.ChildLabels(loop),
 		},
 		Spec: *rs.Workspace.VolumeClaimTemplate.DeepCopy(),
 	}
