@@ -328,6 +328,22 @@ var _ = Describe("The operator as the chart installs it", Serial, func() {
 		served := waitFinished(create(watched, "served", spec), 2*time.Minute)
 		Expect(served.Status.Phase).To(Equal(v1alpha1.PhaseCompleted), describe(served))
 		Consistently(func(g Gomega) { g.Expect(getLoop(g, ignored).Status.Phase).To(BeEmpty()) }, 10*time.Second).Should(Succeed())
+
+		// A shard: the chart's second Deployment runs the labelled Loops.
+		installOperator("e2e", "replicas=1", "shards={blue}")
+		Eventually(func(g Gomega) {
+			d := &appsv1.Deployment{}
+			g.Expect(k8sClient.Get(bg, client.ObjectKey{Namespace: operatorNS, Name: release + "-shard-blue"}, d)).To(Succeed())
+			g.Expect(d.Status.AvailableReplicas).To(Equal(int32(1)))
+		}, 2*time.Minute, time.Second).Should(Succeed())
+		sharded := &v1alpha1.Loop{ObjectMeta: metav1.ObjectMeta{Namespace: other, Name: "sharded", Labels: map[string]string{v1alpha1.LabelShard: "blue"}}, Spec: spec}
+		Expect(k8sClient.Create(bg, sharded)).To(Succeed())
+		loop = waitFinished(client.ObjectKeyFromObject(sharded), 2*time.Minute)
+		Expect(loop.Status.Phase).To(Equal(v1alpha1.PhaseCompleted), describe(loop))
+		for _, p := range loopPods(other, "sharded") {
+			Expect(p.Labels).To(HaveKeyWithValue(v1alpha1.LabelShard, "blue"))
+		}
+		Expect(run("kubectl", "logs", "-n", operatorNS, "deploy/"+release+"-shard-blue")).To(ContainSubstring(`"name":"sharded"`))
 	})
 })
 
