@@ -68,7 +68,9 @@ var _ = BeforeSuite(func() {
 	Expect(err).NotTo(HaveOccurred())
 
 	looprun = filepath.Join(GinkgoT().TempDir(), "looprun")
-	run("go", "build", "-o", looprun, "./cmd/looprun")
+	// As the Dockerfile builds it (and as run.sh builds everything else),
+	// so that the build reuses what the image build compiled.
+	run("go", "build", "-trimpath", "-ldflags=-s -w", "-o", looprun, "./cmd/looprun")
 
 	installOperator("e2e")
 })
