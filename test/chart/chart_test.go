@@ -21,6 +21,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -363,6 +364,20 @@ func TestChartShards(t *testing.T) {
 		}
 		if d.Spec.Selector.MatchLabels["looprun.io/shard"] != shard || d.Spec.Template.Labels["looprun.io/shard"] != shard {
 			t.Errorf("shard %s: selector %v, Pod labels %v", shard, d.Spec.Selector.MatchLabels, d.Spec.Template.Labels)
+		}
+		// No Deployment's selector matches another's Pods.
+		for _, other := range m.all("Deployment") {
+			od := &appsv1.Deployment{}
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(other.Object, od); err != nil {
+				t.Fatal(err)
+			}
+			sel, err := metav1.LabelSelectorAsSelector(od.Spec.Selector)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if od.Name != d.Name && sel.Matches(labels.Set(d.Spec.Template.Labels)) {
+				t.Errorf("Deployment %s selects the Pods of %s", od.Name, d.Name)
+			}
 		}
 	}
 }

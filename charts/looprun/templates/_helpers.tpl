@@ -20,6 +20,19 @@ app.kubernetes.io/name: {{ .Chart.Name }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
+{{/* The selector labels of a shard's managers ("": the unsharded ones). */}}
+{{- define "looprun.shardSelectorLabels" -}}
+{{- $root := index . 0 -}}
+{{- $shard := index . 1 -}}
+{{- if $shard -}}
+app.kubernetes.io/name: {{ $root.Chart.Name }}-shard
+app.kubernetes.io/instance: {{ $root.Release.Name }}
+looprun.io/shard: {{ $shard }}
+{{- else -}}
+{{ include "looprun.selectorLabels" $root }}
+{{- end -}}
+{{- end -}}
+
 {{- define "looprun.serviceAccountName" -}}
 {{- if .Values.serviceAccount.create -}}
 {{- default (include "looprun.fullname" .) .Values.serviceAccount.name -}}
