@@ -2,10 +2,6 @@ package controllers
 
 import (
 	"encoding/json"
-	"io"
-	"net/http"
-	"net/http/httptest"
-	"sync"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -17,55 +13,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/test/fixture"
 )
 
-// llmServer speaks enough of the Messages API for the judge, and records
-// the API keys it was sent. With hang, it accepts and never answers.
-type llmServer struct {
-	*httptest.Server
-	mu   sync.Mutex
-	keys []string
-	hang chan struct{}
-}
-
-func newLLMServer(hang bool) *llmServer {
-	s := &llmServer{}
-	if hang {
-		s.hang = make(chan struct{})
-	}
-	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		s.mu.Lock()
-		s.keys = append(s.keys, r.Header.Get("X-Api-Key"))
-		s.mu.Unlock()
-		if s.hang != nil {
-			select {
-			case <-s.hang:
-			case <-r.Context().Done():
-			}
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]any{
-			"id": "msg_1", "type": "message", "role": "assistant", "model": "m",
-			"content": []any{map[string]any{"type": "tool_use", "id": "t1", "name": "record_verdict",
-				"input": map[string]any{"verdict": "yes", "confidence": 0.9, "reason": "ok", "evidence": "hi"}}},
-			"stop_reason": "tool_use", "usage": map[string]any{"input_tokens": 1, "output_tokens": 1},
-		})
-	}))
-	DeferCleanup(func() {
-		if s.hang != nil {
-			close(s.hang)
-		}
-		s.Close()
-	})
+// newLLMServer is a stand-in for the Messages API, closed when the spec ends.
+func newLLMServer(hang bool) *fixture.LLMServer {
+	s := fixture.NewLLMServer(nil, hang)
+	DeferCleanup(s.Close)
 	return s
-}
-
-func (s *llmServer) sentKeys() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]string(nil), s.keys...)
 }
 
 // judgedSpec is a Loop whose one state the LLM judge weighs.
@@ -91,7 +46,7 @@ var _ = Describe("The LLM judge and tenancy", func() {
 	var (
 		ns      string
 		op      *operator
-		allowed *llmServer
+		allowed *fixture.LLMServer
 	)
 	BeforeEach(func() {
 		ns = newNamespace()
@@ -105,7 +60,7 @@ var _ = Describe("The LLM judge and tenancy", func() {
 	It("sends the operator's key only to the operator's own endpoint", func() {
 		loop := waitFinished(createLoop(ns, "own", judgedSpec(nil)))
 		Expect(loop.Status.Phase).To(Equal(v1alpha1.PhaseCompleted))
-		Expect(allowed.sentKeys()).To(Equal([]string{"operator-key"}))
+		Expect(allowed.SentKeys()).To(Equal([]string{"operator-key"}))
 	})
 
 	It("refuses a base URL outside the allow-list, and sends it nothing", func() {
@@ -115,14 +70,14 @@ var _ = Describe("The LLM judge and tenancy", func() {
 		loop := waitFinished(createLoop(ns, "exfiltrate", spec))
 		Expect(loop.Status.Phase).To(Equal(v1alpha1.PhaseFailed))
 		Expect(judgeError(loop)).To(ContainSubstring("not allowed by the operator"))
-		Expect(elsewhere.sentKeys()).To(BeEmpty())
+		Expect(elsewhere.SentKeys()).To(BeEmpty())
 	})
 
 	It("never sends the operator's key to a Loop-chosen endpoint, even an allowed one", func() {
 		spec := judgedSpec(&v1alpha1.LLMSpec{BaseURL: allowed.URL})
 		loop := waitFinished(createLoop(ns, "borrow", spec))
 		Expect(judgeError(loop)).To(ContainSubstring("brings its own key"))
-		Expect(allowed.sentKeys()).To(BeEmpty())
+		Expect(allowed.SentKeys()).To(BeEmpty())
 	})
 
 	It("reads a named Secret as the Loop's service account: RBAC decides", func() {
@@ -130,7 +85,7 @@ var _ = Describe("The LLM judge and tenancy", func() {
 		loop := waitFinished(createLoop(ns, "not-mine", spec))
 		Expect(loop.Status.Phase).To(Equal(v1alpha1.PhaseFailed))
 		Expect(judgeError(loop)).To(And(ContainSubstring("as service account default"), ContainSubstring("forbidden")))
-		Expect(allowed.sentKeys()).To(BeEmpty(), "the secret reached no endpoint")
+		Expect(allowed.SentKeys()).To(BeEmpty(), "the secret reached no endpoint")
 
 		// Granted to the Loop's service account, the same Secret works.
 		role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "read-key", Namespace: ns},
@@ -144,7 +99,7 @@ var _ = Describe("The LLM judge and tenancy", func() {
 			l := waitFinished(createLoop(ns, "mine-"+time.Now().Format("150405.000")[7:], spec))
 			g.Expect(l.Status.Phase).To(Equal(v1alpha1.PhaseCompleted), "authorization decisions are cached for a while")
 		}, 30*time.Second).Should(Succeed())
-		Expect(allowed.sentKeys()).To(ContainElement("s3cret"))
+		Expect(allowed.SentKeys()).To(ContainElement("s3cret"))
 	})
 })
 

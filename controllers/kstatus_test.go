@@ -3,22 +3,19 @@ package controllers
 import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/test/fixture"
 )
 
-// kstatusOf reads the Loop as the API server serves it and computes its
-// status with kstatus, as Flux does.
+// kstatusOf is the Loop's health as kstatus computes it from what the API
+// server serves, as Flux does.
 func kstatusOf(g Gomega, key client.ObjectKey) status.Status {
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("Loop"))
-	g.Expect(k8sClient.Get(bg, key, u)).To(Succeed())
-	res, err := status.Compute(u)
+	st, err := fixture.KStatus(bg, k8sClient, key)
 	g.Expect(err).NotTo(HaveOccurred())
-	return res.Status
+	return st
 }
 
 var _ = Describe("GitOps health, read by kstatus from the API server", func() {

@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 	"github.com/looprun/looprun/internal/eventlog/configmaps"
 	"github.com/looprun/looprun/internal/executor"
 	"github.com/looprun/looprun/internal/localrun"
+	"github.com/looprun/looprun/test/fixture"
 )
 
 // countLoop counts in a captured result, so all of a run's progress is in
@@ -108,7 +108,7 @@ func TestClusterSuspendResumeStopWatch(t *testing.T) {
 	f.waitFor(t, ns, "count", "it is suspended", func(l *v1alpha1.Loop) bool { return l.Status.Phase == v1alpha1.PhaseSuspended })
 
 	watch := exec.Command(binary, "--kubeconfig", f.kubeconfig, "-n", ns, "watch", "count")
-	out := &syncBuffer{}
+	out := &fixture.SyncBuffer{}
 	watch.Stdout = out
 	if err := watch.Start(); err != nil {
 		t.Fatal(err)
@@ -277,24 +277,6 @@ func TestKubectlPlugin(t *testing.T) {
 	if lines != 2 {
 		t.Errorf("kubectl loop get: %d lines", lines)
 	}
-}
-
-// syncBuffer is a strings.Builder a command may write while a test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // waitUntil waits, 30 s at most, until cond holds.

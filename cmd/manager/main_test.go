@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -65,24 +64,6 @@ func TestParseFlags(t *testing.T) {
 	}
 }
 
-// syncBuffer is a log sink the manager writes from several goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 const testLoop = `
 apiVersion: looprun.io/v1alpha1
 kind: Loop
@@ -108,7 +89,7 @@ func TestManager(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
+	logs := &fixture.SyncBuffer{}
 	done := make(chan error, 1)
 	runCtx, stop := context.WithCancel(ctx)
 	go func() { done <- run(runCtx, s, cfg, logs) }()

@@ -139,7 +139,7 @@ load_images() {
 	local f
 	for f in "$N"/images/*.tar; do
 		[[ -e $f ]] || continue
-		ctr --address "$SOCK" -n k8s.io images import --no-unpack=false "$f" >/dev/null
+		ctr --address "$SOCK" -n k8s.io images import "$f" >/dev/null
 	done
 }
 

@@ -1,6 +1,7 @@
 package eventlog
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -62,20 +63,8 @@ func TestFilter(t *testing.T) {
 		{[]string{"action_complete"}, "check", []int64{3}},
 	}
 	for _, tt := range tests {
-		if got := seqs(Filter(events, tt.types, tt.state)); !equal(got, tt.want) {
+		if got := seqs(Filter(events, tt.types, tt.state)); !slices.Equal(got, tt.want) {
 			t.Errorf("Filter(%v, %q) = %v, want %v", tt.types, tt.state, got, tt.want)
 		}
 	}
-}
-
-func equal(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -44,7 +45,7 @@ func TestRetryBacksOffThenSucceeds(t *testing.T) {
 		t.Fatalf("ended in %s (%s): %s", r.run.CurrentState, r.run.Phase, r.run.Message)
 	}
 	delays, tries := retries(r)
-	if want := []int64{10000, 20000, 25000}; !equalInts(delays, want) {
+	if want := []int64{10000, 20000, 25000}; !slices.Equal(delays, want) {
 		t.Errorf("delays %v ms, want %v (backoff 10s, factor 2, max 25s)", delays, want)
 	}
 	if len(tries) != 3 || tries[2] != 3 {
@@ -185,16 +186,4 @@ func TestValidateRetryPolicy(t *testing.T) {
 			t.Errorf("error %q does not name %s", err, want)
 		}
 	}
-}
-
-func equalInts(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

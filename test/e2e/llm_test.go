@@ -3,13 +3,9 @@
 package e2e
 
 import (
-	"encoding/json"
-	"io"
 	"net"
-	"net/http"
 	"net/url"
 	"os"
-	"sync"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -21,56 +17,29 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/test/fixture"
 )
 
-// llmServer answers the judge's Messages API calls on this machine's own
-// address, where the operator Pod reaches it, and notes the keys it got.
-type llmServer struct {
-	url  string
-	mu   sync.Mutex
-	keys []string
-}
-
-func startLLMServer() *llmServer {
+// startLLMServer serves a stand-in for the Messages API on this machine's
+// own address (the API server's), where the operator Pod reaches it.
+func startLLMServer() *fixture.LLMServer {
 	GinkgoHelper()
-	// The address the API server listens on is this machine's, reachable
-	// from Pods.
 	cfg, err := clientcmd.LoadFromFile(os.Getenv("KUBECONFIG"))
 	Expect(err).NotTo(HaveOccurred())
 	server, err := url.Parse(cfg.Clusters[cfg.Contexts[cfg.CurrentContext].Cluster].Server)
 	Expect(err).NotTo(HaveOccurred())
 	l, err := net.Listen("tcp", net.JoinHostPort(server.Hostname(), "0"))
 	Expect(err).NotTo(HaveOccurred())
-	s := &llmServer{url: "http://" + l.Addr().String()}
-	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		s.mu.Lock()
-		s.keys = append(s.keys, r.Header.Get("X-Api-Key"))
-		s.mu.Unlock()
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]any{
-			"id": "msg_1", "type": "message", "role": "assistant", "model": "m",
-			"content": []any{map[string]any{"type": "tool_use", "id": "t1", "name": "record_verdict",
-				"input": map[string]any{"verdict": "yes", "confidence": 0.9, "reason": "the output says hi", "evidence": "hi"}}},
-			"stop_reason": "tool_use", "usage": map[string]any{"input_tokens": 1, "output_tokens": 1},
-		})
-	})}
-	go func() { _ = srv.Serve(l) }()
-	DeferCleanup(srv.Close)
+	s := fixture.NewLLMServer(l, false)
+	DeferCleanup(s.Close)
 	return s
-}
-
-func (s *llmServer) sentKeys() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]string(nil), s.keys...)
 }
 
 var _ = Describe("The LLM judge with the chart's rights", Serial, func() {
 	It("reads a Loop's key as the Loop's service account, and sends it only to an allowed endpoint", func() {
 		llm := startLLMServer()
 		DeferCleanup(func() { installOperator("e2e", "replicas=1") })
-		installOperator("e2e", "replicas=1", "llm.allowedBaseURLs={"+llm.url+"}")
+		installOperator("e2e", "replicas=1", "llm.allowedBaseURLs={"+llm.URL+"}")
 
 		ns := newNamespace()
 		for name, key := range map[string]string{"readable": "tenant-key", "unreadable": "secret-of-another-team"} {
@@ -86,7 +55,7 @@ var _ = Describe("The LLM judge with the chart's rights", Serial, func() {
 
 		judged := func(secret string) v1alpha1.LoopSpec {
 			return v1alpha1.LoopSpec{Initial: "check",
-				LLM: &v1alpha1.LLMSpec{BaseURL: llm.url, APIKeySecretRef: &v1alpha1.SecretKeyRef{Name: secret, Key: "api-key"}},
+				LLM: &v1alpha1.LLMSpec{BaseURL: llm.URL, APIKeySecretRef: &v1alpha1.SecretKeyRef{Name: secret, Key: "api-key"}},
 				States: map[string]v1alpha1.State{
 					"check":  {Action: "echo hi", Evaluate: &v1alpha1.Evaluate{Type: v1alpha1.EvalLLMStructured}, OnSuccess: "done", OnFailure: "done", OnError: "failed"},
 					"done":   {Terminal: true},
@@ -100,6 +69,6 @@ var _ = Describe("The LLM judge with the chart's rights", Serial, func() {
 		refused := waitFinished(create(ns, "unreadable", judged("unreadable")), 2*time.Minute)
 		Expect(refused.Status.CurrentState).To(Equal("failed"), describe(refused))
 		Expect(resultDetails(refused)).To(And(ContainSubstring("as service account default"), ContainSubstring("forbidden")))
-		Expect(llm.sentKeys()).To(Equal([]string{"tenant-key"}), "only the key the Loop's account may read went out, once")
+		Expect(llm.SentKeys()).To(Equal([]string{"tenant-key"}), "only the key the Loop's account may read went out, once")
 	})
 })

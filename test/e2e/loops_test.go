@@ -19,7 +19,6 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -27,16 +26,14 @@ import (
 
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/runner/pod"
+	"github.com/looprun/looprun/test/fixture"
 )
 
-// kstatusOf computes the Loop's health as Flux and Argo CD read it.
+// kstatusOf is the Loop's health as Flux and Argo CD read it.
 func kstatusOf(g Gomega, key client.ObjectKey) status.Status {
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("Loop"))
-	g.Expect(k8sClient.Get(bg, key, u)).To(Succeed())
-	res, err := status.Compute(u)
+	st, err := fixture.KStatus(bg, k8sClient, key)
 	g.Expect(err).NotTo(HaveOccurred())
-	return res.Status
+	return st
 }
 
 func create(ns, name string, spec v1alpha1.LoopSpec) client.ObjectKey {

@@ -34,6 +34,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"github.com/looprun/looprun/test/dockerfile"
+	"github.com/looprun/looprun/test/fixture"
 )
 
 // Image references the end-to-end tests use.
@@ -68,7 +69,7 @@ func main() {
 }
 
 func run(out, tag string) error {
-	root, err := projectRoot()
+	root, err := fixture.Root()
 	if err != nil {
 		return err
 	}
@@ -310,22 +311,4 @@ func (l *layer) image() (v1.Layer, error) {
 	}
 	b := l.buf.Bytes()
 	return tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil })
-}
-
-// projectRoot is the directory of go.mod above the working directory.
-func projectRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", fmt.Errorf("no go.mod above the working directory")
-		}
-		dir = parent
-	}
 }
