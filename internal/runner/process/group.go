@@ -15,11 +15,28 @@ import (
 // without taking it along. The note is not fsynced: it matters only while
 // the machine keeps running.
 func RecordGroup(path string, pgid int) error {
-	start, err := startTime(pgid)
+	note, err := groupNote(pgid)
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(path, fmt.Appendf(nil, "%d %d\n", pgid, start), 0o644)
+	return os.WriteFile(path, note, 0o644)
+}
+
+// noteSize is the width of a note: a process id and a start time, padded
+// with spaces, so that a GroupNote rewrites it in place and never needs to
+// truncate its file.
+const noteSize = 48
+
+func groupNote(pgid int) ([]byte, error) {
+	start, err := startTime(pgid)
+	if err != nil {
+		return nil, err
+	}
+	b := fmt.Appendf(make([]byte, 0, noteSize), "%d %d", pgid, start)
+	for len(b) < noteSize-1 {
+		b = append(b, ' ')
+	}
+	return append(b, '\n'), nil
 }
 
 // KillRecordedGroup kills the process group noted in path, if its leader
@@ -52,13 +69,16 @@ func KillRecordedGroup(path string) (killed bool, err error) {
 func ForgetGroup(path string) { _ = os.Remove(path) }
 
 // GroupNote is RecordGroup's note kept open, for a process that runs one
-// action after another (a local run): noting and clearing cost a write,
-// not a file's creation and removal.
+// action after another (a local run): noting and clearing each cost one
+// write of a fixed-width record, not a file's creation and removal.
 type GroupNote struct{ f *os.File }
 
-// OpenGroupNote opens (creating it) the note at path.
+// blankNote is a cleared note: it names no process.
+var blankNote = append([]byte(strings.Repeat(" ", noteSize-1)), '\n')
+
+// OpenGroupNote opens (creating it, emptying what was in it) the note at path.
 func OpenGroupNote(path string) (*GroupNote, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return nil, err
 	}
@@ -67,18 +87,13 @@ func OpenGroupNote(path string) (*GroupNote, error) {
 
 // Record notes the process group of the action that runs.
 func (n *GroupNote) Record(pgid int) {
-	start, err := startTime(pgid)
-	if err != nil {
-		return
-	}
-	b := fmt.Appendf(nil, "%d %d\n", pgid, start)
-	if _, err := n.f.WriteAt(b, 0); err == nil {
-		_ = n.f.Truncate(int64(len(b)))
+	if b, err := groupNote(pgid); err == nil {
+		_, _ = n.f.WriteAt(b, 0)
 	}
 }
 
-// Clear empties the note: the action ended.
-func (n *GroupNote) Clear() { _ = n.f.Truncate(0) }
+// Clear blanks the note: the action ended.
+func (n *GroupNote) Clear() { _, _ = n.f.WriteAt(blankNote, 0) }
 
 // Close closes the note and removes it.
 func (n *GroupNote) Close() error {
@@ -89,7 +104,7 @@ func (n *GroupNote) Close() error {
 // startTime is when a process started, in clock ticks since boot
 // (/proc/PID/stat, field 22).
 func startTime(pid int) (uint64, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	b, err := readProcStat(pid)
 	if err != nil {
 		return 0, err
 	}
@@ -103,4 +118,30 @@ func startTime(pid int) (uint64, error) {
 		return 0, errors.New("unreadable /proc stat")
 	}
 	return strconv.ParseUint(f[19], 10, 64)
+}
+
+// readProcStat reads /proc/PID/stat with plain system calls: it is read
+// once per action, and a pseudo-file gains nothing from the runtime's poller.
+func readProcStat(pid int) ([]byte, error) {
+	fd, err := syscall.Open("/proc/"+strconv.Itoa(pid)+"/stat", syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: "/proc/" + strconv.Itoa(pid) + "/stat", Err: err}
+	}
+	defer syscall.Close(fd)
+	buf := make([]byte, 1024) // the line is about 300 bytes
+	n := 0
+	for n < len(buf) {
+		m, err := syscall.Read(fd, buf[n:])
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if m == 0 {
+			break
+		}
+		n += m
+	}
+	return buf[:n], nil
 }

@@ -21,6 +21,8 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -254,8 +256,11 @@ func startCommand(s Spec, stdout, stderr *os.File) (*exec.Cmd, error) {
 	if len(s.Argv) == 0 {
 		return nil, errors.New("no command to run")
 	}
-	cmd := exec.Command(s.Argv[0], s.Argv[1:]...)
+	cmd := command(s.Argv)
 	cmd.Dir, cmd.Env = s.Dir, s.Env
+	if f := devNull(); f != nil {
+		cmd.Stdin = f
+	}
 	// Files, not writers: exec starts no copying of its own, so Wait
 	// returns when the command ends, not when the last holder of its
 	// output does.
@@ -263,7 +268,7 @@ func startCommand(s Spec, stdout, stderr *os.File) (*exec.Cmd, error) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	var gate *os.File
 	if s.Ready != nil {
-		r, w, err := os.Pipe()
+		r, w, err := gatePipe()
 		if err != nil {
 			return nil, err
 		}
@@ -272,6 +277,7 @@ func startCommand(s Spec, stdout, stderr *os.File) (*exec.Cmd, error) {
 	}
 	if err := cmd.Start(); err != nil {
 		closeAll(gate)
+		forgetPath(s.Argv[0])
 		return nil, err
 	}
 	if s.Started != nil {
@@ -292,6 +298,52 @@ func startCommand(s Spec, stdout, stderr *os.File) (*exec.Cmd, error) {
 		}
 	}
 	return cmd, nil
+}
+
+// lookPaths caches where the programs actions run were found in PATH (a
+// local run starts bash hundreds of times; a search stats every PATH
+// entry). A program that fails to start is looked up again next time.
+var lookPaths sync.Map // "PATH\x00name" -> path
+
+// command is exec.Command with PATH searches cached.
+func command(argv []string) *exec.Cmd {
+	name := argv[0]
+	if strings.ContainsRune(name, '/') {
+		return exec.Command(name, argv[1:]...)
+	}
+	key := os.Getenv("PATH") + "\x00" + name
+	if p, ok := lookPaths.Load(key); ok {
+		cmd := exec.Command(p.(string), argv[1:]...)
+		cmd.Args[0] = name
+		return cmd
+	}
+	cmd := exec.Command(name, argv[1:]...)
+	if cmd.Err == nil && filepath.IsAbs(cmd.Path) {
+		lookPaths.Store(key, cmd.Path)
+	}
+	return cmd
+}
+
+func forgetPath(name string) { lookPaths.Delete(os.Getenv("PATH") + "\x00" + name) }
+
+// devNull is the actions' standard input, opened once.
+var devNull = sync.OnceValue(func() *os.File {
+	f, err := os.Open(os.DevNull)
+	if err != nil {
+		return nil // exec opens its own
+	}
+	return f
+})
+
+// gatePipe is a pipe for Spec.Ready. Its ends stay blocking, out of the
+// runtime's poller: the read end goes to the command, and the write end
+// takes one byte.
+func gatePipe() (r, w *os.File, err error) {
+	var p [2]int
+	if err := syscall.Pipe2(p[:], syscall.O_CLOEXEC); err != nil {
+		return nil, nil, os.NewSyscallError("pipe2", err)
+	}
+	return os.NewFile(uintptr(p[0]), "|0"), os.NewFile(uintptr(p[1]), "|1"), nil
 }
 
 // GatedShell is the command that runs script with shell (SHELL -c SCRIPT)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -274,5 +275,77 @@ func TestOwnFiles(t *testing.T) {
 	shared := Run(context.Background(), Spec{Argv: bash("echo out; echo err >&2"), Stdout: both, Stderr: both, OwnFiles: true})
 	if shared.Stdout != "out\n" || shared.Stderr != "err\n" {
 		t.Errorf("one file for both: stdout %q stderr %q", shared.Stdout, shared.Stderr)
+	}
+}
+
+// A note rewritten in place: recorded, cleared, recorded again, it names
+// the last group only, and a cleared note names none.
+func TestGroupNote(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "action")
+	n, err := OpenGroupNote(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = n.Close() }()
+	start := func() *exec.Cmd {
+		cmd := exec.Command("sleep", "60")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		return cmd
+	}
+	first, second := start(), start()
+	n.Record(first.Process.Pid)
+	n.Clear()
+	if killed, err := KillRecordedGroup(path); killed || err != nil {
+		t.Fatalf("a cleared note killed %v (%v)", killed, err)
+	}
+	_ = n.Close()
+	if n, err = OpenGroupNote(path); err != nil {
+		t.Fatal(err)
+	}
+	n.Record(first.Process.Pid)
+	n.Record(second.Process.Pid)
+	if b, _ := os.ReadFile(path); len(b) != noteSize {
+		t.Errorf("note of %d bytes: %q", len(b), b)
+	}
+	if killed, err := KillRecordedGroup(path); !killed || err != nil {
+		t.Fatalf("killed %v (%v)", killed, err)
+	}
+	proc.WaitGone(t, second.Process.Pid)
+	if !proc.Alive(first.Process.Pid) {
+		t.Error("a group noted before the last one was killed")
+	}
+}
+
+// A program found in PATH once is not searched for again; one that fails
+// to start is.
+func TestCommandCachesPathSearch(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("PATH", dir+":"+os.Getenv("PATH"))
+	tool := filepath.Join(dir, "looprun-test-tool")
+	if err := os.WriteFile(tool, []byte("#!/bin/sh\necho one\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if r := Run(context.Background(), Spec{Argv: []string{"looprun-test-tool"}}); r.Stdout != "one\n" {
+		t.Fatalf("first run: %+v", r)
+	}
+	if p, ok := lookPaths.Load(os.Getenv("PATH") + "\x00looprun-test-tool"); !ok || p != tool {
+		t.Fatalf("cached %v %v", p, ok)
+	}
+	if err := os.Remove(tool); err != nil {
+		t.Fatal(err)
+	}
+	if r := Run(context.Background(), Spec{Argv: []string{"looprun-test-tool"}}); r.ExitCode != ExitCannotStart {
+		t.Fatalf("removed tool: %+v", r)
+	}
+	if _, ok := lookPaths.Load(os.Getenv("PATH") + "\x00looprun-test-tool"); ok {
+		t.Error("a program that failed to start is still cached")
+	}
+	// $0 is the name, not the path found.
+	if r := Run(context.Background(), Spec{Argv: bash(`echo "$0"`)}); r.Stdout != "bash\n" {
+		t.Errorf("$0 = %q", r.Stdout)
 	}
 }
