@@ -17,9 +17,10 @@ import (
 
 // File is a JSONL event log.
 type File struct {
-	path string
-	f    *os.File
-	buf  bytes.Buffer
+	path     string
+	f        *os.File
+	buf      bytes.Buffer
+	unsynced bool
 }
 
 // Open opens (creating it if needed) the log at path for appending.
@@ -33,6 +34,16 @@ func Open(path string) (*File, error) {
 
 // Append writes events in one write and fsyncs the file.
 func (l *File) Append(events []executor.Event) error {
+	if err := l.Write(events); err != nil {
+		return err
+	}
+	return l.Sync()
+}
+
+// Write appends events in one write, without waiting for the disk: a
+// caller with more files to save writes them all, then syncs each, so
+// that one journal commit can carry them.
+func (l *File) Write(events []executor.Event) error {
 	if len(events) == 0 {
 		return nil
 	}
@@ -47,9 +58,19 @@ func (l *File) Append(events []executor.Event) error {
 	if _, err := l.f.Write(l.buf.Bytes()); err != nil {
 		return fmt.Errorf("append to %s: %w", l.path, err)
 	}
+	l.unsynced = true
+	return nil
+}
+
+// Sync waits until what was written is on disk.
+func (l *File) Sync() error {
+	if !l.unsynced {
+		return nil
+	}
 	if err := l.f.Sync(); err != nil {
 		return fmt.Errorf("sync %s: %w", l.path, err)
 	}
+	l.unsynced = false
 	return nil
 }
 

@@ -48,15 +48,24 @@ type Checkpoint struct {
 // Take snapshots run after a completed state: the run state without the
 // action in flight, a pending wait or retry, which belong to the moment.
 func Take(loop string, run *v1alpha1.RunState, now time.Time) (*Checkpoint, error) {
+	return encode(loop, snapshot(run), now)
+}
+
+// snapshot copies run without what belongs to the moment.
+func snapshot(run *v1alpha1.RunState) *v1alpha1.RunState {
 	snap := run.DeepCopy()
 	snap.Action, snap.NextStepAt, snap.Retries = nil, nil, 0
+	return snap
+}
+
+func encode(loop string, snap *v1alpha1.RunState, now time.Time) (*Checkpoint, error) {
 	raw, err := json.Marshal(snap)
 	if err != nil {
 		return nil, err
 	}
 	return &Checkpoint{
-		Version: CheckpointVersion, Loop: loop, Iteration: run.Iteration, State: run.CurrentState,
-		Seq: run.LastSeq, Time: now.UTC(), SHA256: checksum(raw), Run: raw,
+		Version: CheckpointVersion, Loop: loop, Iteration: snap.Iteration, State: snap.CurrentState,
+		Seq: snap.LastSeq, Time: now.UTC(), SHA256: checksum(raw), Run: raw,
 	}, nil
 }
 

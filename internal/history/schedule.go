@@ -22,13 +22,31 @@ type Schedule struct {
 // Take returns a checkpoint of run, after a completed state, when one is
 // due; nil when none is, or the run has ended.
 func (s *Schedule) Take(run *v1alpha1.RunState, now time.Time) (*Checkpoint, error) {
+	return s.Snapshot(run, now).Checkpoint()
+}
+
+// Snapshot is Take with the encoding left for later (a local run encodes
+// it while the next action's process starts): the run state is copied
+// now. nil when no checkpoint is due.
+func (s *Schedule) Snapshot(run *v1alpha1.RunState, now time.Time) *Snapshot {
 	if run.Phase.IsFinished() || !s.Spec.CheckpointDue(run.Iteration, s.Last, now) {
-		return nil, nil
-	}
-	cp, err := Take(s.Loop, run, now)
-	if err != nil {
-		return nil, err
+		return nil
 	}
 	s.Last = &now
-	return cp, nil
+	return &Snapshot{loop: s.Loop, run: snapshot(run), at: now}
+}
+
+// Snapshot is a checkpoint due, not yet encoded.
+type Snapshot struct {
+	loop string
+	run  *v1alpha1.RunState
+	at   time.Time
+}
+
+// Checkpoint encodes the snapshot; nil for a nil one.
+func (s *Snapshot) Checkpoint() (*Checkpoint, error) {
+	if s == nil {
+		return nil, nil
+	}
+	return encode(s.loop, s.run, s.at)
 }

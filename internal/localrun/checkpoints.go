@@ -49,22 +49,33 @@ func (c *checkpointFile) append(cp *history.Checkpoint) error {
 	return nil
 }
 
-// compact keeps the newest max checkpoints.
+// compact keeps the newest max checkpoints. Their lines are copied as they
+// are, none decoded: the check is the reader's (Checkpoints).
 func (c *checkpointFile) compact() error {
-	cps, _, err := readCheckpoints(c.path)
+	data, err := os.ReadFile(c.path)
 	if err != nil {
 		return err
 	}
-	if len(cps) > c.max {
-		cps = cps[len(cps)-c.max:]
-	}
-	if err := writeCheckpoints(c.path, cps); err != nil {
+	kept, n := lastLines(data, c.max)
+	if err := writeFileAtomic(c.path, kept); err != nil {
 		return err
 	}
-	c.count = len(cps)
+	c.count = n
 	old := c.f
 	c.f, err = os.OpenFile(c.path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	return errors.Join(err, old.Close())
+}
+
+// lastLines is the end of data holding its last n whole lines (a line cut
+// short at the end is dropped), and how many lines that is.
+func lastLines(data []byte, n int) ([]byte, int) {
+	end := bytes.LastIndexByte(data, '\n') + 1
+	start, kept := end, 0
+	for start > 0 && kept < n {
+		start = bytes.LastIndexByte(data[:start-1], '\n') + 1
+		kept++
+	}
+	return data[start:end], kept
 }
 
 func (c *checkpointFile) close() error {
@@ -98,11 +109,17 @@ func writeCheckpoints(path string, cps []history.Checkpoint) error {
 		}
 		b.Write(line)
 	}
+	return writeFileAtomic(path, b.Bytes())
+}
+
+// writeFileAtomic replaces the file at path with data: a temporary file,
+// fsynced, renamed over it.
+func writeFileAtomic(path string, data []byte) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
 	if err != nil {
 		return err
 	}
-	_, err = tmp.Write(b.Bytes())
+	_, err = tmp.Write(data)
 	if err == nil {
 		err = tmp.Sync()
 	}

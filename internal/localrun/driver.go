@@ -35,10 +35,11 @@ type Clock interface {
 type recorder interface {
 	// save keeps the run state, the step's events and its checkpoint, and
 	// returns once they are on disk.
-	save(run *v1alpha1.RunState, events []executor.Event, cp *history.Checkpoint) error
+	save(run *v1alpha1.RunState, events []executor.Event, cp *history.Snapshot) error
 	// saveAsync starts keeping them while the next action's process
-	// starts; wait returns once they are on disk (or why not).
-	saveAsync(run *v1alpha1.RunState, events []executor.Event, cp *history.Checkpoint) error
+	// starts; wait returns once they are on disk (or why not). run must
+	// not change until then.
+	saveAsync(run *v1alpha1.RunState, events []executor.Event, cp *history.Snapshot) error
 	wait() error
 	// recordAction notes the running action's process group, for a
 	// resume to kill should this process die; forgetAction drops it.
@@ -141,7 +142,7 @@ func (d *Driver) schedule(last *time.Time) *history.Schedule {
 // completes before the next one starts, so they reach the disk in order.
 func (d *Driver) drive(ctx context.Context, w recorder, sched *history.Schedule, run *v1alpha1.RunState, batch []executor.Event) error {
 	d.notify(batch)
-	var cp *history.Checkpoint // taken after the last completed state, saved with the next save
+	var cp *history.Snapshot // taken after the last completed state, saved with the next save
 	for {
 		if ctx.Err() != nil {
 			return d.interrupt(w, run, batch, cp)
@@ -188,18 +189,14 @@ func (d *Driver) drive(ctx context.Context, w recorder, sched *history.Schedule,
 		}
 		d.notify(evs)
 		batch = append(batch, evs...)
-		taken, err := sched.Take(run, d.now())
-		if err != nil {
-			return err
-		}
-		if taken != nil {
+		if taken := sched.Snapshot(run, d.now()); taken != nil {
 			cp = taken
 		}
 	}
 }
 
 // interrupt records that the run was stopped; the action in flight runs again on resume.
-func (d *Driver) interrupt(w recorder, run *v1alpha1.RunState, batch []executor.Event, cp *history.Checkpoint) error {
+func (d *Driver) interrupt(w recorder, run *v1alpha1.RunState, batch []executor.Event, cp *history.Snapshot) error {
 	evs := d.Machine.Interrupt(run, d.now(), "interrupted")
 	d.notify(evs)
 	return w.save(run, append(batch, evs...), cp)

@@ -317,3 +317,23 @@ func TestResumeKillsTheActionLeftBehind(t *testing.T) {
 		t.Fatal("the action left behind still runs after resume")
 	}
 }
+
+func TestLastLines(t *testing.T) {
+	for _, c := range []struct {
+		data string
+		n    int
+		want string
+		kept int
+	}{
+		{"a\nb\nc\n", 2, "b\nc\n", 2},
+		{"a\nb\nc\n", 5, "a\nb\nc\n", 3},
+		{"a\nb\nc", 1, "b\n", 1}, // a line cut short at the end goes
+		{"", 3, "", 0},
+		{"a\n", 0, "", 0},
+	} {
+		got, kept := lastLines([]byte(c.data), c.n)
+		if string(got) != c.want || kept != c.kept {
+			t.Errorf("lastLines(%q, %d) = %q, %d; want %q, %d", c.data, c.n, got, kept, c.want, c.kept)
+		}
+	}
+}

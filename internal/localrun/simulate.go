@@ -111,9 +111,9 @@ func (c *jumpClock) SleepUntil(_ context.Context, t time.Time) {
 // discard keeps nothing.
 type discard struct{}
 
-func (discard) recordAction(int)                                                          {}
-func (discard) forgetAction()                                                             {}
-func (discard) save(*v1alpha1.RunState, []executor.Event, *history.Checkpoint) error      { return nil }
-func (discard) saveAsync(*v1alpha1.RunState, []executor.Event, *history.Checkpoint) error { return nil }
-func (discard) close() error                                                              { return nil }
-func (discard) wait() error                                                               { return nil }
+func (discard) recordAction(int)                                                        {}
+func (discard) forgetAction()                                                           {}
+func (discard) save(*v1alpha1.RunState, []executor.Event, *history.Snapshot) error      { return nil }
+func (discard) saveAsync(*v1alpha1.RunState, []executor.Event, *history.Snapshot) error { return nil }
+func (discard) close() error                                                            { return nil }
+func (discard) wait() error                                                             { return nil }

@@ -250,15 +250,24 @@ const stateSlots = 4
 // On Linux the rename is an exchange (renameat2 RENAME_EXCHANGE): the
 // temporary file receives the previous content, and is rewritten in place
 // stateSlots saves later. A save thus allocates and frees nothing, which
-// halves its cost. A reader that opened the file stateSlots saves ago could
-// see that old inode change under it; ReadStateFile checks for this. Where
-// exchange is not available, a plain rename does the classic thing.
+// halves its cost; the files stay open between saves (each descriptor
+// follows its inode from name to name), so a save opens nothing either. A
+// reader that opened the file stateSlots saves ago could see that old inode
+// change under it; ReadStateFile checks for this. Where exchange is not
+// available, a plain rename does the classic thing.
 type atomicFile struct {
 	path string
 	next int
 	// dirDirty is set when a rename must still be made durable by fsyncing
 	// the directory.
 	dirDirty bool
+	// slotFiles[i] is the open file now named slot(i), nil when not open,
+	// holding slotSizes[i] bytes. current is the file now at path, which
+	// becomes a slot at the next exchange.
+	slotFiles   [stateSlots]*os.File
+	slotSizes   [stateSlots]int64
+	current     *os.File
+	currentSize int64
 }
 
 func newAtomicFile(path string) *atomicFile {
@@ -279,41 +288,73 @@ func slots(path string) []string {
 	return out
 }
 
-// write replaces the file with data. before, when set, must succeed before
-// the rename (the event log is synced by then).
+// write replaces the file with data. before, when set, runs once data is
+// written and before it is synced, and must succeed for the rename to
+// happen (it syncs the event log).
 func (a *atomicFile) write(data []byte, before func() error) error {
-	tmp := a.slot(a.next)
+	i := a.next
 	a.next = (a.next + 1) % stateSlots
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return err
+	tmp := a.slot(i)
+	f, size := a.slotFiles[i], a.slotSizes[i]
+	a.slotFiles[i] = nil
+	if f == nil {
+		var err error
+		if f, err = os.OpenFile(tmp, os.O_CREATE|os.O_RDWR, 0o644); err != nil {
+			return err
+		}
+		size = -1 // unknown: cut it to size
 	}
-	_, err = f.WriteAt(data, 0)
-	if err == nil {
-		err = f.Truncate(int64(len(data)))
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
+	n := int64(len(data))
+	_, err := f.WriteAt(data, 0)
+	if err == nil && (size < 0 || n < size) {
+		err = f.Truncate(n)
 	}
 	if err == nil && before != nil {
 		err = before()
 	}
+	if err == nil {
+		err = f.Sync()
+	}
 	if err != nil {
-		return err
+		return errors.Join(err, f.Close())
 	}
 	a.dirDirty = true
 	err = unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, a.path, unix.RENAME_EXCHANGE)
 	switch {
 	case err == nil:
+		// The names swapped: the previous content is now the slot's.
+		a.slotFiles[i], a.slotSizes[i] = a.current, a.currentSize
+		a.current, a.currentSize = f, n
 		return nil
 	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.EINVAL), errors.Is(err, unix.ENOSYS), errors.Is(err, unix.EOPNOTSUPP):
 		// The first save, or a filesystem that cannot exchange.
-		return os.Rename(tmp, a.path)
+		if err := os.Rename(tmp, a.path); err != nil {
+			return errors.Join(err, f.Close())
+		}
+		old := a.current
+		a.current, a.currentSize = f, n
+		if old != nil {
+			return old.Close()
+		}
+		return nil
 	}
-	return fmt.Errorf("replace %s: %w", a.path, err)
+	return errors.Join(fmt.Errorf("replace %s: %w", a.path, err), f.Close())
+}
+
+// close closes the files kept open.
+func (a *atomicFile) close() error {
+	errs := []error{}
+	for i, f := range a.slotFiles {
+		if f != nil {
+			errs = append(errs, f.Close())
+			a.slotFiles[i] = nil
+		}
+	}
+	if a.current != nil {
+		errs = append(errs, a.current.Close())
+		a.current = nil
+	}
+	return errors.Join(errs...)
 }
 
 // syncDir makes the renames durable. Saves during a run skip it: on the

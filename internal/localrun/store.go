@@ -176,7 +176,7 @@ func (s *Store) openWriter(loopFile string, ctx map[string]any) (*writer, error)
 		loopFile: loopFile, context: ctx}, nil
 }
 
-// encode snapshots the run state, so the caller may change it at once.
+// encode renders the run state as the state file holds it.
 func (w *writer) encode(run *v1alpha1.RunState) ([]byte, error) {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
@@ -186,40 +186,51 @@ func (w *writer) encode(run *v1alpha1.RunState) ([]byte, error) {
 	return b.Bytes(), err
 }
 
-// write appends the events and replaces the state file. The two fsyncs run
-// side by side (the filesystem can commit them together); the state file is
-// renamed into place only once both are on disk, so a saved state never
-// refers to an event that is not.
+// write appends the events and replaces the state file. Everything is
+// written first and synced after, the event log before the state file,
+// all from one goroutine: the log's fsync commits the journal with the
+// state file's metadata in it, so the second fsync is short, and the
+// save needs one processor while the next action's process starts on the
+// other. The state file is renamed into place only once both are on disk,
+// so a saved state never refers to an event that is not.
 // A checkpoint taken in the step is appended beside the events.
-func (w *writer) write(events []executor.Event, state []byte, cp *history.Checkpoint) error {
-	logDone := make(chan error, 1)
-	go func() {
-		err := w.log.Append(events)
-		if err == nil && cp != nil {
-			err = w.cps.append(cp)
+func (w *writer) write(events []executor.Event, state []byte, cp *history.Snapshot) error {
+	if err := w.log.Write(events); err != nil {
+		return err
+	}
+	if cp != nil {
+		c, err := cp.Checkpoint()
+		if err == nil {
+			err = w.cps.append(c)
 		}
-		logDone <- err
-	}()
-	return w.state.write(state, func() error { return <-logDone })
+		if err != nil {
+			return err
+		}
+	}
+	return w.state.write(state, w.log.Sync)
 }
 
 // saveAsync starts saving in the background; wait returns the outcome.
-func (w *writer) saveAsync(run *v1alpha1.RunState, events []executor.Event, cp *history.Checkpoint) error {
+// The run state is encoded in the background too, while the next action's
+// process starts: run must not change until wait returns.
+func (w *writer) saveAsync(run *v1alpha1.RunState, events []executor.Event, cp *history.Snapshot) error {
 	if err := w.wait(); err != nil {
-		return err
-	}
-	state, err := w.encode(run)
-	if err != nil {
 		return err
 	}
 	ch := make(chan error, 1)
 	w.pending = ch
-	go func() { ch <- w.write(events, state, cp) }()
+	go func() {
+		state, err := w.encode(run)
+		if err == nil {
+			err = w.write(events, state, cp)
+		}
+		ch <- err
+	}()
 	return nil
 }
 
 // save saves now, the directory included.
-func (w *writer) save(run *v1alpha1.RunState, events []executor.Event, cp *history.Checkpoint) error {
+func (w *writer) save(run *v1alpha1.RunState, events []executor.Event, cp *history.Snapshot) error {
 	if err := w.saveAsync(run, events, cp); err != nil {
 		return err
 	}
@@ -264,7 +275,7 @@ func (w *writer) close() error {
 	if w.note != nil {
 		noteErr = w.note.Close()
 	}
-	return errors.Join(w.wait(), w.log.Close(), w.cps.close(), noteErr)
+	return errors.Join(w.wait(), w.log.Close(), w.cps.close(), w.state.close(), noteErr)
 }
 
 // Import writes a whole run (an import): the loop manifest at LoopPath, the
