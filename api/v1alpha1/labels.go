@@ -36,6 +36,10 @@ const (
 	AnnotationState = "looprun.io/state"
 )
 
+// ActionContainerName is the container of an action Pod that runs the
+// action: `kubectl logs POD -c action` shows its output.
+const ActionContainerName = "action"
+
 // Annotations users (and the looprun CLI) set on a Loop.
 const (
 	// RequestAnnotation asks a running Loop for something once: "stop"

@@ -23,7 +23,6 @@ import (
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/eventlog/configmaps"
 	"github.com/looprun/looprun/internal/executor"
-	"github.com/looprun/looprun/internal/runner/pod"
 )
 
 func newGetCommand(k *kube) *cobra.Command {
@@ -432,7 +431,7 @@ func (k *kube) showNewLogs(ctx context.Context, out io.Writer, loop *v1alpha1.Lo
 }
 
 func (k *kube) podLog(ctx context.Context, out io.Writer, p *corev1.Pod, follow bool) error {
-	rc, err := k.cs.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{Container: pod.ActionContainer, Follow: follow}).Stream(ctx)
+	rc, err := k.cs.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{Container: v1alpha1.ActionContainerName, Follow: follow}).Stream(ctx)
 	if err != nil {
 		return err
 	}

@@ -20,7 +20,7 @@ import (
 // The parts of an action Pod.
 const (
 	// ActionContainer runs the action under the wrapper.
-	ActionContainer = "action"
+	ActionContainer = v1alpha1.ActionContainerName
 	// EntrypointContainer is the init container that copies the wrapper.
 	EntrypointContainer = "entrypoint"
 	// EntrypointBinary is where the wrapper lives in the entrypoint image.

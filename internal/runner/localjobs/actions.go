@@ -1,4 +1,8 @@
-package local
+// Package localjobs runs a Loop's actions as processes of the operator
+// itself (--allow-local-actions, for development): each action is a
+// background job of internal/runner/local's Runner, and its end wakes the
+// Loop through a channel source.
+package localjobs
 
 import (
 	"context"
@@ -14,6 +18,7 @@ import (
 	"github.com/looprun/looprun/internal/executor"
 	"github.com/looprun/looprun/internal/runner"
 	"github.com/looprun/looprun/internal/runner/background"
+	"github.com/looprun/looprun/internal/runner/local"
 	"github.com/looprun/looprun/internal/runner/process"
 )
 
@@ -23,7 +28,7 @@ import (
 // development: the commands run with the operator's identity.
 type Actions struct {
 	// Runner is the template for each action; Dir is set per Loop.
-	Runner Runner
+	Runner local.Runner
 	// BaseDir holds one working directory per Loop.
 	BaseDir string
 
