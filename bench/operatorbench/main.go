@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"os"
 	goruntime "runtime"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -41,6 +42,7 @@ func main() {
 	idle = flag.Int("idle", 1000, "idle (suspended) Loops for the memory figure; 0 skips it")
 	verbose = flag.Bool("requests", false, "print the API requests each transition cost")
 	apiProfile = flag.String("apiserver-profile", "", "save an 8 s CPU profile of the API server taken during the throughput run")
+	managerProfile = flag.String("manager-profile", "", "save a CPU profile of the manager (this process) over the throughput run")
 	flag.Parse()
 	ctrl.SetLogger(logr.Discard())
 	if err := run(*transitions, *loops, *perLoop, *workers); err != nil {
@@ -50,9 +52,10 @@ func main() {
 }
 
 var (
-	verbose    *bool
-	apiProfile *string
-	idle       *int
+	verbose        *bool
+	apiProfile     *string
+	managerProfile *string
+	idle           *int
 )
 
 func run(transitions, loops, perLoop, workers int) error {
@@ -100,8 +103,19 @@ func run(transitions, loops, perLoop, workers int) error {
 	if *apiProfile != "" {
 		go profileAPIServer(cfg, *apiProfile)
 	}
+	if *managerProfile != "" {
+		f, err := os.Create(*managerProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+	}
 	before, cpu := requestCounts(cfg), timing.ReadCPU()
 	elapsed, ns, err := runLoops(ctx, c, mgr.GetClient(), "throughput", loops, perLoop)
+	pprof.StopCPUProfile()
 	if err != nil {
 		return err
 	}

@@ -30,31 +30,36 @@ type cachedSegment struct {
 	uid types.UID
 	n   int32
 	cm  *corev1.ConfigMap
+	// lastSeq is the number of the last event this process wrote in the
+	// segment (its events and checkpoints end there); -1 when not known.
+	lastSeq int64
 }
 
-func (c *segmentCache) get(key types.NamespacedName, uid types.UID, n int32) *corev1.ConfigMap {
+// get returns the Loop's segment n if it is the one remembered, and the
+// number of the last event in it (-1: not known).
+func (c *segmentCache) get(key types.NamespacedName, uid types.UID, n int32) (*corev1.ConfigMap, int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.byKey[key]
 	if !ok {
-		return nil
+		return nil, -1
 	}
 	s := e.Value.(*cachedSegment)
 	if s.n != n || s.uid != uid {
-		return nil
+		return nil, -1
 	}
 	c.order.MoveToFront(e)
-	return s.cm.DeepCopy()
+	return s.cm.DeepCopy(), s.lastSeq
 }
 
-func (c *segmentCache) put(key types.NamespacedName, uid types.UID, n int32, cm *corev1.ConfigMap) {
+func (c *segmentCache) put(key types.NamespacedName, uid types.UID, n int32, cm *corev1.ConfigMap, lastSeq int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.byKey == nil {
 		c.byKey, c.order = map[types.NamespacedName]*list.Element{}, list.New()
 	}
 	c.removeLocked(key)
-	s := &cachedSegment{key: key, uid: uid, n: n, cm: cm.DeepCopy()}
+	s := &cachedSegment{key: key, uid: uid, n: n, cm: cm.DeepCopy(), lastSeq: lastSeq}
 	c.byKey[key] = c.order.PushFront(s)
 	c.bytes += size(s.cm)
 	for c.bytes > segmentCacheBytes && c.order.Len() > 1 {

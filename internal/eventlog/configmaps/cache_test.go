@@ -15,32 +15,34 @@ func TestSegmentCache(t *testing.T) {
 	cm := func(n int) *corev1.ConfigMap {
 		return &corev1.ConfigMap{Data: map[string]string{EventsKey: strings.Repeat("x", n)}}
 	}
-	c.put(key("a"), "u1", 1, cm(10))
-	if got := c.get(key("a"), "u1", 1); got == nil || len(got.Data[EventsKey]) != 10 {
+	c.put(key("a"), "u1", 1, cm(10), 7)
+	if got, seq := c.get(key("a"), "u1", 1); got == nil || len(got.Data[EventsKey]) != 10 || seq != 7 {
 		t.Fatalf("get = %v", got)
 	}
-	if c.get(key("a"), "u1", 2) != nil {
+	if first(c.get(key("a"), "u1", 2)) != nil {
 		t.Error("another segment number must miss")
 	}
-	got := c.get(key("a"), "u1", 1)
+	got := first(c.get(key("a"), "u1", 1))
 	got.Data[EventsKey] = "changed"
-	if c.get(key("a"), "u1", 1).Data[EventsKey] == "changed" {
+	if first(c.get(key("a"), "u1", 1)).Data[EventsKey] == "changed" {
 		t.Error("the cache handed out its own copy")
 	}
-	c.put(key("a"), "u2", 1, cm(10))
-	if c.get(key("a"), "u1", 1) != nil || c.len() != 1 {
+	c.put(key("a"), "u2", 1, cm(10), -1)
+	if first(c.get(key("a"), "u1", 1)) != nil || c.len() != 1 {
 		t.Error("a Loop recreated under the same name saw its predecessor's segment")
 	}
 	c.forget(key("a"))
-	if c.get(key("a"), "u1", 1) != nil || c.bytes != 0 {
+	if first(c.get(key("a"), "u1", 1)) != nil || c.bytes != 0 {
 		t.Errorf("after forget: %d bytes", c.bytes)
 	}
 	// The byte bound evicts the least recently used.
-	c.put(key("old"), "u1", 1, cm(segmentCacheBytes/2))
-	c.put(key("mid"), "u1", 1, cm(segmentCacheBytes/2))
-	_ = c.get(key("old"), "u1", 1)
-	c.put(key("new"), "u1", 1, cm(segmentCacheBytes/2))
-	if c.get(key("mid"), "u1", 1) != nil || c.get(key("old"), "u1", 1) == nil || c.get(key("new"), "u1", 1) == nil || c.bytes > segmentCacheBytes {
+	c.put(key("old"), "u1", 1, cm(segmentCacheBytes/2), -1)
+	c.put(key("mid"), "u1", 1, cm(segmentCacheBytes/2), -1)
+	_ = first(c.get(key("old"), "u1", 1))
+	c.put(key("new"), "u1", 1, cm(segmentCacheBytes/2), -1)
+	if first(c.get(key("mid"), "u1", 1)) != nil || first(c.get(key("old"), "u1", 1)) == nil || first(c.get(key("new"), "u1", 1)) == nil || c.bytes > segmentCacheBytes {
 		t.Errorf("eviction kept the wrong entries (%d bytes)", c.bytes)
 	}
 }
+
+func first(cm *corev1.ConfigMap, _ int64) *corev1.ConfigMap { return cm }

@@ -84,7 +84,7 @@ func (l *Log) stripCheckpoints(ctx context.Context, loop *v1alpha1.Loop, st *v1a
 		return fmt.Errorf("drop old checkpoints from %s: %w", cm.Name, err)
 	}
 	if n == st.LastSegment {
-		l.last.put(client.ObjectKeyFromObject(loop), loop.UID, n, cm)
+		l.last.put(client.ObjectKeyFromObject(loop), loop.UID, n, cm, -1)
 	}
 	st.Bytes -= int64(len(data))
 	return nil

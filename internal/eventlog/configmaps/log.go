@@ -76,12 +76,17 @@ func (l *Log) Append(ctx context.Context, loop *v1alpha1.Loop, events []executor
 		return nil
 	}
 	st := loop.Status.EventLog
+	// A log the status has never mentioned has no segment to read: the
+	// first segment is created without a read. Should it exist (a first
+	// step taken again, or someone else's ConfigMap), creating it fails
+	// and the retry reads it.
+	fresh := st == nil
 	if st == nil {
 		st = &v1alpha1.EventLogStatus{FirstSegment: 1, LastSegment: 1}
 		loop.Status.EventLog = st
 	}
 	for attempt := 0; attempt < 3; attempt++ {
-		done, err := l.appendOnce(ctx, loop, st, events, cp)
+		done, err := l.appendOnce(ctx, loop, st, events, cp, fresh && attempt == 0)
 		if err != nil {
 			return err
 		}
@@ -97,8 +102,8 @@ func (l *Log) Append(ctx context.Context, loop *v1alpha1.Loop, events []executor
 
 // appendOnce tries to append to the current segment; done is false when it
 // must be retried (a segment appeared under it).
-func (l *Log) appendOnce(ctx context.Context, loop *v1alpha1.Loop, st *v1alpha1.EventLogStatus, events []executor.Event, cp *history.Checkpoint) (bool, error) {
-	cm, data, cpData, err := l.saved(ctx, loop, st)
+func (l *Log) appendOnce(ctx context.Context, loop *v1alpha1.Loop, st *v1alpha1.EventLogStatus, events []executor.Event, cp *history.Checkpoint, fresh bool) (bool, error) {
+	cm, data, cpData, err := l.saved(ctx, loop, st, fresh)
 	if err != nil {
 		return false, err
 	}
@@ -120,7 +125,11 @@ func (l *Log) appendOnce(ctx context.Context, loop *v1alpha1.Loop, st *v1alpha1.
 		}
 		cm, data, cpData = nil, "", ""
 	}
-	if done, err := l.write(ctx, loop, st.LastSegment, cm, data+lines, cpData+string(cpLine)); !done || err != nil {
+	written := st.LastSeq
+	if n > 0 {
+		written = last
+	}
+	if done, err := l.write(ctx, loop, st.LastSegment, cm, data+lines, cpData+string(cpLine), written); !done || err != nil {
 		return false, err
 	}
 	if st.LastSeq == 0 {
@@ -140,7 +149,7 @@ func (l *Log) appendOnce(ctx context.Context, loop *v1alpha1.Loop, st *v1alpha1.
 // reads it.
 func (l *Log) close(ctx context.Context, loop *v1alpha1.Loop, st *v1alpha1.EventLogStatus, cm *corev1.ConfigMap, data, cpData string) (bool, error) {
 	if !unchanged(cm, data, cpData) {
-		if done, err := l.write(ctx, loop, st.LastSegment, cm, data, cpData); !done || err != nil {
+		if done, err := l.write(ctx, loop, st.LastSegment, cm, data, cpData, st.LastSeq); !done || err != nil {
 			return false, err
 		}
 	}
@@ -156,10 +165,18 @@ func unchanged(cm *corev1.ConfigMap, data, cpData string) bool {
 // saved reads the segment appended to last, and what of its events and
 // checkpoints the saved status knows (what lies past it belongs to a step
 // that was not kept). cm is nil when the segment does not exist.
-func (l *Log) saved(ctx context.Context, loop *v1alpha1.Loop, st *v1alpha1.EventLogStatus) (cm *corev1.ConfigMap, data, cpData string, err error) {
-	cm, err = l.current(ctx, loop, st.LastSegment)
+func (l *Log) saved(ctx context.Context, loop *v1alpha1.Loop, st *v1alpha1.EventLogStatus, fresh bool) (cm *corev1.ConfigMap, data, cpData string, err error) {
+	if fresh {
+		return nil, "", "", nil
+	}
+	cm, lastSeq, err := l.current(ctx, loop, st.LastSegment)
 	if err != nil || cm == nil {
 		return cm, "", "", err
+	}
+	if lastSeq == st.LastSeq {
+		// This process wrote the segment, and the status saved all of it:
+		// nothing to look for past the saved state.
+		return cm, cm.Data[EventsKey], cm.Data[CheckpointsKey], nil
 	}
 	data, _ = eventlog.KeepThrough(cm.Data[EventsKey], st.LastSeq, eventlog.EventSeq)
 	cpData, _ = eventlog.KeepThrough(cm.Data[CheckpointsKey], st.LastSeq, checkpointSeq)
@@ -178,7 +195,7 @@ func checkpointLine(cp *history.Checkpoint, cpData string) ([]byte, error) {
 // write stores segment n with these events and checkpoints: cm is the
 // segment as read (nil: create it). done is false when someone else wrote
 // it first (read it and try again).
-func (l *Log) write(ctx context.Context, loop *v1alpha1.Loop, n int32, cm *corev1.ConfigMap, events, checkpoints string) (bool, error) {
+func (l *Log) write(ctx context.Context, loop *v1alpha1.Loop, n int32, cm *corev1.ConfigMap, events, checkpoints string, lastSeq int64) (bool, error) {
 	if cm == nil {
 		cm, err := l.newSegment(loop, n, events, checkpoints)
 		if err != nil {
@@ -190,7 +207,7 @@ func (l *Log) write(ctx context.Context, loop *v1alpha1.Loop, n int32, cm *corev
 			}
 			return false, fmt.Errorf("create %s: %w", cm.Name, err)
 		}
-		l.last.put(client.ObjectKeyFromObject(loop), loop.UID, n, cm)
+		l.last.put(client.ObjectKeyFromObject(loop), loop.UID, n, cm, lastSeq)
 		return true, nil
 	}
 	if cm.Data == nil {
@@ -209,18 +226,21 @@ func (l *Log) write(ctx context.Context, loop *v1alpha1.Loop, n int32, cm *corev
 		}
 		return false, fmt.Errorf("append to %s: %w", cm.Name, err)
 	}
-	l.last.put(client.ObjectKeyFromObject(loop), loop.UID, n, cm)
+	l.last.put(client.ObjectKeyFromObject(loop), loop.UID, n, cm, lastSeq)
 	return true, nil
 }
 
 // current returns segment n of a Loop's log: the one remembered from the last
 // append when it is that segment, else read from the API server. nil when
 // it does not exist.
-func (l *Log) current(ctx context.Context, loop *v1alpha1.Loop, n int32) (*corev1.ConfigMap, error) {
-	if cm := l.last.get(client.ObjectKeyFromObject(loop), loop.UID, n); cm != nil {
-		return cm, nil
+// lastSeq is the number of the last event in it when this process wrote
+// it last (-1: not known).
+func (l *Log) current(ctx context.Context, loop *v1alpha1.Loop, n int32) (cm *corev1.ConfigMap, lastSeq int64, err error) {
+	if cm, lastSeq := l.last.get(client.ObjectKeyFromObject(loop), loop.UID, n); cm != nil {
+		return cm, lastSeq, nil
 	}
-	return l.get(ctx, loop, n)
+	cm, err = l.get(ctx, loop, n)
+	return cm, -1, err
 }
 
 // Forget drops what is remembered of a Loop's log (it finished or went away).

@@ -1,6 +1,7 @@
 package configmaps
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/executor"
@@ -158,5 +160,34 @@ func TestLongLoopNames(t *testing.T) {
 	}
 	if SegmentName(strings.Repeat("a", 250)+"1", 1) == SegmentName(strings.Repeat("a", 250)+"2", 1) {
 		t.Error("two long names share a segment")
+	}
+}
+
+// The first append of a Loop creates its first segment without reading it;
+// a first step taken again (its status never saved) finds the segment there
+// and replaces what it held.
+func TestFirstAppendReadsNothing(t *testing.T) {
+	log, c := newLog(t)
+	var gets int
+	log.Reader = interceptor.NewClient(c.(client.WithWatch), interceptor.Funcs{
+		Get: func(ctx context.Context, cl client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			gets++
+			return cl.Get(ctx, key, obj, opts...)
+		},
+	})
+	loop := newLoop("count")
+	if err := log.Append(t.Context(), loop, events(1, 2, "lost"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if gets != 0 {
+		t.Errorf("the first append read %d times", gets)
+	}
+	loop.Status = v1alpha1.LoopStatus{}
+	if err := log.Append(t.Context(), loop, events(1, 3, "kept"), nil); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Read(t.Context(), c, loop)
+	if err != nil || len(got) != 3 || got[0].Type != "kept" {
+		t.Fatalf("read %+v: %v", got, err)
 	}
 }
