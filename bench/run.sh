@@ -13,6 +13,9 @@ echo
 echo "== operator: overhead per Pod step with the test kubelet, next to local actions"
 KUBEBUILDER_ASSETS="$(hack/setup-envtest.sh)" go run ./bench/podbench || status=1
 echo
+echo "== operator: 10,000 Loops (9,000 idle, 1,000 running), memory, throughput, restart"
+KUBEBUILDER_ASSETS="$(hack/setup-envtest.sh)" go run ./bench/scalebench || status=1
+echo
 echo "== checkpoints: save and load p95 of a run state with 100 captures of 4 KiB"
 KUBEBUILDER_ASSETS="$(hack/setup-envtest.sh)" go run ./bench/checkpointbench || status=1
 exit $status

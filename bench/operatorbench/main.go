@@ -42,6 +42,7 @@ func main() {
 	idle = flag.Int("idle", 1000, "idle (suspended) Loops for the memory figure; 0 skips it")
 	verbose = flag.Bool("requests", false, "print the API requests each transition cost")
 	apiProfile = flag.String("apiserver-profile", "", "save an 8 s CPU profile of the API server taken during the throughput run")
+	segmentBytes = flag.Int("segment-bytes", 0, "size cap of an event-log segment (0: the manager's default)")
 	managerProfile = flag.String("manager-profile", "", "save a CPU profile of the manager (this process) over the throughput run")
 	flag.Parse()
 	ctrl.SetLogger(logr.Discard())
@@ -55,6 +56,7 @@ var (
 	verbose        *bool
 	apiProfile     *string
 	managerProfile *string
+	segmentBytes   *int
 	idle           *int
 )
 
@@ -74,7 +76,7 @@ func run(transitions, loops, perLoop, workers int) error {
 	cacheOpts, clientOpts := controllers.CacheOptions("")
 	mgr, err := fixture.StartManager(controllers.RestConfig(cfg), ctrl.Options{Scheme: scheme, Cache: cacheOpts, Client: clientOpts},
 		func(mgr ctrl.Manager) error {
-			r := controllers.NewReconciler(mgr, controllers.Config{AllowLocalActions: true, LocalWorkdir: workdir, Workers: workers})
+			r := controllers.NewReconciler(mgr, controllers.Config{AllowLocalActions: true, LocalWorkdir: workdir, Workers: workers, SegmentBytes: *segmentBytes})
 			r.Actions = timing.Local{Actions: r.Actions.(*localjobs.Actions), Gaps: tr}
 			return r.SetupWithManager(mgr)
 		})

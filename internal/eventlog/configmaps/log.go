@@ -32,8 +32,12 @@ const (
 	// CheckpointsKey is the ConfigMap key holding the checkpoints taken
 	// while the segment was the one appended to, one JSON line each.
 	CheckpointsKey = "checkpoints.jsonl"
-	// DefaultSegmentBytes caps one segment.
-	DefaultSegmentBytes = 512 << 10
+	// DefaultSegmentBytes caps one segment. Every append rewrites the
+	// segment it goes to, so the API server and etcd handle half a
+	// segment per transition on average: measured on one long Loop, 512
+	// KiB segments took the p50 from one action's end to the next one's
+	// start from 15 ms to 24 ms.
+	DefaultSegmentBytes = 64 << 10
 )
 
 // Log appends events to a Loop's event log in ConfigMaps.
@@ -42,7 +46,7 @@ type Log struct {
 	Client client.Client
 	Reader client.Reader
 	Scheme *runtime.Scheme
-	// SegmentBytes caps a segment (default 512 KiB).
+	// SegmentBytes caps a segment (default 64 KiB).
 	SegmentBytes int
 	// MaxBytes, when positive, deletes the oldest segments past it.
 	MaxBytes int64
