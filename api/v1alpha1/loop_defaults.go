@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"time"
 
@@ -144,14 +145,11 @@ func (e *Evaluate) GetMinConfidence() float64 {
 	return *e.MinConfidence
 }
 
+// Evaluators lists the evaluators, as the CRD's enum does.
+var Evaluators = []EvaluatorType{EvalExitCode, EvalOutputNumeric, EvalOutputJSON, EvalOutputContains, EvalConvergence, EvalClassify, EvalHarborScorer, EvalLLMStructured}
+
 // IsKnown reports whether t names one of the evaluators.
-func (t EvaluatorType) IsKnown() bool {
-	switch t {
-	case EvalExitCode, EvalOutputNumeric, EvalOutputJSON, EvalOutputContains, EvalConvergence, EvalClassify, EvalLLMStructured:
-		return true
-	}
-	return false
-}
+func (t EvaluatorType) IsKnown() bool { return slices.Contains(Evaluators, t) }
 
 // CanonicalVerdict maps the little-loops spellings yes and no onto success and failure.
 func CanonicalVerdict(v string) string {

@@ -300,7 +300,7 @@ func (p *RetryPolicy) Delay(n int32) time.Duration {
 }
 
 // EvaluatorType names an evaluator.
-// +kubebuilder:validation:Enum=exit_code;output_numeric;output_json;output_contains;convergence;classify;llm_structured
+// +kubebuilder:validation:Enum=exit_code;output_numeric;output_json;output_contains;convergence;classify;harbor_scorer;llm_structured
 type EvaluatorType string
 
 // The evaluators.
@@ -311,6 +311,9 @@ const (
 	EvalOutputContains EvaluatorType = "output_contains"
 	EvalConvergence    EvaluatorType = "convergence"
 	EvalClassify       EvaluatorType = "classify"
+	// EvalHarborScorer judges a scoring command: a number printed with
+	// exit code 0 is success (details.score), a non-zero exit failure.
+	EvalHarborScorer EvaluatorType = "harbor_scorer"
 	EvalLLMStructured  EvaluatorType = "llm_structured"
 )
 

@@ -165,9 +165,8 @@ func checkTemplate(tmpl string, captured map[string]bool, p *field.Path) field.E
 
 func validateEvaluate(e *v1alpha1.Evaluate, captured map[string]bool, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
-	types := []string{"exit_code", "output_numeric", "output_json", "output_contains", "convergence", "classify", "llm_structured"}
 	if !e.Type.IsKnown() {
-		return append(errs, field.NotSupported(p.Child("type"), e.Type, types))
+		return append(errs, field.NotSupported(p.Child("type"), e.Type, v1alpha1.Evaluators))
 	}
 	if e.Operator != "" && !slices.Contains(evaluate.Operators, e.Operator) {
 		errs = append(errs, field.NotSupported(p.Child("operator"), e.Operator, evaluate.Operators))

@@ -1,13 +1,14 @@
 // Package evaluate turns an action's result into a verdict.
 //
 // The deterministic evaluators (exit_code, output_numeric, output_json,
-// output_contains, convergence, classify) are pure functions of the output,
+// output_contains, convergence, classify, harbor_scorer) are pure functions of the output,
 // the exit code and the templates they may expand. llm_structured goes through
 // a Judge, which the caller injects.
 package evaluate
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/looprun/looprun/api/v1alpha1"
 )
@@ -58,7 +59,7 @@ func errorResult(format string, args ...any) Result {
 func IsDeterministic(t v1alpha1.EvaluatorType) bool {
 	switch t {
 	case v1alpha1.EvalExitCode, v1alpha1.EvalOutputNumeric, v1alpha1.EvalOutputJSON,
-		v1alpha1.EvalOutputContains, v1alpha1.EvalConvergence, v1alpha1.EvalClassify:
+		v1alpha1.EvalOutputContains, v1alpha1.EvalConvergence, v1alpha1.EvalClassify, v1alpha1.EvalHarborScorer:
 		return true
 	}
 	return false
@@ -67,7 +68,7 @@ func IsDeterministic(t v1alpha1.EvaluatorType) bool {
 // readsOutputOnlyOnSuccess are the evaluators that give error for a non-zero exit
 // before looking at the output.
 func readsOutputOnlyOnSuccess(t v1alpha1.EvaluatorType) bool {
-	return t != v1alpha1.EvalExitCode && t != v1alpha1.EvalLLMStructured
+	return t != v1alpha1.EvalExitCode && t != v1alpha1.EvalLLMStructured && t != v1alpha1.EvalHarborScorer
 }
 
 // Precheck applies the rules that hold before any evaluator looks at the
@@ -102,6 +103,8 @@ func Deterministic(cfg *v1alpha1.Evaluate, in Input) Result {
 		return convergence(cfg, in)
 	case v1alpha1.EvalClassify:
 		return classify(cfg, in)
+	case v1alpha1.EvalHarborScorer:
+		return harborScorer(in)
 	}
 	return errorResult("evaluator %q is not deterministic", cfg.Type)
 }
@@ -116,6 +119,20 @@ func ExitCode(code int) Result {
 		return Result{Verdict: v1alpha1.VerdictFailure, Details: d}
 	}
 	return Result{Verdict: v1alpha1.VerdictError, Details: d}
+}
+
+// harborScorer judges a scoring command: a non-zero exit is failure; a
+// number on stdout with exit code 0 is success, the number the score; any
+// other output is an error.
+func harborScorer(in Input) Result {
+	if in.ExitCode != 0 {
+		return Result{Verdict: v1alpha1.VerdictFailure, Details: map[string]any{"exit_code": in.ExitCode}}
+	}
+	score, err := parseNumber(in.Output)
+	if err != nil {
+		return errorResult("score is not a number: %q", truncate(strings.TrimSpace(in.Output), 80))
+	}
+	return Result{Verdict: v1alpha1.VerdictSuccess, Details: map[string]any{"score": score}}
 }
 
 func boolVerdict(ok bool) string {

@@ -99,6 +99,12 @@ func TestDeterministic(t *testing.T) {
 		{"convergence non-number", v1alpha1.Evaluate{Type: "convergence", Target: js(0)}, "n/a", 0, "error", ""},
 
 		{"classify last line", v1alpha1.Evaluate{Type: "classify"}, "thinking...\nretry\n\n", 0, "retry", ""},
+
+		{"harbor score", v1alpha1.Evaluate{Type: "harbor_scorer"}, "0.75\n", 0, "success", "score=0.75"},
+		{"harbor score python syntax", v1alpha1.Evaluate{Type: "harbor_scorer"}, " .5 ", 0, "success", "score=0.5"},
+		{"harbor failed run", v1alpha1.Evaluate{Type: "harbor_scorer"}, "Traceback", 3, "failure", "exit_code=3"},
+		{"harbor no number", v1alpha1.Evaluate{Type: "harbor_scorer"}, "score: high", 0, "error", ""},
+		{"harbor timeout", v1alpha1.Evaluate{Type: "harbor_scorer"}, "", 124, "error", "error=action timed out"},
 		{"classify first", v1alpha1.Evaluate{Type: "classify", Line: line(intstr.FromString("first"))}, "\n  alpha \nbeta", 0, "alpha", ""},
 		{"classify index", v1alpha1.Evaluate{Type: "classify", Line: line(intstr.FromInt32(1))}, "a\nb\nc", 0, "b", ""},
 		{"classify negative index", v1alpha1.Evaluate{Type: "classify", Line: line(intstr.FromInt32(-2))}, "a\nb\nc", 0, "b", ""},
