@@ -224,6 +224,11 @@ states:
 	if r := looprun(t, dir, "validate", "ok.yaml"); r.code != 0 || !strings.Contains(r.stdout, "is valid") {
 		t.Errorf("valid: %d %q %q", r.code, r.stdout, r.stderr)
 	}
+	// A name is found as run finds it.
+	write(t, dir, ".loops/named.yaml", fixLoop)
+	if r := looprun(t, dir, "validate", "named"); r.code != 0 || !strings.Contains(r.stdout, "is valid") {
+		t.Errorf("validate NAME: %d %q %q", r.code, r.stdout, r.stderr)
+	}
 	r := looprun(t, dir, "validate", "bad.yaml")
 	if r.code != 1 {
 		t.Fatalf("invalid: exit %d", r.code)

@@ -149,8 +149,13 @@ func newResumeCommand(g *globals, k *kube) *cobra.Command {
 // running alone.
 var stopSignals = []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT}
 
-// loadLoop reads a loop file and prints its warnings.
-func loadLoop(path string, g *globals, stderr io.Writer, quiet bool) (*loopfile.File, error) {
+// loadLoop reads a loop file, given by path or by name (as run finds it:
+// --loops-dir/NAME.yaml), and prints its warnings.
+func loadLoop(nameOrPath string, g *globals, stderr io.Writer, quiet bool) (*loopfile.File, error) {
+	path, err := loopfile.Resolve(nameOrPath, loopfile.Options{LoopsDir: g.loopsDir})
+	if err != nil {
+		return nil, err
+	}
 	lf, err := loopfile.Load(path, loopfile.Options{LoopsDir: g.loopsDir})
 	if err != nil {
 		return nil, err

@@ -15,7 +15,7 @@ import (
 
 func newValidateCommand(g *globals) *cobra.Command {
 	return &cobra.Command{
-		Use:   "validate FILE",
+		Use:   "validate FILE|NAME",
 		Short: "Check a loop file; every problem names its state and field",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -42,7 +42,7 @@ func newValidateCommand(g *globals) *cobra.Command {
 
 func newConvertCommand(g *globals) *cobra.Command {
 	return &cobra.Command{
-		Use:   "convert FILE",
+		Use:   "convert FILE|NAME",
 		Short: "Print a loop file as a Loop manifest",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -66,7 +66,7 @@ func newSimulateCommand(g *globals) *cobra.Command {
 		maxIter  int32
 	)
 	cmd := &cobra.Command{
-		Use:   "simulate FILE",
+		Use:   "simulate FILE|NAME",
 		Short: "Walk a loop with scripted verdicts; no action runs",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
