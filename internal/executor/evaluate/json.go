@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"reflect"
 	"strings"
 
 	"github.com/looprun/looprun/api/v1alpha1"
@@ -34,13 +33,55 @@ func decodeJSON(s string) (any, error) {
 	return v, nil
 }
 
+// asNumber reads a JSON number as little-loops does: Python counts true
+// and false as the numbers 1 and 0.
 func asNumber(v any) (float64, bool) {
-	n, ok := v.(json.Number)
-	if !ok {
-		return 0, false
+	switch n := v.(type) {
+	case json.Number:
+		f, err := n.Float64()
+		return f, err == nil
+	case bool:
+		if n {
+			return 1, true
+		}
+		return 0, true
 	}
-	f, err := n.Float64()
-	return f, err == nil
+	return 0, false
+}
+
+// pyEqual is Python's == on decoded JSON: numbers (true and false among
+// them) equal by value, so 1 == 1.0 == true, in lists and objects too.
+func pyEqual(a, b any) bool {
+	if x, ok := asNumber(a); ok {
+		y, ok := asNumber(b)
+		return ok && x == y
+	}
+	switch x := a.(type) {
+	case []any:
+		y, ok := b.([]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for i := range x {
+			if !pyEqual(x[i], y[i]) {
+				return false
+			}
+		}
+		return true
+	case map[string]any:
+		y, ok := b.(map[string]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for k, v := range x {
+			w, ok := y[k]
+			if !ok || !pyEqual(v, w) {
+				return false
+			}
+		}
+		return true
+	}
+	return a == b // strings and null
 }
 
 func outputJSON(cfg *v1alpha1.Evaluate, in Input) Result {
@@ -75,7 +116,7 @@ func outputJSON(cfg *v1alpha1.Evaluate, in Input) Result {
 		}
 		return Result{Verdict: boolVerdict(ok), Details: details}
 	}
-	equal := reflect.DeepEqual(value, target)
+	equal := pyEqual(value, target)
 	switch opName(cfg.Operator) {
 	case "eq":
 		return Result{Verdict: boolVerdict(equal), Details: details}
