@@ -86,16 +86,18 @@ func (t *txn) actionComplete(st *v1alpha1.State, res *ActionResult) {
 	data := map[string]any{
 		"exit_code":      res.ExitCode,
 		"duration_ms":    res.Duration.Milliseconds(),
-		"output_preview": Tail(res.Output, min(previewBytes, t.m.opts.MaxCaptureBytes)),
-		"stderr_preview": Tail(res.Stderr, min(previewBytes, t.m.opts.MaxCaptureBytes)),
+		"output_preview": preview(res.Output, min(previewBytes, t.m.opts.MaxCaptureBytes)),
+		"stderr_preview": preview(res.Stderr, min(previewBytes, t.m.opts.MaxCaptureBytes)),
 		"is_prompt":      st.IsAgent(),
 	}
 	if f := res.Failure; f != nil {
 		data["failure"], data["failure_message"] = f.Reason, f.Message
 	}
 	t.emit(EventActionComplete, data)
+	// ${prev.output} is the output as printed, trailing newlines and all
+	// (a capture drops them).
 	run.PrevResult = &v1alpha1.PrevResult{
-		Output:   Tail(trimOutput(res.Output), t.m.opts.MaxCaptureBytes),
+		Output:   Tail(res.Output, t.m.opts.MaxCaptureBytes),
 		ExitCode: exitCode32(res.ExitCode),
 		State:    run.CurrentState,
 	}

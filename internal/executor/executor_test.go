@@ -48,7 +48,7 @@ func TestFixRetryLoop(t *testing.T) {
 	if r.run.LastResult == nil || r.run.LastResult.Verdict != "success" {
 		t.Errorf("lastResult = %+v", r.run.LastResult)
 	}
-	if r.run.PrevResult == nil || r.run.PrevResult.Output != "ok" || r.run.PrevResult.State != "check" {
+	if r.run.PrevResult == nil || r.run.PrevResult.Output != "ok\n" || r.run.PrevResult.State != "check" {
 		t.Errorf("prevResult = %+v", r.run.PrevResult)
 	}
 	golden(t, "fix-retry", r.events)

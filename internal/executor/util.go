@@ -39,6 +39,16 @@ func Tail(s string, max int) string {
 	return s // not UTF-8: keep the bytes
 }
 
+// preview is the end of an action's output for its action_complete event,
+// as little-loops shows it: at most n bytes, surrounding white space
+// stripped, null when nothing is left.
+func preview(s string, n int) any {
+	if p := strings.TrimSpace(Tail(s, n)); p != "" {
+		return p
+	}
+	return nil
+}
+
 // trimOutput removes the trailing newlines of an action's output.
 func trimOutput(s string) string {
 	return strings.TrimRight(s, "\r\n")
