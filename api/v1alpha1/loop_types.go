@@ -313,8 +313,8 @@ const (
 	EvalClassify       EvaluatorType = "classify"
 	// EvalHarborScorer judges a scoring command: a number printed with
 	// exit code 0 is success (details.score), a non-zero exit failure.
-	EvalHarborScorer EvaluatorType = "harbor_scorer"
-	EvalLLMStructured  EvaluatorType = "llm_structured"
+	EvalHarborScorer  EvaluatorType = "harbor_scorer"
+	EvalLLMStructured EvaluatorType = "llm_structured"
 )
 
 // Evaluate configures how an action's result becomes a verdict.
