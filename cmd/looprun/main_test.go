@@ -424,3 +424,72 @@ func TestSetAndContextFlags(t *testing.T) {
 		t.Errorf("resume loop/NAME --context: %d %q", r.code, r.stderr)
 	}
 }
+
+// A run's context gets what little-loops' runner gives it: the positional
+// input under input_key, run_dir (created), input_hash, max_steps; a loop
+// that would stop at a missing variable or input does not start.
+func TestRunContext(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "topic.yaml", `name: topic
+initial: a
+input_key: topic
+required_inputs: [topic]
+max_steps: 7
+states:
+  a:
+    action: "printf '%s|%s|%s' '${context.topic}' '${context.max_steps}' '${context.run_dir}' > ${context.run_dir}out.txt"
+    next: done
+  done:
+    terminal: true
+`)
+	r := looprun(t, dir, "run", "topic.yaml")
+	if r.code != 1 || !strings.Contains(r.stderr, `loop topic needs input "topic"`) || !strings.Contains(r.stderr, `missing context variable "topic"`) {
+		t.Fatalf("without input: %d %q", r.code, r.stderr)
+	}
+	if _, err := os.Stat(filepath.Join(dir, ".loops", ".running", "topic.state.json")); err == nil {
+		t.Error("a run refused before it started left a state file")
+	}
+	if r := looprun(t, dir, "run", "-q", "topic.yaml", "a b"); r.code != 0 {
+		t.Fatalf("with input: %d %q", r.code, r.stderr)
+	}
+	outs, _ := filepath.Glob(filepath.Join(dir, ".loops", "runs", "topic-*", "out.txt"))
+	if len(outs) != 1 {
+		t.Fatalf("run_dir outputs: %v", outs)
+	}
+	b, _ := os.ReadFile(outs[0])
+	if want := "a b|7|" + filepath.Dir(outs[0]) + "/"; string(b) != want {
+		t.Errorf("context rendered %q, want %q", b, want)
+	}
+
+	// A JSON object updates the keys the context has; text goes to input,
+	// with its hash.
+	write(t, dir, "inp.yaml", `name: inp
+initial: a
+context:
+  goal: 1
+states:
+  a:
+    action: "echo ${context.goal} ${context.input:default=-} ${context.input_hash:default=-} > inp.txt"
+    next: done
+  done:
+    terminal: true
+`)
+	for _, c := range []struct{ input, want string }{
+		{`{"goal": 5, "other": 1}`, "5 - -\n"},
+		{"abc", "1 abc ba7816bf8f01\n"}, // sha256("abc")
+	} {
+		if r := looprun(t, dir, "run", "-q", "inp.yaml", c.input); r.code != 0 {
+			t.Fatalf("input %q: %d %q", c.input, r.code, r.stderr)
+		}
+		if b, _ := os.ReadFile(filepath.Join(dir, "inp.txt")); string(b) != c.want {
+			t.Errorf("input %q: %q, want %q", c.input, b, c.want)
+		}
+	}
+	// --context wins over the input and over what the runner adds.
+	if r := looprun(t, dir, "run", "-q", "inp.yaml", "abc", "--context", "input=xyz", "--context", "input_hash=h"); r.code != 0 {
+		t.Fatalf("--context: %d %q", r.code, r.stderr)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "inp.txt")); string(b) != "1 xyz h\n" {
+		t.Errorf("--context over the input: %q", b)
+	}
+}

@@ -64,11 +64,13 @@ func (f *runFlags) apply(spec *v1alpha1.LoopSpec) error {
 func newRunCommand(g *globals) *cobra.Command {
 	f := &runFlags{}
 	cmd := &cobra.Command{
-		Use:   "run FILE|NAME",
+		Use:   "run FILE|NAME [INPUT]",
 		Short: "Run a loop here, saving its state under --loops-dir/.running",
 		Long: "Run a loop file (a Loop manifest or a little-loops YAML file) in the current directory.\n" +
-			"A NAME is looked up as --loops-dir/NAME.yaml. Exit code: 0 completed, 2 ended in a failure state, 1 otherwise.",
-		Args: cobra.ExactArgs(1),
+			"A NAME is looked up as --loops-dir/NAME.yaml. INPUT goes to the context variable the loop's\n" +
+			"input_key names (default input); the run also gets run_dir, input_hash and max_steps.\n" +
+			"Exit code: 0 completed, 2 ended in a failure state, 1 otherwise.",
+		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			path, err := loopfile.Resolve(args[0], loopfile.Options{LoopsDir: g.loopsDir})
 			if err != nil {
@@ -78,7 +80,22 @@ func newRunCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := f.apply(&lf.Loop.Spec); err != nil {
+			spec := &lf.Loop.Spec
+			if len(args) == 2 {
+				setInput(spec, lf.InputKey, args[1])
+			}
+			if err := f.apply(spec); err != nil {
+				return err
+			}
+			runID := fmt.Sprintf("%s-%s", lf.Loop.Name, time.Now().Format("20060102T150405"))
+			runDir, err := setRunContext(spec, g.loopsDir, runID)
+			if err != nil {
+				return err
+			}
+			if err := preflight(lf, args[0]); err != nil {
+				return err
+			}
+			if err := makeRunDir(runDir); err != nil {
 				return err
 			}
 			d, unlock, err := newDriver(g, path, lf.Loop, cmd.ErrOrStderr(), f.quiet, true)
@@ -88,7 +105,6 @@ func newRunCommand(g *globals) *cobra.Command {
 			defer unlock()
 			ctx, stop := signal.NotifyContext(cmd.Context(), stopSignals...)
 			defer stop()
-			runID := fmt.Sprintf("%s-%s", lf.Loop.Name, time.Now().Format("20060102T150405"))
 			run, err := d.Start(ctx, runID)
 			if err != nil {
 				return err

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/internal/executor/interpolate"
 )
 
 // reader converts one little-loops document, collecting warnings and errors.
@@ -22,6 +23,10 @@ type reader struct {
 	opts     Options
 	warnings []string
 	errs     []string
+	// inputKey and requiredInputs are the file's input_key and
+	// required_inputs: how a local run takes its positional input.
+	inputKey       string
+	requiredInputs []string
 }
 
 func (r *reader) warn(format string, args ...any) {
@@ -37,7 +42,7 @@ var ignoredTopLevel = map[string]string{
 	"scope": "scope locks", "singleton": "scope locks", "on_handoff": "context handoff",
 	"category": "catalogue metadata", "labels": "catalogue metadata", "visibility": "catalogue metadata",
 	"commands": "catalogue metadata", "targets": "catalogue metadata", "parameters": "typed parameters",
-	"input_key": "positional input", "required_inputs": "positional input", "config": "ll-config overrides",
+	"config":  "ll-config overrides",
 	"circuit": "the repeated-failure circuit", "host_guard": "the host memory guard",
 	"prompt_size_guard": "the prompt size guard", "on_max_steps": "the max_steps summary state",
 	"on_max_iterations": "the full-pass summary state", "default_idle_timeout": "idle timeouts",
@@ -150,6 +155,25 @@ func (r *reader) topLevel(doc map[string]any, spec *v1alpha1.LoopSpec) {
 			spec.Maintain = r.boolean(doc, k, k)
 		case "llm":
 			spec.LLM = r.llm(v)
+		case "input_key":
+			r.inputKey = r.str(doc, k, k)
+			if r.inputKey != "" && !interpolate.IsName(r.inputKey) {
+				r.fail("input_key: %q is not a context variable name", r.inputKey)
+			}
+		case "required_inputs":
+			list, ok := v.([]any)
+			if !ok {
+				r.fail("required_inputs: must be a list of context variable names")
+				continue
+			}
+			for i, e := range list {
+				s, ok := e.(string)
+				if !ok || !interpolate.IsName(s) {
+					r.fail("required_inputs[%d]: %v is not a context variable name", i, e)
+					continue
+				}
+				r.requiredInputs = append(r.requiredInputs, s)
+			}
 		default:
 			if why, ok := ignoredTopLevel[k]; ok {
 				r.warn("%s: %s is not supported by looprun; ignored", k, why)

@@ -9,6 +9,7 @@ package loopfile
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -38,7 +39,15 @@ type File struct {
 	Loop     *v1alpha1.Loop
 	Format   Format
 	Warnings []string
+	// InputKey is the context variable a run's positional input goes to
+	// (little-loops' input_key; default "input"), and RequiredInputs the
+	// context variables a run must not start without (required_inputs).
+	InputKey       string
+	RequiredInputs []string
 }
+
+// DefaultInputKey is where a run's positional input goes by default.
+const DefaultInputKey = "input"
 
 // Options say where to look for the files a loop refers to.
 type Options struct {
@@ -107,7 +116,7 @@ func parse(data []byte, dir string, opts Options) (*File, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &File{Loop: loop, Format: FormatLittleLoops, Warnings: r.warnings}, nil
+	return &File{Loop: loop, Format: FormatLittleLoops, Warnings: r.warnings, InputKey: cmp.Or(r.inputKey, DefaultInputKey), RequiredInputs: r.requiredInputs}, nil
 }
 
 // decodeYAML decodes YAML into plain values, keeping numbers as written.
@@ -140,7 +149,7 @@ func parseManifest(data []byte) (*File, error) {
 	if loop.Name == "" {
 		return nil, errors.New("metadata.name is required")
 	}
-	return &File{Loop: &loop, Format: FormatManifest}, nil
+	return &File{Loop: &loop, Format: FormatManifest, InputKey: DefaultInputKey}, nil
 }
 
 var dnsUnsafe = regexp.MustCompile(`[^a-z0-9-]+`)

@@ -1,0 +1,125 @@
+package main
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/internal/executor/interpolate"
+	"github.com/looprun/looprun/internal/loopfile"
+)
+
+// A local run's context gets what little-loops' runner gives it, in its
+// order: the positional input, then --context and --set (which win), then
+// run_dir, input_hash and max_steps, each unless already set.
+
+// setInput puts a run's positional input into the context: a JSON object
+// whose keys the context has updates those keys; anything else is stored,
+// as text, under key.
+func setInput(spec *v1alpha1.LoopSpec, key, raw string) {
+	var obj map[string]any
+	if json.Unmarshal([]byte(raw), &obj) == nil {
+		matched := false
+		for k, v := range obj {
+			if _, ok := spec.Context[k]; ok {
+				spec.SetContext(k, v)
+				matched = true
+			}
+		}
+		if matched {
+			return
+		}
+	}
+	spec.SetContext(key, raw)
+}
+
+// setRunContext adds run_dir (DIR/runs/RUN_ID/ under the loops directory),
+// input_hash (the first 12 hex digits of the SHA-256 of a text input) and
+// max_steps, unless set; it returns run_dir.
+func setRunContext(spec *v1alpha1.LoopSpec, loopsDir, runID string) (string, error) {
+	if _, ok := spec.Context["run_dir"]; !ok {
+		abs, err := filepath.Abs(loopsDir)
+		if err != nil {
+			return "", err
+		}
+		spec.SetContext("run_dir", filepath.Join(abs, "runs", runID)+"/")
+	}
+	if _, ok := spec.Context["input_hash"]; !ok {
+		if input, ok := contextValue(spec, loopfile.DefaultInputKey).(string); ok {
+			sum := sha256.Sum256([]byte(input))
+			spec.SetContext("input_hash", hex.EncodeToString(sum[:])[:12])
+		}
+	}
+	if _, ok := spec.Context["max_steps"]; !ok {
+		spec.SetContext("max_steps", spec.GetMaxIterations())
+	}
+	runDir, ok := contextValue(spec, "run_dir").(string)
+	if !ok || runDir == "" {
+		return "", fmt.Errorf("context variable run_dir must be a directory name")
+	}
+	return runDir, nil
+}
+
+// contextValue is the decoded value of a context variable; nil when unset.
+func contextValue(spec *v1alpha1.LoopSpec, key string) any {
+	j, ok := spec.Context[key]
+	if !ok {
+		return nil
+	}
+	var v any
+	if json.Unmarshal(j.Raw, &v) != nil {
+		return nil
+	}
+	return v
+}
+
+// preflight refuses a run that would stop at its first missing variable:
+// every ${context.X} of an action or a judge's prompt without a default
+// must be set, and every required input must be set and not empty.
+func preflight(lf *loopfile.File, name string) error {
+	spec := &lf.Loop.Spec
+	missing := map[string]bool{}
+	for _, st := range spec.States {
+		templates := []string{st.Action}
+		if st.Evaluate != nil {
+			templates = append(templates, st.Evaluate.Prompt)
+		}
+		for _, t := range templates {
+			for _, r := range interpolate.References(t) {
+				if r.Namespace == "context" && !r.Guarded && len(r.Path) > 0 {
+					if _, ok := spec.Context[r.Path[0]]; !ok {
+						missing[r.Path[0]] = true
+					}
+				}
+			}
+		}
+	}
+	var msgs []string
+	for _, k := range slices.Sorted(maps.Keys(missing)) {
+		msgs = append(msgs, fmt.Sprintf("missing context variable %q: run with looprun run %s --context %s=VALUE", k, name, k))
+	}
+	for _, k := range lf.RequiredInputs {
+		if v := contextValue(spec, k); v == nil || v == "" {
+			msgs = append(msgs, fmt.Sprintf("loop %s needs input %q: pass it as looprun run %s VALUE (or --context %s=VALUE)", lf.Loop.Name, k, name, k))
+		}
+	}
+	if len(msgs) > 0 {
+		return &exitError{code: 1, msg: strings.Join(msgs, "\n")}
+	}
+	return nil
+}
+
+// makeRunDir creates run_dir, as little-loops does before a run.
+func makeRunDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("create run_dir: %w", err)
+	}
+	return nil
+}
