@@ -443,7 +443,7 @@ states:
     terminal: true
 `)
 	r := looprun(t, dir, "run", "topic.yaml")
-	if r.code != 1 || !strings.Contains(r.stderr, `loop topic needs input "topic"`) || !strings.Contains(r.stderr, `missing context variable "topic"`) {
+	if r.code != 1 || !strings.Contains(r.stderr, `loop topic needs input "topic"`) || !strings.Contains(r.stderr, `${context.topic} is not set (state "a" action)`) {
 		t.Fatalf("without input: %d %q", r.code, r.stderr)
 	}
 	if _, err := os.Stat(filepath.Join(dir, ".loops", ".running", "topic.state.json")); err == nil {

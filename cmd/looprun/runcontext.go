@@ -85,17 +85,22 @@ func contextValue(spec *v1alpha1.LoopSpec, key string) any {
 // must be set, and every required input must be set and not empty.
 func preflight(lf *loopfile.File, name string) error {
 	spec := &lf.Loop.Spec
-	missing := map[string]bool{}
-	for _, st := range spec.States {
-		templates := []string{st.Action}
+	missing := map[string][]string{} // variable -> where it is used
+	for _, sn := range slices.Sorted(maps.Keys(spec.States)) {
+		st := spec.States[sn]
+		fields := map[string]string{"action": st.Action}
 		if st.Evaluate != nil {
-			templates = append(templates, st.Evaluate.Prompt)
+			fields["evaluate.prompt"] = st.Evaluate.Prompt
 		}
-		for _, t := range templates {
-			for _, r := range interpolate.References(t) {
-				if r.Namespace == "context" && !r.Guarded && len(r.Path) > 0 {
-					if _, ok := spec.Context[r.Path[0]]; !ok {
-						missing[r.Path[0]] = true
+		for _, f := range slices.Sorted(maps.Keys(fields)) {
+			for _, r := range interpolate.References(fields[f]) {
+				if r.Namespace != "context" || r.Guarded || len(r.Path) == 0 {
+					continue
+				}
+				if _, ok := spec.Context[r.Path[0]]; !ok {
+					where := fmt.Sprintf("state %q %s", sn, f)
+					if !slices.Contains(missing[r.Path[0]], where) {
+						missing[r.Path[0]] = append(missing[r.Path[0]], where)
 					}
 				}
 			}
@@ -103,7 +108,8 @@ func preflight(lf *loopfile.File, name string) error {
 	}
 	var msgs []string
 	for _, k := range slices.Sorted(maps.Keys(missing)) {
-		msgs = append(msgs, fmt.Sprintf("missing context variable %q: run with looprun run %s --context %s=VALUE", k, name, k))
+		msgs = append(msgs, fmt.Sprintf("${context.%s} is not set (%s): run with looprun run %s --context %s=VALUE",
+			k, strings.Join(missing[k], ", "), name, k))
 	}
 	for _, k := range lf.RequiredInputs {
 		if v := contextValue(spec, k); v == nil || v == "" {
