@@ -155,25 +155,8 @@ func (r *reader) topLevel(doc map[string]any, spec *v1alpha1.LoopSpec) {
 			spec.Maintain = r.boolean(doc, k, k)
 		case "llm":
 			spec.LLM = r.llm(v)
-		case "input_key":
-			r.inputKey = r.str(doc, k, k)
-			if r.inputKey != "" && !interpolate.IsName(r.inputKey) {
-				r.fail("input_key: %q is not a context variable name", r.inputKey)
-			}
-		case "required_inputs":
-			list, ok := v.([]any)
-			if !ok {
-				r.fail("required_inputs: must be a list of context variable names")
-				continue
-			}
-			for i, e := range list {
-				s, ok := e.(string)
-				if !ok || !interpolate.IsName(s) {
-					r.fail("required_inputs[%d]: %v is not a context variable name", i, e)
-					continue
-				}
-				r.requiredInputs = append(r.requiredInputs, s)
-			}
+		case "input_key", "required_inputs":
+			r.inputs(doc, k)
 		default:
 			if why, ok := ignoredTopLevel[k]; ok {
 				r.warn("%s: %s is not supported by looprun; ignored", k, why)
@@ -181,6 +164,31 @@ func (r *reader) topLevel(doc map[string]any, spec *v1alpha1.LoopSpec) {
 				r.warn("%s: unknown key; ignored", k)
 			}
 		}
+	}
+}
+
+// inputs reads input_key and required_inputs: where a local run's
+// positional input goes, and what it must not start without.
+func (r *reader) inputs(doc map[string]any, k string) {
+	if k == "input_key" {
+		r.inputKey = r.str(doc, k, k)
+		if r.inputKey != "" && !interpolate.IsName(r.inputKey) {
+			r.fail("input_key: %q is not a context variable name", r.inputKey)
+		}
+		return
+	}
+	list, ok := doc[k].([]any)
+	if !ok {
+		r.fail("required_inputs: must be a list of context variable names")
+		return
+	}
+	for i, e := range list {
+		s, ok := e.(string)
+		if !ok || !interpolate.IsName(s) {
+			r.fail("required_inputs[%d]: %v is not a context variable name", i, e)
+			continue
+		}
+		r.requiredInputs = append(r.requiredInputs, s)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -161,6 +162,8 @@ func TestParseErrors(t *testing.T) {
 		{"manifest unknown field", "apiVersion: looprun.io/v1alpha1\nkind: Loop\nmetadata: {name: x}\nspec:\n  initial: a\n  sttes: {}\n", "unknown field"},
 		{"manifest wrong kind", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n", "expected apiVersion looprun.io/v1alpha1 and kind Loop"},
 		{"inheritance cycle", "name: x\nfrom: cycle-a\ninitial: a\nstates: {a: {terminal: true}}\n", "inheritance cycle"},
+		{"bad input_key", "name: x\ninitial: a\ninput_key: \"a b\"\nstates: {a: {terminal: true}}\n", `input_key: "a b" is not`},
+		{"bad required_inputs", "name: x\ninitial: a\nrequired_inputs: topic\nstates: {a: {terminal: true}}\n", "required_inputs: must be a list"},
 	}
 	dir := t.TempDir()
 	_ = os.WriteFile(filepath.Join(dir, "cycle-a.yaml"), []byte("from: cycle-b\n"), 0o644)
@@ -172,6 +175,16 @@ func TestParseErrors(t *testing.T) {
 				t.Errorf("err %v, want %q", err, tt.want)
 			}
 		})
+	}
+}
+
+func TestInputKeys(t *testing.T) {
+	lf, err := Parse([]byte("name: x\ninitial: a\ninput_key: topic\nrequired_inputs: [topic, depth]\nstates: {a: {terminal: true}}\n"), ".", Options{})
+	if err != nil || lf.InputKey != "topic" || !slices.Equal(lf.RequiredInputs, []string{"topic", "depth"}) || len(lf.Warnings) != 0 {
+		t.Fatalf("%+v %v", lf, err)
+	}
+	if lf, err := Parse([]byte("name: x\ninitial: a\nstates: {a: {terminal: true}}\n"), ".", Options{}); err != nil || lf.InputKey != DefaultInputKey {
+		t.Errorf("default input key: %+v %v", lf, err)
 	}
 }
 
