@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 
 	"github.com/spf13/cobra"
+
+	"github.com/looprun/looprun/internal/loopfile"
 )
 
 // exitError carries a process exit code out of a command.
@@ -25,7 +27,13 @@ func (e *exitError) Error() string { return e.msg }
 
 // globals are the flags every command shares.
 type globals struct {
-	loopsDir string
+	loopsDir    string
+	libraryPath string
+}
+
+// fileOptions say where loop files and what they refer to are looked up.
+func (g *globals) fileOptions() loopfile.Options {
+	return loopfile.Options{LoopsDir: g.loopsDir, LibraryPath: filepath.SplitList(g.libraryPath)}
 }
 
 func newRootCommand(k *kube) *cobra.Command {
@@ -41,6 +49,8 @@ func newRootCommand(k *kube) *cobra.Command {
 		root.Annotations = map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl loop"}
 	}
 	root.PersistentFlags().StringVar(&g.loopsDir, "loops-dir", ".loops", "directory of named loops and of run state (.running/)")
+	root.PersistentFlags().StringVar(&g.libraryPath, "library-path", os.Getenv("LOOPRUN_LIBRARY_PATH"),
+		"more directories of loops and libraries, searched after --loops-dir, separated by ':' (default $LOOPRUN_LIBRARY_PATH); a little-loops install's scripts/little_loops/loops makes its bundled loops and lib/ found")
 	k.bind(root)
 	root.AddGroup(&cobra.Group{ID: "local", Title: "Local runs (no cluster):"}, &cobra.Group{ID: "cluster", Title: "Loops in a cluster (kubeconfig as kubectl):"})
 	for _, c := range []*cobra.Command{

@@ -493,3 +493,28 @@ states:
 		t.Errorf("--context over the input: %q", b)
 	}
 }
+
+// LOOPRUN_LIBRARY_PATH (or --library-path) finds named loops and the
+// libraries a loop refers to; resume finds them again.
+func TestLibraryPath(t *testing.T) {
+	lib, dir := t.TempDir(), t.TempDir()
+	write(t, lib, "lib/steps.yaml", "fragments:\n  mark:\n    action: echo run >> marks.txt\n")
+	write(t, lib, "marker.yaml", "name: marker\ninitial: a\nimport: [lib/steps.yaml]\nmax_steps: 2\nstates:\n  a:\n    fragment: mark\n    next: a\n  done:\n    terminal: true\n")
+	if r := looprun(t, dir, "run", "-q", "marker"); r.code != 1 || !strings.Contains(r.stderr, `no loop file "marker"`) {
+		t.Fatalf("without a library path: %d %q", r.code, r.stderr)
+	}
+	t.Setenv("LOOPRUN_LIBRARY_PATH", lib)
+	if r := looprun(t, dir, "run", "-q", "marker"); r.code != 1 || !strings.Contains(r.stderr, "max_iterations") {
+		t.Fatalf("run: %d %q", r.code, r.stderr)
+	}
+	if r := looprun(t, dir, "resume", "-q", "marker", "--max-iterations", "3"); r.code != 1 || !strings.Contains(r.stderr, "max_iterations") {
+		t.Fatalf("resume: %d %q", r.code, r.stderr)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "marks.txt")); string(b) != "run\nrun\nrun\n" {
+		t.Errorf("marks %q", b)
+	}
+	t.Setenv("LOOPRUN_LIBRARY_PATH", "")
+	if r := looprun(t, dir, "validate", "--library-path", lib, "marker"); r.code != 0 {
+		t.Errorf("--library-path: %d %q", r.code, r.stderr)
+	}
+}

@@ -72,7 +72,7 @@ func newRunCommand(g *globals) *cobra.Command {
 			"Exit code: 0 completed, 2 ended in a failure state, 1 otherwise.",
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			path, err := loopfile.Resolve(args[0], loopfile.Options{LoopsDir: g.loopsDir})
+			path, err := loopfile.Resolve(args[0], g.fileOptions())
 			if err != nil {
 				return err
 			}
@@ -126,7 +126,7 @@ func newResumeCommand(g *globals, k *kube) *cobra.Command {
 			if name, cluster := k.loopTarget(args[0], false); cluster {
 				return k.setSuspend(cmd.Context(), cmd.OutOrStdout(), name, false)
 			}
-			saved, err := localrun.Open(g.loopsDir, args[0])
+			saved, err := localrun.OpenWith(g.fileOptions(), args[0])
 			if errors.Is(err, os.ErrNotExist) {
 				return &exitError{code: 1, msg: fmt.Sprintf("nothing to resume: no saved run of %q in %s", args[0], g.loopsDir)}
 			}
@@ -168,11 +168,11 @@ var stopSignals = []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, sys
 // loadLoop reads a loop file, given by path or by name (as run finds it:
 // --loops-dir/NAME.yaml), and prints its warnings.
 func loadLoop(nameOrPath string, g *globals, stderr io.Writer, quiet bool) (*loopfile.File, error) {
-	path, err := loopfile.Resolve(nameOrPath, loopfile.Options{LoopsDir: g.loopsDir})
+	path, err := loopfile.Resolve(nameOrPath, g.fileOptions())
 	if err != nil {
 		return nil, err
 	}
-	lf, err := loopfile.Load(path, loopfile.Options{LoopsDir: g.loopsDir})
+	lf, err := loopfile.Load(path, g.fileOptions())
 	if err != nil {
 		return nil, err
 	}

@@ -24,7 +24,13 @@ type Saved struct {
 // Open reads the local run of the loop name under loopsDir and the loop file
 // it runs. A run that was never saved is os.ErrNotExist.
 func Open(loopsDir, name string) (*Saved, error) {
-	store, err := NewStore(loopsDir, name)
+	return OpenWith(loopfile.Options{LoopsDir: loopsDir}, name)
+}
+
+// OpenWith is Open with the loop file's references looked up as opts say
+// (opts.LoopsDir holds the run).
+func OpenWith(opts loopfile.Options, name string) (*Saved, error) {
+	store, err := NewStore(opts.LoopsDir, name)
 	if err != nil {
 		return nil, err
 	}
@@ -39,7 +45,7 @@ func Open(loopsDir, name string) (*Saved, error) {
 	if sf.LoopFile == "" {
 		return nil, fmt.Errorf("%s does not say which loop file it ran", store.StatePath())
 	}
-	lf, err := loopfile.Load(sf.LoopFile, loopfile.Options{LoopsDir: loopsDir})
+	lf, err := loopfile.Load(sf.LoopFile, opts)
 	if err != nil {
 		return nil, err
 	}

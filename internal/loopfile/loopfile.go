@@ -53,6 +53,20 @@ const DefaultInputKey = "input"
 type Options struct {
 	// LoopsDir holds named loops and libraries (default .loops).
 	LoopsDir string
+	// LibraryPath lists more directories of loops and libraries, searched
+	// after LoopsDir: a little-loops install's bundled loops directory
+	// (which holds lib/) makes its from: and import: references resolve.
+	LibraryPath []string
+}
+
+// searchDirs are the directories a name or a reference is looked up in,
+// after the referring file's own.
+func (o Options) searchDirs() []string {
+	dir := o.LoopsDir
+	if dir == "" {
+		dir = ".loops"
+	}
+	return append([]string{dir}, o.LibraryPath...)
 }
 
 // Load reads the loop in path.
@@ -79,17 +93,16 @@ func Resolve(nameOrPath string, opts Options) (string, error) {
 	if st, err := os.Stat(nameOrPath); err == nil && !st.IsDir() {
 		return nameOrPath, nil
 	}
-	dir := opts.LoopsDir
-	if dir == "" {
-		dir = ".loops"
-	}
-	for _, ext := range []string{".yaml", ".fsm.yaml", ".yml"} {
-		p := filepath.Join(dir, nameOrPath+ext)
-		if _, err := os.Stat(p); err == nil {
-			return p, nil
+	dirs := opts.searchDirs()
+	for _, dir := range dirs {
+		for _, ext := range []string{".yaml", ".fsm.yaml", ".yml"} {
+			p := filepath.Join(dir, nameOrPath+ext)
+			if _, err := os.Stat(p); err == nil {
+				return p, nil
+			}
 		}
 	}
-	return "", fmt.Errorf("no loop file %q (looked for it as a path and in %s)", nameOrPath, dir)
+	return "", fmt.Errorf("no loop file %q (looked for it as a path and in %s)", nameOrPath, strings.Join(dirs, ", "))
 }
 
 func parse(data []byte, dir string, opts Options) (*File, error) {

@@ -239,3 +239,40 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// A little-loops install's loops directory on the library path resolves
+// from: and import: as little-loops resolves them (lib/ references from
+// inside lib/ too), and names.
+func TestLibraryPath(t *testing.T) {
+	lib := t.TempDir()
+	for name, content := range map[string]string{
+		"lib/base.yaml":   "name: base\ninitial: a\ncontext: {depth: 1}\nstates:\n  a:\n    fragment: done_state\n",
+		"lib/shape.yaml":  "from: lib/base\ncontext: {depth: 2}\n",
+		"lib/common.yaml": "fragments:\n  done_state:\n    terminal: true\n",
+		"bundled.yaml":    "name: bundled\ninitial: a\nstates:\n  a:\n    terminal: true\n",
+	} {
+		p := filepath.Join(lib, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// lib/base's fragment comes from an import of the child.
+	doc := "name: child\nfrom: lib/shape\nimport: [lib/common.yaml]\n"
+	opts := Options{LoopsDir: t.TempDir(), LibraryPath: []string{lib}}
+	lf, err := Parse([]byte(doc), t.TempDir(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(lf.Loop.Spec.Context["depth"].Raw); got != "2" || !lf.Loop.Spec.States["a"].Terminal {
+		t.Errorf("depth %s, states %+v", got, lf.Loop.Spec.States)
+	}
+	if _, err := Parse([]byte(doc), t.TempDir(), Options{LoopsDir: t.TempDir()}); err == nil || !strings.Contains(err.Error(), `"lib/shape" not found`) {
+		t.Errorf("without the library path: %v", err)
+	}
+	if p, err := Resolve("bundled", opts); err != nil || p != filepath.Join(lib, "bundled.yaml") {
+		t.Errorf("Resolve by name: %q %v", p, err)
+	}
+}

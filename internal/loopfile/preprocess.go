@@ -30,14 +30,11 @@ func deepMerge(base, over map[string]any) map[string]any {
 }
 
 // findFile resolves a referenced loop or library: a path relative to the
-// referring file, then the loops directory, with .yaml and .fsm.yaml tried.
+// referring file, then the loops directory, then the library path, with
+// .yaml and .fsm.yaml tried.
 func (r *reader) findFile(ref, dir string) (string, error) {
-	loopsDir := r.opts.LoopsDir
-	if loopsDir == "" {
-		loopsDir = ".loops"
-	}
 	var tried []string
-	for _, base := range []string{dir, loopsDir} {
+	for _, base := range append([]string{dir}, r.opts.searchDirs()...) {
 		for _, ext := range []string{"", ".yaml", ".fsm.yaml"} {
 			p := ref + ext
 			if !filepath.IsAbs(p) {
