@@ -247,7 +247,7 @@ func newWatchCommand(k *kube) *cobra.Command {
 					return err
 				}
 			}
-			return outcome(&loop.Status.RunState, loop.Name)
+			return outcome(&loop.Status.RunState, loop.Name, false)
 		},
 	}
 }

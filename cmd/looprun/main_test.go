@@ -159,8 +159,12 @@ func TestExitCodes(t *testing.T) {
 		t.Errorf("failure terminal: exit %d", r.code)
 	}
 	r := looprun(t, dir, "run", "spin.yaml")
-	if r.code != 1 || !strings.Contains(r.stderr, "max_iterations") {
+	// A little-loops file ends by its step cap as ll-loop says it.
+	if r.code != 1 || !strings.Contains(r.stderr, "ended: max_steps") {
 		t.Errorf("max iterations: exit %d %q", r.code, r.stderr)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, ".loops", ".running", "s.events.jsonl")); !strings.Contains(string(b), `"event":"loop_complete"`) || !strings.Contains(string(b), `"terminated_by":"max_steps"`) {
+		t.Errorf("loop_complete of a little-loops file: %s", b)
 	}
 	if r := looprun(t, dir, "run", "spin.yaml", "--max-iterations", "1"); !strings.Contains(r.stderr, "after 1 iterations") {
 		t.Errorf("--max-iterations: %q", r.stderr)
@@ -193,7 +197,7 @@ func TestResumeNothing(t *testing.T) {
 func TestResumeRaisesCap(t *testing.T) {
 	dir := t.TempDir()
 	write(t, dir, "count.yaml", "name: count\ninitial: a\nmax_steps: 2\nstates:\n  a:\n    action: echo x >> n; test $(wc -l < n) -ge 4\n    on_no: a\n    on_yes: done\n  done:\n    terminal: true\n")
-	if r := looprun(t, dir, "run", "count.yaml"); r.code != 1 || !strings.Contains(r.stderr, "max_iterations") {
+	if r := looprun(t, dir, "run", "count.yaml"); r.code != 1 || !strings.Contains(r.stderr, "max_steps") {
 		t.Fatalf("run: %d %q", r.code, r.stderr)
 	}
 	r := looprun(t, dir, "resume", "count", "--max-iterations", "10")
@@ -255,7 +259,7 @@ func TestSimulate(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "fixed")); err == nil {
 		t.Error("simulate ran an action")
 	}
-	if r := looprun(t, dir, "simulate", "fix.yaml", "--scenario", "all-fail"); r.code != 1 || !strings.Contains(r.stdout, "max_iterations") {
+	if r := looprun(t, dir, "simulate", "fix.yaml", "--scenario", "all-fail"); r.code != 1 || !strings.Contains(r.stdout, "max_steps") {
 		t.Errorf("all-fail: %d\n%s", r.code, r.stdout)
 	}
 	if r := looprun(t, dir, "simulate", "fix.yaml", "--scenario", "all-pass"); r.code != 0 || strings.Contains(r.stdout, "-> fix") {
@@ -504,10 +508,10 @@ func TestLibraryPath(t *testing.T) {
 		t.Fatalf("without a library path: %d %q", r.code, r.stderr)
 	}
 	t.Setenv("LOOPRUN_LIBRARY_PATH", lib)
-	if r := looprun(t, dir, "run", "-q", "marker"); r.code != 1 || !strings.Contains(r.stderr, "max_iterations") {
+	if r := looprun(t, dir, "run", "-q", "marker"); r.code != 1 || !strings.Contains(r.stderr, "max_steps") {
 		t.Fatalf("run: %d %q", r.code, r.stderr)
 	}
-	if r := looprun(t, dir, "resume", "-q", "marker", "--max-iterations", "3"); r.code != 1 || !strings.Contains(r.stderr, "max_iterations") {
+	if r := looprun(t, dir, "resume", "-q", "marker", "--max-iterations", "3"); r.code != 1 || !strings.Contains(r.stderr, "max_steps") {
 		t.Fatalf("resume: %d %q", r.code, r.stderr)
 	}
 	if b, _ := os.ReadFile(filepath.Join(dir, "marks.txt")); string(b) != "run\nrun\nrun\n" {

@@ -98,7 +98,7 @@ func newRunCommand(g *globals) *cobra.Command {
 			if err := makeRunDir(runDir); err != nil {
 				return err
 			}
-			d, unlock, err := newDriver(g, path, lf.Loop, cmd.ErrOrStderr(), f.quiet, true)
+			d, unlock, err := newDriver(g, path, lf, cmd.ErrOrStderr(), f.quiet, true)
 			if err != nil {
 				return err
 			}
@@ -109,7 +109,7 @@ func newRunCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return outcome(run, lf.Loop.Name)
+			return outcome(run, lf.Loop.Name, lf.Format == loopfile.FormatLittleLoops)
 		},
 	}
 	f.bind(cmd, true)
@@ -139,7 +139,7 @@ func newResumeCommand(g *globals, k *kube) *cobra.Command {
 				return err
 			}
 			lf.Loop.Name = args[0]
-			d, unlock, err := newDriver(g, saved.State.LoopFile, lf.Loop, cmd.ErrOrStderr(), f.quiet, false)
+			d, unlock, err := newDriver(g, saved.State.LoopFile, lf, cmd.ErrOrStderr(), f.quiet, false)
 			if err != nil {
 				return err
 			}
@@ -152,7 +152,7 @@ func newResumeCommand(g *globals, k *kube) *cobra.Command {
 				}
 				return err
 			}
-			return outcome(run, args[0])
+			return outcome(run, args[0], lf.Format == loopfile.FormatLittleLoops)
 		},
 	}
 	f.bind(cmd, false)
@@ -191,8 +191,10 @@ func printWarnings(stderr io.Writer, path string, lf *loopfile.File, quiet bool)
 
 // newDriver builds everything a local run needs, and takes the loop's lock.
 // A fresh run starts new output logs; a resumed one appends to them.
-func newDriver(g *globals, path string, loop *v1alpha1.Loop, stderr io.Writer, quiet, fresh bool) (*localrun.Driver, func(), error) {
-	m, err := executor.New(loop.Name, &loop.Spec, executor.Options{Judge: newJudge(&loop.Spec), Env: os.LookupEnv})
+func newDriver(g *globals, path string, lf *loopfile.File, stderr io.Writer, quiet, fresh bool) (*localrun.Driver, func(), error) {
+	loop := lf.Loop
+	m, err := executor.New(loop.Name, &loop.Spec, executor.Options{Judge: newJudge(&loop.Spec), Env: os.LookupEnv,
+		LittleLoops: lf.Format == loopfile.FormatLittleLoops})
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: invalid loop: %w", path, err)
 	}
@@ -240,14 +242,18 @@ func newJudge(spec *v1alpha1.LoopSpec) evaluate.Judge {
 }
 
 // outcome turns a finished run into the exit code.
-func outcome(run *v1alpha1.RunState, name string) error {
+func outcome(run *v1alpha1.RunState, name string, littleLoops bool) error {
 	switch {
 	case run.Phase == v1alpha1.PhaseCompleted:
 		return nil
 	case executor.IsFailureTerminal(run):
 		return &exitError{code: 2}
 	}
-	msg := fmt.Sprintf("loop %s ended: %s", name, run.TerminatedBy)
+	by := string(run.TerminatedBy)
+	if littleLoops && run.TerminatedBy == v1alpha1.TerminatedMaxIterations {
+		by = executor.StepCapLittleLoops
+	}
+	msg := fmt.Sprintf("loop %s ended: %s", name, by)
 	if run.Message != "" {
 		msg += ": " + run.Message
 	}

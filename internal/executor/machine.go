@@ -50,6 +50,10 @@ type Options struct {
 	Env func(string) (string, bool)
 	// MaxCaptureBytes bounds each output kept in the run state (the tail).
 	MaxCaptureBytes int
+	// LittleLoops names things in events as little-loops does, for a loop
+	// read from a little-loops file: a run stopped by its step cap ends
+	// with terminated_by max_steps (the run state keeps max_iterations).
+	LittleLoops bool
 }
 
 // Machine runs one loop spec. It holds no run state and is safe for concurrent use.
@@ -278,6 +282,17 @@ func (t *txn) vars() *interpolate.Vars {
 	return v
 }
 
+// StepCapLittleLoops is little-loops' name for a run stopped by its step cap.
+const StepCapLittleLoops = "max_steps"
+
+// reasonName is how events name a termination reason.
+func (m *Machine) reasonName(by v1alpha1.TerminationReason) string {
+	if m.opts.LittleLoops && by == v1alpha1.TerminatedMaxIterations {
+		return StepCapLittleLoops
+	}
+	return string(by)
+}
+
 // finish ends the run.
 func (t *txn) finish(by v1alpha1.TerminationReason, message string) {
 	run := t.run
@@ -304,7 +319,7 @@ func (t *txn) finish(by v1alpha1.TerminationReason, message string) {
 	data := map[string]any{
 		"final_state":      run.CurrentState,
 		"iterations":       run.Iteration,
-		"terminated_by":    string(by),
+		"terminated_by":    t.m.reasonName(by),
 		"failure_terminal": failureTerminal,
 	}
 	if message != "" {
