@@ -8,9 +8,7 @@
 package loopfile
 
 import (
-	"bytes"
 	"cmp"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -132,16 +130,11 @@ func parse(data []byte, dir string, opts Options) (*File, error) {
 	return &File{Loop: loop, Format: FormatLittleLoops, Warnings: r.warnings, InputKey: cmp.Or(r.inputKey, DefaultInputKey), RequiredInputs: r.requiredInputs}, nil
 }
 
-// decodeYAML decodes YAML into plain values, keeping numbers as written.
+// decodeYAML decodes a loop file's YAML into plain values as PyYAML reads
+// it (little-loops' reader); numbers are json.Number.
 func decodeYAML(data []byte) (map[string]any, error) {
-	j, err := yaml.YAMLToJSON(data)
+	v, err := decodePyYAML(data)
 	if err != nil {
-		return nil, fmt.Errorf("not valid YAML: %w", err)
-	}
-	d := json.NewDecoder(bytes.NewReader(j))
-	d.UseNumber()
-	var v any
-	if err := d.Decode(&v); err != nil {
 		return nil, err
 	}
 	m, ok := v.(map[string]any)

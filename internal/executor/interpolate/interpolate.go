@@ -9,7 +9,6 @@
 package interpolate
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
 	"unicode"
@@ -191,31 +190,18 @@ func Expand(tmpl string, vars *Vars) (string, error) {
 	return b.String(), nil
 }
 
-// Render turns a resolved value into text: strings as they are, nil as the
-// empty string, numbers as written, lists and objects as JSON.
+// Render turns a resolved value into text as little-loops does (Python's
+// str()): strings as they are, nil as the empty string, numbers as written
+// (2.0 stays 2.0), booleans True and False, lists and objects as Python
+// prints them ([1, 'a'], {'k': True}; object keys sorted).
 func Render(v any) string {
 	switch t := v.(type) {
 	case nil:
 		return ""
 	case string:
 		return t
-	case json.Number:
-		return t.String()
-	case bool:
-		if t {
-			return "true"
-		}
-		return "false"
-	case int, int32, int64:
-		return fmt.Sprintf("%d", t)
-	case float64:
-		return fmt.Sprintf("%v", t)
 	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return fmt.Sprintf("%v", v)
-	}
-	return string(b)
+	return pyRepr(v)
 }
 
 // ShellQuote quotes s so bash reads it as one word.

@@ -41,6 +41,25 @@ func testVars() *Vars {
 	}
 }
 
+// Values that are not text print as Python's str() prints them, which is
+// what little-loops puts into a command.
+func TestRenderAsPython(t *testing.T) {
+	for _, c := range []struct {
+		v    any
+		want string
+	}{
+		{true, "True"}, {false, "False"}, {nil, ""}, {"it's", "it's"},
+		{json.Number("2.0"), "2.0"}, {json.Number("3"), "3"}, {2.0, "2.0"}, {0.5, "0.5"}, {1e20, "1e+20"}, {1.5e-7, "1.5e-07"},
+		{[]any{json.Number("1"), "a", nil, true}, "[1, 'a', None, True]"},
+		{map[string]any{"b": []any{"it's"}, "a": 1.0}, `{'a': 1.0, 'b': ["it's"]}`},
+		{[]any{"x\ny\\", `"q'`}, `['x\ny\\', '"q\'']`},
+	} {
+		if got := Render(c.v); got != c.want {
+			t.Errorf("Render(%#v) = %s, want %s", c.v, got, c.want)
+		}
+	}
+}
+
 func TestExpand(t *testing.T) {
 	tests := []struct {
 		name, tmpl, want string
@@ -48,10 +67,10 @@ func TestExpand(t *testing.T) {
 		{"no template", "echo hi", "echo hi"},
 		{"context", "mypy ${context.dir}", "mypy src/"},
 		{"number as written", "${context.n} ${context.ratio}", "5 0.8"},
-		{"bool", "${context.flag}", "true"},
+		{"bool as Python prints it", "${context.flag}", "True"},
 		{"nested path", "${context.nested.a.b}", "deep"},
 		{"list index", "${context.list.1}", "y"},
-		{"list as JSON", "${context.list}", `["x","y"]`},
+		{"list as Python prints it", "${context.list}", `['x', 'y']`},
 		{"captured output", "${captured.count.output}", "42"},
 		{"captured snake and camel", "${captured.count.exit_code}/${captured.count.exitCode}", "1/1"},
 		{"captured duration and verdict", "${captured.count.duration_ms} ${captured.count.verdict}", "250 failure"},
