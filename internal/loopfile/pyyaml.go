@@ -38,28 +38,39 @@ func decodePyYAML(data []byte) (any, error) {
 	if doc.Kind == 0 {
 		return nil, nil
 	}
-	return pyValue(&doc, 0)
+	d := &pyDecoder{}
+	return d.value(&doc, 0)
 }
 
-// maxAliasDepth bounds alias chains (a billion laughs is refused).
-const maxAliasDepth = 64
+// Bounds on what aliases may expand to: a billion laughs is refused, not
+// built.
+const (
+	maxAliasDepth = 64
+	maxValues     = 1 << 20
+)
 
-func pyValue(n *yaml.Node, depth int) (any, error) {
+// pyDecoder counts the values it builds.
+type pyDecoder struct{ values int }
+
+func (d *pyDecoder) value(n *yaml.Node, depth int) (any, error) {
 	if depth > maxAliasDepth {
 		return nil, errors.New("YAML aliases nest too deep")
+	}
+	if d.values++; d.values > maxValues {
+		return nil, fmt.Errorf("the YAML expands to more than %d values (aliases of aliases?)", maxValues)
 	}
 	switch n.Kind {
 	case yaml.DocumentNode:
 		if len(n.Content) == 0 {
 			return nil, nil
 		}
-		return pyValue(n.Content[0], depth)
+		return d.value(n.Content[0], depth)
 	case yaml.AliasNode:
-		return pyValue(n.Alias, depth+1)
+		return d.value(n.Alias, depth+1)
 	case yaml.SequenceNode:
 		out := make([]any, 0, len(n.Content))
 		for _, c := range n.Content {
-			v, err := pyValue(c, depth)
+			v, err := d.value(c, depth)
 			if err != nil {
 				return nil, err
 			}
@@ -67,7 +78,7 @@ func pyValue(n *yaml.Node, depth int) (any, error) {
 		}
 		return out, nil
 	case yaml.MappingNode:
-		return pyMapping(n, depth)
+		return d.mapping(n, depth)
 	case yaml.ScalarNode:
 		return pyScalar(n)
 	}
@@ -76,24 +87,24 @@ func pyValue(n *yaml.Node, depth int) (any, error) {
 
 // pyMapping decodes a mapping; merge keys (<<) bring in the keys of the
 // mappings they name that the mapping does not set itself.
-func pyMapping(n *yaml.Node, depth int) (map[string]any, error) {
+func (d *pyDecoder) mapping(n *yaml.Node, depth int) (map[string]any, error) {
 	out := map[string]any{}
 	var merged []map[string]any
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
 		if k.Kind == yaml.ScalarNode && k.Value == "<<" && k.Style == 0 {
-			m, err := mergeSources(v, depth)
+			m, err := d.mergeSources(v, depth)
 			if err != nil {
 				return nil, err
 			}
 			merged = append(merged, m...)
 			continue
 		}
-		key, err := pyValue(k, depth)
+		key, err := d.value(k, depth)
 		if err != nil {
 			return nil, err
 		}
-		val, err := pyValue(v, depth)
+		val, err := d.value(v, depth)
 		if err != nil {
 			return nil, err
 		}
@@ -109,8 +120,8 @@ func pyMapping(n *yaml.Node, depth int) (map[string]any, error) {
 	return out, nil
 }
 
-func mergeSources(v *yaml.Node, depth int) ([]map[string]any, error) {
-	src, err := pyValue(v, depth)
+func (d *pyDecoder) mergeSources(v *yaml.Node, depth int) ([]map[string]any, error) {
+	src, err := d.value(v, depth)
 	if err != nil {
 		return nil, err
 	}
