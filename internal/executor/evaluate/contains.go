@@ -1,23 +1,89 @@
 package evaluate
 
 import (
-	"regexp"
+	"errors"
+	"fmt"
 	"strings"
+	"time"
+
+	"github.com/dlclark/regexp2"
 
 	"github.com/looprun/looprun/api/v1alpha1"
 )
 
-// Match reports whether pattern occurs in text: as a regular expression, or as
-// plain text when the pattern does not compile.
-func Match(pattern, text string) bool {
-	if re, err := regexp.Compile(pattern); err == nil {
-		return re.MatchString(text)
-	}
-	return strings.Contains(text, pattern)
+// matchTimeout bounds one search of a pattern: a pattern that backtracks
+// without end (Python's re would too) gives an error verdict, not a hang.
+const matchTimeout = 5 * time.Second
+
+// Pattern is output_contains' pattern as little-loops reads it: a regular
+// expression in Python's re syntax (lookarounds, backreferences, named
+// groups), or plain text when it does not compile.
+type Pattern struct {
+	re      *regexp2.Regexp
+	literal string
 }
 
+// CompilePattern compiles a pattern once for many searches.
+func CompilePattern(pattern string) Pattern {
+	re, err := regexp2.Compile(pythonSyntax(pattern), regexp2.None)
+	if err != nil {
+		return Pattern{literal: pattern}
+	}
+	re.MatchTimeout = matchTimeout
+	return Pattern{re: re}
+}
+
+// pythonSyntax writes Python's named-group forms (?P<name>...) and
+// (?P=name) as the regular expression engine spells them.
+func pythonSyntax(p string) string {
+	p = strings.ReplaceAll(p, "(?P<", "(?<")
+	for {
+		i := strings.Index(p, "(?P=")
+		if i < 0 {
+			return p
+		}
+		j := strings.IndexByte(p[i:], ')')
+		if j < 0 {
+			return p
+		}
+		p = p[:i] + `\k<` + p[i+4:i+j] + ">" + p[i+j+1:]
+	}
+}
+
+// Match reports whether the pattern occurs in text; an error when the
+// search took longer than matchTimeout.
+func (p Pattern) Match(text string) (bool, error) {
+	if p.re == nil {
+		return strings.Contains(text, p.literal), nil
+	}
+	ok, err := p.re.MatchString(text)
+	if err != nil {
+		return false, fmt.Errorf("pattern %q: %w", p.re.String(), err)
+	}
+	return ok, nil
+}
+
+// Match reports whether pattern occurs in text: as a regular expression, or as
+// plain text when the pattern does not compile.
+func Match(pattern, text string) (bool, error) {
+	return CompilePattern(pattern).Match(text)
+}
+
+// ErrPatternTimeout says a search of output_contains' pattern gave up.
+var ErrPatternTimeout = errors.New("the pattern search took too long")
+
 func outputContains(cfg *v1alpha1.Evaluate, in Input) Result {
-	matched := Match(cfg.Pattern, in.Output) || (in.Streamed != nil && in.Streamed.PatternMatched)
+	matched, err := Match(cfg.Pattern, in.Output)
+	if err != nil || (in.Streamed != nil && in.Streamed.PatternError != "") {
+		msg := ""
+		if err != nil {
+			msg = err.Error()
+		} else {
+			msg = in.Streamed.PatternError
+		}
+		return errorResult("%v: %s", ErrPatternTimeout, msg)
+	}
+	matched = matched || (in.Streamed != nil && in.Streamed.PatternMatched)
 	ok := matched != cfg.Negate
 	details := map[string]any{"matched": matched, "pattern": cfg.Pattern, "negate": cfg.Negate}
 	if !ok && !cfg.Negate {

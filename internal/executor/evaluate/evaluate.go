@@ -40,8 +40,10 @@ type Input struct {
 // occurred, and the last "KEY = NUMBER" of output_numeric.
 type Streamed struct {
 	PatternMatched bool
-	KeyValue       string
-	KeyFound       bool
+	// PatternError says why a search of the pattern gave up ("" if none did).
+	PatternError string
+	KeyValue     string
+	KeyFound     bool
 }
 
 func (in Input) expand(s string) (string, error) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -89,6 +90,11 @@ func TestDeterministic(t *testing.T) {
 		{"contains negate", v1alpha1.Evaluate{Type: "output_contains", Pattern: "ERROR", Negate: true}, "all good", 0, "success", ""},
 		{"contains negate matched", v1alpha1.Evaluate{Type: "output_contains", Pattern: "ERROR", Negate: true}, "ERROR x", 0, "failure", ""},
 		{"contains bad regex is literal", v1alpha1.Evaluate{Type: "output_contains", Pattern: "a(b"}, "xa(by", 0, "success", ""},
+		{"contains lookahead", v1alpha1.Evaluate{Type: "output_contains", Pattern: `error(?! 0)`}, "error 0\nwarning 2", 0, "failure", ""},
+		{"contains lookahead matches", v1alpha1.Evaluate{Type: "output_contains", Pattern: `error(?! 0)`}, "error 3", 0, "success", ""},
+		{"contains lookbehind", v1alpha1.Evaluate{Type: "output_contains", Pattern: `(?<=status: )ok`}, "status: ok", 0, "success", ""},
+		{"contains backreference", v1alpha1.Evaluate{Type: "output_contains", Pattern: `(\w+) \1`}, "it is is done", 0, "success", ""},
+		{"contains python named group", v1alpha1.Evaluate{Type: "output_contains", Pattern: `(?P<w>\w+)-(?P=w)`}, "ab-ab", 0, "success", ""},
 		{"contains error pattern", v1alpha1.Evaluate{Type: "output_contains", Pattern: "PASS", ErrorPatterns: []string{"Traceback"}}, "Traceback (most recent", 0, "error", "error_pattern=Traceback"},
 		{"contains non-zero exit", v1alpha1.Evaluate{Type: "output_contains", Pattern: "x"}, "x", 3, "error", ""},
 
@@ -175,4 +181,13 @@ func FuzzDeterministic(f *testing.F) {
 			t.Fatalf("a timed-out action gave %q", r.Verdict)
 		}
 	})
+}
+
+// A pattern that backtracks without end gives an error verdict, not a hang.
+func TestPatternTimeout(t *testing.T) {
+	p := CompilePattern(`^(a+)+$`)
+	p.re.MatchTimeout = 50 * time.Millisecond
+	if _, err := p.Match(strings.Repeat("a", 64) + "b"); err == nil {
+		t.Fatal("a catastrophic pattern finished")
+	}
 }

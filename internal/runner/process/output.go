@@ -2,7 +2,6 @@ package process
 
 import (
 	"bytes"
-	"regexp"
 	"sync"
 
 	"github.com/looprun/looprun/api/v1alpha1"
@@ -17,8 +16,7 @@ const maxLine = 64 << 10
 // stdout: output_contains' pattern, output_numeric's key.
 type lineJudge struct {
 	mu      sync.Mutex
-	pattern *regexp.Regexp
-	literal string
+	pattern *evaluate.Pattern
 	key     *evaluate.KeyMatcher
 	buf     []byte
 	seen    evaluate.Streamed
@@ -31,11 +29,8 @@ func newLineJudge(e *v1alpha1.Evaluate) *lineJudge {
 	}
 	switch {
 	case e.Type == v1alpha1.EvalOutputContains && e.Pattern != "":
-		if re, err := regexp.Compile(e.Pattern); err == nil {
-			j.pattern = re
-		} else {
-			j.literal = e.Pattern
-		}
+		p := evaluate.CompilePattern(e.Pattern)
+		j.pattern = &p
 	case e.Type == v1alpha1.EvalOutputNumeric && e.Key != "":
 		k := evaluate.NewKeyMatcher(e.Key)
 		j.key = &k
@@ -43,7 +38,7 @@ func newLineJudge(e *v1alpha1.Evaluate) *lineJudge {
 	return j
 }
 
-func (j *lineJudge) active() bool { return j.pattern != nil || j.literal != "" || j.key != nil }
+func (j *lineJudge) active() bool { return j.pattern != nil || j.key != nil }
 
 func (j *lineJudge) Write(p []byte) (int, error) {
 	if !j.active() {
@@ -69,10 +64,12 @@ func (j *lineJudge) Write(p []byte) (int, error) {
 
 func (j *lineJudge) judge(line []byte) {
 	switch {
-	case j.pattern != nil && !j.seen.PatternMatched:
-		j.seen.PatternMatched = j.pattern.Match(line)
-	case j.literal != "" && !j.seen.PatternMatched:
-		j.seen.PatternMatched = bytes.Contains(line, []byte(j.literal))
+	case j.pattern != nil && !j.seen.PatternMatched && j.seen.PatternError == "":
+		ok, err := j.pattern.Match(string(line))
+		j.seen.PatternMatched = ok
+		if err != nil {
+			j.seen.PatternError = err.Error()
+		}
 	case j.key != nil:
 		if v, ok := j.key.Last(string(line)); ok {
 			j.seen.KeyValue, j.seen.KeyFound = v, true
