@@ -72,11 +72,7 @@ func newRunCommand(g *globals) *cobra.Command {
 			"Exit code: 0 completed, 2 ended in a failure state, 1 otherwise.",
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			path, err := loopfile.Resolve(args[0], g.fileOptions())
-			if err != nil {
-				return err
-			}
-			lf, err := loadLoop(path, g, cmd.ErrOrStderr(), f.quiet)
+			lf, err := loadLoop(args[0], g, cmd.ErrOrStderr(), f.quiet)
 			if err != nil {
 				return err
 			}
@@ -98,7 +94,7 @@ func newRunCommand(g *globals) *cobra.Command {
 			if err := makeRunDir(runDir); err != nil {
 				return err
 			}
-			d, unlock, err := newDriver(g, path, lf, cmd.ErrOrStderr(), f.quiet, true)
+			d, unlock, err := newDriver(g, lf.Path, lf, cmd.ErrOrStderr(), f.quiet, true)
 			if err != nil {
 				return err
 			}
@@ -109,7 +105,7 @@ func newRunCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return outcome(run, lf.Loop.Name, lf.Format == loopfile.FormatLittleLoops)
+			return outcome(run, lf.Loop.Name, lf.LittleLoops())
 		},
 	}
 	f.bind(cmd, true)
@@ -152,7 +148,7 @@ func newResumeCommand(g *globals, k *kube) *cobra.Command {
 				}
 				return err
 			}
-			return outcome(run, args[0], lf.Format == loopfile.FormatLittleLoops)
+			return outcome(run, args[0], lf.LittleLoops())
 		},
 	}
 	f.bind(cmd, false)
@@ -194,7 +190,7 @@ func printWarnings(stderr io.Writer, path string, lf *loopfile.File, quiet bool)
 func newDriver(g *globals, path string, lf *loopfile.File, stderr io.Writer, quiet, fresh bool) (*localrun.Driver, func(), error) {
 	loop := lf.Loop
 	m, err := executor.New(loop.Name, &loop.Spec, executor.Options{Judge: newJudge(&loop.Spec), Env: os.LookupEnv,
-		LittleLoops: lf.Format == loopfile.FormatLittleLoops})
+		LittleLoops: lf.LittleLoops()})
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: invalid loop: %w", path, err)
 	}
@@ -249,11 +245,7 @@ func outcome(run *v1alpha1.RunState, name string, littleLoops bool) error {
 	case executor.IsFailureTerminal(run):
 		return &exitError{code: 2}
 	}
-	by := string(run.TerminatedBy)
-	if littleLoops && run.TerminatedBy == v1alpha1.TerminatedMaxIterations {
-		by = executor.StepCapLittleLoops
-	}
-	msg := fmt.Sprintf("loop %s ended: %s", name, by)
+	msg := fmt.Sprintf("loop %s ended: %s", name, executor.TerminationName(run.TerminatedBy, littleLoops))
 	if run.Message != "" {
 		msg += ": " + run.Message
 	}

@@ -84,7 +84,7 @@ func newSimulateCommand(g *globals) *cobra.Command {
 				spec.MaxIterations = ptr.To[int32](20)
 			}
 			spec.Backoff = nil
-			m, err := executor.New(lf.Loop.Name, spec, executor.Options{LittleLoops: lf.Format == loopfile.FormatLittleLoops})
+			m, err := executor.New(lf.Loop.Name, spec, executor.Options{LittleLoops: lf.LittleLoops()})
 			if err != nil {
 				return fmt.Errorf("%s: invalid loop: %w", args[0], err)
 			}
@@ -95,7 +95,7 @@ func newSimulateCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return outcome(run, lf.Loop.Name, lf.Format == loopfile.FormatLittleLoops)
+			return outcome(run, lf.Loop.Name, lf.LittleLoops())
 		},
 	}
 	cmd.Flags().StringVar(&scenario, "scenario", "all-pass", "verdicts to script: all-pass, all-fail, first-fail, alternating")

@@ -282,13 +282,14 @@ func (t *txn) vars() *interpolate.Vars {
 	return v
 }
 
-// StepCapLittleLoops is little-loops' name for a run stopped by its step cap.
-const StepCapLittleLoops = "max_steps"
+// stepCapLittleLoops is little-loops' name for a run stopped by its step cap.
+const stepCapLittleLoops = "max_steps"
 
-// reasonName is how events name a termination reason.
-func (m *Machine) reasonName(by v1alpha1.TerminationReason) string {
-	if m.opts.LittleLoops && by == v1alpha1.TerminatedMaxIterations {
-		return StepCapLittleLoops
+// TerminationName is how events and messages name a termination reason:
+// for a loop from a little-loops file, the step cap is max_steps.
+func TerminationName(by v1alpha1.TerminationReason, littleLoops bool) string {
+	if littleLoops && by == v1alpha1.TerminatedMaxIterations {
+		return stepCapLittleLoops
 	}
 	return string(by)
 }
@@ -319,7 +320,7 @@ func (t *txn) finish(by v1alpha1.TerminationReason, message string) {
 	data := map[string]any{
 		"final_state":      run.CurrentState,
 		"iterations":       run.Iteration,
-		"terminated_by":    t.m.reasonName(by),
+		"terminated_by":    TerminationName(by, t.m.opts.LittleLoops),
 		"failure_terminal": failureTerminal,
 	}
 	if message != "" {

@@ -42,7 +42,12 @@ type File struct {
 	// context variables a run must not start without (required_inputs).
 	InputKey       string
 	RequiredInputs []string
+	// Path is the file it was read from ("" when parsed from bytes).
+	Path string
 }
+
+// LittleLoops reports whether the loop was written in little-loops' format.
+func (f *File) LittleLoops() bool { return f.Format == FormatLittleLoops }
 
 // DefaultInputKey is where a run's positional input goes by default.
 const DefaultInputKey = "input"
@@ -77,6 +82,7 @@ func Load(path string, opts Options) (*File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	f.Path = path
 	return f, nil
 }
 

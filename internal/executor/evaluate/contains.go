@@ -74,14 +74,11 @@ var ErrPatternTimeout = errors.New("the pattern search took too long")
 
 func outputContains(cfg *v1alpha1.Evaluate, in Input) Result {
 	matched, err := Match(cfg.Pattern, in.Output)
-	if err != nil || (in.Streamed != nil && in.Streamed.PatternError != "") {
-		msg := ""
-		if err != nil {
-			msg = err.Error()
-		} else {
-			msg = in.Streamed.PatternError
-		}
-		return errorResult("%v: %s", ErrPatternTimeout, msg)
+	if err == nil && in.Streamed != nil && in.Streamed.PatternError != "" {
+		err = errors.New(in.Streamed.PatternError)
+	}
+	if err != nil {
+		return errorResult("%v: %v", ErrPatternTimeout, err)
 	}
 	matched = matched || (in.Streamed != nil && in.Streamed.PatternMatched)
 	ok := matched != cfg.Negate

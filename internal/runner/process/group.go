@@ -123,9 +123,10 @@ func startTime(pid int) (uint64, error) {
 // readProcStat reads /proc/PID/stat with plain system calls: it is read
 // once per action, and a pseudo-file gains nothing from the runtime's poller.
 func readProcStat(pid int) ([]byte, error) {
-	fd, err := syscall.Open("/proc/"+strconv.Itoa(pid)+"/stat", syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	path := "/proc/" + strconv.Itoa(pid) + "/stat"
+	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: "/proc/" + strconv.Itoa(pid) + "/stat", Err: err}
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
 	}
 	defer syscall.Close(fd)
 	buf := make([]byte, 1024) // the line is about 300 bytes

@@ -311,9 +311,9 @@ func command(argv []string) *exec.Cmd {
 	if strings.ContainsRune(name, '/') {
 		return exec.Command(name, argv[1:]...)
 	}
-	key := os.Getenv("PATH") + "\x00" + name
+	key := pathKey(name)
 	if p, ok := lookPaths.Load(key); ok {
-		cmd := exec.Command(p.(string), argv[1:]...) //nolint:gosec // what exec.LookPath found for name earlier
+		cmd := exec.Command(p.(string), argv[1:]...)
 		cmd.Args[0] = name
 		return cmd
 	}
@@ -324,7 +324,10 @@ func command(argv []string) *exec.Cmd {
 	return cmd
 }
 
-func forgetPath(name string) { lookPaths.Delete(os.Getenv("PATH") + "\x00" + name) }
+func forgetPath(name string) { lookPaths.Delete(pathKey(name)) }
+
+// pathKey names a search: the same name under another PATH is another one.
+func pathKey(name string) string { return os.Getenv("PATH") + "\x00" + name }
 
 // devNull is the actions' standard input, opened once.
 var devNull = sync.OnceValue(func() *os.File {
