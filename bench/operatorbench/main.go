@@ -14,20 +14,17 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	goruntime "runtime"
 	"runtime/pprof"
 	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/bench/internal/fleet"
 	"github.com/looprun/looprun/bench/internal/timing"
 	"github.com/looprun/looprun/controllers"
 	"github.com/looprun/looprun/internal/runner/localjobs"
@@ -184,46 +181,18 @@ func ceiling(ctx context.Context, cfg *rest.Config, c client.Client, ns string, 
 }
 
 // runLoops creates n Loops of `transitions` self-transitions of `true` in a
-// new namespace and waits, reading through r, for all of them to finish.
+// new namespace, one after another, and waits, reading through r, for all
+// of them to finish.
 func runLoops(ctx context.Context, c client.Client, r client.Reader, prefix string, n, transitions int) (time.Duration, string, error) {
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}
-	if err := c.Create(ctx, ns); err != nil {
+	start := time.Now()
+	ns, err := fleet.Create(ctx, c, prefix, n, fleet.Spin(transitions), 1)
+	if err != nil {
 		return 0, "", err
 	}
-	max := int32(transitions)           //nolint:gosec // a flag of a few thousand
-	revisits := int32(transitions + 10) //nolint:gosec // a flag of a few thousand
-	spec := v1alpha1.LoopSpec{Initial: "spin", MaxIterations: &max, MaxEdgeRevisits: &revisits, States: map[string]v1alpha1.State{
-		"spin": {Action: "true", OnSuccess: "$current"},
-		"done": {Terminal: true},
-	}}
-	start := time.Now()
-	for i := 0; i < n; i++ {
-		loop := &v1alpha1.Loop{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: fmt.Sprintf("%s-%d", prefix, i)}, Spec: spec}
-		if err := c.Create(ctx, loop); err != nil {
-			return 0, "", err
-		}
+	if err := fleet.WaitFinished(ctx, r, ns, n, transitions, 10*time.Minute); err != nil {
+		return 0, "", err
 	}
-	deadline := time.Now().Add(10 * time.Minute)
-	for time.Now().Before(deadline) {
-		var list v1alpha1.LoopList
-		if err := r.List(ctx, &list, client.InNamespace(ns.Name)); err != nil {
-			return 0, "", err
-		}
-		finished := 0
-		for _, l := range list.Items {
-			if l.Status.Phase.IsFinished() {
-				if l.Status.TerminatedBy != v1alpha1.TerminatedMaxIterations || l.Status.Iteration != max {
-					return 0, "", fmt.Errorf("%s ended %s at %d", l.Name, l.Status.TerminatedBy, l.Status.Iteration)
-				}
-				finished++
-			}
-		}
-		if finished == n {
-			return time.Since(start), ns.Name, nil
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
-	return 0, "", fmt.Errorf("%s: Loops did not finish in time", prefix)
+	return time.Since(start), ns, nil
 }
 
 // profileAPIServer saves a CPU profile of the API server (for looking into
@@ -273,52 +242,16 @@ func requestCounts(cfg *rest.Config) map[string]float64 {
 // reports the growth of the manager's live heap per Loop once they are
 // reconciled and the process is at rest.
 func idleMemory(ctx context.Context, c client.Client, n int) (float64, error) {
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "idle-"}}
-	if err := c.Create(ctx, ns); err != nil {
+	time.Sleep(2 * time.Second) // let the earlier runs settle
+	before := fleet.LiveHeap()
+	ns, err := fleet.Create(ctx, c, "idle", n, fleet.Idle(), 1)
+	if err != nil {
 		return 0, err
 	}
-	heap := func() uint64 {
-		var m goruntime.MemStats
-		for i := 0; i < 3; i++ {
-			goruntime.GC()
-		}
-		goruntime.ReadMemStats(&m)
-		return m.HeapAlloc
-	}
-	time.Sleep(2 * time.Second) // let the earlier runs settle
-	before := heap()
-	spec := v1alpha1.LoopSpec{Initial: "check", Suspend: true, States: map[string]v1alpha1.State{
-		"check": {Action: "make test", OnSuccess: "done", OnFailure: "fix"},
-		"fix":   {Action: "/fix the failing tests", Next: "check"},
-		"done":  {Terminal: true},
-	}}
-	for i := 0; i < n; i++ {
-		loop := &v1alpha1.Loop{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: fmt.Sprintf("idle-%d", i)}, Spec: spec}
-		if err := c.Create(ctx, loop); err != nil {
-			return 0, err
-		}
-	}
-	deadline := time.Now().Add(5 * time.Minute)
-	for {
-		var list v1alpha1.LoopList
-		if err := c.List(ctx, &list, client.InNamespace(ns.Name)); err != nil {
-			return 0, err
-		}
-		suspended := 0
-		for _, l := range list.Items {
-			if l.Status.Phase == v1alpha1.PhaseSuspended {
-				suspended++
-			}
-		}
-		if suspended == n {
-			break
-		}
-		if time.Now().After(deadline) {
-			return 0, fmt.Errorf("only %d of %d Loops were reconciled", suspended, n)
-		}
-		time.Sleep(250 * time.Millisecond)
+	if err := fleet.WaitFor(ctx, c, ns, n, 5*time.Minute, fleet.Suspended); err != nil {
+		return 0, err
 	}
 	time.Sleep(2 * time.Second)
-	after := heap()
+	after := fleet.LiveHeap()
 	return (float64(after) - float64(before)) / float64(n), nil
 }

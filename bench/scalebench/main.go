@@ -17,18 +17,16 @@ import (
 	"fmt"
 	"os"
 	goruntime "runtime"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/bench/internal/fleet"
 	"github.com/looprun/looprun/controllers"
 	"github.com/looprun/looprun/internal/executor"
 	"github.com/looprun/looprun/internal/runner/localjobs"
@@ -48,8 +46,14 @@ func main() {
 	}
 }
 
-// goal is the most heap an idle Loop may cost the manager (DESIGN §6).
-const goal = 20 << 10
+const (
+	// goal is the most heap an idle Loop may cost the manager (DESIGN §6).
+	goal = 20 << 10
+	// creators is how many goroutines create the Loops.
+	creators = 8
+	// waitLimit bounds each wait for the Loops.
+	waitLimit = 15 * time.Minute
+)
 
 func run(idle, running, perLoop, workers int) error {
 	cfg, c, stop, err := fixture.StartEnv(true)
@@ -71,42 +75,42 @@ func run(idle, running, perLoop, workers int) error {
 	fmt.Printf("machine: %d CPUs, %s; %d reconcile workers\n", goruntime.NumCPU(), goruntime.Version(), workers)
 
 	// Idle Loops: what each costs the manager's heap.
-	before := heap()
+	before := fleet.LiveHeap()
 	start := time.Now()
-	idleNS, err := createLoops(ctx, c, "idle", idle, idleSpec())
+	idleNS, err := fleet.Create(ctx, c, "idle", idle, fleet.Idle(), creators)
 	if err != nil {
 		return err
 	}
-	if err := waitFor(ctx, op.mgr.GetClient(), idleNS, idle, func(l *v1alpha1.Loop) bool { return l.Status.Phase == v1alpha1.PhaseSuspended }); err != nil {
+	if err := fleet.WaitFor(ctx, op.mgr.GetClient(), idleNS, idle, waitLimit, fleet.Suspended); err != nil {
 		return err
 	}
 	idleTime := time.Since(start)
 	time.Sleep(2 * time.Second) // let what the creation left settle
-	perIdle := float64(heap()-before) / float64(idle)
+	perIdle := float64(fleet.LiveHeap()-before) / float64(idle)
 	fmt.Printf("idle: %d suspended Loops created and reconciled in %v; manager heap %.1f KiB per idle Loop (goal <= %d KiB)\n",
 		idle, idleTime.Round(time.Millisecond), perIdle/1024, goal>>10)
 
 	// Running Loops beside them: throughput.
 	start = time.Now()
-	runNS, err := createLoops(ctx, c, "run", running, runSpec(perLoop))
+	runNS, err := fleet.Create(ctx, c, "run", running, fleet.Spin(perLoop), creators)
 	if err != nil {
 		return err
 	}
-	if err := waitFinished(ctx, op.mgr.GetClient(), runNS, running, perLoop); err != nil {
+	if err := fleet.WaitFinished(ctx, op.mgr.GetClient(), runNS, running, perLoop, waitLimit); err != nil {
 		return err
 	}
 	elapsed := time.Since(start)
 	total := running * perLoop
 	fmt.Printf("running: %d Loops x %d transitions = %d in %v beside %d idle: %.0f transitions/s\n",
 		running, perLoop, total, elapsed.Round(time.Millisecond), idle, float64(total)/elapsed.Seconds())
-	fmt.Printf("live heap of the process (manager and bench) with %d Loops in the manager's cache: %.1f MiB\n", idle+running, float64(heap())/(1<<20))
+	fmt.Printf("live heap of the process (manager and bench) with %d Loops in the manager's cache: %.1f MiB\n", idle+running, float64(fleet.LiveHeap())/(1<<20))
 
 	// Restart: Loops created while no manager runs wait; a new manager
 	// syncs its cache of all the Loops and starts them.
 	if err := op.stop(); err != nil {
 		return err
 	}
-	waitNS, err := createLoops(ctx, c, "wait", running, runSpec(1))
+	waitNS, err := fleet.Create(ctx, c, "wait", running, fleet.Spin(1), creators)
 	if err != nil {
 		return err
 	}
@@ -116,7 +120,11 @@ func run(idle, running, perLoop, workers int) error {
 		return err
 	}
 	defer func() { _ = op.stop() }()
-	if err := waitFinished(ctx, op.mgr.GetClient(), waitNS, running, 1); err != nil {
+	// The wait reads the new manager's cache, which must have started.
+	if !op.mgr.GetCache().WaitForCacheSync(ctx) {
+		return errors.New("the restarted manager's cache did not sync")
+	}
+	if err := fleet.WaitFinished(ctx, op.mgr.GetClient(), waitNS, running, 1, waitLimit); err != nil {
 		return err
 	}
 	done := time.Since(restart)
@@ -174,95 +182,4 @@ func (c counted) Start(ctx context.Context, loop *v1alpha1.Loop, a executor.Acti
 	c.op.lastStart.Store(now)
 	c.op.starts.Add(1)
 	return c.Actions.Start(ctx, loop, a)
-}
-
-func idleSpec() v1alpha1.LoopSpec {
-	return v1alpha1.LoopSpec{Initial: "check", Suspend: true, States: map[string]v1alpha1.State{
-		"check": {Action: "make test", OnSuccess: "done", OnFailure: "fix"},
-		"fix":   {Action: "/fix the failing tests", Next: "check"},
-		"done":  {Terminal: true},
-	}}
-}
-
-func runSpec(transitions int) v1alpha1.LoopSpec {
-	max := int32(transitions)           //nolint:gosec // a flag of a few thousand
-	revisits := int32(transitions + 10) //nolint:gosec // a flag of a few thousand
-	return v1alpha1.LoopSpec{Initial: "spin", MaxIterations: &max, MaxEdgeRevisits: &revisits, States: map[string]v1alpha1.State{
-		"spin": {Action: "true", OnSuccess: "$current"},
-		"done": {Terminal: true},
-	}}
-}
-
-// createLoops creates n Loops of spec in a new namespace, from 8
-// goroutines, and returns the namespace.
-func createLoops(ctx context.Context, c client.Client, prefix string, n int, spec v1alpha1.LoopSpec) (string, error) {
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}
-	if err := c.Create(ctx, ns); err != nil {
-		return "", err
-	}
-	var next atomic.Int64
-	errs := make([]error, 8)
-	var wg sync.WaitGroup
-	for w := range errs {
-		wg.Go(func() {
-			for i := next.Add(1) - 1; i < int64(n); i = next.Add(1) - 1 {
-				loop := &v1alpha1.Loop{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: fmt.Sprintf("%s-%d", prefix, i)}, Spec: spec}
-				if err := c.Create(ctx, loop); err != nil {
-					errs[w] = err
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	return ns.Name, errors.Join(errs...)
-}
-
-// waitFor waits until n Loops of the namespace satisfy cond, reading the
-// manager's cache (polling the API server would load what is measured).
-func waitFor(ctx context.Context, r client.Reader, ns string, n int, cond func(*v1alpha1.Loop) bool) error {
-	deadline := time.Now().Add(15 * time.Minute)
-	for time.Now().Before(deadline) {
-		var list v1alpha1.LoopList
-		if err := r.List(ctx, &list, client.InNamespace(ns)); err != nil {
-			return err
-		}
-		ok := 0
-		for i := range list.Items {
-			if cond(&list.Items[i]) {
-				ok++
-			}
-		}
-		if ok == n {
-			return nil
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
-	return fmt.Errorf("%s: Loops did not get there in time", ns)
-}
-
-// waitFinished waits until the n Loops of the namespace ended, each after
-// its transitions.
-func waitFinished(ctx context.Context, r client.Reader, ns string, n, transitions int) error {
-	var wrong error
-	err := waitFor(ctx, r, ns, n, func(l *v1alpha1.Loop) bool {
-		if !l.Status.Phase.IsFinished() {
-			return false
-		}
-		if l.Status.TerminatedBy != v1alpha1.TerminatedMaxIterations || int(l.Status.Iteration) != transitions {
-			wrong = fmt.Errorf("%s ended %s at %d", l.Name, l.Status.TerminatedBy, l.Status.Iteration)
-		}
-		return true
-	})
-	return errors.Join(wrong, err)
-}
-
-// heap is the live heap after collection.
-func heap() uint64 {
-	var m goruntime.MemStats
-	for range 3 {
-		goruntime.GC()
-	}
-	goruntime.ReadMemStats(&m)
-	return m.HeapAlloc
 }
