@@ -72,6 +72,40 @@ type CapturedResult struct {
 	// verdict the state's evaluation gave.
 	// +optional
 	Verdict string `json:"verdict,omitempty"`
+	// loop is how the sub-loop of the state ended, kept under the state's
+	// name: ${captured.STATE.terminated_by}, ${captured.STATE.NAME.output}.
+	// +optional
+	Loop *SubLoopResult `json:"loop,omitempty"`
+}
+
+// SubLoopResult is how a sub-loop ended.
+type SubLoopResult struct {
+	// terminatedBy says why the child ended (terminal, max_iterations, ...).
+	// +optional
+	TerminatedBy string `json:"terminatedBy"`
+	// failureTerminal is true when the child ended in a failure state.
+	// +optional
+	FailureTerminal bool `json:"failureTerminal,omitempty"`
+	// error is the child's error message, when it ended in error.
+	// +optional
+	Error string `json:"error,omitempty"`
+	// captured are the child's captures, brought back when the state has
+	// contextPassthrough or with.
+	// +optional
+	Captured map[string]ChildCapture `json:"captured,omitempty"`
+}
+
+// ChildCapture is one capture of a sub-loop.
+type ChildCapture struct {
+	// output is the tail of the child's captured output.
+	// +optional
+	Output string `json:"output"`
+	// exitCode of the child's action.
+	// +optional
+	ExitCode int32 `json:"exitCode"`
+	// verdict the child's state gave.
+	// +optional
+	Verdict string `json:"verdict,omitempty"`
 }
 
 // PrevResult is the result of the previously executed state.
@@ -122,6 +156,13 @@ type ActionStatus struct {
 	// pod runs the action, when actions run as pods.
 	// +optional
 	Pod string `json:"pod,omitempty"`
+	// loop is the loop a sub-loop state runs (its name, templates expanded).
+	// +optional
+	Loop string `json:"loop,omitempty"`
+	// child names the sub-loop's run: a child Loop in a cluster, a local
+	// run's name on a laptop.
+	// +optional
+	Child string `json:"child,omitempty"`
 }
 
 // RunState is the saved state of a run: the executor reads and writes it,

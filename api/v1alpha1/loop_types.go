@@ -154,6 +154,9 @@ const (
 // +kubebuilder:validation:XValidation:rule="!has(self.next) || self.next != '$current'",message="next cannot be $current; use onSuccess, onFailure, onError or route"
 // +kubebuilder:validation:XValidation:rule="!has(self.maxRetries) || has(self.onRetryExhausted)",message="maxRetries needs onRetryExhausted"
 // +kubebuilder:validation:XValidation:rule="!has(self.onRetryExhausted) || has(self.maxRetries) || has(self.retryPolicy)",message="onRetryExhausted needs maxRetries or retryPolicy"
+// +kubebuilder:validation:XValidation:rule="!has(self.loop) || !has(self.action)",message="a state runs an action or a loop, not both"
+// +kubebuilder:validation:XValidation:rule="!has(self.with) || has(self.loop)",message="with binds a sub-loop's parameters: it needs loop"
+// +kubebuilder:validation:XValidation:rule="!has(self.with) || !has(self.contextPassthrough) || !self.contextPassthrough",message="with and contextPassthrough cannot both be set"
 type State struct {
 	// action is a shell command, or an agent prompt when actionType is agent
 	// or the action starts with "/". Templates ${namespace.path} are expanded first.
@@ -235,6 +238,31 @@ type State struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	OnRetryExhausted string `json:"onRetryExhausted,omitempty"`
+
+	// loop runs another loop as a child, a sub-loop, and routes on how it
+	// ended: onSuccess when it reached a terminal state that is not a
+	// failure; onError when it ended in error; route "timeout" when its
+	// timeout or maxIterations cut it off; onFailure otherwise (and for
+	// error and timeout when the state has no route for them). Templates
+	// are expanded. In a cluster it names a LoopTemplate of the namespace,
+	// from which the operator creates a child Loop; locally, a loop file
+	// found as looprun run NAME finds it.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Loop string `json:"loop,omitempty"`
+
+	// contextPassthrough starts the sub-loop from this loop's context and
+	// captured outputs (the child's own context wins) and brings the
+	// child's captures back under this state's name.
+	// +optional
+	ContextPassthrough bool `json:"contextPassthrough,omitempty"`
+
+	// with binds the sub-loop's parameters over its context (templates in
+	// strings are expanded) and brings the child's captures back under this
+	// state's name.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=64
+	With map[string]apiextensionsv1.JSON `json:"with,omitempty"`
 
 	// retryPolicy runs the action again, after a growing delay, when it fails
 	// for a transient reason: its Pod never started, its image could not be

@@ -33,8 +33,12 @@ func (t *txn) complete(ctx context.Context, res *ActionResult) {
 		t.finish(v1alpha1.TerminatedError, fmt.Sprintf("state %q does not exist", run.CurrentState))
 		return
 	}
-	if st.Action != "" && res == nil {
+	if (st.Action != "" || st.Loop != "") && res == nil {
 		t.finish(v1alpha1.TerminatedError, fmt.Sprintf("state %q: the action's result was lost", run.CurrentState))
+		return
+	}
+	if st.Loop != "" {
+		t.completeSubLoop(&st, res)
 		return
 	}
 	run.Action = nil
@@ -198,7 +202,7 @@ func (t *txn) capture(st *v1alpha1.State, res *ActionResult, verdict string) {
 func (t *txn) keepCapturesWithinBudget() {
 	total := 0
 	for _, c := range t.run.Captured {
-		total += len(c.Output) + len(c.Stderr)
+		total += capturedSize(c)
 	}
 	if total <= MaxCapturedBytes {
 		return
@@ -206,7 +210,22 @@ func (t *txn) keepCapturesWithinBudget() {
 	share := MaxCapturedBytes / len(t.run.Captured)
 	for _, name := range slices.Sorted(maps.Keys(t.run.Captured)) {
 		c := t.run.Captured[name]
-		if len(c.Output)+len(c.Stderr) <= share {
+		if capturedSize(c) <= share {
+			continue
+		}
+		if l := c.Loop; l != nil && len(l.Captured) > 0 {
+			// A sub-loop's captures share what the entry may keep.
+			l = l.DeepCopy()
+			each := share / len(l.Captured)
+			for k, cc := range l.Captured {
+				if len(cc.Output) > each {
+					cc.Output = Tail(cc.Output, each)
+					l.Captured[k] = cc
+					t.emit(EventCaptureTruncated, map[string]any{"capture": name + "." + k, "kept_bytes": len(cc.Output), "bound": "run_state"})
+				}
+			}
+			c.Loop = l
+			t.run.Captured[name] = c
 			continue
 		}
 		c.Stderr = Tail(c.Stderr, min(len(c.Stderr), share/4))
@@ -214,6 +233,17 @@ func (t *txn) keepCapturesWithinBudget() {
 		t.run.Captured[name] = c
 		t.emit(EventCaptureTruncated, map[string]any{"capture": name, "kept_bytes": len(c.Output), "bound": "run_state"})
 	}
+}
+
+// capturedSize is what a capture holds of outputs, a sub-loop's included.
+func capturedSize(c v1alpha1.CapturedResult) int {
+	n := len(c.Output) + len(c.Stderr)
+	if c.Loop != nil {
+		for _, cc := range c.Loop.Captured {
+			n += len(cc.Output)
+		}
+	}
+	return n
 }
 
 // Route finds the next state for a verdict: the route table (exact verdict,

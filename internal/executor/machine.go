@@ -114,10 +114,13 @@ const (
 	StepWait
 	// StepDone means the run is over.
 	StepDone
+	// StepLoop asks the driver to run Step.Loop, a sub-loop, to its end,
+	// then call Complete with a result whose Child says how it ended.
+	StepLoop
 )
 
 func (k StepKind) String() string {
-	return [...]string{"Action", "Evaluate", "Wait", "Done"}[k]
+	return [...]string{"Action", "Evaluate", "Wait", "Done", "Loop"}[k]
 }
 
 // Action is an action to run.
@@ -143,6 +146,7 @@ type Action struct {
 type Step struct {
 	Kind      StepKind
 	Action    *Action
+	Loop      *SubLoop
 	WaitUntil time.Time
 }
 
@@ -161,8 +165,11 @@ type ActionResult struct {
 	Verdict *evaluate.Result
 	// Failure, when set, says why the action did not finish on its own (its
 	// Pod was deleted or never started): the verdict is error, with the
-	// reason and message in its details.
+	// reason and message in its details. For a sub-loop, why the child
+	// could not run (its loop not found, too deep, a cycle).
 	Failure *ActionFailure
+	// Child is how a sub-loop ended (StepLoop).
+	Child *ChildResult
 }
 
 // ActionFailure is why an action did not run to its end.
@@ -236,7 +243,7 @@ func (m *Machine) Resume(run *v1alpha1.RunState, now time.Time) ([]Event, bool) 
 	run.TerminatedBy = ""
 	run.Message = ""
 	t.emit(EventLoopResume, map[string]any{"loop": m.name, "from_state": run.CurrentState, "iteration": run.Iteration})
-	if a := run.Action; a != nil {
+	if a := run.Action; a != nil && a.Child == "" {
 		t.emit(EventActionRestarted, map[string]any{"state": a.State, "iteration": a.Iteration, "action": a.Command})
 		a.StartedAt = &ts
 	}

@@ -38,6 +38,9 @@ func (t *txn) plan() Step {
 		// command is expanded from the spec, never taken from the saved
 		// state, which only says which state and iteration it was.
 		st, ok := spec.States[a.State]
+		if ok && st.Loop != "" && a.State == run.CurrentState {
+			return t.subLoop(&st, false)
+		}
 		if !ok || st.Action == "" {
 			t.finish(v1alpha1.TerminatedError, fmt.Sprintf("state %q of the action in flight has no action", a.State))
 			return Step{Kind: StepDone}
@@ -94,6 +97,12 @@ func (t *txn) plan() Step {
 		}
 		run.Iteration++
 		t.emit(EventStateEnter, map[string]any{"state": run.CurrentState, "iteration": run.Iteration, "iteration_count": run.Passes})
+		if st.Loop != "" {
+			if step := t.subLoop(&st, true); step.Kind != stepHop {
+				return step
+			}
+			continue
+		}
 		if st.Action == "" {
 			return Step{Kind: StepEvaluate}
 		}

@@ -44,9 +44,12 @@ func Validate(spec *v1alpha1.LoopSpec) field.ErrorList {
 	}
 	captured := map[string]bool{}
 	terminal := false
-	for _, st := range spec.States {
+	for name, st := range spec.States {
 		if st.Capture != "" {
 			captured[st.Capture] = true
+		}
+		if st.Loop != "" {
+			captured[name] = true // how its child ended
 		}
 		terminal = terminal || st.Terminal
 	}
@@ -95,6 +98,7 @@ func validateState(spec *v1alpha1.LoopSpec, name string, st *v1alpha1.State, cap
 		errs = append(errs, field.Invalid(p.Child("timeout"), st.Timeout.Duration.String(), "must be positive"))
 	}
 	errs = append(errs, checkTemplate(st.Action, captured, p.Child("action"))...)
+	errs = append(errs, validateSubLoop(st, captured, p)...)
 	errs = append(errs, validateTargets(spec, st, p)...)
 	if !st.Terminal && st.Next == "" && len(st.Route) == 0 && st.OnSuccess == "" && st.OnFailure == "" && st.OnError == "" {
 		errs = append(errs, field.Required(p, fmt.Sprintf("state %q has no way out: set next, route, onSuccess, onFailure or onError, or make it terminal", name)))
@@ -102,6 +106,31 @@ func validateState(spec *v1alpha1.LoopSpec, name string, st *v1alpha1.State, cap
 	errs = append(errs, validateRetries(st, p)...)
 	if st.Evaluate != nil {
 		errs = append(errs, validateEvaluate(st.Evaluate, captured, p.Child("evaluate"))...)
+	}
+	return errs
+}
+
+// validateSubLoop checks the fields of a sub-loop state.
+func validateSubLoop(st *v1alpha1.State, captured map[string]bool, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if st.Loop != "" && st.Action != "" {
+		errs = append(errs, field.Invalid(p.Child("loop"), st.Loop, "a state runs an action or a loop, not both"))
+	}
+	if st.Loop == "" && st.With != nil {
+		errs = append(errs, field.Required(p.Child("loop"), "with binds a sub-loop's parameters: it needs loop"))
+	}
+	if st.With != nil && st.ContextPassthrough {
+		errs = append(errs, field.Invalid(p.Child("with"), "", "with and contextPassthrough cannot both be set"))
+	}
+	if st.Loop != "" && strings.TrimSpace(st.Loop) == "" {
+		errs = append(errs, field.Invalid(p.Child("loop"), st.Loop, "must name a loop"))
+	}
+	errs = append(errs, checkTemplate(st.Loop, captured, p.Child("loop"))...)
+	for _, k := range slices.Sorted(maps.Keys(st.With)) {
+		var s string
+		if json.Unmarshal(st.With[k].Raw, &s) == nil {
+			errs = append(errs, checkTemplate(s, captured, p.Child("with").Key(k))...)
+		}
 	}
 	return errs
 }

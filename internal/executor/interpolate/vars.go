@@ -83,7 +83,7 @@ func anyMap(m map[string]any) any {
 }
 
 func capturedMap(c v1alpha1.CapturedResult) map[string]any {
-	return map[string]any{
+	m := map[string]any{
 		"output":      c.Output,
 		"stderr":      c.Stderr,
 		"exit_code":   c.ExitCode,
@@ -92,6 +92,21 @@ func capturedMap(c v1alpha1.CapturedResult) map[string]any {
 		"durationMs":  c.DurationMs,
 		"verdict":     c.Verdict,
 	}
+	// A sub-loop state's entry: the child's captures by name, and how it
+	// ended.
+	if l := c.Loop; l != nil {
+		for name, cc := range l.Captured {
+			m[name] = map[string]any{"output": cc.Output, "exit_code": cc.ExitCode, "exitCode": cc.ExitCode, "verdict": cc.Verdict}
+		}
+		m["terminated_by"] = l.TerminatedBy
+		if l.FailureTerminal {
+			m["failure_terminal"] = true
+		}
+		if l.Error != "" {
+			m["error"] = l.Error
+		}
+	}
+	return m
 }
 
 func walk(v any, path []string) (any, error) {
