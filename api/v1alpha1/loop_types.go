@@ -154,9 +154,7 @@ const (
 // +kubebuilder:validation:XValidation:rule="!has(self.next) || self.next != '$current'",message="next cannot be $current; use onSuccess, onFailure, onError or route"
 // +kubebuilder:validation:XValidation:rule="!has(self.maxRetries) || has(self.onRetryExhausted)",message="maxRetries needs onRetryExhausted"
 // +kubebuilder:validation:XValidation:rule="!has(self.onRetryExhausted) || has(self.maxRetries) || has(self.retryPolicy)",message="onRetryExhausted needs maxRetries or retryPolicy"
-// +kubebuilder:validation:XValidation:rule="!has(self.loop) || !has(self.action)",message="a state runs an action or a loop, not both"
-// +kubebuilder:validation:XValidation:rule="!has(self.with) || has(self.loop)",message="with binds a sub-loop's parameters: it needs loop"
-// +kubebuilder:validation:XValidation:rule="!has(self.with) || !has(self.contextPassthrough) || !self.contextPassthrough",message="with and contextPassthrough cannot both be set"
+// +kubebuilder:validation:XValidation:rule="!has(self.__loop__) || !has(self.action)",message="a state runs an action or a loop, not both"
 type State struct {
 	// action is a shell command, or an agent prompt when actionType is agent
 	// or the action starts with "/". Templates ${namespace.path} are expanded first.

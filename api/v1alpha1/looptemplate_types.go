@@ -10,7 +10,6 @@ import (
 type ParameterType string
 
 // Parameter is a typed input a caller binds with a sub-loop state's with.
-// +kubebuilder:validation:XValidation:rule="!(has(self.required) && self.required && has(self.default))",message="a required parameter has no default"
 // +kubebuilder:validation:XValidation:rule="!has(self.type) || self.type != 'enum' || (has(self.values) && size(self.values) > 0)",message="an enum parameter needs values"
 type Parameter struct {
 	// type of the value. Default string.

@@ -189,8 +189,7 @@ func printWarnings(stderr io.Writer, path string, lf *loopfile.File, quiet bool)
 // A fresh run starts new output logs; a resumed one appends to them.
 func newDriver(g *globals, path string, lf *loopfile.File, stderr io.Writer, quiet, fresh bool) (*localrun.Driver, func(), error) {
 	loop := lf.Loop
-	m, err := executor.New(loop.Name, &loop.Spec, executor.Options{Judge: newJudge(&loop.Spec), Env: os.LookupEnv,
-		LittleLoops: lf.LittleLoops()})
+	m, err := newMachine(lf)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: invalid loop: %w", path, err)
 	}
@@ -221,11 +220,18 @@ func newDriver(g *globals, path string, lf *loopfile.File, stderr io.Writer, qui
 		Store:    store,
 		LoopFile: abs,
 		Context:  ctxValues,
+		SubLoops: &localrun.SubLoops{Files: g.fileOptions(), NewMachine: newMachine},
 	}
 	if !quiet {
 		d.OnEvents = newProgress(stderr).print
 	}
 	return d, func() { _ = outLog.Close(); _ = errLog.Close(); unlock() }, nil
+}
+
+// newMachine builds the machine that runs a loop file here.
+func newMachine(lf *loopfile.File) (*executor.Machine, error) {
+	return executor.New(lf.Loop.Name, &lf.Loop.Spec, executor.Options{Judge: newJudge(&lf.Loop.Spec), Env: os.LookupEnv,
+		LittleLoops: lf.LittleLoops()})
 }
 
 // newJudge returns the LLM judge, or nil when no API key is set.

@@ -64,6 +64,16 @@ type Driver struct {
 	Decide func(run *v1alpha1.RunState) *executor.ActionResult
 	// OnEvents, when set, sees every event as it happens (progress display).
 	OnEvents func([]executor.Event)
+	// SubLoops runs the states with loop:; nil (a simulation) takes the
+	// state's scripted result for the child's ending.
+	SubLoops *SubLoops
+	// Depth is 0 for a run, n for a sub-loop n levels down; Ancestors are
+	// the loop files of the runs above it, where a cycle is found.
+	Depth     int
+	Ancestors []string
+	// forward, for a sub-loop's driver, gets each batch of its events once
+	// it is on disk (for the parent's log).
+	forward func([]executor.Event)
 }
 
 func (d *Driver) now() time.Time { return d.clock().Now() }
@@ -88,7 +98,7 @@ func (d *Driver) Start(ctx context.Context, runID string) (*v1alpha1.RunState, e
 	run := &v1alpha1.RunState{}
 	events := d.Machine.Start(run, runID, d.now())
 	sched := d.schedule(nil)
-	err = d.drive(ctx, w, sched, run, events)
+	err = d.drive(ctx, d.recorder(w), sched, run, events)
 	return run, errors.Join(err, w.close())
 }
 
@@ -121,7 +131,16 @@ func (d *Driver) Resume(ctx context.Context, run *v1alpha1.RunState) error {
 	if err != nil {
 		return err
 	}
-	return errors.Join(d.drive(ctx, w, d.schedule(last), run, events), w.close())
+	return errors.Join(d.drive(ctx, d.recorder(w), d.schedule(last), run, events), w.close())
+}
+
+// recorder is where the driver's steps go: the writer, and for a sub-loop
+// the parent's log after it.
+func (d *Driver) recorder(w *writer) recorder {
+	if d.forward == nil {
+		return w
+	}
+	return &forwarder{recorder: w, forward: d.forward}
 }
 
 func (d *Driver) openWriter() (*writer, error) {
@@ -159,6 +178,21 @@ func (d *Driver) drive(ctx context.Context, w recorder, sched *history.Schedule,
 				res = d.Decide(run)
 			}
 			evs = d.Machine.Complete(ctx, run, res, d.now())
+		case executor.StepLoop:
+			// The step that starts the child is on disk before the child
+			// starts: after a kill, resume finds and continues it.
+			if err := w.save(run, batch, cp); err != nil {
+				return err
+			}
+			batch, cp = nil, nil
+			res, err := d.runSubLoop(ctx, w, run, step.Loop)
+			if err != nil {
+				return err
+			}
+			if ctx.Err() != nil {
+				return d.interrupt(w, run, nil, nil)
+			}
+			evs = d.Machine.Complete(ctx, run, &res, d.now())
 		case executor.StepWait:
 			if err := w.save(run, batch, cp); err != nil {
 				return err

@@ -78,13 +78,94 @@ func (f *StateFile) migrate(path string) error {
 	return nil
 }
 
-// CapturedFile is one captured result.
+// CapturedFile is one captured result. A sub-loop state's entry is as
+// little-loops writes it: how the child ended (terminated_by, ...) beside
+// the child's captures, each under its own name.
 type CapturedFile struct {
 	Output     string `json:"output"`
 	Stderr     string `json:"stderr"`
 	ExitCode   int32  `json:"exit_code"`
 	DurationMs int64  `json:"duration_ms"`
 	Verdict    string `json:"verdict,omitempty"`
+
+	TerminatedBy    string                  `json:"terminated_by,omitempty"`
+	FailureTerminal bool                    `json:"failure_terminal,omitempty"`
+	Error           string                  `json:"error,omitempty"`
+	Children        map[string]CapturedFile `json:"-"`
+}
+
+// capturedFields is CapturedFile without its methods, for encoding/json.
+type capturedFields CapturedFile
+
+// MarshalJSON writes the fields, then each child capture under its name.
+func (c CapturedFile) MarshalJSON() ([]byte, error) {
+	b, err := json.Marshal(capturedFields(c))
+	if err != nil || len(c.Children) == 0 {
+		return b, err
+	}
+	children, err := json.Marshal(c.Children)
+	if err != nil {
+		return nil, err
+	}
+	return append(append(b[:len(b)-1], ','), children[1:]...), nil
+}
+
+// UnmarshalJSON reads the fields; any other key holding an object is a
+// child capture.
+func (c *CapturedFile) UnmarshalJSON(data []byte) error {
+	var f capturedFields
+	if err := json.Unmarshal(data, &f); err != nil {
+		return err
+	}
+	var all map[string]json.RawMessage
+	if err := json.Unmarshal(data, &all); err != nil {
+		return err
+	}
+	for k, raw := range all {
+		if len(raw) == 0 || raw[0] != '{' {
+			continue
+		}
+		var child CapturedFile
+		if err := json.Unmarshal(raw, &child); err != nil {
+			return fmt.Errorf("captured %s: %w", k, err)
+		}
+		if f.Children == nil {
+			f.Children = map[string]CapturedFile{}
+		}
+		f.Children[k] = child
+	}
+	*c = CapturedFile(f)
+	return nil
+}
+
+// capturedFile is a run state's capture as the state file keeps it.
+func capturedFile(c v1alpha1.CapturedResult) CapturedFile {
+	f := CapturedFile{Output: c.Output, Stderr: c.Stderr, ExitCode: c.ExitCode, DurationMs: c.DurationMs, Verdict: c.Verdict}
+	if l := c.Loop; l != nil {
+		f.TerminatedBy, f.FailureTerminal, f.Error = l.TerminatedBy, l.FailureTerminal, l.Error
+		for k, cc := range l.Captured {
+			if f.Children == nil {
+				f.Children = map[string]CapturedFile{}
+			}
+			f.Children[k] = CapturedFile{Output: cc.Output, ExitCode: cc.ExitCode, Verdict: cc.Verdict}
+		}
+	}
+	return f
+}
+
+// capturedResult is a state file's capture in a run state.
+func (f CapturedFile) capturedResult() v1alpha1.CapturedResult {
+	c := v1alpha1.CapturedResult{Output: f.Output, Stderr: f.Stderr, ExitCode: f.ExitCode, DurationMs: f.DurationMs, Verdict: f.Verdict}
+	if f.TerminatedBy != "" || len(f.Children) > 0 {
+		c.Loop = &v1alpha1.SubLoopResult{TerminatedBy: f.TerminatedBy, FailureTerminal: f.FailureTerminal, Error: f.Error}
+		for k, cc := range f.Children {
+			if c.Loop.Captured == nil {
+				c.Loop.Captured = map[string]v1alpha1.ChildCapture{}
+			}
+			c.Loop.Captured[k] = v1alpha1.ChildCapture{Output: cc.Output, ExitCode: cc.ExitCode, Verdict: cc.Verdict}
+		}
+	}
+	return c
 }
 
 // PrevFile is the previous state's result.
@@ -108,6 +189,9 @@ type ActionFile struct {
 	Agent          bool   `json:"agent,omitempty"`
 	TimeoutSeconds int64  `json:"timeout_seconds,omitempty"`
 	StartedAt      string `json:"started_at,omitempty"`
+	// Loop and Child: the sub-loop in flight and its run's name.
+	Loop  string `json:"loop,omitempty"`
+	Child string `json:"child,omitempty"`
 }
 
 // Status values of the state file.
@@ -175,7 +259,7 @@ func encodeState(name, loopFile string, ctx map[string]any, run *v1alpha1.RunSta
 		FormatVersion: FormatVersion,
 	}
 	for k, c := range run.Captured {
-		f.Captured[k] = CapturedFile{Output: c.Output, Stderr: c.Stderr, ExitCode: c.ExitCode, DurationMs: c.DurationMs, Verdict: c.Verdict}
+		f.Captured[k] = capturedFile(c)
 	}
 	if p := run.PrevResult; p != nil {
 		f.PrevResult = &PrevFile{Output: p.Output, ExitCode: p.ExitCode, State: p.State}
@@ -188,7 +272,7 @@ func encodeState(name, loopFile string, ctx map[string]any, run *v1alpha1.RunSta
 	}
 	if a := run.Action; a != nil {
 		f.ActiveAction = &ActionFile{State: a.State, Iteration: a.Iteration, Command: a.Command, Agent: a.Agent,
-			TimeoutSeconds: a.TimeoutSeconds, StartedAt: fmtTime(a.StartedAt)}
+			TimeoutSeconds: a.TimeoutSeconds, StartedAt: fmtTime(a.StartedAt), Loop: a.Loop, Child: a.Child}
 	}
 	return f
 }
@@ -216,7 +300,7 @@ func (f *StateFile) RunState() (*v1alpha1.RunState, error) {
 	if len(f.Captured) > 0 {
 		run.Captured = map[string]v1alpha1.CapturedResult{}
 		for k, c := range f.Captured {
-			run.Captured[k] = v1alpha1.CapturedResult{Output: c.Output, Stderr: c.Stderr, ExitCode: c.ExitCode, DurationMs: c.DurationMs, Verdict: c.Verdict}
+			run.Captured[k] = c.capturedResult()
 		}
 	}
 	if p := f.PrevResult; p != nil {
@@ -232,7 +316,7 @@ func (f *StateFile) RunState() (*v1alpha1.RunState, error) {
 		started, err := parseTime(a.StartedAt)
 		errs = append(errs, err)
 		run.Action = &v1alpha1.ActionStatus{State: a.State, Iteration: a.Iteration, Command: a.Command, Agent: a.Agent,
-			TimeoutSeconds: a.TimeoutSeconds, StartedAt: started}
+			TimeoutSeconds: a.TimeoutSeconds, StartedAt: started, Loop: a.Loop, Child: a.Child}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("state file times: %w", err)

@@ -27,6 +27,8 @@ type reader struct {
 	// required_inputs: how a local run takes its positional input.
 	inputKey       string
 	requiredInputs []string
+	// parameters are the file's typed inputs (parameters:).
+	parameters map[string]v1alpha1.Parameter
 }
 
 func (r *reader) warn(format string, args ...any) {
@@ -41,7 +43,7 @@ func (r *reader) fail(format string, args ...any) {
 var ignoredTopLevel = map[string]string{
 	"scope": "scope locks", "singleton": "scope locks", "on_handoff": "context handoff",
 	"category": "catalogue metadata", "labels": "catalogue metadata", "visibility": "catalogue metadata",
-	"commands": "catalogue metadata", "targets": "catalogue metadata", "parameters": "typed parameters",
+	"commands": "catalogue metadata", "targets": "catalogue metadata",
 	"config":  "ll-config overrides",
 	"circuit": "the repeated-failure circuit", "host_guard": "the host memory guard",
 	"prompt_size_guard": "the prompt size guard", "on_max_steps": "the max_steps summary state",
@@ -61,13 +63,12 @@ var ignoredStateKeys = map[string]string{
 	"effort": "Claude CLI options", "request_path": "Claude CLI options", "session_mode": "Claude CLI options",
 	"pruning_profile": "Claude CLI options", "throttle": "the throttle", "on_throttle_hard": "the throttle",
 	"cost_ceiling": "cost ceilings", "tamper_guard": "harness guards", "prepatch_check": "harness guards",
-	"with": "fragment parameters", "description": "",
+	"description": "",
 }
 
 // State keys that change what a state does; a loop using them cannot run faithfully.
 var unsupportedStateKeys = map[string]string{
-	"loop": "sub-loops (loop:) are not supported", "context_passthrough": "sub-loops (loop:) are not supported",
-	"worktree": "sub-loops (loop:) are not supported", "params": "MCP tool actions are not supported",
+	"params": "MCP tool actions are not supported",
 	"type": "learning states are not supported", "learning": "learning states are not supported",
 }
 
@@ -157,6 +158,8 @@ func (r *reader) topLevel(doc map[string]any, spec *v1alpha1.LoopSpec) {
 			spec.LLM = r.llm(v)
 		case "input_key", "required_inputs":
 			r.inputs(doc, k)
+		case "parameters":
+			r.params(v)
 		default:
 			if why, ok := ignoredTopLevel[k]; ok {
 				r.warn("%s: %s is not supported by looprun; ignored", k, why)
@@ -262,6 +265,18 @@ func (r *reader) state(name string, m map[string]any) v1alpha1.State {
 			st.MaxRetries = r.int32p(m, k, fp)
 		case "on_retry_exhausted":
 			st.OnRetryExhausted = r.str(m, k, fp)
+		case "loop":
+			st.Loop = r.str(m, k, fp)
+		case "context_passthrough":
+			st.ContextPassthrough = r.boolean(m, k, fp)
+		case "with":
+			r.with(m, k, fp, &st)
+		case "worktree":
+			if _, ok := m["loop"]; !ok {
+				r.fail("%s: worktree needs loop", fp)
+			} else {
+				r.warn("%s: not supported by looprun; the sub-loop runs in the parent's directory", fp)
+			}
 		default:
 			r.stateExtra(m, k, fp, hasRoute, &st, extra)
 		}
@@ -307,6 +322,80 @@ func (r *reader) stateExtra(m map[string]any, k, fp string, hasRoute bool, st *v
 		st.OnError = target
 	default:
 		extra[v1alpha1.CanonicalVerdict(strings.TrimPrefix(k, "on_"))] = target
+	}
+}
+
+// with reads a state's with: a sub-loop's parameter bindings. (On a
+// fragment state, with binds the fragment's ${param.*}, which looprun does
+// not support.)
+func (r *reader) with(m map[string]any, k, fp string, st *v1alpha1.State) {
+	if _, ok := m["loop"]; !ok {
+		r.warn("%s: fragment parameters are not supported by looprun; ignored", fp)
+		return
+	}
+	w, ok := m[k].(map[string]any)
+	if !ok {
+		r.fail("%s: must be a mapping of parameter names to values", fp)
+		return
+	}
+	st.With = make(map[string]apiextensionsv1.JSON, len(w))
+	for name, v := range w {
+		st.With[name] = toJSON(v)
+	}
+}
+
+// params reads parameters: the typed inputs callers bind with with.
+func (r *reader) params(v any) {
+	m, ok := v.(map[string]any)
+	if !ok {
+		r.fail("parameters: must be a mapping of names to parameters")
+		return
+	}
+	r.parameters = make(map[string]v1alpha1.Parameter, len(m))
+	for _, name := range slices.Sorted(maps.Keys(m)) {
+		fp := "parameters." + name
+		pm, ok := m[name].(map[string]any)
+		if !ok {
+			r.fail("%s: must be a mapping", fp)
+			continue
+		}
+		var p v1alpha1.Parameter
+		for _, k := range slices.Sorted(maps.Keys(pm)) {
+			switch k {
+			case "type":
+				p.Type = v1alpha1.ParameterType(r.str(pm, k, fp+".type"))
+				switch p.Type {
+				case "string", "integer", "number", "boolean", "enum", "path":
+				default:
+					r.fail("%s.type: %q is not a parameter type (string, integer, number, boolean, enum, path)", fp, p.Type)
+				}
+			case "required":
+				p.Required = r.boolean(pm, k, fp+".required")
+			case "default":
+				j := toJSON(pm[k])
+				p.Default = &j
+			case "description":
+				p.Description = r.str(pm, k, fp+".description")
+			case "values":
+				list, ok := pm[k].([]any)
+				if !ok {
+					r.fail("%s.values: must be a list", fp)
+					continue
+				}
+				for _, e := range list {
+					p.Values = append(p.Values, fmt.Sprint(e))
+				}
+			default:
+				r.warn("%s.%s: unknown key; ignored", fp, k)
+			}
+		}
+		if p.Required && p.Default != nil {
+			r.fail("%s: a required parameter cannot have a default", fp)
+		}
+		if p.Type == "enum" && len(p.Values) == 0 {
+			r.fail("%s: an enum parameter needs values", fp)
+		}
+		r.parameters[name] = p
 	}
 }
 

@@ -44,6 +44,9 @@ type File struct {
 	RequiredInputs []string
 	// Path is the file it was read from ("" when parsed from bytes).
 	Path string
+	// Parameters are the typed inputs a sub-loop state binds with with
+	// (little-loops' parameters; a LoopTemplate's spec.parameters).
+	Parameters map[string]v1alpha1.Parameter
 }
 
 // LittleLoops reports whether the loop was written in little-loops' format.
@@ -133,7 +136,8 @@ func parse(data []byte, dir string, opts Options) (*File, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &File{Loop: loop, Format: FormatLittleLoops, Warnings: r.warnings, InputKey: cmp.Or(r.inputKey, DefaultInputKey), RequiredInputs: r.requiredInputs}, nil
+	return &File{Loop: loop, Format: FormatLittleLoops, Warnings: r.warnings, InputKey: cmp.Or(r.inputKey, DefaultInputKey),
+		RequiredInputs: r.requiredInputs, Parameters: r.parameters}, nil
 }
 
 // decodeYAML decodes a loop file's YAML into plain values as PyYAML reads
@@ -150,18 +154,36 @@ func decodeYAML(data []byte) (map[string]any, error) {
 	return m, nil
 }
 
+// parseManifest reads a Loop, or a LoopTemplate (a loop other loops run
+// as a sub-loop), from a manifest.
 func parseManifest(data []byte) (*File, error) {
-	var loop v1alpha1.Loop
-	if err := yaml.UnmarshalStrict(data, &loop); err != nil {
+	var meta metav1.TypeMeta
+	if err := yaml.Unmarshal(data, &meta); err != nil {
 		return nil, fmt.Errorf("loop manifest: %w", err)
 	}
-	if loop.APIVersion != v1alpha1.GroupVersion.String() || loop.Kind != "Loop" {
-		return nil, fmt.Errorf("expected apiVersion %s and kind Loop, got %q and %q", v1alpha1.GroupVersion, loop.APIVersion, loop.Kind)
+	if meta.APIVersion != v1alpha1.GroupVersion.String() || (meta.Kind != "Loop" && meta.Kind != "LoopTemplate") {
+		return nil, fmt.Errorf("expected apiVersion %s and kind Loop or LoopTemplate, got %q and %q", v1alpha1.GroupVersion, meta.APIVersion, meta.Kind)
 	}
-	if loop.Name == "" {
+	f := &File{Format: FormatManifest, InputKey: DefaultInputKey}
+	if meta.Kind == "LoopTemplate" {
+		var t v1alpha1.LoopTemplate
+		if err := yaml.UnmarshalStrict(data, &t); err != nil {
+			return nil, fmt.Errorf("loop template manifest: %w", err)
+		}
+		f.Loop = NewLoop(t.Name, t.Spec.LoopSpec)
+		f.Loop.Namespace, f.Loop.Labels, f.Loop.Annotations = t.Namespace, t.Labels, t.Annotations
+		f.Parameters = t.Spec.Parameters
+	} else {
+		var loop v1alpha1.Loop
+		if err := yaml.UnmarshalStrict(data, &loop); err != nil {
+			return nil, fmt.Errorf("loop manifest: %w", err)
+		}
+		f.Loop = &loop
+	}
+	if f.Loop.Name == "" {
 		return nil, errors.New("metadata.name is required")
 	}
-	return &File{Loop: &loop, Format: FormatManifest, InputKey: DefaultInputKey}, nil
+	return f, nil
 }
 
 var dnsUnsafe = regexp.MustCompile(`[^a-z0-9-]+`)

@@ -140,9 +140,32 @@ func TestUnknownKeysAreReported(t *testing.T) {
 	}
 }
 
+func TestSubLoopStates(t *testing.T) {
+	f := load(t, "sub-loop.yaml")
+	s := f.Loop.Spec
+	child := s.States["child"]
+	if child.Loop != "other-loop" || string(child.With["target"].Raw) != `"${context.goal}"` || string(child.With["depth"].Raw) != "2" ||
+		child.Route["timeout"] != "done" || child.OnSuccess != "share" {
+		t.Errorf("child %+v", child)
+	}
+	if share := s.States["share"]; share.Loop != "third" || !share.ContextPassthrough || share.With != nil {
+		t.Errorf("share %+v", share)
+	}
+	if !hasWarning(f, "states.share.worktree: not supported") {
+		t.Errorf("warnings %v", f.Warnings)
+	}
+	if p := f.Parameters; !p["target"].Required || p["mode"].Type != "enum" || string(p["mode"].Default.Raw) != `"careful"` || len(p["mode"].Values) != 2 {
+		t.Errorf("parameters %+v", p)
+	}
+}
+
 func TestUnsupportedFeaturesAreErrors(t *testing.T) {
-	_, err := Load(filepath.Join("testdata", "sub-loop.yaml"), Options{LoopsDir: "testdata"})
-	if err == nil || !strings.Contains(err.Error(), "states.child.loop: sub-loops") {
+	_, err := Parse([]byte("name: p\ninitial: a\nstates:\n  a:\n    action: x\n    params: {}\n    next: b\n  b: {terminal: true}\n"), "", Options{})
+	if err == nil || !strings.Contains(err.Error(), "states.a.params: MCP tool") {
+		t.Errorf("err %v", err)
+	}
+	_, err = Parse([]byte("name: p\ninitial: a\nparameters:\n  x: {required: true, default: 1}\nstates:\n  a: {terminal: true}\n"), "", Options{})
+	if err == nil || !strings.Contains(err.Error(), "parameters.x: a required parameter cannot have a default") {
 		t.Errorf("err %v", err)
 	}
 }
