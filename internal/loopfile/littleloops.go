@@ -69,7 +69,7 @@ var ignoredStateKeys = map[string]string{
 // State keys that change what a state does; a loop using them cannot run faithfully.
 var unsupportedStateKeys = map[string]string{
 	"params": "MCP tool actions are not supported",
-	"type": "learning states are not supported", "learning": "learning states are not supported",
+	"type":   "learning states are not supported", "learning": "learning states are not supported",
 }
 
 func (r *reader) littleLoops(doc map[string]any, dir string) (*v1alpha1.Loop, error) {
