@@ -21,6 +21,7 @@ import (
 	ctrlbuilder "sigs.k8s.io/controller-runtime/pkg/builder"
 	ctrl "sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -264,6 +265,9 @@ func (r *LoopReconciler) SetupWithManager(mgr manager.Manager) error {
 		// can deadlock on shutdown (a worker blocks in Get for ever, and the
 		// manager's grace period runs out), kubernetes-sigs/controller-runtime#3538.
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers, RateLimiter: rateLimiter(), UsePriorityQueue: ptr.To(false)}).
+		// A child Loop (a sub-loop state's) wakes its parent when it ends.
+		Watches(&v1alpha1.Loop{}, handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &v1alpha1.Loop{}, handler.OnlyControllerOwner()),
+			ctrlbuilder.WithPredicates(childEnded)).
 		Named("loop")
 	if r.Actions != nil {
 		b = r.Actions.Watch(b)

@@ -143,6 +143,12 @@ func (s *step) cancelAction(ctx context.Context) {
 		j.Runner.Forget(client.ObjectKeyFromObject(s.loop))
 	}
 	a := s.loop.Status.Action
+	if a != nil && a.Child != "" {
+		if err := s.r.stopChild(ctx, s.loop); err != nil {
+			log.FromContext(ctx).Error(err, "Stopping the child Loop in flight failed", "child", a.Child)
+		}
+		return
+	}
 	if a == nil || s.r.Actions == nil {
 		return
 	}

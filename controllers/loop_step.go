@@ -92,6 +92,9 @@ func (s *step) take(ctx context.Context) (reconcile.Result, error) {
 	if g := s.loop.Generation; s.loop.Status.ObservedGeneration != 0 && g != s.loop.Status.ObservedGeneration {
 		s.add(s.m.Record(run, s.now, executor.EventSpecChanged, map[string]any{"generation": g}))
 	}
+	if run.Action != nil && run.Action.Child != "" {
+		return s.inFlightChild(ctx)
+	}
 	if run.Action != nil {
 		done, err := s.collect(ctx)
 		if !done || err != nil {
@@ -232,6 +235,8 @@ func (s *step) plan(ctx context.Context) (reconcile.Result, error) {
 		return reconcile.Result{RequeueAfter: time.Millisecond}, nil
 	case executor.StepWait:
 		return reconcile.Result{RequeueAfter: st.WaitUntil.Sub(s.now)}, nil
+	case executor.StepLoop:
+		return s.subLoop(ctx, st.Loop)
 	}
 	return s.r.reconcileFinished(ctx, s.loop)
 }

@@ -34,6 +34,13 @@ const (
 	// AnnotationState holds the state's full name when LabelState had to
 	// shorten it.
 	AnnotationState = "looprun.io/state"
+	// LabelParent names the Loop whose sub-loop state made a child Loop.
+	LabelParent = "looprun.io/parent"
+	// LabelTemplate names the LoopTemplate a child Loop was made from.
+	LabelTemplate = "looprun.io/template"
+	// AnnotationAncestry lists the LoopTemplates a child Loop's ancestors
+	// run, outermost first, separated by '/': where a cycle is found.
+	AnnotationAncestry = "looprun.io/ancestry"
 )
 
 // ActionContainerName is the container of an action Pod that runs the

@@ -201,6 +201,10 @@ func TestChartDefaults(t *testing.T) {
 	if crd.Spec.Names.ShortNames[0] != "lp" {
 		t.Errorf("CRD short names %v", crd.Spec.Names.ShortNames)
 	}
+	tpl := one[apiextensionsv1.CustomResourceDefinition](t, m, "CustomResourceDefinition", "looptemplates.looprun.io")
+	if tpl.Spec.Names.ShortNames[0] != "lpt" || tpl.Spec.Scope != apiextensionsv1.NamespaceScoped {
+		t.Errorf("LoopTemplate CRD: short names %v, scope %s", tpl.Spec.Names.ShortNames, tpl.Spec.Scope)
+	}
 }
 
 func TestChartValues(t *testing.T) {

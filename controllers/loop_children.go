@@ -1,0 +1,261 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/internal/executor"
+)
+
+// RBAC of sub-loops:
+// loops: create the child Loops of sub-loop states; patch them to pass on
+// suspend and stop.
+// +kubebuilder:rbac:groups=looprun.io,resources=loops,verbs=create;patch
+// looptemplates: read the template a child is made from (uncached).
+// +kubebuilder:rbac:groups=looprun.io,resources=looptemplates,verbs=get
+
+// subLoop takes the step of a sub-loop state: it makes sure the child
+// Loop exists (created once from its LoopTemplate, or adopted after a
+// restart), passes the parent's suspend on, and completes the state once
+// the child has ended. Until then the parent waits: the child's status
+// changes wake it (it owns the child), nothing polls.
+func (s *step) subLoop(ctx context.Context, sub *executor.SubLoop) (reconcile.Result, error) {
+	child, failure, err := s.r.ensureChild(ctx, s.loop, sub)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	var res executor.ActionResult
+	switch {
+	case failure != nil:
+		res.Failure = failure
+	case !child.Status.Phase.IsFinished():
+		return reconcile.Result{}, s.r.passOn(ctx, s.loop, child)
+	default:
+		res.Child = executor.ChildResultOf(&child.Status.RunState)
+	}
+	if !s.complete(ctx, &res) {
+		return reconcile.Result{}, nil
+	}
+	return reconcile.Result{RequeueAfter: time.Millisecond}, nil
+}
+
+// inFlightChild takes a step of a Loop waiting on its child.
+func (s *step) inFlightChild(ctx context.Context) (reconcile.Result, error) {
+	run := &s.loop.Status.RunState
+	switch {
+	case s.loop.Spec.Suspend && run.Phase == v1alpha1.PhaseRunning:
+		run.Phase = v1alpha1.PhaseSuspended
+	case !s.loop.Spec.Suspend && run.Phase == v1alpha1.PhaseSuspended:
+		run.Phase = v1alpha1.PhaseRunning
+	}
+	st, evs := s.m.Plan(run, s.now)
+	s.add(evs)
+	switch st.Kind {
+	case executor.StepLoop:
+		return s.subLoop(ctx, st.Loop)
+	case executor.StepDone:
+		return s.r.reconcileFinished(ctx, s.loop)
+	}
+	return s.plan(ctx) // the state's loop failed to expand: it moved on
+}
+
+// ensureChild gets the child Loop of the sub-loop, creating it from its
+// LoopTemplate when there is none. failure says why no child can run (no
+// template, a cycle, too deep, a name taken): the state ends in error.
+func (r *LoopReconciler) ensureChild(ctx context.Context, parent *v1alpha1.Loop, sub *executor.SubLoop) (*v1alpha1.Loop, *executor.ActionFailure, error) {
+	key := types.NamespacedName{Namespace: parent.Namespace, Name: sub.Child}
+	child := &v1alpha1.Loop{}
+	err := r.Client.Get(ctx, key, child)
+	if err == nil {
+		return adopt(parent, child)
+	}
+	if !apierrors.IsNotFound(err) {
+		return nil, nil, err
+	}
+	child, failure, err := r.newChild(ctx, parent, sub)
+	if child == nil {
+		return nil, failure, err
+	}
+	if err := r.create(ctx, child); err != nil {
+		if !apierrors.IsAlreadyExists(err) {
+			return nil, nil, fmt.Errorf("create child Loop %s: %w", sub.Child, err)
+		}
+		// Created before a restart, not yet in the cache: adopt it.
+		if err := r.APIReader.Get(ctx, key, child); err != nil {
+			return nil, nil, err
+		}
+		return adopt(parent, child)
+	}
+	log.FromContext(ctx).Info("Child Loop created", "child", child.Name, "template", sub.Loop)
+	r.event(parent, corev1.EventTypeNormal, "ChildCreated", "Create", "state %s runs LoopTemplate %s as Loop %s", sub.State, sub.Loop, child.Name)
+	return child, nil, nil
+}
+
+// create creates a Loop. It goes as unstructured JSON: the manager's
+// client speaks protobuf, which custom resources cannot.
+func (r *LoopReconciler) create(ctx context.Context, loop *v1alpha1.Loop) error {
+	loop.APIVersion, loop.Kind = v1alpha1.GroupVersion.String(), "Loop"
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(loop)
+	if err != nil {
+		return err
+	}
+	u := &unstructured.Unstructured{Object: m}
+	if err := r.Client.Create(ctx, u); err != nil {
+		return err
+	}
+	return runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, loop)
+}
+
+// adopt takes a child Loop found by name when this Loop controls it.
+func adopt(parent, child *v1alpha1.Loop) (*v1alpha1.Loop, *executor.ActionFailure, error) {
+	if !metav1.IsControlledBy(child, parent) {
+		return nil, childFailure("ChildNameTaken", "Loop %s exists and is not a child of this Loop", child.Name), nil
+	}
+	if !child.DeletionTimestamp.IsZero() {
+		return nil, childFailure("ChildDeleted", "child Loop %s was deleted before it ended", child.Name), nil
+	}
+	return child, nil, nil
+}
+
+func childFailure(reason, format string, args ...any) *executor.ActionFailure {
+	return &executor.ActionFailure{Reason: reason, Message: fmt.Sprintf(format, args...)}
+}
+
+// newChild builds the child Loop of a sub-loop from its LoopTemplate: the
+// template's spec copied (a later edit of the template does not change
+// it), its context bound as the state says, its timeout clamped to the
+// parent's, and what the template leaves unset (runner, agent, llm) taken
+// from the parent. It is owned by the parent, in its shard.
+func (r *LoopReconciler) newChild(ctx context.Context, parent *v1alpha1.Loop, sub *executor.SubLoop) (*v1alpha1.Loop, *executor.ActionFailure, error) {
+	var ancestry []string
+	if a := parent.Annotations[v1alpha1.AnnotationAncestry]; a != "" {
+		ancestry = strings.Split(a, "/")
+	}
+	if t := parent.Labels[v1alpha1.LabelTemplate]; t != "" {
+		ancestry = append(ancestry, t)
+	}
+	if slices.Contains(ancestry, sub.Loop) {
+		return nil, childFailure("SubLoopCycle", "LoopTemplate %s is already running above this Loop: %s -> %s", sub.Loop, strings.Join(ancestry, " -> "), sub.Loop), nil
+	}
+	if len(ancestry)+1 > executor.MaxSubLoopDepth {
+		return nil, childFailure("SubLoopTooDeep", "sub-loops nest deeper than %d", executor.MaxSubLoopDepth), nil
+	}
+	tpl := &v1alpha1.LoopTemplate{}
+	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: parent.Namespace, Name: sub.Loop}, tpl); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, childFailure("LoopTemplateNotFound", "no LoopTemplate %q in namespace %s (looprun apply -f uploads the loops a loop runs)", sub.Loop, parent.Namespace), nil
+		}
+		return nil, nil, err
+	}
+	spec := tpl.Spec.LoopSpec.DeepCopy()
+	own, err := executor.DecodeContext(spec.Context)
+	if err != nil {
+		return nil, childFailure("InvalidLoopTemplate", "LoopTemplate %s: %v", sub.Loop, err), nil
+	}
+	cctx, err := executor.ChildContext(sub, own, tpl.Spec.Parameters)
+	if err != nil {
+		return nil, childFailure("InvalidBinding", "%v", err), nil
+	}
+	spec.Context = nil
+	for k, v := range cctx {
+		spec.SetContext(k, v)
+	}
+	executor.ClampTimeout(spec, sub.Timeout)
+	spec.Suspend = parent.Spec.Suspend
+	spec.TTLSecondsAfterFinished = nil // it goes with its parent
+	spec.ResumeFrom = nil
+	if spec.Runner == nil {
+		spec.Runner = parent.Spec.Runner.DeepCopy()
+	}
+	if spec.Agent == nil {
+		spec.Agent = parent.Spec.Agent.DeepCopy()
+	}
+	if spec.LLM == nil {
+		spec.LLM = parent.Spec.LLM.DeepCopy()
+	}
+	if errs := executor.Validate(spec); len(errs) > 0 {
+		return nil, childFailure("InvalidLoopTemplate", "LoopTemplate %s: %v", sub.Loop, errs.ToAggregate()), nil
+	}
+	child := &v1alpha1.Loop{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: sub.Child, Namespace: parent.Namespace,
+			Labels: map[string]string{
+				v1alpha1.LabelParent:   v1alpha1.LabelValue(parent.Name),
+				v1alpha1.LabelTemplate: v1alpha1.LabelValue(sub.Loop),
+			},
+		},
+		Spec: *spec,
+	}
+	if shard := parent.Labels[v1alpha1.LabelShard]; shard != "" {
+		child.Labels[v1alpha1.LabelShard] = shard
+	}
+	if len(ancestry) > 0 {
+		child.Annotations = map[string]string{v1alpha1.AnnotationAncestry: strings.Join(ancestry, "/")}
+	}
+	if err := controllerutil.SetControllerReference(parent, child, r.Scheme); err != nil {
+		return nil, nil, err
+	}
+	return child, nil, nil
+}
+
+// passOn gives a running child what its parent was asked: suspend (and
+// its end), and a stop.
+func (r *LoopReconciler) passOn(ctx context.Context, parent, child *v1alpha1.Loop) error {
+	if child.Spec.Suspend == parent.Spec.Suspend {
+		return nil
+	}
+	patch := ctrl.MergeFrom(child.DeepCopy())
+	child.Spec.Suspend = parent.Spec.Suspend
+	return ctrl.IgnoreNotFound(r.Client.Patch(ctx, child, patch))
+}
+
+// stopChild asks the child in flight, if any, to stop.
+func (r *LoopReconciler) stopChild(ctx context.Context, parent *v1alpha1.Loop) error {
+	a := parent.Status.Action
+	if a == nil || a.Child == "" {
+		return nil
+	}
+	child := &v1alpha1.Loop{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: parent.Namespace, Name: a.Child}, child); err != nil {
+		return ctrl.IgnoreNotFound(err)
+	}
+	if !metav1.IsControlledBy(child, parent) || child.Status.Phase.IsFinished() {
+		return nil
+	}
+	patch := ctrl.MergeFrom(child.DeepCopy())
+	if child.Annotations == nil {
+		child.Annotations = map[string]string{}
+	}
+	child.Annotations[v1alpha1.RequestAnnotation] = v1alpha1.StopRequest(string(parent.UID) + "-" + parent.Status.LastRequest)
+	return ctrl.IgnoreNotFound(r.Client.Patch(ctx, child, patch))
+}
+
+// childEnded lets through the changes of a child Loop its parent waits
+// for: its phase (it ended, or was suspended), and its deletion.
+var childEnded = predicate.Funcs{
+	CreateFunc:  func(event.CreateEvent) bool { return false },
+	GenericFunc: func(event.GenericEvent) bool { return false },
+	DeleteFunc:  func(event.DeleteEvent) bool { return true },
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		o, ok1 := e.ObjectOld.(*v1alpha1.Loop)
+		n, ok2 := e.ObjectNew.(*v1alpha1.Loop)
+		return ok1 && ok2 && o.Status.Phase != n.Status.Phase
+	},
+}
