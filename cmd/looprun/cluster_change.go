@@ -272,13 +272,17 @@ func newApplyCommand(g *globals, k *kube) *cobra.Command {
 	var file string
 	cmd := &cobra.Command{
 		Use:   "apply -f FILE",
-		Short: "Create or update a Loop from a loop file (a Loop manifest or a little-loops YAML file)",
+		Short: "Create or update a Loop from a loop file (a Loop manifest or a little-loops YAML file), and the LoopTemplates of the loops it runs",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if file == "" {
 				return fmt.Errorf("apply needs -f FILE")
 			}
 			lf, err := loadLoop(file, g, cmd.ErrOrStderr(), false)
+			if err != nil {
+				return err
+			}
+			templates, err := subLoopTemplates(lf, g, cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
@@ -290,7 +294,23 @@ func newApplyCommand(g *globals, k *kube) *cobra.Command {
 			if want.Namespace != "" && k.namespace == "" {
 				ns = want.Namespace
 			}
-			verb, err := k.apply(cmd.Context(), ns, want)
+			// The loops it runs first: a sub-loop state finds its template.
+			for _, t := range templates {
+				verb, err := k.apply(cmd.Context(), &v1alpha1.LoopTemplate{
+					TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: "LoopTemplate"},
+					ObjectMeta: metav1.ObjectMeta{Name: t.Name, Namespace: ns, Annotations: t.Annotations},
+					Spec:       t.Spec,
+				})
+				if err != nil {
+					return fmt.Errorf("looptemplate/%s: %w", t.Name, err)
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "looptemplate/%s %s\n", t.Name, verb)
+			}
+			verb, err := k.apply(cmd.Context(), &v1alpha1.Loop{
+				TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: "Loop"},
+				ObjectMeta: metav1.ObjectMeta{Name: want.Name, Namespace: ns, Labels: want.Labels, Annotations: want.Annotations},
+				Spec:       want.Spec,
+			})
 			if err != nil {
 				return err
 			}
@@ -305,21 +325,18 @@ func newApplyCommand(g *globals, k *kube) *cobra.Command {
 // applyManager is the field manager of looprun apply.
 const applyManager = "looprun"
 
-// apply applies a Loop server-side, as kubectl apply --server-side does:
-// its spec, labels and annotations are the file's, the fields other
-// managers own stay theirs. The verb says what changed.
-func (k *kube) apply(ctx context.Context, ns string, want *v1alpha1.Loop) (string, error) {
-	existing := &v1alpha1.Loop{}
-	err := k.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: want.Name}, existing)
+// apply applies a Loop or a LoopTemplate (its type meta set) server-side,
+// as kubectl apply --server-side does: its spec, labels and annotations are
+// the file's, the fields other managers own stay theirs. The verb says what
+// changed.
+func (k *kube) apply(ctx context.Context, obj client.Object) (string, error) {
+	existing := &unstructured.Unstructured{}
+	existing.SetGroupVersionKind(obj.GetObjectKind().GroupVersionKind())
+	err := k.c.Get(ctx, client.ObjectKeyFromObject(obj), existing)
 	if client.IgnoreNotFound(err) != nil {
 		return "", err
 	}
 	found := err == nil
-	obj := &v1alpha1.Loop{
-		TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: "Loop"},
-		ObjectMeta: metav1.ObjectMeta{Name: want.Name, Namespace: ns, Labels: want.Labels, Annotations: want.Annotations},
-		Spec:       want.Spec,
-	}
 	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
 	if err != nil {
 		return "", err
@@ -333,7 +350,7 @@ func (k *kube) apply(ctx context.Context, ns string, want *v1alpha1.Loop) (strin
 	switch {
 	case !found:
 		return "created", nil
-	case u.GetGeneration() == existing.Generation && maps.Equal(u.GetLabels(), existing.Labels) && maps.Equal(u.GetAnnotations(), existing.Annotations):
+	case u.GetGeneration() == existing.GetGeneration() && maps.Equal(u.GetLabels(), existing.GetLabels()) && maps.Equal(u.GetAnnotations(), existing.GetAnnotations()):
 		return "unchanged", nil
 	}
 	return "configured", nil

@@ -325,3 +325,32 @@ func TestClusterApplyLabels(t *testing.T) {
 		t.Errorf("apply again: %q", out)
 	}
 }
+
+// apply of a loop that runs sub-loops uploads each loop it runs, however
+// deep, as a LoopTemplate, then the Loop; convert prints them all.
+func TestClusterApplySubLoops(t *testing.T) {
+	f := startCluster(t)
+	ns := f.namespace(t)
+	dir := subLoopDir(t)
+	out := f.ok(t, dir, ns, "apply", "-f", "top.yaml")
+	for _, want := range []string{"looptemplate/middle created", "looptemplate/leaf created", "loop/top created"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("apply printed %q; want %q", out, want)
+		}
+	}
+	tpl := &v1alpha1.LoopTemplate{}
+	if err := f.c.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "middle"}, tpl); err != nil {
+		t.Fatal(err)
+	}
+	if !tpl.Spec.Parameters["target"].Required || tpl.Spec.States["deeper"].Loop != "leaf" || !tpl.Spec.States["deeper"].ContextPassthrough {
+		t.Errorf("template middle: %+v", tpl.Spec)
+	}
+	if out := f.ok(t, dir, ns, "apply", "-f", "top.yaml"); !strings.Contains(out, "looptemplate/leaf unchanged") {
+		t.Errorf("apply again: %q", out)
+	}
+	r := looprun(t, dir, "convert", "top.yaml")
+	docs := strings.Split(r.stdout, "\n---\n")
+	if r.code != 0 || len(docs) != 3 || !strings.Contains(docs[0], "kind: LoopTemplate") || !strings.Contains(docs[2], "kind: Loop\n") {
+		t.Fatalf("convert: exit %d, %d documents:\n%s", r.code, len(docs), r.stdout)
+	}
+}

@@ -2,12 +2,14 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
 	"k8s.io/utils/ptr"
 
+	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/executor"
 	"github.com/looprun/looprun/internal/localrun"
 	"github.com/looprun/looprun/internal/loopfile"
@@ -43,21 +45,45 @@ func newValidateCommand(g *globals) *cobra.Command {
 func newConvertCommand(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "convert FILE|NAME",
-		Short: "Print a loop file as a Loop manifest",
+		Short: "Print a loop file as a Loop manifest, after the LoopTemplates of the loops it runs as sub-loops",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			lf, err := loadLoop(args[0], g, cmd.ErrOrStderr(), false)
 			if err != nil {
 				return err
 			}
+			templates, err := subLoopTemplates(lf, g, cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			for _, t := range templates {
+				b, err := loopfile.TemplateYAML(t)
+				if err != nil {
+					return err
+				}
+				if _, err := fmt.Fprintf(out, "%s---\n", b); err != nil {
+					return err
+				}
+			}
 			b, err := loopfile.ManifestYAML(lf.Loop)
 			if err != nil {
 				return err
 			}
-			_, err = cmd.OutOrStdout().Write(b)
+			_, err = out.Write(b)
 			return err
 		},
 	}
+}
+
+// subLoopTemplates finds the loops lf runs as sub-loops, as LoopTemplates,
+// and warns of the ones it cannot follow.
+func subLoopTemplates(lf *loopfile.File, g *globals, stderr io.Writer) ([]*v1alpha1.LoopTemplate, error) {
+	templates, skipped, err := loopfile.Templates(lf, g.fileOptions())
+	for _, s := range skipped {
+		fmt.Fprintf(stderr, "warning: %s\n", s)
+	}
+	return templates, err
 }
 
 func newSimulateCommand(g *globals) *cobra.Command {
