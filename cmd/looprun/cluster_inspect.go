@@ -80,18 +80,63 @@ func newGetCommand(k *kube) *cobra.Command {
 			}
 			w := tabwriter.NewWriter(out, 0, 4, 3, ' ', 0)
 			fmt.Fprintln(w, "NAME\tSTATE\tITERATION\tPHASE\tVERDICT\tAGE")
-			for _, l := range loops {
+			for _, r := range loopTree(loops) {
+				l := r.loop
 				verdict := ""
 				if l.Status.LastResult != nil {
 					verdict = l.Status.LastResult.Verdict
 				}
-				fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\n", l.Name, l.Status.CurrentState, l.Status.Iteration, l.Status.Phase, verdict, age(l.CreationTimestamp.Time, k.clock()))
+				name := l.Name
+				if r.depth > 0 {
+					name = strings.Repeat("  ", r.depth-1) + "└─ " + name
+				}
+				fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\n", name, l.Status.CurrentState, l.Status.Iteration, l.Status.Phase, verdict, age(l.CreationTimestamp.Time, k.clock()))
 			}
 			return w.Flush()
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: yaml or json")
 	return cmd
+}
+
+// treeRow is a Loop and how deep it is below the Loops listed with it.
+type treeRow struct {
+	loop  *v1alpha1.Loop
+	depth int
+}
+
+// loopTree orders Loops as a tree: each child Loop (a sub-loop's) right
+// under its parent, oldest first; a child whose parent is not in the list
+// stands on its own.
+func loopTree(loops []v1alpha1.Loop) []treeRow {
+	byUID := map[string]bool{}
+	for _, l := range loops {
+		byUID[string(l.UID)] = true
+	}
+	children := map[string][]*v1alpha1.Loop{}
+	var roots []*v1alpha1.Loop
+	for i := range loops {
+		l := &loops[i]
+		if ref := metav1.GetControllerOf(l); ref != nil && ref.Kind == "Loop" && byUID[string(ref.UID)] {
+			children[string(ref.UID)] = append(children[string(ref.UID)], l)
+			continue
+		}
+		roots = append(roots, l)
+	}
+	var out []treeRow
+	var walk func(l *v1alpha1.Loop, depth int)
+	walk = func(l *v1alpha1.Loop, depth int) {
+		out = append(out, treeRow{l, depth})
+		kids := children[string(l.UID)]
+		slices.SortFunc(kids, func(a, b *v1alpha1.Loop) int { return a.CreationTimestamp.Compare(b.CreationTimestamp.Time) })
+		for _, c := range kids {
+			walk(c, depth+1)
+		}
+	}
+	for _, r := range roots {
+		walk(r, 0)
+	}
+	return out
 }
 
 func newDescribeCommand(k *kube) *cobra.Command {
@@ -109,9 +154,38 @@ func newDescribeCommand(k *kube) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return describe(cmd.OutOrStdout(), loop, events, k.clock())
+			if err := describe(cmd.OutOrStdout(), loop, events, k.clock()); err != nil {
+				return err
+			}
+			children := &v1alpha1.LoopList{}
+			if err := k.c.List(cmd.Context(), children, client.InNamespace(loop.Namespace), client.MatchingLabels{v1alpha1.LabelParent: v1alpha1.LabelValue(loop.Name)}); err != nil {
+				return err
+			}
+			return describeChildren(cmd.OutOrStdout(), loop, children.Items, k.clock())
 		},
 	}
+}
+
+// describeChildren lists the child Loops the Loop's sub-loop states made,
+// oldest first.
+func describeChildren(out io.Writer, parent *v1alpha1.Loop, children []v1alpha1.Loop, now time.Time) error {
+	var mine []v1alpha1.Loop
+	for _, c := range children {
+		if metav1.IsControlledBy(&c, parent) {
+			mine = append(mine, c)
+		}
+	}
+	if len(mine) == 0 {
+		return nil
+	}
+	slices.SortFunc(mine, func(a, b v1alpha1.Loop) int { return a.CreationTimestamp.Compare(b.CreationTimestamp.Time) })
+	fmt.Fprintln(out, "Children:")
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "  NAME\tTEMPLATE\tSTATE\tPHASE\tAGE")
+	for _, c := range mine {
+		fmt.Fprintf(w, "  %s\t%s\t%s\t%s\t%s\n", c.Name, c.Labels[v1alpha1.LabelTemplate], orNone(c.Status.CurrentState), orNone(string(c.Status.Phase)), age(c.CreationTimestamp.Time, now))
+	}
+	return w.Flush()
 }
 
 func describe(out io.Writer, loop *v1alpha1.Loop, events []executor.Event, now time.Time) error {
@@ -150,6 +224,9 @@ func describeRun(row rowFunc, loop *v1alpha1.Loop, now time.Time) {
 	st := loop.Status
 	row("Name", "%s", loop.Name)
 	row("Namespace", "%s", loop.Namespace)
+	if p := loop.Labels[v1alpha1.LabelParent]; p != "" {
+		row("Parent", "loop/%s (runs LoopTemplate %s)", p, loop.Labels[v1alpha1.LabelTemplate])
+	}
 	phase := string(st.Phase)
 	if st.TerminatedBy != "" {
 		phase += " (" + string(st.TerminatedBy) + ")"
@@ -180,7 +257,9 @@ func describeRun(row rowFunc, loop *v1alpha1.Loop, now time.Time) {
 	if st.LastResult != nil {
 		row("Last verdict", "%s", st.LastResult.Verdict)
 	}
-	if a := st.Action; a != nil {
+	if a := st.Action; a != nil && a.Child != "" {
+		row("Action", "state %s, iteration %d: sub-loop %s, child loop/%s", a.State, a.Iteration, a.Loop, a.Child)
+	} else if a != nil {
 		where := ""
 		if a.Pod != "" {
 			where = ", pod " + a.Pod
@@ -259,8 +338,11 @@ func progressLine(l *v1alpha1.Loop) string {
 	if st.LastResult != nil && st.LastResult.Verdict != "" {
 		line += "  verdict " + st.LastResult.Verdict
 	}
-	if st.Action != nil {
-		line += "  running " + st.Action.State
+	if a := st.Action; a != nil {
+		line += "  running " + a.State
+		if a.Child != "" {
+			line += " (sub-loop " + a.Loop + ": loop/" + a.Child + ")"
+		}
 	}
 	if st.TerminatedBy != "" {
 		line += "  ended: " + string(st.TerminatedBy)
