@@ -33,29 +33,11 @@ func (t *txn) plan() Step {
 	if run.Phase.IsFinished() {
 		return Step{Kind: StepDone}
 	}
-	if a := run.Action; a != nil {
-		// The action in flight runs (again) as the loop says now: its
-		// command is expanded from the spec, never taken from the saved
-		// state, which only says which state and iteration it was.
-		st, ok := spec.States[a.State]
-		if ok && st.Loop != "" && a.State == run.CurrentState {
-			return t.subLoop(&st, false)
+	if run.Action != nil {
+		// A sub-loop whose name no longer expands hops to onError.
+		if step := t.inFlight(); step.Kind != stepHop {
+			return step
 		}
-		if !ok || st.Action == "" {
-			t.finish(v1alpha1.TerminatedError, fmt.Sprintf("state %q of the action in flight has no action", a.State))
-			return Step{Kind: StepDone}
-		}
-		command, err := expandAction(&st, t.vars())
-		if err != nil {
-			t.finish(v1alpha1.TerminatedError, fmt.Sprintf("state %q: action: %v", a.State, err))
-			return Step{Kind: StepDone}
-		}
-		a.Command = command
-		return Step{Kind: StepAction, Action: &Action{
-			State: a.State, Iteration: a.Iteration, Retry: run.Retries, Command: command, Agent: st.IsAgent(),
-			AgentCommand: spec.GetAgentCommand(), Timeout: time.Duration(a.TimeoutSeconds) * time.Second,
-			Evaluate: t.runnerEvaluate(&st),
-		}}
 	}
 	if run.NextStepAt != nil && t.now.Before(run.NextStepAt.Time) {
 		return Step{Kind: StepWait, WaitUntil: run.NextStepAt.Time}
@@ -112,6 +94,34 @@ func (t *txn) plan() Step {
 	}
 	t.finish(v1alpha1.TerminatedError, "the loop keeps jumping between states without running any")
 	return Step{Kind: StepDone}
+}
+
+// inFlight is the step of the action (or sub-loop) in flight.
+func (t *txn) inFlight() Step {
+	run, spec := t.run, t.m.spec
+	a := run.Action
+	// The action in flight runs (again) as the loop says now: its
+	// command is expanded from the spec, never taken from the saved
+	// state, which only says which state and iteration it was.
+	st, ok := spec.States[a.State]
+	if ok && st.Loop != "" && a.State == run.CurrentState {
+		return t.subLoop(&st, false)
+	}
+	if !ok || st.Action == "" {
+		t.finish(v1alpha1.TerminatedError, fmt.Sprintf("state %q of the action in flight has no action", a.State))
+		return Step{Kind: StepDone}
+	}
+	command, err := expandAction(&st, t.vars())
+	if err != nil {
+		t.finish(v1alpha1.TerminatedError, fmt.Sprintf("state %q: action: %v", a.State, err))
+		return Step{Kind: StepDone}
+	}
+	a.Command = command
+	return Step{Kind: StepAction, Action: &Action{
+		State: a.State, Iteration: a.Iteration, Retry: run.Retries, Command: command, Agent: st.IsAgent(),
+		AgentCommand: spec.GetAgentCommand(), Timeout: time.Duration(a.TimeoutSeconds) * time.Second,
+		Evaluate: t.runnerEvaluate(&st),
+	}}
 }
 
 // dropStaleRetry forgets a pending retry whose state no longer has an

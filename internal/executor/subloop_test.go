@@ -233,3 +233,20 @@ func TestValidateSubLoopStates(t *testing.T) {
 		t.Fatalf("a capture of a sub-loop state's name is valid: %v", errs)
 	}
 }
+
+// A sub-loop in flight whose name no longer expands (the spec changed)
+// goes to onError and the run goes on from there.
+func TestSubLoopInFlightThatNoLongerExpandsHops(t *testing.T) {
+	_, run, _ := startSubLoop(t, parentSpec(nil))
+	changed := parentSpec(nil)
+	delete(changed.Context, "child")
+	changed.States["err"] = v1alpha1.State{Action: "echo recovering", Next: "done"}
+	m, err := New("parent", changed, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	step, _ := m.Plan(run, t0)
+	if step.Kind != StepAction || step.Action.State != "err" || run.Action == nil || run.Action.State != "err" {
+		t.Fatalf("step %v %+v, in flight %+v", step.Kind, step.Action, run.Action)
+	}
+}

@@ -265,18 +265,8 @@ func (r *reader) state(name string, m map[string]any) v1alpha1.State {
 			st.MaxRetries = r.int32p(m, k, fp)
 		case "on_retry_exhausted":
 			st.OnRetryExhausted = r.str(m, k, fp)
-		case "loop":
-			st.Loop = r.str(m, k, fp)
-		case "context_passthrough":
-			st.ContextPassthrough = r.boolean(m, k, fp)
-		case "with":
-			r.with(m, k, fp, &st)
-		case "worktree":
-			if _, ok := m["loop"]; !ok {
-				r.fail("%s: worktree needs loop", fp)
-			} else {
-				r.warn("%s: not supported by looprun; the sub-loop runs in the parent's directory", fp)
-			}
+		case "loop", "context_passthrough", "with", "worktree":
+			r.subLoopKey(m, k, fp, &st)
 		default:
 			r.stateExtra(m, k, fp, hasRoute, &st, extra)
 		}
@@ -322,6 +312,24 @@ func (r *reader) stateExtra(m map[string]any, k, fp string, hasRoute bool, st *v
 		st.OnError = target
 	default:
 		extra[v1alpha1.CanonicalVerdict(strings.TrimPrefix(k, "on_"))] = target
+	}
+}
+
+// subLoopKey reads the keys of a sub-loop state.
+func (r *reader) subLoopKey(m map[string]any, k, fp string, st *v1alpha1.State) {
+	switch k {
+	case "loop":
+		st.Loop = r.str(m, k, fp)
+	case "context_passthrough":
+		st.ContextPassthrough = r.boolean(m, k, fp)
+	case "with":
+		r.with(m, k, fp, st)
+	case "worktree":
+		if _, ok := m["loop"]; !ok {
+			r.fail("%s: worktree needs loop", fp)
+		} else {
+			r.warn("%s: not supported by looprun; the sub-loop runs in the parent's directory", fp)
+		}
 	}
 }
 
