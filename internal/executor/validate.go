@@ -50,6 +50,9 @@ func Validate(spec *v1alpha1.LoopSpec) field.ErrorList {
 		}
 		if st.Loop != "" {
 			captured[name] = true // how its child ended
+			// A child's captures come back too, under names only its own
+			// file knows: as little-loops, check no capture names then.
+			captured[anyCapture] = true
 		}
 		terminal = terminal || st.Terminal
 	}
@@ -175,6 +178,9 @@ func validateTargets(spec *v1alpha1.LoopSpec, st *v1alpha1.State, p *field.Path)
 	return errs
 }
 
+// anyCapture in the set of captured names stands for any name.
+const anyCapture = "\x00any"
+
 // checkTemplate reports syntax errors and references to captures no state makes.
 func checkTemplate(tmpl string, captured map[string]bool, p *field.Path) field.ErrorList {
 	if !interpolate.HasReferences(tmpl) {
@@ -185,7 +191,7 @@ func checkTemplate(tmpl string, captured map[string]bool, p *field.Path) field.E
 	}
 	var errs field.ErrorList
 	for _, r := range interpolate.References(tmpl) {
-		if r.Namespace == "captured" && !r.Guarded && !captured[r.Path[0]] {
+		if r.Namespace == "captured" && !r.Guarded && !captured[r.Path[0]] && !captured[anyCapture] {
 			errs = append(errs, field.Invalid(p, tmpl, fmt.Sprintf("${captured.%s...}: no state captures %q", r.Path[0], r.Path[0])))
 		}
 	}
