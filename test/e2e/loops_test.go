@@ -17,6 +17,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -263,6 +264,41 @@ var _ = Describe("Loops on a real node", func() {
 			cms := &corev1.ConfigMapList{}
 			g.Expect(k8sClient.List(bg, cms, client.InNamespace(ns), client.MatchingLabels{v1alpha1.LabelLoop: "long"})).To(Succeed())
 			g.Expect(cms.Items).To(BeEmpty())
+		}, 2*time.Minute, 250*time.Millisecond).Should(Succeed())
+	})
+
+	It("runs a sub-loop as a child Loop with real Pods, and deleting the parent deletes the child and its Pod", func() {
+		ns := newNamespace()
+		tpl := &v1alpha1.LoopTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "sleeper"},
+			Spec: v1alpha1.LoopTemplateSpec{LoopSpec: v1alpha1.LoopSpec{Initial: "wait", States: map[string]v1alpha1.State{
+				"wait": {Action: "echo started; sleep 600", Next: "done"},
+				"done": {Terminal: true},
+			}}}}
+		Expect(k8sClient.Create(bg, tpl)).To(Succeed())
+		key := create(ns, "parent", v1alpha1.LoopSpec{Initial: "run", States: map[string]v1alpha1.State{
+			"run":  {Loop: "sleeper", OnSuccess: "done"},
+			"done": {Terminal: true},
+		}})
+		var child v1alpha1.Loop
+		var podName string
+		Eventually(func(g Gomega) {
+			list := &v1alpha1.LoopList{}
+			g.Expect(k8sClient.List(bg, list, client.InNamespace(ns), client.MatchingLabels{v1alpha1.LabelParent: "parent"})).To(Succeed())
+			g.Expect(list.Items).To(HaveLen(1))
+			child = list.Items[0]
+			pods := loopPods(ns, child.Name)
+			g.Expect(pods).To(HaveLen(1))
+			g.Expect(pods[0].Status.Phase).To(Equal(corev1.PodRunning))
+			podName = pods[0].Name
+		}, 2*time.Minute, 250*time.Millisecond).Should(Succeed())
+		Expect(getLoop(Default, key).Status.Action.Child).To(Equal(child.Name))
+
+		Expect(k8sClient.Delete(bg, getLoop(Default, key))).To(Succeed())
+		Eventually(func(g Gomega) {
+			err := k8sClient.Get(bg, client.ObjectKeyFromObject(&child), &v1alpha1.Loop{})
+			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the child Loop is still there: %v", err)
+			err = k8sClient.Get(bg, client.ObjectKey{Namespace: ns, Name: podName}, &corev1.Pod{})
+			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the child's action Pod is still there: %v", err)
 		}, 2*time.Minute, 250*time.Millisecond).Should(Succeed())
 	})
 
