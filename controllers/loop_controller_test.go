@@ -258,9 +258,9 @@ var _ = Describe("Loop validation at apply", func() {
 		}, "spec.states.check.retryPolicy.factor: Invalid value: 20: spec.states.check.retryPolicy.factor in body should be less than or equal to 10"),
 		Entry("an unknown evaluator", func(s *v1alpha1.LoopSpec) {
 			st := s.States["check"]
-			st.Evaluate = &v1alpha1.Evaluate{Type: "diff_stall"}
+			st.Evaluate = &v1alpha1.Evaluate{Type: "comparator"}
 			s.States["check"] = st
-		}, "spec.states.check.evaluate.type: Unsupported value: \"diff_stall\""),
+		}, "spec.states.check.evaluate.type: Unsupported value: \"comparator\""),
 	)
 
 	It("accepts $current as a target", func() {

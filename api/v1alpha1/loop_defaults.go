@@ -146,7 +146,8 @@ func (e *Evaluate) GetMinConfidence() float64 {
 }
 
 // Evaluators lists the evaluators, as the CRD's enum does.
-var Evaluators = []EvaluatorType{EvalExitCode, EvalOutputNumeric, EvalOutputJSON, EvalOutputContains, EvalConvergence, EvalClassify, EvalHarborScorer, EvalLLMStructured}
+var Evaluators = []EvaluatorType{EvalExitCode, EvalOutputNumeric, EvalOutputJSON, EvalOutputContains, EvalConvergence, EvalClassify, EvalHarborScorer, EvalLLMStructured,
+	EvalDiffStall, EvalScoreStall, EvalOpenQuestionStall, EvalActionStall}
 
 // IsKnown reports whether t names one of the evaluators.
 func (t EvaluatorType) IsKnown() bool { return slices.Contains(Evaluators, t) }

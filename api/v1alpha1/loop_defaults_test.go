@@ -59,7 +59,7 @@ func TestPhaseAndVerdicts(t *testing.T) {
 			t.Errorf("CanonicalVerdict(%q) = %q", in, got)
 		}
 	}
-	if !EvalConvergence.IsKnown() || EvaluatorType("diff_stall").IsKnown() {
+	if !EvalConvergence.IsKnown() || EvaluatorType("comparator").IsKnown() {
 		t.Error("IsKnown")
 	}
 }

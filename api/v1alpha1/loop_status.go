@@ -78,6 +78,17 @@ type CapturedResult struct {
 	Loop *SubLoopResult `json:"loop,omitempty"`
 }
 
+// StallCounter is what a stall evaluator saw last, and how many times in
+// a row.
+type StallCounter struct {
+	// hash of what was seen.
+	// +optional
+	Hash string `json:"hash"`
+	// count of rounds in a row it did not change.
+	// +optional
+	Count int32 `json:"count"`
+}
+
 // SubLoopResult is how a sub-loop ended.
 type SubLoopResult struct {
 	// terminatedBy says why the child ended (terminal, max_iterations, ...).
@@ -180,6 +191,11 @@ type RunState struct {
 	// passes counts maintain-mode restarts.
 	// +optional
 	Passes int32 `json:"passes,omitempty"`
+	// stalls are the counters of the stall evaluators (diff_stall,
+	// action_stall), by evaluator and scope: what was seen last and how
+	// many times in a row.
+	// +optional
+	Stalls map[string]StallCounter `json:"stalls,omitempty"`
 	// captured holds results stored by states with capture.
 	// +optional
 	Captured map[string]CapturedResult `json:"captured,omitempty"`

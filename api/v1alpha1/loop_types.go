@@ -326,7 +326,7 @@ func (p *RetryPolicy) Delay(n int32) time.Duration {
 }
 
 // EvaluatorType names an evaluator.
-// +kubebuilder:validation:Enum=exit_code;output_numeric;output_json;output_contains;convergence;classify;harbor_scorer;llm_structured
+// +kubebuilder:validation:Enum=exit_code;output_numeric;output_json;output_contains;convergence;classify;harbor_scorer;llm_structured;diff_stall;score_stall;open_question_stall;action_stall
 type EvaluatorType string
 
 // The evaluators.
@@ -341,6 +341,21 @@ const (
 	// exit code 0 is success (details.score), a non-zero exit failure.
 	EvalHarborScorer  EvaluatorType = "harbor_scorer"
 	EvalLLMStructured EvaluatorType = "llm_structured"
+	// EvalDiffStall compares `git diff --stat` (of scope) with the last
+	// time: changed is success; unchanged maxStall times in a row is
+	// failure; git failing is error.
+	EvalDiffStall EvaluatorType = "diff_stall"
+	// EvalScoreStall reads one score per line from historyFile: failure
+	// once the best score has not risen by more than epsilon for maxStall
+	// rounds, success before.
+	EvalScoreStall EvaluatorType = "score_stall"
+	// EvalOpenQuestionStall is score_stall where lower is better (a count
+	// of open questions).
+	EvalOpenQuestionStall EvaluatorType = "open_question_stall"
+	// EvalActionStall compares the values named in track (the action by
+	// default) with the last time: the same maxRepeat times in a row is
+	// failure.
+	EvalActionStall EvaluatorType = "action_stall"
 )
 
 // Evaluate configures how an action's result becomes a verdict.
@@ -425,6 +440,42 @@ type Evaluate struct {
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=1
 	MinConfidence *float64 `json:"minConfidence,omitempty"`
+
+	// scope limits diff_stall's git diff to these paths.
+	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	Scope []string `json:"scope,omitempty"`
+
+	// maxStall is how many rounds without progress make diff_stall,
+	// score_stall and open_question_stall say failure. Default 1.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	MaxStall *int32 `json:"maxStall,omitempty"`
+
+	// historyFile is score_stall's and open_question_stall's file of one
+	// number per line, where the action runs. Default
+	// ${context.run_dir}/.score_history (.open_questions_history).
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	HistoryFile string `json:"historyFile,omitempty"`
+
+	// epsilon is the least change of the best score that counts as
+	// progress. Default 0.5 (score_stall), 0 (open_question_stall).
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Epsilon *float64 `json:"epsilon,omitempty"`
+
+	// track names the values action_stall compares (action, or a
+	// context, captured, prev or result path). Default [action].
+	// +optional
+	// +kubebuilder:validation:MaxItems=32
+	Track []string `json:"track,omitempty"`
+
+	// maxRepeat is how many times in a row the same tracked values make
+	// action_stall say failure. Default 2.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	MaxRepeat *int32 `json:"maxRepeat,omitempty"`
 
 	// uncertainSuffix appends "_uncertain" to a verdict that is not confident.
 	// +optional

@@ -24,6 +24,7 @@ import (
 
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/entrypoint"
+	"github.com/looprun/looprun/internal/runner/probe"
 	"github.com/looprun/looprun/internal/runner/process"
 )
 
@@ -62,6 +63,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	res := entrypoint.NewResult(process.Run(context.Background(), process.Spec{
 		Argv: fs.Args(), Timeout: *timeout, Evaluate: eval, Stdout: stdout, Stderr: stderr, Signals: signals,
 	}))
+	if cmd := os.Getenv(entrypoint.ProbeEnv); cmd != "" && res.CannotStart == "" {
+		res.Probe = entrypoint.NewProbe(probe.Run(context.Background(), "", nil, cmd))
+	}
 	if err := os.WriteFile(*termLog, res.Encode(), 0o644); err != nil {
 		fmt.Fprintln(stderr, "entrypoint: writing the result:", err)
 	}

@@ -192,3 +192,28 @@ func TestSameRouteWithBothRunners(t *testing.T) {
 		t.Errorf("routed to %s on a laptop, %s in a Pod; want found for both", onLaptop, inPod)
 	}
 }
+
+// The wrapper runs the action's probe after it, where it ran, and puts
+// what it printed in the result.
+func TestWrapperRunsTheProbe(t *testing.T) {
+	bin := build(t)
+	dir := t.TempDir()
+	term := filepath.Join(dir, "termination-log")
+	cmd := exec.Command(bin, "--termination-log", term, "--", "bash", "-c", "printf '3\\n4\\n' > history")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "LOOPRUN_PROBE=cat -- history")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	b, err := os.ReadFile(term)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := entrypoint.Decode(string(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := res.Probe; p == nil || p.ExitCode != 0 || p.Output != "3\n4\n" || len(p.SHA256) != 64 {
+		t.Fatalf("probe %+v", res.Probe)
+	}
+}

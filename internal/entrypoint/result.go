@@ -7,6 +7,7 @@ package entrypoint
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/looprun/looprun/internal/executor"
@@ -31,6 +32,42 @@ type Result struct {
 	// the shell or the agent CLI, say.
 	CannotStart string           `json:"cannotStart,omitempty"`
 	Verdict     *evaluate.Result `json:"verdict,omitempty"`
+	// Probe is what the action's probe printed (ProbeEnv), its output
+	// cut to ProbeOutputBytes; the hash is of all of it.
+	Probe *Probe `json:"probe,omitempty"`
+}
+
+// Probe is the result of an action's probe.
+type Probe struct {
+	ExitCode int    `json:"exitCode"`
+	SHA256   string `json:"sha256"`
+	Output   string `json:"output"`
+	Stderr   string `json:"stderr,omitempty"`
+}
+
+// ProbeEnv carries an action's probe (executor.Action.Probe) to the
+// wrapper, which runs it after the action.
+const ProbeEnv = "LOOPRUN_PROBE"
+
+// Bounds on a probe in the termination message.
+const (
+	ProbeOutputBytes = 1 << 10
+	probeStderrBytes = 256
+)
+
+// NewProbe keeps what the termination message can hold of a probe.
+func NewProbe(p *executor.ProbeResult) *Probe {
+	if p == nil {
+		return nil
+	}
+	out := p.Output
+	if len(out) > ProbeOutputBytes {
+		out = out[len(out)-ProbeOutputBytes:]
+		if i := strings.IndexByte(out, '\n'); i >= 0 {
+			out = out[i+1:]
+		}
+	}
+	return &Probe{ExitCode: p.ExitCode, SHA256: p.SHA256, Output: out, Stderr: executor.Tail(p.Stderr, probeStderrBytes)}
 }
 
 // ReasonCannotStart is the failure reason of an action whose command could
@@ -124,6 +161,9 @@ func Decode(msg string) (executor.ActionResult, error) {
 		Duration:        time.Duration(r.DurationMs) * time.Millisecond,
 		OutputTruncated: r.StdoutTruncated, StderrTruncated: r.StderrTruncated,
 		Verdict: r.Verdict,
+	}
+	if p := r.Probe; p != nil {
+		res.Probe = &executor.ProbeResult{ExitCode: p.ExitCode, SHA256: p.SHA256, Output: p.Output, Stderr: p.Stderr}
 	}
 	if r.CannotStart != "" {
 		// All a Loop's author sees is its status: it says why.

@@ -146,6 +146,9 @@ func (t *txn) evaluate(ctx context.Context, st *v1alpha1.State, res *ActionResul
 	if res != nil && res.Verdict != nil {
 		return *res.Verdict, typ, true
 	}
+	if cfg != nil && isStall(cfg.Type) {
+		return t.evaluateStall(cfg, res), typ, true
+	}
 	if cfg == nil && res == nil {
 		return evaluate.Result{Verdict: v1alpha1.VerdictSuccess}, "", false
 	}

@@ -135,6 +135,11 @@ type Action struct {
 	// AgentCommand runs an agent action, Command appended (spec.agent.command).
 	AgentCommand []string
 	Timeout      time.Duration
+	// Probe is a shell command for the runner to run right after the
+	// action, where it ran, when the evaluator needs to look there
+	// (diff_stall's git diff, score_stall's history file); its result goes
+	// in ActionResult.Probe. "" for none.
+	Probe string
 	// Evaluate is the state's evaluator with its templates expanded, for a
 	// runner that judges the complete output itself (the pod entrypoint). It
 	// is nil when the evaluator is not deterministic or reads values only
@@ -170,6 +175,8 @@ type ActionResult struct {
 	Failure *ActionFailure
 	// Child is how a sub-loop ended (StepLoop).
 	Child *ChildResult
+	// Probe is what Action.Probe printed.
+	Probe *ProbeResult
 }
 
 // ActionFailure is why an action did not run to its end.

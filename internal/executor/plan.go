@@ -120,7 +120,7 @@ func (t *txn) inFlight() Step {
 	return Step{Kind: StepAction, Action: &Action{
 		State: a.State, Iteration: a.Iteration, Retry: run.Retries, Command: command, Agent: st.IsAgent(),
 		AgentCommand: spec.GetAgentCommand(), Timeout: time.Duration(a.TimeoutSeconds) * time.Second,
-		Evaluate: t.runnerEvaluate(&st),
+		Evaluate: t.runnerEvaluate(&st), Probe: probe(&st, t.vars()),
 	}}
 }
 
@@ -169,7 +169,7 @@ func (t *txn) startAction(st *v1alpha1.State) Step {
 		return Step{Kind: stepHop}
 	}
 	a := &Action{State: run.CurrentState, Iteration: run.Iteration, Retry: run.Retries, Command: command, Agent: st.IsAgent(),
-		AgentCommand: spec.GetAgentCommand(), Timeout: st.GetTimeout(), Evaluate: t.runnerEvaluate(st)}
+		AgentCommand: spec.GetAgentCommand(), Timeout: st.GetTimeout(), Evaluate: t.runnerEvaluate(st), Probe: probe(st, t.vars())}
 	ts := metav1.NewTime(t.now)
 	run.Action = &v1alpha1.ActionStatus{
 		State: a.State, Iteration: a.Iteration, Command: a.Command, Agent: a.Agent,

@@ -209,6 +209,18 @@ func validateEvaluate(e *v1alpha1.Evaluate, captured map[string]bool, p *field.P
 	if e.Direction != "" && e.Direction != "minimize" && e.Direction != "maximize" {
 		errs = append(errs, field.NotSupported(p.Child("direction"), e.Direction, []string{"minimize", "maximize"}))
 	}
+	for _, f := range []struct {
+		name string
+		v    *int32
+	}{{"maxStall", e.MaxStall}, {"maxRepeat", e.MaxRepeat}} {
+		if f.v != nil && *f.v < 1 {
+			errs = append(errs, field.Invalid(p.Child(f.name), *f.v, "must be at least 1"))
+		}
+	}
+	if e.Epsilon != nil && *e.Epsilon < 0 {
+		errs = append(errs, field.Invalid(p.Child("epsilon"), *e.Epsilon, "must not be negative"))
+	}
+	errs = append(errs, checkTemplate(e.HistoryFile, captured, p.Child("historyFile"))...)
 	if mc := e.MinConfidence; mc != nil && (*mc < 0 || *mc > 1) {
 		errs = append(errs, field.Invalid(p.Child("minConfidence"), *mc, "must be between 0 and 1"))
 	}

@@ -46,8 +46,8 @@ func TestValidate(t *testing.T) {
 			s.States["fix"] = v1alpha1.State{Action: "echo ${captured.errors.output?}", Next: "check"}
 		}, nil},
 		{"evaluator type", func(s *v1alpha1.LoopSpec) {
-			s.States["check"] = v1alpha1.State{Action: "x", OnSuccess: "done", Evaluate: &v1alpha1.Evaluate{Type: "diff_stall"}}
-		}, []string{`spec.states[check].evaluate.type: Unsupported value: "diff_stall"`}},
+			s.States["check"] = v1alpha1.State{Action: "x", OnSuccess: "done", Evaluate: &v1alpha1.Evaluate{Type: "comparator"}}
+		}, []string{`spec.states[check].evaluate.type: Unsupported value: "comparator"`}},
 		{"evaluator operator", func(s *v1alpha1.LoopSpec) {
 			s.States["check"] = v1alpha1.State{Action: "x", OnSuccess: "done", Evaluate: &v1alpha1.Evaluate{Type: "output_numeric", Operator: "gte", Target: jsp(1)}}
 		}, []string{`spec.states[check].evaluate.operator: Unsupported value: "gte"`}},

@@ -36,19 +36,20 @@ type StateFile struct {
 	Status        string                  `json:"status"`
 	AccumulatedMs int64                   `json:"accumulated_ms"`
 
-	RunID             string           `json:"run_id,omitempty"`
-	TerminatedBy      string           `json:"terminated_by,omitempty"`
-	Error             string           `json:"error,omitempty"`
-	IterationCount    int32            `json:"iteration_count,omitempty"`
-	EdgeRevisitCounts map[string]int32 `json:"edge_revisit_counts,omitempty"`
-	RetryCounts       map[string]int32 `json:"retry_counts,omitempty"`
-	ActionRetries     int32            `json:"action_retries,omitempty"`
-	ActiveAction      *ActionFile      `json:"active_action,omitempty"`
-	NextStepAt        string           `json:"next_step_at,omitempty"`
-	ResumedAt         string           `json:"resumed_at,omitempty"`
-	LastSeq           int64            `json:"last_seq"`
-	LoopFile          string           `json:"loop_file,omitempty"`
-	Context           map[string]any   `json:"context,omitempty"`
+	RunID             string               `json:"run_id,omitempty"`
+	TerminatedBy      string               `json:"terminated_by,omitempty"`
+	Error             string               `json:"error,omitempty"`
+	IterationCount    int32                `json:"iteration_count,omitempty"`
+	EdgeRevisitCounts map[string]int32     `json:"edge_revisit_counts,omitempty"`
+	RetryCounts       map[string]int32     `json:"retry_counts,omitempty"`
+	ActionRetries     int32                `json:"action_retries,omitempty"`
+	Stalls            map[string]StallFile `json:"stalls,omitempty"`
+	ActiveAction      *ActionFile          `json:"active_action,omitempty"`
+	NextStepAt        string               `json:"next_step_at,omitempty"`
+	ResumedAt         string               `json:"resumed_at,omitempty"`
+	LastSeq           int64                `json:"last_seq"`
+	LoopFile          string               `json:"loop_file,omitempty"`
+	Context           map[string]any       `json:"context,omitempty"`
 
 	// FormatVersion is the state file's format: absent (1) in files
 	// little-loops and early looprun wrote, FormatVersion now.
@@ -168,6 +169,13 @@ func (f CapturedFile) capturedResult() v1alpha1.CapturedResult {
 	return c
 }
 
+// StallFile is a stall evaluator's counter (little-loops keeps these in
+// .loops/tmp files).
+type StallFile struct {
+	Hash  string `json:"hash"`
+	Count int32  `json:"count"`
+}
+
 // PrevFile is the previous state's result.
 type PrevFile struct {
 	Output   string `json:"output"`
@@ -261,6 +269,12 @@ func encodeState(name, loopFile string, ctx map[string]any, run *v1alpha1.RunSta
 	for k, c := range run.Captured {
 		f.Captured[k] = capturedFile(c)
 	}
+	for k, c := range run.Stalls {
+		if f.Stalls == nil {
+			f.Stalls = map[string]StallFile{}
+		}
+		f.Stalls[k] = StallFile{Hash: c.Hash, Count: c.Count}
+	}
 	if p := run.PrevResult; p != nil {
 		f.PrevResult = &PrevFile{Output: p.Output, ExitCode: p.ExitCode, State: p.State}
 	}
@@ -302,6 +316,12 @@ func (f *StateFile) RunState() (*v1alpha1.RunState, error) {
 		for k, c := range f.Captured {
 			run.Captured[k] = c.capturedResult()
 		}
+	}
+	for k, c := range f.Stalls {
+		if run.Stalls == nil {
+			run.Stalls = map[string]v1alpha1.StallCounter{}
+		}
+		run.Stalls[k] = v1alpha1.StallCounter{Hash: c.Hash, Count: c.Count}
 	}
 	if p := f.PrevResult; p != nil {
 		run.PrevResult = &v1alpha1.PrevResult{Output: p.Output, ExitCode: p.ExitCode, State: p.State}

@@ -430,12 +430,23 @@ func (r *reader) evaluate(v any, fp string) *v1alpha1.Evaluate {
 	strs := map[string]*string{
 		"operator": &e.Operator, "pattern": &e.Pattern, "path": &e.Path, "key": &e.Key,
 		"direction": &e.Direction, "previous": &e.Previous, "source": &e.Source, "prompt": &e.Prompt,
+		"history_file": &e.HistoryFile,
 	}
 	values := map[string]**apiextensionsv1.JSON{"target": &e.Target, "tolerance": &e.Tolerance, "schema": &e.Schema}
+	ints := map[string]**int32{"max_stall": &e.MaxStall, "max_repeat": &e.MaxRepeat}
+	lists := map[string]*[]string{"error_patterns": &e.ErrorPatterns, "scope": &e.Scope, "track": &e.Track}
 	for _, k := range slices.Sorted(maps.Keys(m)) {
 		kp := fp + "." + k
 		if dst, ok := strs[k]; ok {
 			*dst = r.str(m, k, kp)
+			continue
+		}
+		if dst, ok := ints[k]; ok {
+			*dst = r.int32p(m, k, kp)
+			continue
+		}
+		if dst, ok := lists[k]; ok {
+			*dst = r.strings(m, k, kp)
 			continue
 		}
 		if dst, ok := values[k]; ok {
@@ -456,8 +467,9 @@ func (r *reader) evaluate(v any, fp string) *v1alpha1.Evaluate {
 		case "min_confidence":
 			f := r.number(m, k, kp)
 			e.MinConfidence = &f
-		case "error_patterns":
-			e.ErrorPatterns = r.strings(m, k, kp)
+		case "epsilon":
+			f := r.number(m, k, kp)
+			e.Epsilon = &f
 		case "line":
 			e.Line = r.line(m, k, kp)
 		default:

@@ -178,7 +178,7 @@ func TestParseErrors(t *testing.T) {
 		{"missing fields", "name: x\n", "missing required fields: initial, states"},
 		{"bad action type", "name: x\ninitial: a\nstates:\n  a:\n    action: x\n    action_type: mcp_tool\n    next: d\n  d:\n    terminal: true\n", "states.a.action_type"},
 		{"bad timeout", "name: x\ninitial: a\nstates:\n  a:\n    action: x\n    timeout: soon\n    next: d\n  d:\n    terminal: true\n", "states.a.timeout"},
-		{"bad evaluator", "name: x\ninitial: a\nstates:\n  a:\n    action: x\n    evaluate:\n      type: diff_stall\n    on_yes: d\n  d:\n    terminal: true\n", `states.a.evaluate.type: evaluator "diff_stall"`},
+		{"bad evaluator", "name: x\ninitial: a\nstates:\n  a:\n    action: x\n    evaluate:\n      type: comparator\n    on_yes: d\n  d:\n    terminal: true\n", `states.a.evaluate.type: evaluator "comparator"`},
 		{"missing import", "name: x\ninitial: a\nimport: [lib/nope.yaml]\nstates:\n  a:\n    terminal: true\n", "import[0]"},
 		{"missing fragment", "name: x\ninitial: a\nstates:\n  a:\n    fragment: nope\n    terminal: true\n", `no fragment "nope"`},
 		{"bad flow", "name: x\ninitial: a\nflow: [\"a?b\"]\n", "flow[0]"},

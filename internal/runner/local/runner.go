@@ -15,6 +15,7 @@ import (
 
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/executor"
+	"github.com/looprun/looprun/internal/runner/probe"
 	"github.com/looprun/looprun/internal/runner/process"
 )
 
@@ -69,11 +70,15 @@ func (r *Runner) RunWhenReady(ctx context.Context, a *executor.Action, ready fun
 		env = os.Environ()
 	}
 	env = append(slices.Clip(env), "LOOPRUN_LOOP="+r.Loop, "LOOPRUN_STATE="+a.State, "LOOPRUN_ITERATION="+strconv.Itoa(int(a.Iteration)))
-	return process.Run(ctx, process.Spec{
+	res := process.Run(ctx, process.Spec{
 		Argv: argv, Dir: r.Dir, Env: env, Timeout: a.Timeout, Evaluate: a.Evaluate,
 		Stdout: r.Stdout, Stderr: r.Stderr, OwnFiles: true, OutputWindow: r.OutputWindow, StderrWindow: r.StderrWindow,
 		Started: r.Started, Ready: ready,
 	}).ActionResult()
+	if a.Probe != "" && ctx.Err() == nil {
+		res.Probe = probe.Run(ctx, r.Dir, env, a.Probe)
+	}
+	return res
 }
 
 func (r *Runner) argv(a *executor.Action) []string {

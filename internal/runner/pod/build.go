@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/internal/entrypoint"
 	"github.com/looprun/looprun/internal/executor"
 	"github.com/looprun/looprun/internal/runner"
 )
@@ -121,6 +122,9 @@ func Build(loop *v1alpha1.Loop, run string, a executor.Action, o Options) (*core
 			return nil, fmt.Errorf("encode the evaluator: %w", err)
 		}
 		env = append(env, corev1.EnvVar{Name: EvaluateEnv, Value: string(b)})
+	}
+	if a.Probe != "" {
+		env = append(env, corev1.EnvVar{Name: entrypoint.ProbeEnv, Value: a.Probe})
 	}
 	if a.Agent && spec.Agent != nil && spec.Agent.APIKeySecretRef != nil {
 		ref := spec.Agent.APIKeySecretRef
