@@ -262,6 +262,14 @@ type State struct {
 	// +kubebuilder:validation:MaxProperties=64
 	With map[string]apiextensionsv1.JSON `json:"with,omitempty"`
 
+	// fragmentParams are the values of ${param.NAME} in this state's
+	// templates (templates in strings are expanded first): little-loops'
+	// with on a state made from a fragment, with the fragment's parameter
+	// defaults.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=64
+	FragmentParams map[string]apiextensionsv1.JSON `json:"fragmentParams,omitempty"`
+
 	// retryPolicy runs the action again, after a growing delay, when it fails
 	// for a transient reason: its Pod never started, its image could not be
 	// pulled, its Pod was deleted or failed without a result, or it exited

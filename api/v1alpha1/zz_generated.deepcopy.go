@@ -898,6 +898,13 @@ func (in *State) DeepCopyInto(out *State) {
 			(*out)[key] = *val.DeepCopy()
 		}
 	}
+	if in.FragmentParams != nil {
+		in, out := &in.FragmentParams, &out.FragmentParams
+		*out = make(map[string]v1.JSON, len(*in))
+		for key, val := range *in {
+			(*out)[key] = *val.DeepCopy()
+		}
+	}
 	if in.RetryPolicy != nil {
 		in, out := &in.RetryPolicy, &out.RetryPolicy
 		*out = new(RetryPolicy)

@@ -293,6 +293,17 @@ func (t *txn) vars() *interpolate.Vars {
 	if t.run.StartedAt != nil {
 		v.StartedAt = t.run.StartedAt.Time
 	}
+	if st, ok := t.m.spec.States[t.run.CurrentState]; ok && len(st.FragmentParams) > 0 {
+		// Bindings expand against the rest; one that cannot is left out,
+		// and a template reading it says so.
+		params := make(map[string]any, len(st.FragmentParams))
+		for k, raw := range st.FragmentParams {
+			if one, err := expandWith(map[string]apiextensionsJSON{k: raw}, v); err == nil {
+				params[k] = one[k]
+			}
+		}
+		v.Param = params
+	}
 	return v
 }
 

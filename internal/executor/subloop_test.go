@@ -250,3 +250,27 @@ func TestSubLoopInFlightThatNoLongerExpandsHops(t *testing.T) {
 		t.Fatalf("step %v %+v, in flight %+v", step.Kind, step.Action, run.Action)
 	}
 }
+
+func TestFragmentParams(t *testing.T) {
+	spec := &v1alpha1.LoopSpec{Initial: "a", Context: map[string]apiextensionsJSON{"dir": jsonValue("/runs")},
+		States: map[string]v1alpha1.State{
+			"a": {Action: "echo ${param.file} ${param.n}", Next: "done",
+				FragmentParams: map[string]apiextensionsv1.JSON{"file": jsonValue("${context.dir}/out"), "n": jsonValue(2)}},
+			"done": {Terminal: true},
+		}}
+	m, err := New("l", spec, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := &v1alpha1.RunState{}
+	m.Start(run, "r", t0)
+	step, _ := m.Plan(run, t0)
+	if step.Action == nil || step.Action.Command != "echo /runs/out 2" {
+		t.Fatalf("step %+v", step.Action)
+	}
+	bad := spec.DeepCopy()
+	bad.States["a"] = v1alpha1.State{Action: "echo ${param.missing}", Next: "done"}
+	if errs := Validate(bad).ToAggregate(); errs == nil || !strings.Contains(errs.Error(), `spec.states[a].action`) || !strings.Contains(errs.Error(), `"missing"`) {
+		t.Fatalf("errors %v", errs)
+	}
+}

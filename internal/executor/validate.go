@@ -101,6 +101,7 @@ func validateState(spec *v1alpha1.LoopSpec, name string, st *v1alpha1.State, cap
 		errs = append(errs, field.Invalid(p.Child("timeout"), st.Timeout.Duration.String(), "must be positive"))
 	}
 	errs = append(errs, checkTemplate(st.Action, captured, p.Child("action"))...)
+	errs = append(errs, checkParams(st, p)...)
 	errs = append(errs, validateSubLoop(st, captured, p)...)
 	errs = append(errs, validateTargets(spec, st, p)...)
 	if !st.Terminal && st.Next == "" && len(st.Route) == 0 && st.OnSuccess == "" && st.OnFailure == "" && st.OnError == "" {
@@ -174,6 +175,22 @@ func validateTargets(spec *v1alpha1.LoopSpec, st *v1alpha1.State, p *field.Path)
 		}
 		seen[v1alpha1.CanonicalVerdict(k)] = k
 		check(fp, string(st.Route[k]), true)
+	}
+	return errs
+}
+
+// checkParams reports ${param.NAME} in a state's action that the state does
+// not bind (fragmentParams).
+func checkParams(st *v1alpha1.State, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for _, r := range interpolate.References(st.Action) {
+		if r.Namespace != "param" || r.Guarded || len(r.Path) == 0 {
+			continue
+		}
+		if _, ok := st.FragmentParams[r.Path[0]]; !ok {
+			errs = append(errs, field.Invalid(p.Child("action"), "${param."+strings.Join(r.Path, ".")+"}",
+				fmt.Sprintf("the state binds no fragment parameter %q (fragmentParams; little-loops: with on a fragment state)", r.Path[0])))
+		}
 	}
 	return errs
 }

@@ -267,6 +267,12 @@ func (r *reader) state(name string, m map[string]any) v1alpha1.State {
 			st.OnRetryExhausted = r.str(m, k, fp)
 		case "loop", "context_passthrough", "with", "worktree":
 			r.subLoopKey(m, k, fp, &st)
+		case fragmentParamsKey:
+			params, _ := m[k].(map[string]any)
+			st.FragmentParams = make(map[string]apiextensionsv1.JSON, len(params))
+			for name, v := range params {
+				st.FragmentParams[name] = toJSON(v)
+			}
 		default:
 			r.stateExtra(m, k, fp, hasRoute, &st, extra)
 		}

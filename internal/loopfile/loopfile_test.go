@@ -299,3 +299,40 @@ func TestLibraryPath(t *testing.T) {
 		t.Errorf("Resolve by name: %q %v", p, err)
 	}
 }
+
+func TestFragmentParameters(t *testing.T) {
+	doc := `name: p
+initial: a
+fragments:
+  writer:
+    parameters:
+      file: {required: true}
+      mode: {default: append}
+    action: echo ${param.mode} > ${param.file}
+    action_type: shell
+states:
+  a:
+    fragment: writer
+    with:
+      file: "${context.run_dir}/x"
+    next: b
+  b: {terminal: true}
+`
+	f, err := Parse([]byte(doc), "", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := f.Loop.Spec.States["a"]
+	if string(a.FragmentParams["file"].Raw) != `"${context.run_dir}/x"` || string(a.FragmentParams["mode"].Raw) != `"append"` || a.With != nil {
+		t.Fatalf("state a: %+v", a)
+	}
+	for _, w := range f.Warnings {
+		if strings.Contains(w, "parameters") || strings.Contains(w, "with") {
+			t.Errorf("warning %q", w)
+		}
+	}
+	_, err = Parse([]byte(strings.Replace(doc, "      file: \"${context.run_dir}/x\"\n", "      other: 1\n", 1)), "", Options{})
+	if err == nil || !strings.Contains(err.Error(), `states.a.with: fragment "writer" requires parameter "file"`) {
+		t.Fatalf("unbound required parameter: %v", err)
+	}
+}

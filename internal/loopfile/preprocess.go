@@ -3,8 +3,10 @@ package loopfile
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/looprun/looprun/internal/safefile"
@@ -200,13 +202,59 @@ func (r *reader) fragments(doc map[string]any, dir string) error {
 		if !ok {
 			return fmt.Errorf("states.%s.fragment: no fragment %q in the imported libraries or the fragments section", name, ref)
 		}
-		merged := deepMerge(frag, st)
+		base := make(map[string]any, len(frag))
+		for k, v := range frag {
+			if k != "parameters" && k != "description" {
+				base[k] = v
+			}
+		}
+		merged := deepMerge(base, st)
 		delete(merged, "fragment")
 		delete(merged, "description")
-		if _, ok := merged["with"]; ok {
-			r.warn("states.%s.with: fragment parameters are not supported; ${param.*} references will fail", name)
+		// with on a fragment state binds the fragment's ${param.*}.
+		params, err := fragmentParams(name, ref, merged["with"], frag["parameters"])
+		if err != nil {
+			return err
+		}
+		delete(merged, "with")
+		if len(params) > 0 {
+			merged[fragmentParamsKey] = params
 		}
 		states[name] = merged
 	}
 	return nil
+}
+
+// fragmentParamsKey carries a fragment state's parameter bindings from the
+// fragment pass to the state reader (it is no key of a loop file).
+const fragmentParamsKey = "\x00fragment_params"
+
+// fragmentParams binds a fragment's parameters: the state's with, then
+// the defaults the fragment declares; a required one left unbound is an
+// error.
+func fragmentParams(state, fragment string, with, declared any) (map[string]any, error) {
+	out := map[string]any{}
+	if with != nil {
+		w, ok := with.(map[string]any)
+		if !ok {
+			return nil, fmt.Errorf("states.%s.with: must be a mapping of fragment parameters to values", state)
+		}
+		for k, v := range w {
+			out[k] = v
+		}
+	}
+	decl, _ := declared.(map[string]any)
+	for _, name := range slices.Sorted(maps.Keys(decl)) {
+		spec, _ := decl[name].(map[string]any)
+		if _, bound := out[name]; bound {
+			continue
+		}
+		if req, _ := spec["required"].(bool); req {
+			return nil, fmt.Errorf("states.%s.with: fragment %q requires parameter %q", state, fragment, name)
+		}
+		if d, ok := spec["default"]; ok && d != nil {
+			out[name] = d
+		}
+	}
+	return out, nil
 }

@@ -4,7 +4,7 @@
 // Syntax: ${ns.path} is replaced by the value; ${ns.path:default=TEXT} uses
 // TEXT when the value cannot be resolved; ${ns.path?} uses the empty string;
 // ${ns.path:shell} quotes the value for bash. $${ is a literal ${, so bash's own
-// ${VAR:-x} can be written $${VAR:-x}. Namespaces: context, captured, prev,
+// ${VAR:-x} can be written $${VAR:-x}. Namespaces: context, captured, prev, param,
 // result, state, loop and env.
 package interpolate
 
@@ -70,7 +70,7 @@ func parseRef(raw string) (ref, error) {
 		return r, &Error{Var: raw, Reason: "a reference needs a namespace and a path, as in ${context.name}"}
 	}
 	if !knownNamespace(ns) {
-		return r, &Error{Var: raw, Reason: fmt.Sprintf("unknown namespace %q (context, captured, prev, result, state, loop, env)", ns)}
+		return r, &Error{Var: raw, Reason: fmt.Sprintf("unknown namespace %q (context, captured, prev, result, state, loop, env, param)", ns)}
 	}
 	r.namespace = ns
 	r.path = strings.Split(path, ".")
@@ -84,7 +84,7 @@ func parseRef(raw string) (ref, error) {
 
 func knownNamespace(ns string) bool {
 	switch ns {
-	case "context", "captured", "prev", "result", "state", "loop", "env":
+	case "context", "captured", "prev", "result", "state", "loop", "env", "param":
 		return true
 	}
 	return false

@@ -28,6 +28,8 @@ type Vars struct {
 	Elapsed   time.Duration
 	// Env looks up environment variables; nil means none are visible.
 	Env func(string) (string, bool)
+	// Param holds the state's fragment parameters, ${param.NAME}.
+	Param map[string]any
 }
 
 var errNotFound = errors.New("not defined")
@@ -61,6 +63,11 @@ func (v *Vars) resolve(ns string, path []string) (any, error) {
 			"elapsed_ms": v.Elapsed.Milliseconds(),
 			"elapsed":    FormatElapsed(v.Elapsed),
 		}, path)
+	case "param":
+		if v.Param == nil {
+			return nil, errors.New("the state binds no fragment parameters")
+		}
+		return walk(v.Param, path)
 	case "env":
 		if len(path) != 1 {
 			return nil, errors.New("env takes one variable name")
