@@ -265,14 +265,8 @@ func (r *reader) state(name string, m map[string]any) v1alpha1.State {
 			st.MaxRetries = r.int32p(m, k, fp)
 		case "on_retry_exhausted":
 			st.OnRetryExhausted = r.str(m, k, fp)
-		case "loop", "context_passthrough", "with", "worktree":
-			r.subLoopKey(m, k, fp, &st)
-		case fragmentParamsKey:
-			params, _ := m[k].(map[string]any)
-			st.FragmentParams = make(map[string]apiextensionsv1.JSON, len(params))
-			for name, v := range params {
-				st.FragmentParams[name] = toJSON(v)
-			}
+		case "loop", "context_passthrough", "with", "worktree", fragmentParamsKey:
+			r.compositionKey(m, k, fp, &st)
 		default:
 			r.stateExtra(m, k, fp, hasRoute, &st, extra)
 		}
@@ -321,9 +315,16 @@ func (r *reader) stateExtra(m map[string]any, k, fp string, hasRoute bool, st *v
 	}
 }
 
-// subLoopKey reads the keys of a sub-loop state.
-func (r *reader) subLoopKey(m map[string]any, k, fp string, st *v1alpha1.State) {
+// compositionKey reads the keys that compose loops: a sub-loop state's,
+// and the parameters a fragment state binds.
+func (r *reader) compositionKey(m map[string]any, k, fp string, st *v1alpha1.State) {
 	switch k {
+	case fragmentParamsKey:
+		params, _ := m[k].(map[string]any)
+		st.FragmentParams = make(map[string]apiextensionsv1.JSON, len(params))
+		for name, v := range params {
+			st.FragmentParams[name] = toJSON(v)
+		}
 	case "loop":
 		st.Loop = r.str(m, k, fp)
 	case "context_passthrough":
