@@ -111,6 +111,12 @@ type LoopSpec struct {
 	// +kubebuilder:validation:Minimum=0
 	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
 
+	// throttle bounds how many times in a row every state may run its
+	// action (a state's own throttle overrides it). Unset: no bound.
+	// little-loops files get little-loops' default (warn at 8, hard at 12).
+	// +optional
+	Throttle *Throttle `json:"throttle,omitempty"`
+
 	// resumeFrom forks another Loop's run: this Loop starts from that Loop's
 	// checkpoint at the given iteration (its context, captured results and
 	// iteration count) and runs on its own; the source is not touched. Read
@@ -262,6 +268,18 @@ type State struct {
 	// +kubebuilder:validation:MaxProperties=64
 	With map[string]apiextensionsv1.JSON `json:"with,omitempty"`
 
+	// throttle bounds how many times in a row this state may run its
+	// action; unset: spec.throttle.
+	// +optional
+	Throttle *Throttle `json:"throttle,omitempty"`
+
+	// onThrottleHard is where the state goes when its action ran
+	// throttle.hardMax times in a row (else onError; with neither the
+	// state goes on, and one more run ends the loop in error).
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	OnThrottleHard string `json:"onThrottleHard,omitempty"`
+
 	// fragmentParams are the values of ${param.NAME} in this state's
 	// templates (templates in strings are expanded first): little-loops'
 	// with on a state made from a fragment, with the fragment's parameter
@@ -277,6 +295,26 @@ type State struct {
 	// +optional
 	RetryPolicy *RetryPolicy `json:"retryPolicy,omitempty"`
 }
+
+// Throttle bounds how many times in a row a state runs its action: at
+// warnMax a throttle_warn event; at hardMax the state goes to its
+// onThrottleHard (or onError); past hardMax the loop ends in error.
+type Throttle struct {
+	// warnMax is the run that is warned about. Default 8.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	WarnMax *int32 `json:"warnMax,omitempty"`
+	// hardMax is the run that escalates. Default 12.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	HardMax *int32 `json:"hardMax,omitempty"`
+}
+
+// Defaults of Throttle (little-loops' own).
+const (
+	DefaultThrottleWarnMax int32 = 8
+	DefaultThrottleHardMax int32 = 12
+)
 
 // RetryPolicy retries an action that failed for a transient reason.
 type RetryPolicy struct {

@@ -25,7 +25,7 @@ const killRounds = 100
 // again under the same number).
 func TestKilledRunNeverRerunsAFinishedAction(t *testing.T) {
 	dir := t.TempDir()
-	write(t, dir, "count.yaml", "name: count\ninitial: a\nmax_steps: 1000000\nmax_edge_revisits: 1000000\nstates:\n  a:\n    action: echo $LOOPRUN_ITERATION >> trace\n    on_yes: $current\n  done:\n    terminal: true\n")
+	write(t, dir, "count.yaml", "name: count\ninitial: a\nmax_steps: 1000000\nmax_edge_revisits: 1000000\nstates:\n  a:\n    action: echo $LOOPRUN_ITERATION >> trace\n    throttle: {warn_max: 1000000, hard_max: 1000000}\n    on_yes: $current\n  done:\n    terminal: true\n")
 	r := rand.New(rand.NewPCG(1, 2))
 	for i := range killRounds {
 		cmd := exec.Command(binary, "resume", "-q", "count")

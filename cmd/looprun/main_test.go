@@ -378,7 +378,7 @@ states:
 // Killing a run at arbitrary moments never leaves a state file that cannot be read.
 func TestStateFileSurvivesKills(t *testing.T) {
 	dir := t.TempDir()
-	write(t, dir, "spin.yaml", "name: spin\ninitial: a\nmax_steps: 100000\nmax_edge_revisits: 100000\nstates:\n  a:\n    action: 'true'\n    capture: a\n    on_yes: $current\n  done:\n    terminal: true\n")
+	write(t, dir, "spin.yaml", "name: spin\ninitial: a\nmax_steps: 100000\nmax_edge_revisits: 100000\nstates:\n  a:\n    action: 'true'\n    capture: a\n    throttle: {warn_max: 1000000, hard_max: 1000000}\n    on_yes: $current\n  done:\n    terminal: true\n")
 	for i := 0; i < 8; i++ {
 		cmd := exec.Command(binary, "run", "-q", "spin.yaml")
 		if i > 0 {

@@ -44,7 +44,7 @@ func (t *txn) complete(ctx context.Context, res *ActionResult) {
 	run.Action = nil
 	if res != nil && st.Action != "" {
 		t.actionComplete(&st, res)
-		if t.retry(&st, res) {
+		if t.retry(&st, res) || t.throttled(&st) {
 			return
 		}
 	}

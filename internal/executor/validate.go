@@ -163,6 +163,7 @@ func validateTargets(spec *v1alpha1.LoopSpec, st *v1alpha1.State, p *field.Path)
 	check(p.Child("next"), st.Next, false)
 	check(p.Child("onMaintain"), st.OnMaintain, false)
 	check(p.Child("onRetryExhausted"), st.OnRetryExhausted, false)
+	check(p.Child("onThrottleHard"), st.OnThrottleHard, true)
 	seen := map[string]string{}
 	for _, k := range slices.Sorted(maps.Keys(st.Route)) {
 		fp := p.Child("route").Key(k)

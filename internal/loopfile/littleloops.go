@@ -13,6 +13,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/executor/interpolate"
@@ -61,8 +62,8 @@ var ignoredStateKeys = map[string]string{
 	"rate_limit_max_wait_seconds": "rate-limit retries", "rate_limit_long_wait_ladder": "rate-limit retries",
 	"agent": "Claude CLI options", "tools": "Claude CLI options", "model": "Claude CLI options",
 	"effort": "Claude CLI options", "request_path": "Claude CLI options", "session_mode": "Claude CLI options",
-	"pruning_profile": "Claude CLI options", "throttle": "the throttle", "on_throttle_hard": "the throttle",
-	"cost_ceiling": "cost ceilings", "tamper_guard": "harness guards", "prepatch_check": "harness guards",
+	"pruning_profile": "Claude CLI options",
+	"cost_ceiling":    "cost ceilings", "tamper_guard": "harness guards", "prepatch_check": "harness guards",
 	"description": "",
 }
 
@@ -93,7 +94,10 @@ func (r *reader) littleLoops(doc map[string]any, dir string) (*v1alpha1.Loop, er
 		return nil, fmt.Errorf("missing required fields: %s", strings.Join(missing, ", "))
 	}
 	name := r.str(doc, "name", "name")
-	spec := v1alpha1.LoopSpec{Initial: r.str(doc, "initial", "initial")}
+	// Every state of a little-loops file is throttled as little-loops
+	// throttles it: warned at 8 runs in a row, escalated at 12.
+	spec := v1alpha1.LoopSpec{Initial: r.str(doc, "initial", "initial"), Throttle: &v1alpha1.Throttle{
+		WarnMax: ptr.To(v1alpha1.DefaultThrottleWarnMax), HardMax: ptr.To(v1alpha1.DefaultThrottleHardMax)}}
 	r.topLevel(doc, &spec)
 	states, ok := doc["states"].(map[string]any)
 	if !ok {
@@ -282,8 +286,17 @@ func (r *reader) state(name string, m map[string]any) v1alpha1.State {
 	return st
 }
 
-// stateExtra handles shorthand routes and the keys looprun does not support.
+// stateExtra handles the throttle, shorthand routes and the keys looprun
+// does not support.
 func (r *reader) stateExtra(m map[string]any, k, fp string, hasRoute bool, st *v1alpha1.State, extra map[string]string) {
+	switch k {
+	case "throttle":
+		st.Throttle = r.throttle(m[k], fp)
+		return
+	case "on_throttle_hard":
+		st.OnThrottleHard = r.str(m, k, fp)
+		return
+	}
 	if why, ok := unsupportedStateKeys[k]; ok {
 		r.fail("%s: %s", fp, why)
 		return
@@ -313,6 +326,29 @@ func (r *reader) stateExtra(m map[string]any, k, fp string, hasRoute bool, st *v
 	default:
 		extra[v1alpha1.CanonicalVerdict(strings.TrimPrefix(k, "on_"))] = target
 	}
+}
+
+// throttle reads a state's throttle (normal_max is little-loops' own
+// bookkeeping; it changes nothing).
+func (r *reader) throttle(v any, fp string) *v1alpha1.Throttle {
+	m, ok := v.(map[string]any)
+	if !ok {
+		r.fail("%s: must be a mapping", fp)
+		return nil
+	}
+	th := &v1alpha1.Throttle{}
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		switch k {
+		case "warn_max":
+			th.WarnMax = r.int32p(m, k, fp+"."+k)
+		case "hard_max":
+			th.HardMax = r.int32p(m, k, fp+"."+k)
+		case "normal_max":
+		default:
+			r.warn("%s.%s: unknown key; ignored", fp, k)
+		}
+	}
+	return th
 }
 
 // compositionKey reads the keys that compose loops: a sub-loop state's,

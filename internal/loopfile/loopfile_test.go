@@ -133,7 +133,10 @@ func TestInheritance(t *testing.T) {
 
 func TestUnknownKeysAreReported(t *testing.T) {
 	f := load(t, "unknown-keys.yaml")
-	for _, w := range []string{"frobnicate: unknown key", "states.a.with_: unknown key", "states.a.throttle: the throttle", "states.a.evaluate.wobble: unknown evaluator key"} {
+	if th := f.Loop.Spec.States["a"].Throttle; th == nil || *th.HardMax != 3 || th.WarnMax != nil {
+		t.Errorf("states.a.throttle %+v", th)
+	}
+	for _, w := range []string{"frobnicate: unknown key", "states.a.with_: unknown key", "states.a.evaluate.wobble: unknown evaluator key"} {
 		if !hasWarning(f, w) {
 			t.Errorf("no warning %q in %v", w, f.Warnings)
 		}

@@ -1,0 +1,57 @@
+package executor
+
+import (
+	"cmp"
+	"fmt"
+
+	"github.com/looprun/looprun/api/v1alpha1"
+)
+
+// Events of the throttle, as little-loops writes them.
+const (
+	EventThrottleWarn = "throttle_warn"
+	EventThrottleHard = "throttle_hard"
+	EventThrottleStop = "throttle_stop"
+)
+
+// throttled applies the state's throttle once its action ran: the n-th
+// run in a row (n counts the state's consecutive visits) is warned about
+// at warnMax, sent to onThrottleHard (else onError) at hardMax, and past
+// it ends the loop. It reports true when the state is done with.
+func (t *txn) throttled(st *v1alpha1.State) bool {
+	th := st.Throttle
+	if th == nil {
+		th = t.m.spec.Throttle
+	}
+	if th == nil {
+		return false
+	}
+	warnMax, hardMax := v1alpha1.DefaultThrottleWarnMax, v1alpha1.DefaultThrottleHardMax
+	if th.WarnMax != nil {
+		warnMax = *th.WarnMax
+	}
+	if th.HardMax != nil {
+		hardMax = *th.HardMax
+	}
+	run := t.run
+	state := run.CurrentState
+	count := run.RetryCounts[state] + 1
+	if count == warnMax {
+		t.emit(EventThrottleWarn, map[string]any{"state": state, "count": count, "warn_max": warnMax, "hard_max": hardMax})
+	}
+	switch {
+	case count == hardMax:
+		next := cmp.Or(st.OnThrottleHard, st.OnError)
+		t.emit(EventThrottleHard, map[string]any{"state": state, "count": count, "hard_max": hardMax, "next": next})
+		if next == "" {
+			return false
+		}
+		t.transition(next, "")
+		return true
+	case count > hardMax:
+		t.emit(EventThrottleStop, map[string]any{"state": state, "count": count, "hard_max": hardMax})
+		t.finish(v1alpha1.TerminatedError, fmt.Sprintf("Throttle stop: state '%s' exceeded hard_max=%d tool calls with no on_throttle_hard target", state, hardMax))
+		return true
+	}
+	return false
+}
