@@ -26,7 +26,7 @@ func (p Phase) IsFinished() bool {
 }
 
 // TerminationReason says why a loop ended.
-// +kubebuilder:validation:Enum=terminal;max_iterations;timeout;error;cycle_detected;retry_exhausted;stopped
+// +kubebuilder:validation:Enum=terminal;max_iterations;timeout;error;cycle_detected;retry_exhausted;stopped;max_passes
 type TerminationReason string
 
 // The termination reasons.
@@ -38,6 +38,8 @@ const (
 	TerminatedCycleDetected  TerminationReason = "cycle_detected"
 	TerminatedRetryExhausted TerminationReason = "retry_exhausted"
 	TerminatedStopped        TerminationReason = "stopped"
+	// TerminatedMaxPasses: spec.maxPasses full passes of a maintain loop.
+	TerminatedMaxPasses TerminationReason = "max_passes"
 )
 
 // The deterministic verdicts; little-loops spells success and failure yes and no.
@@ -191,6 +193,11 @@ type RunState struct {
 	// passes counts maintain-mode restarts.
 	// +optional
 	Passes int32 `json:"passes,omitempty"`
+	// capSummary is the limit (max_iterations, max_passes) whose summary
+	// state (onMaxIterations, onMaxPasses) was entered; the run ends by it
+	// once the summary state ran.
+	// +optional
+	CapSummary TerminationReason `json:"capSummary,omitempty"`
 	// stalls are the counters of the stall evaluators (diff_stall,
 	// action_stall), by evaluator and scope: what was seen last and how
 	// many times in a row.

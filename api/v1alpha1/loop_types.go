@@ -64,6 +64,26 @@ type LoopSpec struct {
 	// +kubebuilder:validation:Minimum=1
 	MaxIterations *int32 `json:"maxIterations,omitempty"`
 
+	// onMaxIterations is a state run once when maxIterations is reached
+	// (a summary); the loop then ends max_iterations all the same.
+	// little-loops: on_max_steps.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	OnMaxIterations string `json:"onMaxIterations,omitempty"`
+
+	// maxPasses caps the full passes of a maintain-mode loop (restarts
+	// from a terminal state); the loop then ends max_passes. Unset: no
+	// cap. little-loops: max_iterations beside max_steps.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	MaxPasses *int32 `json:"maxPasses,omitempty"`
+
+	// onMaxPasses is a state run once when maxPasses is reached.
+	// little-loops: on_max_iterations.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	OnMaxPasses string `json:"onMaxPasses,omitempty"`
+
 	// timeout bounds the loop's wall-clock time, checked between states
 	// (for example "2h"). Unset means no limit.
 	// +optional

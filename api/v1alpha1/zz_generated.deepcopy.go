@@ -427,6 +427,11 @@ func (in *LoopSpec) DeepCopyInto(out *LoopSpec) {
 		*out = new(int32)
 		**out = **in
 	}
+	if in.MaxPasses != nil {
+		in, out := &in.MaxPasses, &out.MaxPasses
+		*out = new(int32)
+		**out = **in
+	}
 	if in.Timeout != nil {
 		in, out := &in.Timeout, &out.Timeout
 		*out = new(metav1.Duration)

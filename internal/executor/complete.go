@@ -37,8 +37,7 @@ func (t *txn) complete(ctx context.Context, res *ActionResult) {
 		t.finish(v1alpha1.TerminatedError, fmt.Sprintf("state %q: the action's result was lost", run.CurrentState))
 		return
 	}
-	if st.Loop != "" {
-		t.completeSubLoop(&st, res)
+	if t.completeSpecial(&st, res) {
 		return
 	}
 	run.Action = nil
@@ -82,6 +81,27 @@ func (t *txn) complete(ctx context.Context, res *ActionResult) {
 		}
 	}
 	t.transition(target, result.Verdict)
+}
+
+// completeSpecial completes the states that neither evaluate nor route as
+// others do: a sub-loop state, and a terminal summary state, whose action
+// ran once before the run ends by its cap. It reports whether it did.
+func (t *txn) completeSpecial(st *v1alpha1.State, res *ActionResult) bool {
+	run := t.run
+	switch {
+	case st.Loop != "":
+		t.completeSubLoop(st, res)
+	case st.Terminal && run.CapSummary != "":
+		run.Action = nil
+		if res != nil {
+			t.actionComplete(st, res)
+			t.capture(st, res, "")
+		}
+		t.finish(run.CapSummary, "")
+	default:
+		return false
+	}
+	return true
 }
 
 // actionComplete records the action's result: the event and prev.

@@ -246,6 +246,7 @@ func (m *Machine) Resume(run *v1alpha1.RunState, now time.Time) ([]Event, bool) 
 	}
 	ts := metav1.NewTime(now)
 	run.ResumedAt = &ts
+	run.CapSummary = "" // as little-loops: a resumed run may summarise again
 	run.Phase = v1alpha1.PhaseRunning
 	run.TerminatedBy = ""
 	run.Message = ""
@@ -307,14 +308,21 @@ func (t *txn) vars() *interpolate.Vars {
 	return v
 }
 
-// stepCapLittleLoops is little-loops' name for a run stopped by its step cap.
-const stepCapLittleLoops = "max_steps"
+// Little-loops' names for a run stopped by its step cap and its pass cap.
+const (
+	stepCapLittleLoops = "max_steps"
+	passCapLittleLoops = "max_iterations_reached"
+)
 
 // TerminationName is how events and messages name a termination reason:
-// for a loop from a little-loops file, the step cap is max_steps.
+// for a loop from a little-loops file, the step cap is max_steps and the
+// pass cap max_iterations_reached.
 func TerminationName(by v1alpha1.TerminationReason, littleLoops bool) string {
-	if littleLoops && by == v1alpha1.TerminatedMaxIterations {
+	switch {
+	case littleLoops && by == v1alpha1.TerminatedMaxIterations:
 		return stepCapLittleLoops
+	case littleLoops && by == v1alpha1.TerminatedMaxPasses:
+		return passCapLittleLoops
 	}
 	return string(by)
 }
@@ -331,7 +339,7 @@ func (t *txn) finish(by v1alpha1.TerminationReason, message string) {
 		if failureTerminal {
 			run.Phase = v1alpha1.PhaseFailed
 		}
-	case v1alpha1.TerminatedMaxIterations, v1alpha1.TerminatedStopped:
+	case v1alpha1.TerminatedMaxIterations, v1alpha1.TerminatedMaxPasses, v1alpha1.TerminatedStopped:
 		run.Phase = v1alpha1.PhaseInterrupted
 	default:
 		run.Phase = v1alpha1.PhaseFailed

@@ -63,18 +63,9 @@ func (t *txn) plan() Step {
 			}
 			continue
 		}
-		if st.Terminal {
-			if !spec.Maintain {
-				t.finish(v1alpha1.TerminatedTerminal, "")
-				return Step{Kind: StepDone}
-			}
-			t.maintainRestart(&st)
-			continue
-		}
-		if st.MaxRetries != nil && run.RetryCounts[run.CurrentState] > *st.MaxRetries {
-			if !t.retryExhausted(&st) {
-				return Step{Kind: StepDone}
-			}
+		if done, hopped := t.beforeEnter(&st); done {
+			return Step{Kind: StepDone}
+		} else if hopped {
 			continue
 		}
 		run.Iteration++
@@ -124,6 +115,56 @@ func (t *txn) inFlight() Step {
 	}}
 }
 
+// beforeEnter handles what happens instead of entering the current state:
+// a terminal state ends the run (or restarts a maintain loop), and a state
+// that re-entered itself too often goes to onRetryExhausted. done: the run
+// ended; hopped: the run moved to another state without running one.
+func (t *txn) beforeEnter(st *v1alpha1.State) (done, hopped bool) {
+	run := t.run
+	if st.Terminal && !t.terminalSummary(st) {
+		if t.endAtTerminal() {
+			return true, false
+		}
+		t.maintainRestart(st)
+		return false, true
+	}
+	if st.MaxRetries != nil && run.RetryCounts[run.CurrentState] > *st.MaxRetries {
+		if !t.retryExhausted(st) {
+			return true, false
+		}
+		return false, true
+	}
+	return false, false
+}
+
+// endAtTerminal ends the run in the terminal state entered, unless a
+// maintain loop restarts: by the cap whose summary ran, or as terminal.
+func (t *txn) endAtTerminal() bool {
+	switch {
+	case t.run.CapSummary != "":
+		t.finish(t.run.CapSummary, "")
+	case !t.m.spec.Maintain:
+		t.finish(v1alpha1.TerminatedTerminal, "")
+	default:
+		return false
+	}
+	return true
+}
+
+// terminalSummary reports whether the terminal state entered is a cap's
+// summary state with an action, which runs once before the run ends.
+func (t *txn) terminalSummary(st *v1alpha1.State) bool {
+	run, spec := t.run, t.m.spec
+	if st.Action == "" || run.CapSummary == "" {
+		return false
+	}
+	summary := spec.OnMaxIterations
+	if run.CapSummary == v1alpha1.TerminatedMaxPasses {
+		summary = spec.OnMaxPasses
+	}
+	return run.CurrentState == summary
+}
+
 // dropStaleRetry forgets a pending retry whose state no longer has an
 // action with a retry policy (the spec changed in between).
 func (t *txn) dropStaleRetry() {
@@ -137,11 +178,16 @@ func (t *txn) dropStaleRetry() {
 }
 
 // limitReached ends the run at maxIterations (unless the next action is a
-// retry of the current iteration's) or at the loop's timeout.
+// retry of the current iteration's), at maxPasses, or at the loop's
+// timeout. A cap with a summary state jumps there first, once.
 func (t *txn) limitReached(retrying bool) bool {
 	run, spec := t.run, t.m.spec
-	if !retrying && run.Iteration >= spec.GetMaxIterations() {
-		t.finish(v1alpha1.TerminatedMaxIterations, "")
+	if !retrying && run.Iteration >= spec.GetMaxIterations() &&
+		!t.summarise(v1alpha1.TerminatedMaxIterations, spec.OnMaxIterations, "max_steps_summary", map[string]any{"iterations": run.Iteration}) {
+		return true
+	}
+	if spec.MaxPasses != nil && run.Passes >= *spec.MaxPasses &&
+		!t.summarise(v1alpha1.TerminatedMaxPasses, spec.OnMaxPasses, "max_iterations_reached_summary", map[string]any{"iteration_count": run.Passes}) {
 		return true
 	}
 	if limit := spec.GetTimeout(); limit > 0 && Elapsed(run, t.now) > limit {
@@ -149,6 +195,27 @@ func (t *txn) limitReached(retrying bool) bool {
 		return true
 	}
 	return false
+}
+
+// summarise handles a cap that is reached: the first time, with a
+// summary state, it jumps there (no route: the summary runs, then the run
+// ends by the cap) and reports true; otherwise it ends the run.
+func (t *txn) summarise(by v1alpha1.TerminationReason, summary, event string, data map[string]any) bool {
+	run := t.run
+	if summary == "" || run.CapSummary != "" {
+		t.finish(by, "")
+		return false
+	}
+	if _, ok := t.m.spec.States[summary]; !ok {
+		t.finish(v1alpha1.TerminatedError, fmt.Sprintf("summary state %q does not exist", summary))
+		return false
+	}
+	data["summary_state"] = summary
+	t.emit(event, data)
+	run.CapSummary = by
+	delete(run.RetryCounts, run.CurrentState)
+	run.CurrentState = summary
+	return true
 }
 
 // stepHop tells plan's loop that startAction moved to another state

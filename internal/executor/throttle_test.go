@@ -40,3 +40,51 @@ func TestThrottle(t *testing.T) {
 		t.Fatalf("unthrottled: %s", r.run.TerminatedBy)
 	}
 }
+
+// capSpec alternates a and b under a cap of 3 steps with a summary state.
+func capSpec(summary v1alpha1.State) *v1alpha1.LoopSpec {
+	return &v1alpha1.LoopSpec{Initial: "a", MaxIterations: i32(3), OnMaxIterations: "summary",
+		States: map[string]v1alpha1.State{
+			"a": {Action: "a", Next: "b"}, "b": {Action: "b", Next: "a"},
+			"summary": summary, "done": {Terminal: true},
+		}}
+}
+
+// At the step cap the summary state runs once, then the run ends by the
+// cap (as ll-loop's on_max_steps: a b a summary, 4 iterations).
+func TestCapSummaryState(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		summary v1alpha1.State
+		final   string
+	}{
+		{"routes on", v1alpha1.State{Action: "summary", Next: "done"}, "done"},
+		{"terminal with an action", v1alpha1.State{Action: "summary", Terminal: true}, "summary"},
+	} {
+		acts := &fakeActions{}
+		r := runLoop(t, capSpec(c.summary), acts, Options{LittleLoops: true}, time.Millisecond)
+		if strings.Join(acts.ran, " ") != "a b a summary" || r.run.TerminatedBy != v1alpha1.TerminatedMaxIterations ||
+			r.run.Iteration != 4 || r.run.CurrentState != c.final || r.count("max_steps_summary") != 1 {
+			t.Errorf("%s: ran %v, %s in %s after %d", c.name, acts.ran, r.run.TerminatedBy, r.run.CurrentState, r.run.Iteration)
+		}
+		last := r.events[len(r.events)-1]
+		if last.Data["terminated_by"] != "max_steps" {
+			t.Errorf("%s: loop_complete %v", c.name, last.Data)
+		}
+	}
+}
+
+// maxPasses caps a maintain loop's full passes; onMaxPasses runs once.
+func TestMaxPasses(t *testing.T) {
+	spec := &v1alpha1.LoopSpec{Initial: "work", Maintain: true, MaxIterations: i32(100), MaxPasses: i32(2), OnMaxPasses: "report",
+		States: map[string]v1alpha1.State{
+			"work": {Action: "work", Next: "done"}, "done": {Terminal: true},
+			"report": {Action: "report", Next: "done"},
+		}}
+	acts := &fakeActions{}
+	r := runLoop(t, spec, acts, Options{LittleLoops: true}, time.Millisecond)
+	if strings.Join(acts.ran, " ") != "work work report" || r.run.TerminatedBy != v1alpha1.TerminatedMaxPasses ||
+		r.run.Phase != v1alpha1.PhaseInterrupted || r.events[len(r.events)-1].Data["terminated_by"] != "max_iterations_reached" {
+		t.Fatalf("ran %v; %s %s %v", acts.ran, r.run.TerminatedBy, r.run.Phase, r.events[len(r.events)-1].Data)
+	}
+}

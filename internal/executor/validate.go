@@ -39,6 +39,11 @@ func Validate(spec *v1alpha1.LoopSpec) field.ErrorList {
 		errs = append(errs, field.NotFound(root.Child("initial"), spec.Initial))
 	}
 	errs = append(errs, validateLimits(spec, root)...)
+	for _, f := range []struct{ name, target string }{{"onMaxIterations", spec.OnMaxIterations}, {"onMaxPasses", spec.OnMaxPasses}} {
+		if _, ok := spec.States[f.target]; f.target != "" && !ok {
+			errs = append(errs, field.NotFound(root.Child(f.name), f.target))
+		}
+	}
 	if _, err := DecodeContext(spec.Context); err != nil {
 		errs = append(errs, field.Invalid(root.Child("context"), "", err.Error()))
 	}
@@ -70,6 +75,9 @@ func validateLimits(spec *v1alpha1.LoopSpec, root *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	if spec.MaxIterations != nil && *spec.MaxIterations < 1 {
 		errs = append(errs, field.Invalid(root.Child("maxIterations"), *spec.MaxIterations, "must be at least 1"))
+	}
+	if spec.MaxPasses != nil && *spec.MaxPasses < 1 {
+		errs = append(errs, field.Invalid(root.Child("maxPasses"), *spec.MaxPasses, "must be at least 1"))
 	}
 	if spec.MaxEdgeRevisits != nil && *spec.MaxEdgeRevisits < 1 {
 		errs = append(errs, field.Invalid(root.Child("maxEdgeRevisits"), *spec.MaxEdgeRevisits, "must be at least 1"))

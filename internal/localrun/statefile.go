@@ -40,6 +40,7 @@ type StateFile struct {
 	TerminatedBy      string               `json:"terminated_by,omitempty"`
 	Error             string               `json:"error,omitempty"`
 	IterationCount    int32                `json:"iteration_count,omitempty"`
+	CapSummary        string               `json:"cap_summary,omitempty"`
 	EdgeRevisitCounts map[string]int32     `json:"edge_revisit_counts,omitempty"`
 	RetryCounts       map[string]int32     `json:"retry_counts,omitempty"`
 	ActionRetries     int32                `json:"action_retries,omitempty"`
@@ -261,7 +262,7 @@ func encodeState(name, loopFile string, ctx map[string]any, run *v1alpha1.RunSta
 		LoopName: name, CurrentState: run.CurrentState, Iteration: run.Iteration,
 		Captured: map[string]CapturedFile{}, StartedAt: fmtTime(run.StartedAt), UpdatedAt: fmtTime(run.UpdatedAt),
 		Status: phaseToStatus(run.Phase), AccumulatedMs: run.AccumulatedMs,
-		RunID: run.RunID, TerminatedBy: string(run.TerminatedBy), Error: run.Message, IterationCount: run.Passes,
+		RunID: run.RunID, TerminatedBy: string(run.TerminatedBy), Error: run.Message, IterationCount: run.Passes, CapSummary: string(run.CapSummary),
 		EdgeRevisitCounts: run.EdgeRevisits, RetryCounts: run.RetryCounts, ActionRetries: run.Retries, NextStepAt: fmtTime(run.NextStepAt),
 		ResumedAt: fmtTime(run.ResumedAt), LastSeq: run.LastSeq, LoopFile: loopFile, Context: ctx,
 		FormatVersion: FormatVersion,
@@ -298,7 +299,7 @@ func (f *StateFile) RunState() (*v1alpha1.RunState, error) {
 		return nil, err
 	}
 	run := &v1alpha1.RunState{
-		RunID: f.RunID, CurrentState: f.CurrentState, Iteration: f.Iteration, Passes: f.IterationCount,
+		RunID: f.RunID, CurrentState: f.CurrentState, Iteration: f.Iteration, Passes: f.IterationCount, CapSummary: v1alpha1.TerminationReason(f.CapSummary),
 		Phase: phase, TerminatedBy: v1alpha1.TerminationReason(f.TerminatedBy), Message: f.Error,
 		EdgeRevisits: f.EdgeRevisitCounts, RetryCounts: f.RetryCounts, Retries: f.ActionRetries, AccumulatedMs: f.AccumulatedMs, LastSeq: f.LastSeq,
 	}

@@ -47,8 +47,7 @@ var ignoredTopLevel = map[string]string{
 	"commands": "catalogue metadata", "targets": "catalogue metadata",
 	"config":  "ll-config overrides",
 	"circuit": "the repeated-failure circuit", "host_guard": "the host memory guard",
-	"prompt_size_guard": "the prompt size guard", "on_max_steps": "the max_steps summary state",
-	"on_max_iterations": "the full-pass summary state", "default_idle_timeout": "idle timeouts",
+	"prompt_size_guard": "the prompt size guard", "default_idle_timeout": "idle timeouts",
 	"pruning_profile": "Claude harness settings", "tamper_guard": "Claude harness settings",
 	"prepatch_check": "Claude harness settings", "session_mode": "Claude harness settings",
 	"artifact_versioning": "Claude harness settings",
@@ -146,10 +145,14 @@ func (r *reader) topLevel(doc map[string]any, spec *v1alpha1.LoopSpec) {
 			spec.MaxIterations = r.int32p(doc, k, k)
 		case "max_iterations":
 			if _, both := doc["max_steps"]; both {
-				r.warn("max_iterations: with max_steps it caps maintain-mode passes, which looprun does not support; ignored")
+				spec.MaxPasses = r.int32p(doc, k, k) // beside max_steps: full passes
 				continue
 			}
 			spec.MaxIterations = r.int32p(doc, k, k)
+		case "on_max_steps":
+			spec.OnMaxIterations = r.str(doc, k, k)
+		case "on_max_iterations":
+			spec.OnMaxPasses = r.str(doc, k, k)
 		case "max_edge_revisits":
 			spec.MaxEdgeRevisits = r.int32p(doc, k, k)
 		case "timeout":
