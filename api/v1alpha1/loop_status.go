@@ -26,7 +26,7 @@ func (p Phase) IsFinished() bool {
 }
 
 // TerminationReason says why a loop ended.
-// +kubebuilder:validation:Enum=terminal;max_iterations;timeout;error;cycle_detected;retry_exhausted;stopped;max_passes
+// +kubebuilder:validation:Enum=terminal;max_iterations;timeout;error;cycle_detected;retry_exhausted;stopped;max_passes;system_signal
 type TerminationReason string
 
 // The termination reasons.
@@ -40,6 +40,9 @@ const (
 	TerminatedStopped        TerminationReason = "stopped"
 	// TerminatedMaxPasses: spec.maxPasses full passes of a maintain loop.
 	TerminatedMaxPasses TerminationReason = "max_passes"
+	// TerminatedSystemSignal: the action of a state with next was killed
+	// by a signal it did not get from looprun, and the state has no onError.
+	TerminatedSystemSignal TerminationReason = "system_signal"
 )
 
 // The deterministic verdicts; little-loops spells success and failure yes and no.
@@ -169,6 +172,9 @@ type ActionStatus struct {
 	// pod runs the action, when actions run as pods.
 	// +optional
 	Pod string `json:"pod,omitempty"`
+	// flush marks an action run once before the loop's timeout ends it.
+	// +optional
+	Flush bool `json:"flush,omitempty"`
 	// loop is the loop a sub-loop state runs (its name, templates expanded).
 	// +optional
 	Loop string `json:"loop,omitempty"`
@@ -198,6 +204,10 @@ type RunState struct {
 	// once the summary state ran.
 	// +optional
 	CapSummary TerminationReason `json:"capSummary,omitempty"`
+	// routed is true between a route and the state it goes to: a timeout
+	// then flushes that state's shell action once.
+	// +optional
+	Routed bool `json:"routed,omitempty"`
 	// stalls are the counters of the stall evaluators (diff_stall,
 	// action_stall), by evaluator and scope: what was seen last and how
 	// many times in a row.

@@ -288,6 +288,14 @@ type State struct {
 	// +kubebuilder:validation:MaxProperties=64
 	With map[string]apiextensionsv1.JSON `json:"with,omitempty"`
 
+	// retryableExitCodes are the exit codes for which a failed action takes
+	// the state's error route (onError, often a retry); any other non-zero
+	// exit goes to onRetryExhausted (else onError). Unset: all do.
+	// +optional
+	// +kubebuilder:validation:MaxItems=32
+	// +listType=set
+	RetryableExitCodes []int32 `json:"retryableExitCodes,omitempty"`
+
 	// throttle bounds how many times in a row this state may run its
 	// action; unset: spec.throttle.
 	// +optional

@@ -908,6 +908,11 @@ func (in *State) DeepCopyInto(out *State) {
 			(*out)[key] = *val.DeepCopy()
 		}
 	}
+	if in.RetryableExitCodes != nil {
+		in, out := &in.RetryableExitCodes, &out.RetryableExitCodes
+		*out = make([]int32, len(*in))
+		copy(*out, *in)
+	}
 	if in.Throttle != nil {
 		in, out := &in.Throttle, &out.Throttle
 		*out = new(Throttle)

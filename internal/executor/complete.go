@@ -69,18 +69,40 @@ func (t *txn) complete(ctx context.Context, res *ActionResult) {
 		run.LastResult = &v1alpha1.EvaluationResult{Verdict: result.Verdict, Details: detailsJSON(result.Details)}
 	}
 	t.capture(&st, res, result.Verdict)
-	target, ok := Route(&st, result.Verdict)
+	t.routeVerdict(&st, res, result.Verdict)
+}
+
+// routeVerdict takes the state's route for the verdict: an error of an
+// exit code the state does not retry escalates; no route ends the run, or
+// restarts a maintain loop.
+func (t *txn) routeVerdict(st *v1alpha1.State, res *ActionResult, verdict string) {
+	target, ok := Route(st, verdict)
+	if verdict == v1alpha1.VerdictError && res != nil && nonRetryable(st, res) && (st.OnRetryExhausted != "" || st.OnError != "") {
+		target, ok = errorTarget(st, res), true
+	}
 	if !ok {
 		if !t.m.spec.Maintain {
-			t.finish(v1alpha1.TerminatedError, fmt.Sprintf("state %q: no route for verdict %q", run.CurrentState, result.Verdict))
+			t.finish(v1alpha1.TerminatedError, fmt.Sprintf("state %q: no route for verdict %q", t.run.CurrentState, verdict))
 			return
 		}
-		target = st.OnMaintain
-		if target == "" {
-			target = t.m.spec.Initial
-		}
+		target = cmpOr(st.OnMaintain, t.m.spec.Initial)
 	}
-	t.transition(target, result.Verdict)
+	t.transition(target, verdict)
+}
+
+// nonRetryable reports whether the action's exit code is not among the
+// state's retryableExitCodes (when it lists any).
+func nonRetryable(st *v1alpha1.State, res *ActionResult) bool {
+	return st.RetryableExitCodes != nil && !slices.Contains(st.RetryableExitCodes, exitCode32(res.ExitCode))
+}
+
+// errorTarget is where a failed action goes: onError, or for an exit code
+// the state does not retry, onRetryExhausted first.
+func errorTarget(st *v1alpha1.State, res *ActionResult) string {
+	if nonRetryable(st, res) && st.OnRetryExhausted != "" {
+		return st.OnRetryExhausted
+	}
+	return st.OnError
 }
 
 // completeSpecial completes the states that neither evaluate nor route as
@@ -89,6 +111,13 @@ func (t *txn) complete(ctx context.Context, res *ActionResult) {
 func (t *txn) completeSpecial(st *v1alpha1.State, res *ActionResult) bool {
 	run := t.run
 	switch {
+	case run.Action != nil && run.Action.Flush:
+		// The action flushed before a timeout: recorded, then the end.
+		run.Action = nil
+		if res != nil {
+			t.actionComplete(st, res)
+		}
+		t.finish(v1alpha1.TerminatedTimeout, fmt.Sprintf("loop timeout %s exceeded", t.m.spec.GetTimeout()))
 	case st.Loop != "":
 		t.completeSubLoop(st, res)
 	case st.Terminal && run.CapSummary != "":
@@ -140,11 +169,11 @@ func (t *txn) completeNext(st *v1alpha1.State, res *ActionResult) {
 		return
 	}
 	if res != nil && res.ExitCode != 0 && st.OnError != "" {
-		t.transition(st.OnError, "")
+		t.transition(errorTarget(st, res), "")
 		return
 	}
 	if res != nil && res.ExitCode < 0 {
-		t.finish(v1alpha1.TerminatedError, fmt.Sprintf("state %q: action killed by signal %d", t.run.CurrentState, -res.ExitCode))
+		t.finish(v1alpha1.TerminatedSystemSignal, fmt.Sprintf("state %q: action killed by signal %d", t.run.CurrentState, -res.ExitCode))
 		return
 	}
 	t.transition(st.Next, "")
@@ -340,6 +369,7 @@ func (t *txn) transition(target, verdict string) bool {
 		delete(run.RetryCounts, from)
 	}
 	run.CurrentState = to
+	run.Routed = true
 	if b := spec.GetBackoff(); b > 0 {
 		ts := metav1.NewTime(t.now.Add(b))
 		run.NextStepAt = &ts

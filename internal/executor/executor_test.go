@@ -88,9 +88,26 @@ func TestLoopTimeout(t *testing.T) {
 	if r.run.TerminatedBy != v1alpha1.TerminatedTimeout || r.run.Phase != v1alpha1.PhaseFailed {
 		t.Fatalf("terminatedBy %s phase %s", r.run.TerminatedBy, r.run.Phase)
 	}
-	// pytest (40s), fix, pytest (80s in total): the third state is not entered.
-	if r.run.Iteration != 3 {
-		t.Errorf("iteration %d, want 3", r.run.Iteration)
+	// pytest (40s), fix, pytest (80s in total): the loop is out of time
+	// when it routes to fix, whose shell action is flushed once (as
+	// little-loops does) without being judged or routed.
+	if r.run.Iteration != 4 || r.run.CurrentState != "fix" || strings.Join(r.ran, ",") != "pytest,fix.sh,pytest,fix.sh" || r.run.Action != nil {
+		t.Errorf("iteration %d in %s, ran %v", r.run.Iteration, r.run.CurrentState, r.ran)
+	}
+	var flushed []any
+	for _, e := range r.events {
+		if e.Type == EventStateEnter && e.Data["flushed"] == true {
+			flushed = append(flushed, e.Data["state"])
+		}
+	}
+	if len(flushed) != 1 || flushed[0] != "fix" {
+		t.Errorf("flushed state_enter events: %v", flushed)
+	}
+	// Out of time after the first state: the state it routes to is flushed.
+	spec.Timeout = dur(time.Second)
+	acts = &fakeActions{results: map[string][]ActionResult{"pytest": {{ExitCode: 1, Duration: 2 * time.Second}}}}
+	if r = runLoop(t, spec, acts, Options{}, time.Millisecond); r.run.Iteration != 2 || r.run.TerminatedBy != v1alpha1.TerminatedTimeout {
+		t.Errorf("iteration %d, %s", r.run.Iteration, r.run.TerminatedBy)
 	}
 }
 

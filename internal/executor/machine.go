@@ -247,6 +247,7 @@ func (m *Machine) Resume(run *v1alpha1.RunState, now time.Time) ([]Event, bool) 
 	ts := metav1.NewTime(now)
 	run.ResumedAt = &ts
 	run.CapSummary = "" // as little-loops: a resumed run may summarise again
+	run.Routed = false
 	run.Phase = v1alpha1.PhaseRunning
 	run.TerminatedBy = ""
 	run.Message = ""

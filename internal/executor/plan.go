@@ -49,8 +49,8 @@ func (t *txn) plan() Step {
 	// iteration or leaves a state for good, so the loop is bounded.
 	for hops := 0; hops <= 2*len(spec.States)+2; hops++ {
 		retrying := run.Retries > 0 // the same iteration's action again
-		if t.limitReached(retrying) {
-			return Step{Kind: StepDone}
+		if step, stop := t.limitReached(retrying); stop {
+			return step
 		}
 		st, ok := spec.States[run.CurrentState]
 		if !ok {
@@ -69,6 +69,7 @@ func (t *txn) plan() Step {
 			continue
 		}
 		run.Iteration++
+		run.Routed = false
 		t.emit(EventStateEnter, map[string]any{"state": run.CurrentState, "iteration": run.Iteration, "iteration_count": run.Passes})
 		if st.Loop != "" {
 			if step := t.subLoop(&st, true); step.Kind != stepHop {
@@ -179,22 +180,48 @@ func (t *txn) dropStaleRetry() {
 
 // limitReached ends the run at maxIterations (unless the next action is a
 // retry of the current iteration's), at maxPasses, or at the loop's
-// timeout. A cap with a summary state jumps there first, once.
-func (t *txn) limitReached(retrying bool) bool {
+// timeout. A cap with a summary state jumps there first, once. stop: the
+// step is the run's (its end, or the action flushed before a timeout).
+func (t *txn) limitReached(retrying bool) (step Step, stop bool) {
 	run, spec := t.run, t.m.spec
+	done := Step{Kind: StepDone}
 	if !retrying && run.Iteration >= spec.GetMaxIterations() &&
 		!t.summarise(v1alpha1.TerminatedMaxIterations, spec.OnMaxIterations, "max_steps_summary", map[string]any{"iterations": run.Iteration}) {
-		return true
+		return done, true
 	}
 	if spec.MaxPasses != nil && run.Passes >= *spec.MaxPasses &&
 		!t.summarise(v1alpha1.TerminatedMaxPasses, spec.OnMaxPasses, "max_iterations_reached_summary", map[string]any{"iteration_count": run.Passes}) {
-		return true
+		return done, true
 	}
 	if limit := spec.GetTimeout(); limit > 0 && Elapsed(run, t.now) > limit {
+		if step, ok := t.flush(); ok {
+			return step, true
+		}
 		t.finish(v1alpha1.TerminatedTimeout, fmt.Sprintf("loop timeout %s exceeded", limit))
-		return true
+		return done, true
 	}
-	return false
+	return Step{}, false
+}
+
+// flush runs, once, the shell action of the state the loop has just routed
+// to when the timeout ends the loop between the route and the state: a
+// handshake step (copy a flag, write a marker) is not lost. Its verdict is
+// not judged and it routes nowhere; the run then ends timeout.
+func (t *txn) flush() (Step, bool) {
+	run := t.run
+	st, ok := t.m.spec.States[run.CurrentState]
+	if !run.Routed || !ok || st.Terminal || st.Loop != "" || st.Action == "" || st.IsAgent() {
+		return Step{}, false
+	}
+	run.Routed = false
+	run.Iteration++
+	t.emit(EventStateEnter, map[string]any{"state": run.CurrentState, "iteration": run.Iteration, "iteration_count": run.Passes, "flushed": true})
+	step := t.startAction(&st)
+	if step.Kind != StepAction {
+		return Step{}, false
+	}
+	run.Action.Flush = true
+	return step, true
 }
 
 // summarise handles a cap that is reached: the first time, with a

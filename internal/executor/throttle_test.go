@@ -88,3 +88,38 @@ func TestMaxPasses(t *testing.T) {
 		t.Fatalf("ran %v; %s %s %v", acts.ran, r.run.TerminatedBy, r.run.Phase, r.events[len(r.events)-1].Data)
 	}
 }
+
+// retryableExitCodes: an exit code not listed skips the state's error
+// route (a retry) for onRetryExhausted, as little-loops.
+func TestNonRetryableExitCodesEscalate(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		st   v1alpha1.State
+		code int
+		want string
+	}{
+		{"next, listed", v1alpha1.State{Action: "x", Next: "done", OnError: "retry", RetryableExitCodes: []int32{75}}, 75, "retry"},
+		{"next, not listed", v1alpha1.State{Action: "x", Next: "done", OnError: "retry", RetryableExitCodes: []int32{75}, MaxRetries: i32(3), OnRetryExhausted: "giveup"}, 2, "giveup"},
+		{"next, not listed, no onRetryExhausted", v1alpha1.State{Action: "x", Next: "done", OnError: "retry", RetryableExitCodes: []int32{75}}, 2, "retry"},
+		{"evaluated error, not listed", v1alpha1.State{Action: "x", OnSuccess: "done", OnError: "retry", RetryableExitCodes: []int32{75}, MaxRetries: i32(3), OnRetryExhausted: "giveup"}, 2, "giveup"},
+		{"evaluated error, listed", v1alpha1.State{Action: "x", OnSuccess: "done", OnError: "retry", RetryableExitCodes: []int32{2}, MaxRetries: i32(3), OnRetryExhausted: "giveup"}, 2, "retry"},
+	} {
+		spec := &v1alpha1.LoopSpec{Initial: "s", States: map[string]v1alpha1.State{"s": c.st,
+			"done": {Terminal: true}, "retry": {Terminal: true}, "giveup": {Terminal: true}}}
+		acts := &fakeActions{results: map[string][]ActionResult{"x": {{ExitCode: c.code}}}}
+		if r := runLoop(t, spec, acts, Options{}, time.Millisecond); r.run.CurrentState != c.want {
+			t.Errorf("%s: went to %s, want %s", c.name, r.run.CurrentState, c.want)
+		}
+	}
+}
+
+// A next state's action killed by a signal, without onError, ends the
+// run system_signal (Failed).
+func TestSystemSignal(t *testing.T) {
+	spec := &v1alpha1.LoopSpec{Initial: "s", States: map[string]v1alpha1.State{"s": {Action: "x", Next: "done"}, "done": {Terminal: true}}}
+	acts := &fakeActions{results: map[string][]ActionResult{"x": {{ExitCode: -9}}}}
+	r := runLoop(t, spec, acts, Options{}, time.Millisecond)
+	if r.run.TerminatedBy != v1alpha1.TerminatedSystemSignal || r.run.Phase != v1alpha1.PhaseFailed {
+		t.Fatalf("%s %s", r.run.TerminatedBy, r.run.Phase)
+	}
+}

@@ -107,7 +107,7 @@ func (d *Driver) Resume(ctx context.Context, run *v1alpha1.RunState) error {
 	saved := run.LastSeq
 	events, ok := d.Machine.Resume(run, d.now())
 	if !ok {
-		return fmt.Errorf("%w: loop %q %s", ErrNothingToResume, d.Machine.Name(), phaseToStatus(run.Phase))
+		return fmt.Errorf("%w: loop %q %s", ErrNothingToResume, d.Machine.Name(), runStatus(run))
 	}
 	// An action a killed run left behind goes before it runs again.
 	if _, err := process.KillRecordedGroup(d.Store.ActionPath()); err != nil {

@@ -41,6 +41,7 @@ type StateFile struct {
 	Error             string               `json:"error,omitempty"`
 	IterationCount    int32                `json:"iteration_count,omitempty"`
 	CapSummary        string               `json:"cap_summary,omitempty"`
+	Routed            bool                 `json:"routed,omitempty"`
 	EdgeRevisitCounts map[string]int32     `json:"edge_revisit_counts,omitempty"`
 	RetryCounts       map[string]int32     `json:"retry_counts,omitempty"`
 	ActionRetries     int32                `json:"action_retries,omitempty"`
@@ -201,6 +202,8 @@ type ActionFile struct {
 	// Loop and Child: the sub-loop in flight and its run's name.
 	Loop  string `json:"loop,omitempty"`
 	Child string `json:"child,omitempty"`
+	// Flush: run once before the loop's timeout ends it.
+	Flush bool `json:"flush,omitempty"`
 }
 
 // Status values of the state file.
@@ -209,7 +212,18 @@ const (
 	StatusCompleted   = "completed"
 	StatusFailed      = "failed"
 	StatusInterrupted = "interrupted"
+	// StatusTimedOut: the loop's timeout ended the run.
+	StatusTimedOut = "timed_out"
 )
+
+// runStatus is the status a state file gives the run: as phaseToStatus,
+// but timed_out for a run its timeout ended, as little-loops writes it.
+func runStatus(run *v1alpha1.RunState) string {
+	if run.Phase == v1alpha1.PhaseFailed && run.TerminatedBy == v1alpha1.TerminatedTimeout {
+		return StatusTimedOut
+	}
+	return phaseToStatus(run.Phase)
+}
 
 func phaseToStatus(p v1alpha1.Phase) string {
 	switch p {
@@ -229,7 +243,7 @@ func statusToPhase(s string) (v1alpha1.Phase, error) {
 		return v1alpha1.PhaseRunning, nil
 	case StatusCompleted:
 		return v1alpha1.PhaseCompleted, nil
-	case StatusFailed:
+	case StatusFailed, StatusTimedOut:
 		return v1alpha1.PhaseFailed, nil
 	case StatusInterrupted, "user_stopped", "awaiting_continuation":
 		return v1alpha1.PhaseInterrupted, nil
@@ -261,8 +275,8 @@ func encodeState(name, loopFile string, ctx map[string]any, run *v1alpha1.RunSta
 	f := StateFile{
 		LoopName: name, CurrentState: run.CurrentState, Iteration: run.Iteration,
 		Captured: map[string]CapturedFile{}, StartedAt: fmtTime(run.StartedAt), UpdatedAt: fmtTime(run.UpdatedAt),
-		Status: phaseToStatus(run.Phase), AccumulatedMs: run.AccumulatedMs,
-		RunID: run.RunID, TerminatedBy: string(run.TerminatedBy), Error: run.Message, IterationCount: run.Passes, CapSummary: string(run.CapSummary),
+		Status: runStatus(run), AccumulatedMs: run.AccumulatedMs,
+		RunID: run.RunID, TerminatedBy: string(run.TerminatedBy), Error: run.Message, IterationCount: run.Passes, CapSummary: string(run.CapSummary), Routed: run.Routed,
 		EdgeRevisitCounts: run.EdgeRevisits, RetryCounts: run.RetryCounts, ActionRetries: run.Retries, NextStepAt: fmtTime(run.NextStepAt),
 		ResumedAt: fmtTime(run.ResumedAt), LastSeq: run.LastSeq, LoopFile: loopFile, Context: ctx,
 		FormatVersion: FormatVersion,
@@ -287,7 +301,7 @@ func encodeState(name, loopFile string, ctx map[string]any, run *v1alpha1.RunSta
 	}
 	if a := run.Action; a != nil {
 		f.ActiveAction = &ActionFile{State: a.State, Iteration: a.Iteration, Command: a.Command, Agent: a.Agent,
-			TimeoutSeconds: a.TimeoutSeconds, StartedAt: fmtTime(a.StartedAt), Loop: a.Loop, Child: a.Child}
+			TimeoutSeconds: a.TimeoutSeconds, StartedAt: fmtTime(a.StartedAt), Loop: a.Loop, Child: a.Child, Flush: a.Flush}
 	}
 	return f
 }
@@ -299,7 +313,7 @@ func (f *StateFile) RunState() (*v1alpha1.RunState, error) {
 		return nil, err
 	}
 	run := &v1alpha1.RunState{
-		RunID: f.RunID, CurrentState: f.CurrentState, Iteration: f.Iteration, Passes: f.IterationCount, CapSummary: v1alpha1.TerminationReason(f.CapSummary),
+		RunID: f.RunID, CurrentState: f.CurrentState, Iteration: f.Iteration, Passes: f.IterationCount, CapSummary: v1alpha1.TerminationReason(f.CapSummary), Routed: f.Routed,
 		Phase: phase, TerminatedBy: v1alpha1.TerminationReason(f.TerminatedBy), Message: f.Error,
 		EdgeRevisits: f.EdgeRevisitCounts, RetryCounts: f.RetryCounts, Retries: f.ActionRetries, AccumulatedMs: f.AccumulatedMs, LastSeq: f.LastSeq,
 	}
@@ -337,7 +351,7 @@ func (f *StateFile) RunState() (*v1alpha1.RunState, error) {
 		started, err := parseTime(a.StartedAt)
 		errs = append(errs, err)
 		run.Action = &v1alpha1.ActionStatus{State: a.State, Iteration: a.Iteration, Command: a.Command, Agent: a.Agent,
-			TimeoutSeconds: a.TimeoutSeconds, StartedAt: started, Loop: a.Loop, Child: a.Child}
+			TimeoutSeconds: a.TimeoutSeconds, StartedAt: started, Loop: a.Loop, Child: a.Child, Flush: a.Flush}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("state file times: %w", err)

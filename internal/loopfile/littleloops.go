@@ -56,7 +56,7 @@ var ignoredTopLevel = map[string]string{
 // State keys little-loops knows that looprun does not use.
 var ignoredStateKeys = map[string]string{
 	"idle_timeout": "idle timeouts", "append_to_messages": "the messages log",
-	"retryable_exit_codes": "retryable exit codes", "max_rate_limit_retries": "rate-limit retries",
+	"max_rate_limit_retries":  "rate-limit retries",
 	"on_rate_limit_exhausted": "rate-limit retries", "rate_limit_backoff_base_seconds": "rate-limit retries",
 	"rate_limit_max_wait_seconds": "rate-limit retries", "rate_limit_long_wait_ladder": "rate-limit retries",
 	"agent": "Claude CLI options", "tools": "Claude CLI options", "model": "Claude CLI options",
@@ -298,6 +298,19 @@ func (r *reader) stateExtra(m map[string]any, k, fp string, hasRoute bool, st *v
 		return
 	case "on_throttle_hard":
 		st.OnThrottleHard = r.str(m, k, fp)
+		return
+	case "retryable_exit_codes":
+		list, ok := m[k].([]any)
+		if !ok {
+			r.fail("%s: must be a list of exit codes", fp)
+			return
+		}
+		st.RetryableExitCodes = []int32{}
+		for i := range list {
+			if c := r.int32p(map[string]any{k: list[i]}, k, fmt.Sprintf("%s[%d]", fp, i)); c != nil {
+				st.RetryableExitCodes = append(st.RetryableExitCodes, *c)
+			}
+		}
 		return
 	}
 	if why, ok := unsupportedStateKeys[k]; ok {
