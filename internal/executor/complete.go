@@ -69,6 +69,7 @@ func (t *txn) complete(ctx context.Context, res *ActionResult) {
 		run.LastResult = &v1alpha1.EvaluationResult{Verdict: result.Verdict, Details: detailsJSON(result.Details)}
 	}
 	t.capture(&st, res, result.Verdict)
+	t.setPrev(&st, res)
 	t.routeVerdict(&st, res, result.Verdict)
 }
 
@@ -125,6 +126,7 @@ func (t *txn) completeSpecial(st *v1alpha1.State, res *ActionResult) bool {
 		if res != nil {
 			t.actionComplete(st, res)
 			t.capture(st, res, "")
+			t.setPrev(st, res)
 		}
 		t.finish(run.CapSummary, "")
 	default:
@@ -133,9 +135,8 @@ func (t *txn) completeSpecial(st *v1alpha1.State, res *ActionResult) bool {
 	return true
 }
 
-// actionComplete records the action's result: the event and prev.
+// actionComplete records the action's result as an event.
 func (t *txn) actionComplete(st *v1alpha1.State, res *ActionResult) {
-	run := t.run
 	data := map[string]any{
 		"exit_code":      res.ExitCode,
 		"duration_ms":    res.Duration.Milliseconds(),
@@ -147,12 +148,20 @@ func (t *txn) actionComplete(st *v1alpha1.State, res *ActionResult) {
 		data["failure"], data["failure_message"] = f.Reason, f.Message
 	}
 	t.emit(EventActionComplete, data)
-	// ${prev.output} is the output as printed, trailing newlines and all
-	// (a capture drops them).
-	run.PrevResult = &v1alpha1.PrevResult{
+}
+
+// setPrev makes the action's result ${prev.*}: once the state is judged
+// (its evaluator's ${prev.*} is the state before's), before it routes, as
+// little-loops. ${prev.output} is the output as printed, trailing newlines
+// and all (a capture drops them).
+func (t *txn) setPrev(st *v1alpha1.State, res *ActionResult) {
+	if res == nil || st.Action == "" {
+		return
+	}
+	t.run.PrevResult = &v1alpha1.PrevResult{
 		Output:   Tail(res.Output, t.m.opts.MaxCaptureBytes),
 		ExitCode: exitCode32(res.ExitCode),
-		State:    run.CurrentState,
+		State:    t.run.CurrentState,
 	}
 }
 
@@ -160,6 +169,7 @@ func (t *txn) actionComplete(st *v1alpha1.State, res *ActionResult) {
 // evaluated, but a failed action goes to onError when the state has one.
 func (t *txn) completeNext(st *v1alpha1.State, res *ActionResult) {
 	t.capture(st, res, "")
+	t.setPrev(st, res)
 	if res != nil && res.Failure != nil {
 		if st.OnError != "" {
 			t.transition(st.OnError, "")

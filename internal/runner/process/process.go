@@ -151,7 +151,14 @@ func Run(ctx context.Context, s Spec) Result {
 	res.Stdout, res.StdoutTruncated = out.String(), out.truncated()
 	res.Stderr, res.StderrTruncated = errs.String(), errs.truncated()
 	if e := s.Evaluate; e != nil && evaluate.IsDeterministic(e.Type) {
-		v := evaluate.Deterministic(e, evaluate.Input{Output: res.Stdout, ExitCode: res.ExitCode, Streamed: lines.facts()})
+		in := evaluate.Input{Output: res.Stdout, ExitCode: res.ExitCode}
+		if res.StdoutTruncated {
+			// Only the tail is kept: what was seen line by line in the
+			// rest counts too. Whole, the output is searched as a whole,
+			// so that ^ and $ mean what they mean in Python.
+			in.Streamed = lines.facts()
+		}
+		v := evaluate.Deterministic(e, in)
 		res.Verdict = &v
 	}
 	return res
