@@ -91,6 +91,9 @@ func newRunCommand(g *globals) *cobra.Command {
 			if err := preflight(lf, args[0]); err != nil {
 				return err
 			}
+			if err := loopfile.CheckSubLoops(lf, g.fileOptions()); err != nil {
+				return fmt.Errorf("%s: %w", lf.Path, err)
+			}
 			if err := makeRunDir(runDir); err != nil {
 				return err
 			}

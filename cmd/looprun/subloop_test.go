@@ -168,6 +168,8 @@ func TestSubLoopsNestAtMostMaxDepth(t *testing.T) {
 		write(t, dir, ".loops/lvl"+string(rune('a'+i))+".yaml",
 			"name: lvl"+string(rune('a'+i))+"\ninitial: s\nstates:\n  s:\n    loop: "+next+"\n    on_yes: done\n  done: {terminal: true}\n")
 	}
+	last := "lvl" + string(rune('a'+executor.MaxSubLoopDepth+2))
+	write(t, dir, ".loops/"+last+".yaml", "name: "+last+"\ninitial: done\nstates:\n  done: {terminal: true}\n")
 	r := looprun(t, dir, "run", "-q", "lvla")
 	if r.code != 1 || !strings.Contains(readFile(dir, ".loops/.running/lvla.events.jsonl"), "nest deeper than 8") {
 		t.Fatalf("exit %d, stderr %s", r.code, r.stderr)

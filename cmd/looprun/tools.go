@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
 
 	"github.com/looprun/looprun/api/v1alpha1"
@@ -29,6 +30,10 @@ func newValidateCommand(g *globals) *cobra.Command {
 			errs := executor.Validate(&lf.Loop.Spec)
 			for _, e := range errs {
 				fmt.Fprintf(out, "%s: %s\n", args[0], e.Error())
+			}
+			if err := loopfile.CheckSubLoops(lf, g.fileOptions()); err != nil {
+				fmt.Fprintf(out, "%s: %v\n", args[0], err)
+				errs = append(errs, field.Invalid(nil, "", err.Error()))
 			}
 			for _, w := range executor.ShellWarnings(&lf.Loop.Spec) {
 				fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s: %s\n", args[0], w)

@@ -21,6 +21,31 @@ import (
 // (${...}) cannot be followed; it is reported in skipped, and the loops it
 // may name must be uploaded by hand.
 func Templates(f *File, opts Options) (templates []*v1alpha1.LoopTemplate, skipped []string, err error) {
+	skipped, err = walkSubLoops(f, opts, func(state, ref string, child *File) error {
+		if errs := validation.IsDNS1123Subdomain(ref); len(errs) > 0 {
+			return fmt.Errorf("states.%s.loop: %q cannot name a LoopTemplate: %s", state, ref, errs[0])
+		}
+		templates = append(templates, &v1alpha1.LoopTemplate{
+			TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: "LoopTemplate"},
+			ObjectMeta: metav1.ObjectMeta{Name: ref, Annotations: child.Loop.Annotations},
+			Spec:       v1alpha1.LoopTemplateSpec{LoopSpec: child.Loop.Spec, Parameters: child.Parameters},
+		})
+		return nil
+	})
+	return templates, skipped, err
+}
+
+// CheckSubLoops checks that every loop f runs as a sub-loop (named without
+// a template), however deep, is found and reads, as little-loops checks a
+// file before it runs it.
+func CheckSubLoops(f *File, opts Options) error {
+	_, err := walkSubLoops(f, opts, func(string, string, *File) error { return nil })
+	return err
+}
+
+// walkSubLoops reads each loop f runs as a sub-loop, once, however deep,
+// and hands it to fn; skipped are the loop: names that are templates.
+func walkSubLoops(f *File, opts Options, fn func(state, ref string, child *File) error) (skipped []string, err error) {
 	seen := map[string]bool{}
 	var walk func(f *File) error
 	walk = func(f *File) error {
@@ -33,27 +58,21 @@ func Templates(f *File, opts Options) (templates []*v1alpha1.LoopTemplate, skipp
 				skipped = append(skipped, fmt.Sprintf("states.%s.loop: %q is a template; upload the loops it names yourself", sn, ref))
 				continue
 			}
-			if errs := validation.IsDNS1123Subdomain(ref); len(errs) > 0 {
-				return fmt.Errorf("states.%s.loop: %q cannot name a LoopTemplate: %s", sn, ref, errs[0])
-			}
 			seen[ref] = true
 			child, err := loadRef(ref, opts)
 			if err != nil {
 				return fmt.Errorf("states.%s.loop: %w", sn, err)
 			}
-			t := &v1alpha1.LoopTemplate{
-				TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: "LoopTemplate"},
-				ObjectMeta: metav1.ObjectMeta{Name: ref, Annotations: child.Loop.Annotations},
-				Spec:       v1alpha1.LoopTemplateSpec{LoopSpec: child.Loop.Spec, Parameters: child.Parameters},
+			if err := fn(sn, ref, child); err != nil {
+				return err
 			}
-			templates = append(templates, t)
 			if err := walk(child); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
-	return templates, skipped, walk(f)
+	return skipped, walk(f)
 }
 
 // loadRef reads the loop a sub-loop state names, found as a local run
