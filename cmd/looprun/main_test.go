@@ -265,8 +265,13 @@ func TestSimulate(t *testing.T) {
 	if r := looprun(t, dir, "simulate", "fix.yaml", "--scenario", "all-pass"); r.code != 0 || strings.Contains(r.stdout, "-> fix") {
 		t.Errorf("all-pass: %d\n%s", r.code, r.stdout)
 	}
-	if r := looprun(t, dir, "simulate", "fix.yaml", "--scenario", "alternating"); r.code != 0 {
+	// As ll-loop simulate: alternating starts with a failure, so check
+	// (every odd action) always fails; all-error errs at once.
+	if r := looprun(t, dir, "simulate", "fix.yaml", "--scenario", "alternating"); r.code != 1 || !strings.Contains(r.stdout, "max_steps") {
 		t.Errorf("alternating: %d\n%s", r.code, r.stdout)
+	}
+	if r := looprun(t, dir, "simulate", "fix.yaml", "--scenario", "all-error"); r.code != 1 || !strings.Contains(r.stderr, `no route for verdict "error"`) {
+		t.Errorf("all-error: %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	if r := looprun(t, dir, "simulate", "fix.yaml", "--scenario", "chaos"); r.code != 1 {
 		t.Errorf("unknown scenario: exit %d", r.code)

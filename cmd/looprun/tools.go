@@ -129,7 +129,7 @@ func newSimulateCommand(g *globals) *cobra.Command {
 			return outcome(run, lf.Loop.Name, lf.LittleLoops())
 		},
 	}
-	cmd.Flags().StringVar(&scenario, "scenario", "all-pass", "verdicts to script: all-pass, all-fail, first-fail, alternating")
+	cmd.Flags().StringVar(&scenario, "scenario", "all-pass", "verdicts to script: all-pass, all-fail, all-error, first-fail, alternating (starting with a failure)")
 	cmd.Flags().Int32Var(&maxIter, "max-iterations", 0, "cap on state executions (default: the loop's, at most 20)")
 	return cmd
 }

@@ -12,10 +12,11 @@ import (
 	"github.com/looprun/looprun/internal/history"
 )
 
-// Scenarios are the scripted verdicts Simulate knows: every action passes,
-// every one fails, the first fails and the rest pass, or they alternate
-// starting with a pass.
-var Scenarios = []string{"all-pass", "all-fail", "first-fail", "alternating"}
+// Scenarios are the scripted verdicts Simulate knows, as ll-loop simulate
+// has them: every action passes, every one fails, every one errs, the
+// first fails and the rest pass, or they alternate starting with a
+// failure.
+var Scenarios = []string{"all-pass", "all-fail", "all-error", "first-fail", "alternating"}
 
 // Simulation walks a loop with scripted verdicts: no action runs, nothing is
 // saved, and the clock jumps over waits.
@@ -53,12 +54,12 @@ type scripted struct {
 func (s *scripted) pass() bool {
 	defer func() { s.n++ }()
 	switch s.scenario {
-	case "all-fail":
+	case "all-fail", "all-error":
 		return false
 	case "first-fail":
 		return s.n > 0
 	case "alternating":
-		return s.n%2 == 0
+		return s.n%2 == 1
 	}
 	return true
 }
@@ -91,6 +92,8 @@ func (s *scripted) result(state string) *executor.ActionResult {
 		verdict = v1alpha1.VerdictTarget
 	case !pass && conv:
 		verdict = v1alpha1.VerdictProgress
+	case !pass && s.scenario == "all-error":
+		verdict, code = v1alpha1.VerdictError, 2
 	case !pass:
 		verdict, code = v1alpha1.VerdictFailure, 1
 	}
