@@ -232,13 +232,57 @@ func (r *LoopReconciler) stopChild(ctx context.Context, parent *v1alpha1.Loop) e
 	if a == nil || a.Child == "" {
 		return nil
 	}
+	child, err := r.runningChild(ctx, parent, a.Child)
+	if child == nil {
+		return err
+	}
+	return r.stopLoop(ctx, parent, child)
+}
+
+// runningChild gets the child Loop name of parent, nil when there is none,
+// it is not the parent's, or it has ended.
+func (r *LoopReconciler) runningChild(ctx context.Context, parent *v1alpha1.Loop, name string) (*v1alpha1.Loop, error) {
 	child := &v1alpha1.Loop{}
-	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: parent.Namespace, Name: a.Child}, child); err != nil {
-		return ctrl.IgnoreNotFound(err)
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: parent.Namespace, Name: name}, child); err != nil {
+		return nil, ctrl.IgnoreNotFound(err)
 	}
 	if !metav1.IsControlledBy(child, parent) || child.Status.Phase.IsFinished() {
-		return nil
+		return nil, nil
 	}
+	return child, nil
+}
+
+// unrecordedChild finds the child Loop of a step whose status write was
+// lost (a conflict with a spec edit or a request): the parent's status does
+// not name it, but the step it will take again runs it. Suspend and stop
+// reach it too.
+func (s *step) unrecordedChild(ctx context.Context) (*v1alpha1.Loop, error) {
+	run := &s.loop.Status.RunState
+	if run.Action != nil || run.Phase.IsFinished() || !hasSubLoops(&s.loop.Spec) {
+		return nil, nil
+	}
+	probe := run.DeepCopy()
+	if probe.Phase == "" && s.loop.Spec.ResumeFrom == nil {
+		s.m.Start(probe, runID(s.loop), s.now) // the step that started it was lost too
+	}
+	st, _ := s.m.Plan(probe, s.now)
+	if st.Kind != executor.StepLoop {
+		return nil, nil
+	}
+	return s.r.runningChild(ctx, s.loop, st.Loop.Child)
+}
+
+func hasSubLoops(spec *v1alpha1.LoopSpec) bool {
+	for _, st := range spec.States {
+		if st.Loop != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// stopLoop asks a child Loop to stop, once per request of its parent.
+func (r *LoopReconciler) stopLoop(ctx context.Context, parent, child *v1alpha1.Loop) error {
 	patch := ctrl.MergeFrom(child.DeepCopy())
 	if child.Annotations == nil {
 		child.Annotations = map[string]string{}

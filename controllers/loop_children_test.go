@@ -9,6 +9,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/executor"
@@ -144,6 +145,48 @@ var _ = Describe("Sub-loops", func() {
 		}, 30*time.Second, 20*time.Millisecond).Should(Succeed())
 		parent = waitFinished(key)
 		Expect(parent.Status.TerminatedBy).To(Equal(v1alpha1.TerminatedStopped))
+	})
+
+	It("reaches a child its parent's status does not name yet (its status write was lost)", func() {
+		spin := v1alpha1.LoopSpec{Initial: "s", MaxIterations: i32(10000), MaxEdgeRevisits: i32(10000), States: map[string]v1alpha1.State{
+			"s":    {Action: "sleep 0.05", OnSuccess: "$current"},
+			"done": {Terminal: true},
+		}}
+		createTemplate(ns, "spin", spin, nil)
+		parent := &v1alpha1.Loop{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "lost"}, Spec: v1alpha1.LoopSpec{
+			Suspend: true, Initial: "run", States: map[string]v1alpha1.State{
+				"run":  {Loop: "spin", OnSuccess: "done", OnFailure: "done"},
+				"done": {Terminal: true},
+			}}}
+		Expect(k8sClient.Create(bg, parent)).To(Succeed())
+		// The step that created this child lost its status write to the
+		// edit that suspended the parent: the parent's status is empty.
+		child := &v1alpha1.Loop{ObjectMeta: metav1.ObjectMeta{Namespace: ns,
+			Name:   executor.ChildName("lost", string(parent.UID)[:8], "run", 1),
+			Labels: map[string]string{v1alpha1.LabelParent: "lost"}}, Spec: spin}
+		Expect(controllerutil.SetControllerReference(parent, child, scheme)).To(Succeed())
+		Expect(k8sClient.Create(bg, child)).To(Succeed())
+
+		op := startOperator(Config{})
+		DeferCleanup(func() { op.stop() })
+		key, childKey := client.ObjectKeyFromObject(parent), client.ObjectKeyFromObject(child)
+		Eventually(func(g Gomega) {
+			g.Expect(getLoop(g, key).Status.Phase).To(Equal(v1alpha1.PhaseSuspended))
+			g.Expect(getLoop(g, childKey).Spec.Suspend).To(BeTrue(), "the suspend reached the child")
+			g.Expect(getLoop(g, childKey).Status.Phase).To(Equal(v1alpha1.PhaseSuspended))
+		}, 30*time.Second, 20*time.Millisecond).Should(Succeed())
+
+		p := getLoop(Default, key)
+		patch := client.MergeFrom(p.DeepCopy())
+		p.Annotations = map[string]string{v1alpha1.RequestAnnotation: v1alpha1.StopRequest("1")}
+		Expect(k8sClient.Patch(bg, p, patch)).To(Succeed())
+		Expect(waitFinished(key).Status.TerminatedBy).To(Equal(v1alpha1.TerminatedStopped))
+		Eventually(func(g Gomega) {
+			c := getLoop(g, childKey)
+			g.Expect(c.Status.Phase).To(Equal(v1alpha1.PhaseInterrupted))
+			g.Expect(c.Status.TerminatedBy).To(Equal(v1alpha1.TerminatedStopped), "the stop reached the child")
+		}, 30*time.Second, 20*time.Millisecond).Should(Succeed())
+		Expect(childrenOf(Default, ns, "lost")).To(HaveLen(1), "no second child")
 	})
 
 	It("ends the state in error for a missing template and for a cycle", func() {

@@ -149,7 +149,17 @@ func (s *step) cancelAction(ctx context.Context) {
 		}
 		return
 	}
-	if a == nil || s.r.Actions == nil {
+	if a == nil {
+		child, err := s.unrecordedChild(ctx)
+		if child != nil {
+			err = s.r.stopLoop(ctx, s.loop, child)
+		}
+		if err != nil {
+			log.FromContext(ctx).Error(err, "Stopping the child Loop of the step taken again failed")
+		}
+		return
+	}
+	if s.r.Actions == nil {
 		return
 	}
 	if err := s.r.Actions.Cancel(ctx, s.loop); err != nil {

@@ -77,7 +77,8 @@ var _ = Describe("Loop lifecycle", func() {
 		Eventually(func() bool { return proc.Alive(pid) }).Should(BeFalse(), "the action's process went on after its Loop was deleted")
 		// Everything kept for it goes: the running gauge drops, and the
 		// reconciler remembers nothing of it.
-		Eventually(func() float64 { return testutil.ToFloat64(runningLoops) }).Should(Equal(running - 1))
+		// (At most: a Loop an earlier spec left running may end meanwhile.)
+		Eventually(func() float64 { return testutil.ToFloat64(runningLoops) }).Should(BeNumerically("<=", running-1))
 		Eventually(func() bool { _, ok := op.reconciler.memory.Load(key); return ok }).Should(BeFalse())
 	})
 

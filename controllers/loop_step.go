@@ -103,7 +103,11 @@ func (s *step) take(ctx context.Context) (reconcile.Result, error) {
 	}
 	if s.loop.Spec.Suspend {
 		run.Phase = v1alpha1.PhaseSuspended
-		return reconcile.Result{}, nil
+		child, err := s.unrecordedChild(ctx)
+		if child != nil {
+			err = s.r.passOn(ctx, s.loop, child)
+		}
+		return reconcile.Result{}, err
 	}
 	if run.Phase == v1alpha1.PhaseSuspended {
 		run.Phase = v1alpha1.PhaseRunning
