@@ -41,6 +41,14 @@ func (s *LoopSpec) GetBackoff() time.Duration {
 	return s.Backoff.Duration
 }
 
+// GetMCPCommand returns the command mcp actions run, tool and params appended.
+func (s *LoopSpec) GetMCPCommand() []string {
+	if s.MCP != nil && len(s.MCP.Command) > 0 {
+		return s.MCP.Command
+	}
+	return DefaultMCPCommand
+}
+
 // GetAgentCommand returns the command agent actions run, the prompt appended.
 func (s *LoopSpec) GetAgentCommand() []string {
 	if s.Agent != nil && len(s.Agent.Command) > 0 {
@@ -132,6 +140,9 @@ func (s *State) IsAgent() bool {
 // GetTimeout returns the action timeout.
 func (s *State) GetTimeout() time.Duration {
 	if s.Timeout == nil || s.Timeout.Duration <= 0 {
+		if s.ActionType == ActionMCP {
+			return DefaultMCPTimeoutSeconds * time.Second
+		}
 		return DefaultActionTimeoutSeconds * time.Second
 	}
 	return s.Timeout.Duration
@@ -147,7 +158,7 @@ func (e *Evaluate) GetMinConfidence() float64 {
 
 // Evaluators lists the evaluators, as the CRD's enum does.
 var Evaluators = []EvaluatorType{EvalExitCode, EvalOutputNumeric, EvalOutputJSON, EvalOutputContains, EvalConvergence, EvalClassify, EvalHarborScorer, EvalLLMStructured,
-	EvalDiffStall, EvalScoreStall, EvalOpenQuestionStall, EvalActionStall}
+	EvalDiffStall, EvalScoreStall, EvalOpenQuestionStall, EvalActionStall, EvalMCPResult}
 
 // IsKnown reports whether t names one of the evaluators.
 func (t EvaluatorType) IsKnown() bool { return slices.Contains(Evaluators, t) }

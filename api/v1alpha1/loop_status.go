@@ -54,6 +54,10 @@ const (
 	VerdictTarget   = "target"
 	VerdictProgress = "progress"
 	VerdictStall    = "stall"
+	// mcp_result verdicts (and success).
+	VerdictToolError = "tool_error"
+	VerdictNotFound  = "not_found"
+	VerdictTimeout   = "timeout"
 )
 
 // CurrentStateToken routes back to the state itself.

@@ -118,6 +118,10 @@ type LoopSpec struct {
 	// +optional
 	Agent *AgentSpec `json:"agent,omitempty"`
 
+	// mcp configures how mcp actions call their tools.
+	// +optional
+	MCP *MCPSpec `json:"mcp,omitempty"`
+
 	// history says how much of a run's past is kept.
 	// +optional
 	History *HistorySpec `json:"history,omitempty"`
@@ -165,7 +169,7 @@ type ResumeFrom struct {
 type StateName string
 
 // ActionType says how a state's action runs.
-// +kubebuilder:validation:Enum=shell;agent
+// +kubebuilder:validation:Enum=shell;agent;mcp
 type ActionType string
 
 const (
@@ -173,6 +177,9 @@ const (
 	ActionShell ActionType = "shell"
 	// ActionAgent sends the action as a prompt to the agent command.
 	ActionAgent ActionType = "agent"
+	// ActionMCP calls the MCP tool the action names (server/tool) with the
+	// state's params: spec.mcp.command, the tool and the params as JSON.
+	ActionMCP ActionType = "mcp"
 )
 
 // State is one state of the machine.
@@ -181,6 +188,7 @@ const (
 // +kubebuilder:validation:XValidation:rule="!has(self.maxRetries) || has(self.onRetryExhausted)",message="maxRetries needs onRetryExhausted"
 // +kubebuilder:validation:XValidation:rule="!has(self.onRetryExhausted) || has(self.maxRetries) || has(self.retryPolicy)",message="onRetryExhausted needs maxRetries or retryPolicy"
 // +kubebuilder:validation:XValidation:rule="!has(self.__loop__) || !has(self.action)",message="a state runs an action or a loop, not both"
+// +kubebuilder:validation:XValidation:rule="!has(self.params) || (has(self.actionType) && self.actionType == 'mcp')",message="params are the arguments of an MCP tool: they need actionType mcp"
 type State struct {
 	// action is a shell command, or an agent prompt when actionType is agent
 	// or the action starts with "/". Templates ${namespace.path} are expanded first.
@@ -188,12 +196,21 @@ type State struct {
 	// +kubebuilder:validation:MaxLength=65536
 	Action string `json:"action,omitempty"`
 
-	// actionType is shell or agent. Unset: agent when the action starts with "/", else shell.
+	// actionType is shell, agent or mcp. Unset: agent when the action starts with "/", else shell.
+	// An mcp action names an MCP tool as server/tool; its default timeout is 30s.
 	// +optional
 	ActionType ActionType `json:"actionType,omitempty"`
 
+	// params are the arguments of an mcp action, a JSON object. Their
+	// strings are templates, expanded as the action is.
+	// +optional
+	// +kubebuilder:validation:Type=object
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:pruning:PreserveUnknownFields
+	Params *apiextensionsv1.JSON `json:"params,omitempty"`
+
 	// evaluate judges the action's result. Unset: exit_code for shell actions,
-	// llm_structured for agent actions.
+	// llm_structured for agent actions, mcp_result for mcp actions.
 	// +optional
 	Evaluate *Evaluate `json:"evaluate,omitempty"`
 
@@ -400,7 +417,7 @@ func (p *RetryPolicy) Delay(n int32) time.Duration {
 }
 
 // EvaluatorType names an evaluator.
-// +kubebuilder:validation:Enum=exit_code;output_numeric;output_json;output_contains;convergence;classify;harbor_scorer;llm_structured;diff_stall;score_stall;open_question_stall;action_stall
+// +kubebuilder:validation:Enum=exit_code;output_numeric;output_json;output_contains;convergence;classify;harbor_scorer;llm_structured;diff_stall;score_stall;open_question_stall;action_stall;mcp_result
 type EvaluatorType string
 
 // The evaluators.
@@ -430,6 +447,10 @@ const (
 	// default) with the last time: the same maxRepeat times in a row is
 	// failure.
 	EvalActionStall EvaluatorType = "action_stall"
+	// EvalMCPResult judges an MCP tool call: exit 127 is not_found, 124
+	// timeout, a result envelope with isError (or, without it, a non-zero
+	// exit) or no JSON is tool_error, otherwise success.
+	EvalMCPResult EvaluatorType = "mcp_result"
 )
 
 // Evaluate configures how an action's result becomes a verdict.
@@ -614,6 +635,25 @@ type AgentSpec struct {
 	// +optional
 	APIKeySecretRef *SecretKeyRef `json:"apiKeySecretRef,omitempty"`
 }
+
+// MCPSpec configures mcp actions.
+type MCPSpec struct {
+	// command calls an MCP tool; the tool (server/tool) and its params as
+	// JSON are appended. It exits 127 when the server or tool is unknown,
+	// 124 when the call timed out, and prints the tool's result envelope
+	// (isError says whether the tool failed). In a cluster it must be in
+	// the runner image. Default: mcp-call.
+	// +optional
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=64
+	Command []string `json:"command,omitempty"`
+}
+
+// DefaultMCPCommand calls MCP tools: server/tool and the JSON params are appended.
+var DefaultMCPCommand = []string{"mcp-call"}
+
+// DefaultMCPTimeoutSeconds bounds an mcp action whose state sets no timeout.
+const DefaultMCPTimeoutSeconds = 30
 
 // DefaultShell runs shell actions in a Pod: SHELL -c ACTION.
 const DefaultShell = "bash"

@@ -1,10 +1,14 @@
 package executor
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
+	"unicode/utf16"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -103,7 +107,7 @@ func (t *txn) inFlight() Step {
 		t.finish(v1alpha1.TerminatedError, fmt.Sprintf("state %q of the action in flight has no action", a.State))
 		return Step{Kind: StepDone}
 	}
-	command, err := expandAction(&st, t.vars())
+	command, err := expandAction(spec, &st, t.vars())
 	if err != nil {
 		t.finish(v1alpha1.TerminatedError, fmt.Sprintf("state %q: action: %v", a.State, err))
 		return Step{Kind: StepDone}
@@ -254,7 +258,7 @@ const stepHop StepKind = -1
 // to onError (a hop) or ends the run.
 func (t *txn) startAction(st *v1alpha1.State) Step {
 	run, spec := t.run, t.m.spec
-	command, err := expandAction(st, t.vars())
+	command, err := expandAction(spec, st, t.vars())
 	if err != nil {
 		run.Retries = 0
 		if !t.actionError(st, fmt.Errorf("state %q: action: %w", run.CurrentState, err)) {
@@ -325,6 +329,9 @@ func (t *txn) actionError(st *v1alpha1.State, err error) bool {
 // judging here, on the output's tail; so does a template that cannot expand.
 func (t *txn) runnerEvaluate(st *v1alpha1.State) *v1alpha1.Evaluate {
 	cfg := st.Evaluate
+	if cfg == nil && st.ActionType == v1alpha1.ActionMCP {
+		cfg = &v1alpha1.Evaluate{Type: v1alpha1.EvalMCPResult}
+	}
 	if st.Next != "" || cfg == nil || !evaluate.IsDeterministic(cfg.Type) || cfg.Source != "" {
 		return nil
 	}
@@ -381,13 +388,117 @@ func stableTemplate(s string) bool {
 }
 
 // expandAction expands a state's action, within MaxCommandBytes.
-func expandAction(st *v1alpha1.State, vars *interpolate.Vars) (string, error) {
+func expandAction(spec *v1alpha1.LoopSpec, st *v1alpha1.State, vars *interpolate.Vars) (string, error) {
 	command, err := interpolate.Expand(st.Action, vars)
 	if err != nil {
 		return "", err
+	}
+	if st.ActionType == v1alpha1.ActionMCP {
+		if command, err = mcpCall(spec.GetMCPCommand(), command, st.Params, vars); err != nil {
+			return "", err
+		}
 	}
 	if len(command) > MaxCommandBytes {
 		return "", fmt.Errorf("the expanded action is %d bytes, more than the %d an action may have (capture less, or pass it through a file)", len(command), MaxCommandBytes)
 	}
 	return command, nil
+}
+
+// mcpCall is the shell command of an mcp action: the MCP command with the
+// tool and its params (strings expanded) as JSON, run in place of the
+// shell so that its exit code is the action's.
+func mcpCall(command []string, tool string, params *apiextensionsv1.JSON, vars *interpolate.Vars) (string, error) {
+	args := map[string]any{}
+	if params != nil && len(params.Raw) > 0 {
+		d := json.NewDecoder(bytes.NewReader(params.Raw))
+		d.UseNumber()
+		if err := d.Decode(&args); err != nil {
+			return "", fmt.Errorf("params: %w", err)
+		}
+	}
+	expanded, err := expandStrings(args, vars)
+	if err != nil {
+		return "", fmt.Errorf("params: %w", err)
+	}
+	var raw strings.Builder
+	pyJSON(&raw, expanded)
+	words := make([]string, 0, len(command)+2)
+	for _, w := range append(slices.Clip(command), tool, raw.String()) {
+		words = append(words, interpolate.ShellQuote(w))
+	}
+	return "exec " + strings.Join(words, " "), nil
+}
+
+// expandStrings expands the templates in the strings of a JSON value.
+func expandStrings(v any, vars *interpolate.Vars) (any, error) {
+	switch x := v.(type) {
+	case string:
+		return interpolate.Expand(x, vars)
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			y, err := expandStrings(e, vars)
+			if err != nil {
+				return nil, err
+			}
+			out[k] = y
+		}
+		return out, nil
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			y, err := expandStrings(e, vars)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = y
+		}
+		return out, nil
+	}
+	return v, nil
+}
+
+// pyJSON writes v as little-loops hands params to mcp-call (Python's
+// json.dumps): ", " and ": " between items, non-ASCII as \u escapes. Keys
+// are sorted (a loop file's order is not kept).
+func pyJSON(b *strings.Builder, v any) {
+	switch x := v.(type) {
+	case map[string]any:
+		b.WriteByte('{')
+		for i, k := range slices.Sorted(maps.Keys(x)) {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			pyJSON(b, k)
+			b.WriteString(": ")
+			pyJSON(b, x[k])
+		}
+		b.WriteByte('}')
+	case []any:
+		b.WriteByte('[')
+		for i, e := range x {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			pyJSON(b, e)
+		}
+		b.WriteByte(']')
+	case string:
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false)
+		_ = enc.Encode(x)
+		for _, r := range strings.TrimSuffix(buf.String(), "\n") {
+			if r < 0x80 {
+				b.WriteRune(r)
+				continue
+			}
+			for _, u := range utf16.Encode([]rune{r}) {
+				fmt.Fprintf(b, "\\u%04x", u)
+			}
+		}
+	default:
+		raw, _ := json.Marshal(x) // numbers (json.Number), booleans, null
+		b.Write(raw)
+	}
 }

@@ -322,7 +322,7 @@ func (t *txn) completeSubLoop(st *v1alpha1.State, res *ActionResult) {
 
 // VerdictTimeout is the verdict of a sub-loop state whose child a limit
 // cut off; route "timeout" (little-loops: on_timeout) takes it.
-const VerdictTimeout = "timeout"
+const VerdictTimeout = v1alpha1.VerdictTimeout
 
 // subLoopTarget is where a sub-loop's verdict goes: its own route, and
 // for anything but success, onFailure when it has none.

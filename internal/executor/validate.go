@@ -102,9 +102,12 @@ func validateLimits(spec *v1alpha1.LoopSpec, root *field.Path) field.ErrorList {
 
 func validateState(spec *v1alpha1.LoopSpec, name string, st *v1alpha1.State, captured map[string]bool, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
-	if st.ActionType != "" && st.ActionType != v1alpha1.ActionShell && st.ActionType != v1alpha1.ActionAgent {
-		errs = append(errs, field.NotSupported(p.Child("actionType"), st.ActionType, []string{"shell", "agent"}))
+	switch st.ActionType {
+	case "", v1alpha1.ActionShell, v1alpha1.ActionAgent, v1alpha1.ActionMCP:
+	default:
+		errs = append(errs, field.NotSupported(p.Child("actionType"), st.ActionType, []string{"shell", "agent", "mcp"}))
 	}
+	errs = append(errs, validateMCP(st, captured, p)...)
 	if st.Timeout != nil && st.Timeout.Duration <= 0 {
 		errs = append(errs, field.Invalid(p.Child("timeout"), st.Timeout.Duration.String(), "must be positive"))
 	}
@@ -119,6 +122,43 @@ func validateState(spec *v1alpha1.LoopSpec, name string, st *v1alpha1.State, cap
 	if st.Evaluate != nil {
 		errs = append(errs, validateEvaluate(st.Evaluate, captured, p.Child("evaluate"))...)
 	}
+	return errs
+}
+
+// validateMCP checks an mcp state: it names its tool, and its params are
+// a JSON object whose templates are sound.
+func validateMCP(st *v1alpha1.State, captured map[string]bool, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if st.ActionType == v1alpha1.ActionMCP && st.Action == "" {
+		errs = append(errs, field.Required(p.Child("action"), "an mcp action names its tool as server/tool"))
+	}
+	if st.Params == nil {
+		return errs
+	}
+	pp := p.Child("params")
+	if st.ActionType != v1alpha1.ActionMCP {
+		errs = append(errs, field.Invalid(pp, "", "params are the arguments of an MCP tool: they need actionType mcp"))
+	}
+	var params map[string]any
+	if err := json.Unmarshal(st.Params.Raw, &params); err != nil || params == nil {
+		return append(errs, field.Invalid(pp, string(st.Params.Raw), "must be a JSON object"))
+	}
+	var walk func(v any, at *field.Path)
+	walk = func(v any, at *field.Path) {
+		switch x := v.(type) {
+		case string:
+			errs = append(errs, checkTemplate(x, captured, at)...)
+		case map[string]any:
+			for _, k := range slices.Sorted(maps.Keys(x)) {
+				walk(x[k], at.Key(k))
+			}
+		case []any:
+			for i, e := range x {
+				walk(e, at.Index(i))
+			}
+		}
+	}
+	walk(params, pp)
 	return errs
 }
 
@@ -389,7 +429,7 @@ func ShellWarnings(spec *v1alpha1.LoopSpec) []string {
 	var out []string
 	for _, name := range slices.Sorted(maps.Keys(spec.States)) {
 		st := spec.States[name]
-		if st.Action == "" || st.IsAgent() {
+		if st.Action == "" || st.IsAgent() || st.ActionType == v1alpha1.ActionMCP {
 			continue
 		}
 		for _, r := range interpolate.References(st.Action) {

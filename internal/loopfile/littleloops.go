@@ -68,8 +68,7 @@ var ignoredStateKeys = map[string]string{
 
 // State keys that change what a state does; a loop using them cannot run faithfully.
 var unsupportedStateKeys = map[string]string{
-	"params": "MCP tool actions are not supported",
-	"type":   "learning states are not supported", "learning": "learning states are not supported",
+	"type": "learning states are not supported", "learning": "learning states are not supported",
 }
 
 func (r *reader) littleLoops(doc map[string]any, dir string) (*v1alpha1.Loop, error) {
@@ -242,15 +241,8 @@ func (r *reader) state(name string, m map[string]any) v1alpha1.State {
 		switch k {
 		case "action":
 			st.Action = r.str(m, k, fp)
-		case "action_type":
-			switch t := r.str(m, k, fp); t {
-			case "shell":
-				st.ActionType = v1alpha1.ActionShell
-			case "prompt", "slash_command":
-				st.ActionType = v1alpha1.ActionAgent
-			default:
-				r.fail("%s: action type %q is not supported (shell, prompt, slash_command)", fp, t)
-			}
+		case "action_type", "params":
+			r.actionKey(m, k, fp, &st)
 		case "evaluate":
 			st.Evaluate = r.evaluate(m[k], fp)
 		case "route":
@@ -365,6 +357,29 @@ func (r *reader) throttle(v any, fp string) *v1alpha1.Throttle {
 		}
 	}
 	return th
+}
+
+// actionKey reads the keys that say how the action runs.
+func (r *reader) actionKey(m map[string]any, k, fp string, st *v1alpha1.State) {
+	if k == "params" {
+		if _, ok := m[k].(map[string]any); !ok {
+			r.fail("%s: must be a mapping of the tool's arguments", fp)
+			return
+		}
+		j := toJSON(m[k])
+		st.Params = &j
+		return
+	}
+	switch t := r.str(m, k, fp); t {
+	case "shell":
+		st.ActionType = v1alpha1.ActionShell
+	case "prompt", "slash_command":
+		st.ActionType = v1alpha1.ActionAgent
+	case "mcp_tool":
+		st.ActionType = v1alpha1.ActionMCP
+	default:
+		r.fail("%s: action type %q is not supported (shell, prompt, slash_command, mcp_tool)", fp, t)
+	}
 }
 
 // compositionKey reads the keys that compose loops: a sub-loop state's,

@@ -163,8 +163,8 @@ func TestSubLoopStates(t *testing.T) {
 }
 
 func TestUnsupportedFeaturesAreErrors(t *testing.T) {
-	_, err := Parse([]byte("name: p\ninitial: a\nstates:\n  a:\n    action: x\n    params: {}\n    next: b\n  b: {terminal: true}\n"), "", Options{})
-	if err == nil || !strings.Contains(err.Error(), "states.a.params: MCP tool") {
+	_, err := Parse([]byte("name: p\ninitial: a\nstates:\n  a:\n    action: x\n    type: learning\n    next: b\n  b: {terminal: true}\n"), "", Options{})
+	if err == nil || !strings.Contains(err.Error(), "states.a.type: learning states") {
 		t.Errorf("err %v", err)
 	}
 	_, err = Parse([]byte("name: p\ninitial: a\nparameters:\n  x: {required: true, default: 1}\nstates:\n  a: {terminal: true}\n"), "", Options{})
@@ -179,7 +179,8 @@ func TestParseErrors(t *testing.T) {
 	}{
 		{"not a mapping", "- a\n- b\n", "must be a YAML mapping"},
 		{"missing fields", "name: x\n", "missing required fields: initial, states"},
-		{"bad action type", "name: x\ninitial: a\nstates:\n  a:\n    action: x\n    action_type: mcp_tool\n    next: d\n  d:\n    terminal: true\n", "states.a.action_type"},
+		{"bad action type", "name: x\ninitial: a\nstates:\n  a:\n    action: x\n    action_type: contract\n    next: d\n  d:\n    terminal: true\n", "states.a.action_type"},
+		{"params not a mapping", "name: x\ninitial: a\nstates:\n  a:\n    action: s/t\n    action_type: mcp_tool\n    params: [1]\n    next: d\n  d:\n    terminal: true\n", "states.a.params: must be a mapping"},
 		{"bad timeout", "name: x\ninitial: a\nstates:\n  a:\n    action: x\n    timeout: soon\n    next: d\n  d:\n    terminal: true\n", "states.a.timeout"},
 		{"bad evaluator", "name: x\ninitial: a\nstates:\n  a:\n    action: x\n    evaluate:\n      type: comparator\n    on_yes: d\n  d:\n    terminal: true\n", `states.a.evaluate.type: evaluator "comparator"`},
 		{"missing import", "name: x\ninitial: a\nimport: [lib/nope.yaml]\nstates:\n  a:\n    terminal: true\n", "import[0]"},
@@ -337,5 +338,16 @@ states:
 	_, err = Parse([]byte(strings.Replace(doc, "      file: \"${context.run_dir}/x\"\n", "      other: 1\n", 1)), "", Options{})
 	if err == nil || !strings.Contains(err.Error(), `states.a.with: fragment "writer" requires parameter "file"`) {
 		t.Fatalf("unbound required parameter: %v", err)
+	}
+}
+
+func TestMCPToolState(t *testing.T) {
+	f, err := Parse([]byte("name: m\ninitial: a\nstates:\n  a:\n    action: files/read\n    action_type: mcp_tool\n    params: {path: \"${context.p}\", n: [1]}\n    route: {success: b}\n  b: {terminal: true}\n"), "", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := f.Loop.Spec.States["a"]
+	if a.ActionType != v1alpha1.ActionMCP || a.Params == nil || string(a.Params.Raw) != `{"n":[1],"path":"${context.p}"}` {
+		t.Errorf("state %+v params %s", a, a.Params.Raw)
 	}
 }

@@ -88,7 +88,7 @@ func RunLooprun(bin, corpus, name string) (Outcome, error) {
 		return Outcome{}, err
 	}
 	defer os.RemoveAll(dir)
-	code, err := run(dir, nil, bin, "run", "-q", name+".yaml")
+	code, err := run(dir, withTools(corpus, os.Environ()), bin, "run", "-q", name+".yaml")
 	if err != nil {
 		return Outcome{}, err
 	}
@@ -108,7 +108,7 @@ func RunOriginal(python, scripts, corpus, name string) (Outcome, error) {
 		return Outcome{}, err
 	}
 	defer os.RemoveAll(dir)
-	env := append(os.Environ(), "PYTHONPATH="+scripts)
+	env := append(withTools(corpus, os.Environ()), "PYTHONPATH="+scripts)
 	code, err := run(dir, env, python, "-m", "little_loops.cli.loop", "run", name+".yaml", "--no-lock")
 	if err != nil {
 		return Outcome{}, err
@@ -127,6 +127,25 @@ func RunOriginal(python, scripts, corpus, name string) (Outcome, error) {
 		return read(dir, code, states[0], strings.TrimSuffix(states[0], ".state.json")+".events.jsonl")
 	}
 	return Outcome{}, fmt.Errorf("%s: more than one state file of the run (%v)", name, states)
+}
+
+// withTools puts the corpus's programs (bin: an mcp-call) first on the
+// PATH of env.
+func withTools(corpus string, env []string) []string {
+	bin, err := filepath.Abs(filepath.Join(corpus, "bin"))
+	if err != nil {
+		return env
+	}
+	out := make([]string, 0, len(env)+1)
+	path := bin
+	for _, kv := range env {
+		if p, ok := strings.CutPrefix(kv, "PATH="); ok {
+			path += string(os.PathListSeparator) + p
+			continue
+		}
+		out = append(out, kv)
+	}
+	return append(out, "PATH="+path)
 }
 
 // run runs a command in dir, at most a minute, and returns its exit code.

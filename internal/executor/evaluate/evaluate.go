@@ -7,8 +7,10 @@
 package evaluate
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/looprun/looprun/api/v1alpha1"
 )
@@ -61,7 +63,8 @@ func errorResult(format string, args ...any) Result {
 func IsDeterministic(t v1alpha1.EvaluatorType) bool {
 	switch t {
 	case v1alpha1.EvalExitCode, v1alpha1.EvalOutputNumeric, v1alpha1.EvalOutputJSON,
-		v1alpha1.EvalOutputContains, v1alpha1.EvalConvergence, v1alpha1.EvalClassify, v1alpha1.EvalHarborScorer:
+		v1alpha1.EvalOutputContains, v1alpha1.EvalConvergence, v1alpha1.EvalClassify, v1alpha1.EvalHarborScorer,
+		v1alpha1.EvalMCPResult:
 		return true
 	}
 	return false
@@ -70,14 +73,15 @@ func IsDeterministic(t v1alpha1.EvaluatorType) bool {
 // readsOutputOnlyOnSuccess are the evaluators that give error for a non-zero exit
 // before looking at the output.
 func readsOutputOnlyOnSuccess(t v1alpha1.EvaluatorType) bool {
-	return t != v1alpha1.EvalExitCode && t != v1alpha1.EvalLLMStructured && t != v1alpha1.EvalHarborScorer
+	return t != v1alpha1.EvalExitCode && t != v1alpha1.EvalLLMStructured && t != v1alpha1.EvalHarborScorer &&
+		t != v1alpha1.EvalMCPResult
 }
 
 // Precheck applies the rules that hold before any evaluator looks at the
 // output: a timed-out action is an error, and so is a non-zero exit for the
 // evaluators that read the output. ok is false when the verdict is decided.
 func Precheck(t v1alpha1.EvaluatorType, exitCode int) (Result, bool) {
-	if exitCode == ExitTimeout {
+	if exitCode == ExitTimeout && t != v1alpha1.EvalMCPResult {
 		return errorResult("action timed out"), false
 	}
 	if exitCode != 0 && readsOutputOnlyOnSuccess(t) {
@@ -107,6 +111,8 @@ func Deterministic(cfg *v1alpha1.Evaluate, in Input) Result {
 		return classify(cfg, in)
 	case v1alpha1.EvalHarborScorer:
 		return harborScorer(in)
+	case v1alpha1.EvalMCPResult:
+		return MCPResult(in.Output, in.ExitCode)
 	}
 	return errorResult("evaluator %q is not deterministic", cfg.Type)
 }
@@ -142,4 +148,71 @@ func boolVerdict(ok bool) string {
 		return v1alpha1.VerdictSuccess
 	}
 	return v1alpha1.VerdictFailure
+}
+
+// ExitNotFound is the exit code of a command that is not there, and of
+// mcp-call for a server or tool it does not know.
+const ExitNotFound = 127
+
+// MCPResult judges an MCP tool call from the exit code and the result
+// envelope the call printed: 127 is not_found, 124 timeout; otherwise the
+// envelope's isError (a non-zero exit when it has none) is tool_error, and
+// so is output that is not JSON; the rest is success.
+func MCPResult(output string, exitCode int) Result {
+	d := map[string]any{"exit_code": exitCode}
+	switch exitCode {
+	case ExitNotFound:
+		d["error"] = "MCP server or tool not found"
+		return Result{Verdict: v1alpha1.VerdictNotFound, Details: d}
+	case ExitTimeout:
+		d["error"] = "MCP tool call timed out"
+		return Result{Verdict: v1alpha1.VerdictTimeout, Details: d}
+	}
+	envelope := map[string]any{}
+	if text := strings.TrimSpace(output); text != "" {
+		if err := json.Unmarshal([]byte(text), &envelope); err != nil {
+			d["error"] = "the MCP call printed no JSON result envelope: " + headOf(text, 200)
+			return Result{Verdict: v1alpha1.VerdictToolError, Details: d}
+		}
+	}
+	d["envelope"] = envelope
+	isError, ok := envelope["isError"]
+	if !ok {
+		isError = exitCode != 0
+	}
+	if truthy(isError) {
+		return Result{Verdict: v1alpha1.VerdictToolError, Details: d}
+	}
+	return Result{Verdict: v1alpha1.VerdictSuccess, Details: d}
+}
+
+// truthy is a JSON value's truth as Python has it: false, null, 0, "",
+// [] and {} are false.
+func truthy(v any) bool {
+	switch x := v.(type) {
+	case nil:
+		return false
+	case bool:
+		return x
+	case float64:
+		return x != 0
+	case string:
+		return x != ""
+	case []any:
+		return len(x) > 0
+	case map[string]any:
+		return len(x) > 0
+	}
+	return true
+}
+
+// headOf is the first n bytes of s, cut on a rune boundary.
+func headOf(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
