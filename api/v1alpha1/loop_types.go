@@ -189,6 +189,7 @@ const (
 // +kubebuilder:validation:XValidation:rule="!has(self.onRetryExhausted) || has(self.maxRetries) || has(self.retryPolicy)",message="onRetryExhausted needs maxRetries or retryPolicy"
 // +kubebuilder:validation:XValidation:rule="!has(self.__loop__) || !has(self.action)",message="a state runs an action or a loop, not both"
 // +kubebuilder:validation:XValidation:rule="!has(self.params) || (has(self.actionType) && self.actionType == 'mcp')",message="params are the arguments of an MCP tool: they need actionType mcp"
+// +kubebuilder:validation:XValidation:rule="!has(self.learning) || (!has(self.action) && !has(self.__loop__))",message="a learning state runs its gate: it has no action and no loop"
 type State struct {
 	// action is a shell command, or an agent prompt when actionType is agent
 	// or the action starts with "/". Templates ${namespace.path} are expanded first.
@@ -297,6 +298,16 @@ type State struct {
 	// child's captures back under this state's name.
 	// +optional
 	ContextPassthrough bool `json:"contextPassthrough,omitempty"`
+
+	// learning makes the state a learning gate (little-loops type:
+	// learning) instead of an action: each target must have a proven record
+	// in the learning-tests registry (.ll/learning-tests/SLUG.md where the
+	// action runs); a missing or stale one is explored with the agent
+	// (/ll:explore-api TARGET) up to maxRetries times. All proven is
+	// success; a refuted target, or one still unproven, is the verdict
+	// blocked when the state routes it, else failure.
+	// +optional
+	Learning *LearningSpec `json:"learning,omitempty"`
 
 	// with binds the sub-loop's parameters over its context (templates in
 	// strings are expanded) and brings the child's captures back under this
@@ -635,6 +646,33 @@ type AgentSpec struct {
 	// +optional
 	APIKeySecretRef *SecretKeyRef `json:"apiKeySecretRef,omitempty"`
 }
+
+// LearningSpec lists what a learning state must prove.
+// +kubebuilder:validation:XValidation:rule="has(self.targets) != has(self.targetsCSV)",message="set targets or targetsCSV, not both"
+type LearningSpec struct {
+	// targets are the APIs or libraries to prove, in order.
+	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	Targets []string `json:"targets,omitempty"`
+
+	// targetsCSV is a template expanding to comma-separated targets.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	TargetsCSV string `json:"targetsCSV,omitempty"`
+
+	// maxRetries bounds the explorations of one target. Default 2.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	MaxRetries *int32 `json:"maxRetries,omitempty"`
+
+	// maxRetriesExpr is a template expanding to maxRetries.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	MaxRetriesExpr string `json:"maxRetriesExpr,omitempty"`
+}
+
+// DefaultLearningMaxRetries bounds the explorations of one learning target.
+const DefaultLearningMaxRetries = 2
 
 // MCPSpec configures mcp actions.
 type MCPSpec struct {

@@ -230,13 +230,17 @@ func (t *txn) evaluate(ctx context.Context, st *v1alpha1.State, res *ActionResul
 		}
 		return t.judge(ctx, cfg, Tail(output, evaluate.OutputLimit), vars), typ, true
 	case cfg == nil:
-		return defaultVerdict(st, output, exit), typ, true
+		return t.defaultVerdict(st, output, exit), typ, true
 	}
 	return evaluate.Deterministic(cfg, evaluate.Input{Output: output, ExitCode: exit, Expand: expand}), typ, true
 }
 
-// defaultVerdict judges a shell or mcp action whose state has no evaluate.
-func defaultVerdict(st *v1alpha1.State, output string, exit int) evaluate.Result {
+// defaultVerdict judges a shell or mcp action, or a learning gate, whose
+// state has no evaluate.
+func (t *txn) defaultVerdict(st *v1alpha1.State, output string, exit int) evaluate.Result {
+	if st.Learning != nil {
+		return t.learningVerdict(st, output, exit)
+	}
 	if st.ActionType == v1alpha1.ActionMCP {
 		return evaluate.MCPResult(output, exit)
 	}

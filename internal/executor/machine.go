@@ -132,6 +132,9 @@ type Action struct {
 	Retry   int32
 	Command string
 	Agent   bool
+	// CallsAgent is true for a shell command that runs the agent command
+	// itself (a learning state's gate): it runs where agent actions run.
+	CallsAgent bool
 	// AgentCommand runs an agent action, Command appended (spec.agent.command).
 	AgentCommand []string
 	Timeout      time.Duration

@@ -81,7 +81,7 @@ func (t *txn) plan() Step {
 			}
 			continue
 		}
-		if st.Action == "" {
+		if st.Action == "" && st.Learning == nil {
 			return Step{Kind: StepEvaluate}
 		}
 		if step := t.startAction(&st); step.Kind != stepHop {
@@ -103,7 +103,7 @@ func (t *txn) inFlight() Step {
 	if ok && st.Loop != "" && a.State == run.CurrentState {
 		return t.subLoop(&st, false)
 	}
-	if !ok || st.Action == "" {
+	if !ok || (st.Action == "" && st.Learning == nil) {
 		t.finish(v1alpha1.TerminatedError, fmt.Sprintf("state %q of the action in flight has no action", a.State))
 		return Step{Kind: StepDone}
 	}
@@ -114,7 +114,7 @@ func (t *txn) inFlight() Step {
 	}
 	a.Command = command
 	return Step{Kind: StepAction, Action: &Action{
-		State: a.State, Iteration: a.Iteration, Retry: run.Retries, Command: command, Agent: st.IsAgent(),
+		State: a.State, Iteration: a.Iteration, Retry: run.Retries, Command: command, Agent: st.IsAgent(), CallsAgent: st.Learning != nil,
 		AgentCommand: spec.GetAgentCommand(), Timeout: time.Duration(a.TimeoutSeconds) * time.Second,
 		Evaluate: t.runnerEvaluate(&st), Probe: probe(&st, t.vars()),
 	}}
@@ -267,7 +267,7 @@ func (t *txn) startAction(st *v1alpha1.State) Step {
 		return Step{Kind: stepHop}
 	}
 	a := &Action{State: run.CurrentState, Iteration: run.Iteration, Retry: run.Retries, Command: command, Agent: st.IsAgent(),
-		AgentCommand: spec.GetAgentCommand(), Timeout: st.GetTimeout(), Evaluate: t.runnerEvaluate(st), Probe: probe(st, t.vars())}
+		CallsAgent: st.Learning != nil, AgentCommand: spec.GetAgentCommand(), Timeout: st.GetTimeout(), Evaluate: t.runnerEvaluate(st), Probe: probe(st, t.vars())}
 	ts := metav1.NewTime(t.now)
 	run.Action = &v1alpha1.ActionStatus{
 		State: a.State, Iteration: a.Iteration, Command: a.Command, Agent: a.Agent,
@@ -389,6 +389,9 @@ func stableTemplate(s string) bool {
 
 // expandAction expands a state's action, within MaxCommandBytes.
 func expandAction(spec *v1alpha1.LoopSpec, st *v1alpha1.State, vars *interpolate.Vars) (string, error) {
+	if st.Learning != nil {
+		return learningScript(spec, st, vars)
+	}
 	command, err := interpolate.Expand(st.Action, vars)
 	if err != nil {
 		return "", err

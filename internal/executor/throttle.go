@@ -20,6 +20,9 @@ const (
 // it ends the loop. It reports true when the state is done with.
 func (t *txn) throttled(st *v1alpha1.State) bool {
 	th := st.Throttle
+	if st.Learning != nil {
+		return false // a learning gate is bounded by its maxRetries
+	}
 	if th == nil {
 		th = t.m.spec.Throttle
 	}

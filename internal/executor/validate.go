@@ -108,6 +108,7 @@ func validateState(spec *v1alpha1.LoopSpec, name string, st *v1alpha1.State, cap
 		errs = append(errs, field.NotSupported(p.Child("actionType"), st.ActionType, []string{"shell", "agent", "mcp"}))
 	}
 	errs = append(errs, validateMCP(st, captured, p)...)
+	errs = append(errs, validateLearning(st, captured, p)...)
 	if st.Timeout != nil && st.Timeout.Duration <= 0 {
 		errs = append(errs, field.Invalid(p.Child("timeout"), st.Timeout.Duration.String(), "must be positive"))
 	}
@@ -160,6 +161,28 @@ func validateMCP(st *v1alpha1.State, captured map[string]bool, p *field.Path) fi
 	}
 	walk(params, pp)
 	return errs
+}
+
+// validateLearning checks a learning state: it runs no action of its own,
+// and names its targets one way.
+func validateLearning(st *v1alpha1.State, captured map[string]bool, p *field.Path) field.ErrorList {
+	l := st.Learning
+	if l == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	lp := p.Child("learning")
+	if st.Action != "" || st.Loop != "" {
+		errs = append(errs, field.Invalid(lp, "", "a learning state runs its gate: it has no action and no loop"))
+	}
+	if (len(l.Targets) == 0) == (l.TargetsCSV == "") {
+		errs = append(errs, field.Required(lp.Child("targets"), "set targets or targetsCSV, not both"))
+	}
+	if l.MaxRetries != nil && *l.MaxRetries < 0 {
+		errs = append(errs, field.Invalid(lp.Child("maxRetries"), *l.MaxRetries, "must not be negative"))
+	}
+	errs = append(errs, checkTemplate(l.TargetsCSV, captured, lp.Child("targetsCSV"))...)
+	return append(errs, checkTemplate(l.MaxRetriesExpr, captured, lp.Child("maxRetriesExpr"))...)
 }
 
 // validateSubLoop checks the fields of a sub-loop state.

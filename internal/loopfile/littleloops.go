@@ -66,11 +66,6 @@ var ignoredStateKeys = map[string]string{
 	"description": "",
 }
 
-// State keys that change what a state does; a loop using them cannot run faithfully.
-var unsupportedStateKeys = map[string]string{
-	"type": "learning states are not supported", "learning": "learning states are not supported",
-}
-
 func (r *reader) littleLoops(doc map[string]any, dir string) (*v1alpha1.Loop, error) {
 	doc, err := r.inherit(doc, dir, map[string]bool{})
 	if err != nil {
@@ -241,7 +236,7 @@ func (r *reader) state(name string, m map[string]any) v1alpha1.State {
 		switch k {
 		case "action":
 			st.Action = r.str(m, k, fp)
-		case "action_type", "params":
+		case "action_type", "params", "type", "learning":
 			r.actionKey(m, k, fp, &st)
 		case "evaluate":
 			st.Evaluate = r.evaluate(m[k], fp)
@@ -305,10 +300,6 @@ func (r *reader) stateExtra(m map[string]any, k, fp string, hasRoute bool, st *v
 		}
 		return
 	}
-	if why, ok := unsupportedStateKeys[k]; ok {
-		r.fail("%s: %s", fp, why)
-		return
-	}
 	if why, ok := ignoredStateKeys[k]; ok {
 		if why != "" {
 			r.warn("%s: %s is not supported by looprun; ignored", fp, why)
@@ -361,6 +352,22 @@ func (r *reader) throttle(v any, fp string) *v1alpha1.Throttle {
 
 // actionKey reads the keys that say how the action runs.
 func (r *reader) actionKey(m map[string]any, k, fp string, st *v1alpha1.State) {
+	switch k {
+	case "type":
+		if t := r.str(m, k, fp); t != "learning" {
+			r.fail("%s: state type %q is not supported (learning)", fp, t)
+		} else if _, ok := m["learning"]; !ok {
+			r.fail("%s: a learning state needs learning", fp)
+		}
+		return
+	case "learning":
+		if m["type"] != "learning" {
+			r.fail("%s: learning needs type: learning", fp)
+			return
+		}
+		st.Learning = r.learning(m[k], fp)
+		return
+	}
 	if k == "params" {
 		if _, ok := m[k].(map[string]any); !ok {
 			r.fail("%s: must be a mapping of the tool's arguments", fp)
@@ -380,6 +387,35 @@ func (r *reader) actionKey(m map[string]any, k, fp string, st *v1alpha1.State) {
 	default:
 		r.fail("%s: action type %q is not supported (shell, prompt, slash_command, mcp_tool)", fp, t)
 	}
+}
+
+// learning reads what a learning state proves.
+func (r *reader) learning(v any, fp string) *v1alpha1.LearningSpec {
+	m, ok := v.(map[string]any)
+	if !ok {
+		r.fail("%s: must be a mapping", fp)
+		return nil
+	}
+	l := &v1alpha1.LearningSpec{}
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		kp := fp + "." + k
+		switch k {
+		case "targets":
+			l.Targets = r.strings(m, k, kp)
+		case "targets_csv":
+			l.TargetsCSV = r.str(m, k, kp)
+		case "max_retries":
+			l.MaxRetries = r.int32p(m, k, kp)
+		case "max_retries_expr":
+			l.MaxRetriesExpr = r.str(m, k, kp)
+		default:
+			r.warn("%s: unknown key; ignored", kp)
+		}
+	}
+	if (len(l.Targets) == 0) == (l.TargetsCSV == "") {
+		r.fail("%s: set targets or targets_csv (one of them)", fp)
+	}
+	return l
 }
 
 // compositionKey reads the keys that compose loops: a sub-loop state's,

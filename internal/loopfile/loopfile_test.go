@@ -164,7 +164,7 @@ func TestSubLoopStates(t *testing.T) {
 
 func TestUnsupportedFeaturesAreErrors(t *testing.T) {
 	_, err := Parse([]byte("name: p\ninitial: a\nstates:\n  a:\n    action: x\n    type: learning\n    next: b\n  b: {terminal: true}\n"), "", Options{})
-	if err == nil || !strings.Contains(err.Error(), "states.a.type: learning states") {
+	if err == nil || !strings.Contains(err.Error(), "states.a.type: a learning state needs learning") {
 		t.Errorf("err %v", err)
 	}
 	_, err = Parse([]byte("name: p\ninitial: a\nparameters:\n  x: {required: true, default: 1}\nstates:\n  a: {terminal: true}\n"), "", Options{})
@@ -349,5 +349,21 @@ func TestMCPToolState(t *testing.T) {
 	a := f.Loop.Spec.States["a"]
 	if a.ActionType != v1alpha1.ActionMCP || a.Params == nil || string(a.Params.Raw) != `{"n":[1],"path":"${context.p}"}` {
 		t.Errorf("state %+v params %s", a, a.Params.Raw)
+	}
+}
+
+func TestLearningState(t *testing.T) {
+	f, err := Parse([]byte("name: g\ninitial: a\nstates:\n  a:\n    type: learning\n    learning:\n      targets_csv: \"${context.t}\"\n      max_retries_expr: \"${context.n}\"\n    on_yes: b\n    on_blocked: b\n  b: {terminal: true}\n"), "", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := f.Loop.Spec.States["a"]
+	if l := a.Learning; l == nil || l.TargetsCSV != "${context.t}" || l.MaxRetriesExpr != "${context.n}" || a.Route["blocked"] != "b" || a.OnSuccess != "b" {
+		t.Errorf("state %+v", a)
+	}
+	for _, bad := range []string{"    type: learning\n", "    type: other\n    learning: {targets: [x]}\n", "    learning: {targets: [x]}\n", "    type: learning\n    learning: {}\n"} {
+		if _, err := Parse([]byte("name: g\ninitial: a\nstates:\n  a:\n"+bad+"    on_yes: b\n  b: {terminal: true}\n"), "", Options{}); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
 	}
 }

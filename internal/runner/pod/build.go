@@ -74,6 +74,24 @@ func (o Options) startAllowance() time.Duration {
 // Loop's volumeClaimTemplate.
 func WorkspaceClaim(loop string) string { return loop + "-workspace" }
 
+// actionImage is the image and command of an action: a shell command in
+// the runner image; an agent prompt, or a command that calls the agent,
+// in the agent image.
+func actionImage(spec *v1alpha1.LoopSpec, rs *v1alpha1.RunnerSpec, a *executor.Action, o Options) (string, []string) {
+	image, command := cmp.Or(rs.Image, o.Images.Runner), []string{spec.GetShell(), "-c", a.Command}
+	if a.Agent || a.CallsAgent {
+		var agentImage string
+		if spec.Agent != nil {
+			agentImage = spec.Agent.Image
+		}
+		image = cmp.Or(agentImage, o.Images.Agent, image)
+	}
+	if a.Agent {
+		command = append(append([]string{}, a.AgentCommand...), a.Command)
+	}
+	return image, command
+}
+
 // Build makes the Pod that runs action a of the Loop's run. It refuses, with
 // a *runner.Refused, a Pod that would run under the operator's own service
 // account or that has no image.
@@ -88,15 +106,7 @@ func Build(loop *v1alpha1.Loop, run string, a executor.Action, o Options) (*core
 		return nil, &runner.Refused{Reason: "ForbiddenServiceAccount",
 			Message: fmt.Sprintf("spec.runner.serviceAccountName: %q is the operator's own service account; actions run under the Loop's", sa)}
 	}
-	image, command := cmp.Or(rs.Image, o.Images.Runner), []string{spec.GetShell(), "-c", a.Command}
-	if a.Agent {
-		var agentImage string
-		if spec.Agent != nil {
-			agentImage = spec.Agent.Image
-		}
-		image = cmp.Or(agentImage, o.Images.Agent, image)
-		command = append(append([]string{}, a.AgentCommand...), a.Command)
-	}
+	image, command := actionImage(spec, rs, &a, o)
 	if image == "" {
 		return nil, &runner.Refused{Reason: "NoImage", Message: "no image to run the action: set spec.runner.image (spec.agent.image for agent actions) or the operator's default"}
 	}
@@ -126,7 +136,7 @@ func Build(loop *v1alpha1.Loop, run string, a executor.Action, o Options) (*core
 	if a.Probe != "" {
 		env = append(env, corev1.EnvVar{Name: entrypoint.ProbeEnv, Value: a.Probe})
 	}
-	if a.Agent && spec.Agent != nil && spec.Agent.APIKeySecretRef != nil {
+	if (a.Agent || a.CallsAgent) && spec.Agent != nil && spec.Agent.APIKeySecretRef != nil {
 		ref := spec.Agent.APIKeySecretRef
 		env = append(env, corev1.EnvVar{Name: APIKeyEnv, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
 			LocalObjectReference: corev1.LocalObjectReference{Name: ref.Name}, Key: ref.Key}}})

@@ -3,6 +3,7 @@ package pod
 import (
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -210,6 +211,24 @@ func TestBuildAgent(t *testing.T) {
 	}
 	if key == nil || key.Value != "" || key.ValueFrom == nil || key.ValueFrom.SecretKeyRef.Name != "keys" || key.ValueFrom.SecretKeyRef.Key != "anthropic" {
 		t.Errorf("API key env %+v", key)
+	}
+}
+
+// A learning gate is a shell command that calls the agent: it runs in the
+// agent image, with the agent's key, through the shell.
+func TestBuildCallsAgent(t *testing.T) {
+	loop := testLoop()
+	loop.Spec.Agent = &v1alpha1.AgentSpec{Image: "agent:1", APIKeySecretRef: &v1alpha1.SecretKeyRef{Name: "keys", Key: "anthropic"}}
+	pod, err := Build(loop, "r", executor.Action{State: "gate", Iteration: 1, Command: "mark complete", CallsAgent: true}, testOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := pod.Spec.Containers[0]
+	if c.Image != "agent:1" || strings.Join(c.Command[4:], " ") != "bash -c mark complete" {
+		t.Errorf("gate container %s %q", c.Image, c.Command)
+	}
+	if !slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == APIKeyEnv && e.ValueFrom != nil }) {
+		t.Errorf("no API key in %+v", c.Env)
 	}
 }
 

@@ -1,0 +1,142 @@
+package executor
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/internal/executor/evaluate"
+	"github.com/looprun/looprun/internal/executor/interpolate"
+)
+
+// The events of a learning state, as little-loops writes them.
+const (
+	EventLearningTargetStale    = "learning_target_stale"
+	EventLearningExploreInvoked = "learning_explore_invoked"
+	EventLearningTargetProven   = "learning_target_proven"
+	EventLearningTargetRefuted  = "learning_target_refuted"
+	EventLearningBlocked        = "learning_blocked"
+	EventLearningComplete       = "learning_complete"
+)
+
+// VerdictBlocked is a learning state's verdict when a target is refuted or
+// stays unproven, if the state routes it (else failure).
+const VerdictBlocked = "blocked"
+
+// learningMark starts the lines the gate prints about its progress.
+const learningMark = "looprun-learning:"
+
+// learningScript is the shell action of a learning state: the gate runs
+// where actions run, since the registry is a directory of the workspace.
+// For each target it reads .ll/learning-tests/SLUG.md (the status in its
+// front matter; proven when it has none), explores a missing or stale one
+// with the agent up to maxRetries times, and prints a mark line for each
+// thing it did; the last line says how the gate ended.
+func learningScript(spec *v1alpha1.LoopSpec, st *v1alpha1.State, vars *interpolate.Vars) (string, error) {
+	l := st.Learning
+	targets := l.Targets
+	if l.TargetsCSV != "" {
+		csv, err := interpolate.Expand(l.TargetsCSV, vars)
+		if err != nil {
+			return "", fmt.Errorf("learning.targetsCSV: %w", err)
+		}
+		targets = nil
+		for _, t := range strings.Split(csv, ",") {
+			if t = strings.TrimSpace(t); t != "" {
+				targets = append(targets, t)
+			}
+		}
+	}
+	retries := int64(v1alpha1.DefaultLearningMaxRetries)
+	if l.MaxRetries != nil {
+		retries = int64(*l.MaxRetries)
+	}
+	if l.MaxRetriesExpr != "" {
+		x, err := interpolate.Expand(l.MaxRetriesExpr, vars)
+		if err != nil {
+			return "", fmt.Errorf("learning.maxRetriesExpr: %w", err)
+		}
+		if retries, err = strconv.ParseInt(strings.TrimSpace(x), 10, 32); err != nil {
+			return "", fmt.Errorf("learning.maxRetriesExpr: %q is not a whole number", x)
+		}
+	}
+	agent := make([]string, 0, len(spec.GetAgentCommand()))
+	for _, w := range spec.GetAgentCommand() {
+		agent = append(agent, interpolate.ShellQuote(w))
+	}
+	quoted := make([]string, 0, len(targets))
+	for _, t := range targets {
+		quoted = append(quoted, interpolate.ShellQuote(t))
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, `mark() { printf '%s %%s\n' "$*"; }
+record() {
+  f=.ll/learning-tests/$(printf '%%s' "$1" | sed -e 's/[^[:alnum:]_[:space:]-]//g' -e 's/[-[:space:]][-[:space:]]*/-/g' -e 's/^-*//' -e 's/-*$//' | tr '[:upper:]' '[:lower:]').md
+  if [ ! -f "$f" ] || [ "$(head -n 1 "$f")" != "---" ] || [ "$(sed -n '2,$p' "$f" | grep -c '^---$')" = 0 ]; then echo missing; return; fi
+  s=$(sed -n '2,/^---$/p' "$f" | sed -n 's/^status:[[:space:]]*//p' | head -n 1 | sed -e 's/[[:space:]]*$//' -e "s/^[\"']//" -e "s/[\"']$//")
+  echo "${s:-proven}"
+}
+max=%d
+for t in %s; do
+  n=0
+  while :; do
+    s=$(record "$t")
+    case $s in missing|stale) ;; *) break ;; esac
+    if [ "$n" -ge "$max" ]; then mark blocked retries_exhausted "$t"; exit 0; fi
+    mark stale "$s" "$t"
+    n=$((n + 1))
+    mark explore "$n" "$t"
+    %s "/ll:explore-api $t" </dev/null
+  done
+  if [ "$s" = refuted ]; then mark refuted "$t"; mark blocked refuted "$t"; exit 0; fi
+  mark proven "$t"
+done
+mark complete
+`, learningMark, retries, strings.Join(quoted, " "), strings.Join(agent, " "))
+	return b.String(), nil
+}
+
+// learningVerdict reads the mark lines of a learning gate's output, records
+// them as little-loops' learning events, and gives the gate's verdict.
+func (t *txn) learningVerdict(st *v1alpha1.State, output string, exit int) evaluate.Result {
+	state := t.run.CurrentState
+	var targets []string
+	for _, line := range strings.Split(output, "\n") {
+		rest, ok := strings.CutPrefix(line, learningMark+" ")
+		if !ok {
+			continue
+		}
+		what, rest, _ := strings.Cut(rest, " ")
+		switch what {
+		case "stale":
+			cause, target, _ := strings.Cut(rest, " ")
+			t.emit(EventLearningTargetStale, map[string]any{"state": state, "target": target, "cause": cause})
+		case "explore":
+			n, target, _ := strings.Cut(rest, " ")
+			attempt, _ := strconv.Atoi(n)
+			t.emit(EventLearningExploreInvoked, map[string]any{"state": state, "target": target, "attempt": attempt})
+		case "proven":
+			targets = append(targets, rest)
+			t.emit(EventLearningTargetProven, map[string]any{"state": state, "target": rest})
+		case "refuted":
+			t.emit(EventLearningTargetRefuted, map[string]any{"state": state, "target": rest})
+		case "blocked":
+			reason, target, _ := strings.Cut(rest, " ")
+			t.emit(EventLearningBlocked, map[string]any{"state": state, "target": target, "reason": reason})
+			verdict := v1alpha1.VerdictFailure
+			if _, ok := st.Route[VerdictBlocked]; ok {
+				verdict = VerdictBlocked
+			}
+			return evaluate.Result{Verdict: verdict, Details: map[string]any{"target": target, "reason": reason}}
+		case "complete":
+			if targets == nil {
+				targets = []string{}
+			}
+			t.emit(EventLearningComplete, map[string]any{"state": state, "targets": targets})
+			return evaluate.Result{Verdict: v1alpha1.VerdictSuccess, Details: map[string]any{"targets": targets}}
+		}
+	}
+	return evaluate.Result{Verdict: v1alpha1.VerdictError, Details: map[string]any{
+		"exit_code": exit, "error": "the learning gate ended before it decided"}}
+}
