@@ -10,6 +10,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -261,7 +262,37 @@ var _ = Describe("Loop validation at apply", func() {
 			st.Evaluate = &v1alpha1.Evaluate{Type: "comparator"}
 			s.States["check"] = st
 		}, "spec.states.check.evaluate.type: Unsupported value: \"comparator\""),
+		Entry("more states than a Loop holds", func(s *v1alpha1.LoopSpec) {
+			for i := range 130 {
+				s.States[fmt.Sprintf("s%d", i)] = v1alpha1.State{Action: "true", Next: "done"}
+			}
+		}, "spec.states: Too many: 133: must have at most 128 items"),
+		Entry("params without an mcp action", func(s *v1alpha1.LoopSpec) {
+			st := s.States["check"]
+			st.Params = &apiextensionsv1.JSON{Raw: []byte(`{"path": "x"}`)}
+			s.States["check"] = st
+		}, "spec.states[check]: Invalid value: params are the arguments of an MCP tool: they need actionType mcp"),
+		Entry("a learning state with an action", func(s *v1alpha1.LoopSpec) {
+			st := s.States["check"]
+			st.Learning = &v1alpha1.LearningSpec{Targets: []string{"an SDK"}}
+			s.States["check"] = st
+		}, "spec.states[check]: Invalid value: a learning state runs its gate: it has no action and no loop"),
+		Entry("learning targets given twice", func(s *v1alpha1.LoopSpec) {
+			s.States["gate"] = v1alpha1.State{Learning: &v1alpha1.LearningSpec{Targets: []string{"x"}, TargetsCSV: "y"}, OnSuccess: "done"}
+		}, "set targets or targetsCSV, not both"),
 	)
+
+	It("accepts a loop of 128 states, mcp and learning states among them", func() {
+		spec := fixUntilClean()
+		for i := len(spec.States); i < 126; i++ {
+			spec.States[fmt.Sprintf("s%d", i)] = v1alpha1.State{Action: "true", Next: "done"}
+		}
+		spec.States["call"] = v1alpha1.State{Action: "files/read", ActionType: v1alpha1.ActionMCP,
+			Params: &apiextensionsv1.JSON{Raw: []byte(`{"path": "${context.file}"}`)}, Route: map[string]v1alpha1.StateName{"success": "done"}}
+		spec.States["gate"] = v1alpha1.State{Learning: &v1alpha1.LearningSpec{TargetsCSV: "${context.sdks}"}, OnSuccess: "done"}
+		Expect(spec.States).To(HaveLen(128))
+		Expect(k8sClient.Create(bg, &v1alpha1.Loop{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "big"}, Spec: spec})).To(Succeed())
+	})
 
 	It("accepts $current as a target", func() {
 		spec := fixUntilClean()

@@ -50,7 +50,7 @@ type LoopSpec struct {
 	// states maps each state name to what the state does and where it goes next.
 	// +required
 	// +kubebuilder:validation:MinProperties=1
-	// +kubebuilder:validation:MaxProperties=64
+	// +kubebuilder:validation:MaxProperties=128
 	States map[string]State `json:"states"`
 
 	// context holds user variables, read in templates as ${context.NAME}.

@@ -19,7 +19,7 @@ import (
 
 // MaxStates is how many states a loop may have (the Loop CRD's bound on
 // spec.states).
-const MaxStates = 64
+const MaxStates = 128
 
 // Validate checks a spec: what the CRD schema checks and more (templates,
 // evaluator fields, captured names). Every error names the field, such as
