@@ -26,7 +26,7 @@ func (p Phase) IsFinished() bool {
 }
 
 // TerminationReason says why a loop ended.
-// +kubebuilder:validation:Enum=terminal;max_iterations;timeout;error;cycle_detected;retry_exhausted;stopped;max_passes;system_signal
+// +kubebuilder:validation:Enum=terminal;max_iterations;timeout;error;cycle_detected;retry_exhausted;stopped;max_passes;system_signal;stall_detected
 type TerminationReason string
 
 // The termination reasons.
@@ -43,6 +43,8 @@ const (
 	// TerminatedSystemSignal: the action of a state with next was killed
 	// by a signal it did not get from looprun, and the state has no onError.
 	TerminatedSystemSignal TerminationReason = "system_signal"
+	// TerminatedStallDetected: the repeated-failure circuit tripped (spec.circuit).
+	TerminatedStallDetected TerminationReason = "stall_detected"
 )
 
 // The deterministic verdicts; little-loops spells success and failure yes and no.

@@ -141,6 +141,10 @@ type LoopSpec struct {
 	// +optional
 	Throttle *Throttle `json:"throttle,omitempty"`
 
+	// circuit stops a loop that keeps repeating itself.
+	// +optional
+	Circuit *CircuitSpec `json:"circuit,omitempty"`
+
 	// resumeFrom forks another Loop's run: this Loop starts from that Loop's
 	// checkpoint at the given iteration (its context, captured results and
 	// iteration count) and runs on its own; the source is not touched. Read
@@ -351,6 +355,55 @@ type State struct {
 	// +optional
 	RetryPolicy *RetryPolicy `json:"retryPolicy,omitempty"`
 }
+
+// CircuitSpec holds the loop's circuit breakers.
+type CircuitSpec struct {
+	// repeatedFailure trips when an evaluated state gives the same exit
+	// code and verdict window times in a row, or recurrentWindow times in
+	// all (little-loops circuit.repeated_failure).
+	// +optional
+	RepeatedFailure *RepeatedFailure `json:"repeatedFailure,omitempty"`
+}
+
+// RepeatedFailure is the repeated-failure circuit: it records (state, exit
+// code, verdict) of every evaluated state.
+type RepeatedFailure struct {
+	// window is how many identical results in a row trip it. Default 3.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	Window *int32 `json:"window,omitempty"`
+
+	// recurrentWindow trips it when one result has been seen this many
+	// times in the run, in a row or not. Unset: never.
+	// +optional
+	// +kubebuilder:validation:Minimum=2
+	RecurrentWindow *int32 `json:"recurrentWindow,omitempty"`
+
+	// onRepeatedFailure is where a tripped circuit goes instead of the
+	// verdict's route: a state, or abort (the default) to end the loop with
+	// terminatedBy stall_detected.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	OnRepeatedFailure string `json:"onRepeatedFailure,omitempty"`
+
+	// progressPaths are files (templates) whose change (modification time
+	// or size, where the action ran) is progress: it starts the count again.
+	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	ProgressPaths []string `json:"progressPaths,omitempty"`
+
+	// excludePaths are left out of progressPaths (a loop's own bookkeeping).
+	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	ExcludePaths []string `json:"excludePaths,omitempty"`
+}
+
+// CircuitAbort ends a loop whose repeated-failure circuit tripped.
+const CircuitAbort = "abort"
+
+// DefaultCircuitWindow is how many identical results in a row trip the
+// repeated-failure circuit.
+const DefaultCircuitWindow = 3
 
 // Throttle bounds how many times in a row a state runs its action: at
 // warnMax a throttle_warn event; at hardMax the state goes to its

@@ -51,6 +51,7 @@ func (t *txn) complete(ctx context.Context, res *ActionResult) {
 		t.completeNext(&st, res)
 		return
 	}
+	progress := takeProgress(res)
 	result, typ, evaluated := t.evaluate(ctx, &st, res)
 	if len(result.Verdict) > MaxVerdictBytes {
 		result = evaluate.Result{Verdict: v1alpha1.VerdictError, Details: map[string]any{
@@ -70,6 +71,9 @@ func (t *txn) complete(ctx context.Context, res *ActionResult) {
 	}
 	t.capture(&st, res, result.Verdict)
 	t.setPrev(&st, res)
+	if t.circuitTripped(res, result.Verdict, progress) {
+		return
+	}
 	t.routeVerdict(&st, res, result.Verdict)
 }
 

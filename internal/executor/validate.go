@@ -44,6 +44,7 @@ func Validate(spec *v1alpha1.LoopSpec) field.ErrorList {
 			errs = append(errs, field.NotFound(root.Child(f.name), f.target))
 		}
 	}
+	errs = append(errs, validateCircuit(spec, root)...)
 	if _, err := DecodeContext(spec.Context); err != nil {
 		errs = append(errs, field.Invalid(root.Child("context"), "", err.Error()))
 	}
@@ -67,6 +68,28 @@ func Validate(spec *v1alpha1.LoopSpec) field.ErrorList {
 	for _, name := range slices.Sorted(maps.Keys(spec.States)) {
 		st := spec.States[name]
 		errs = append(errs, validateState(spec, name, &st, captured, root.Child("states").Key(name))...)
+	}
+	return errs
+}
+
+// validateCircuit checks the repeated-failure circuit.
+func validateCircuit(spec *v1alpha1.LoopSpec, root *field.Path) field.ErrorList {
+	rf := repeatedFailure(spec)
+	if rf == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	p := root.Child("circuit", "repeatedFailure")
+	if rf.Window != nil && *rf.Window < 1 {
+		errs = append(errs, field.Invalid(p.Child("window"), *rf.Window, "must be at least 1"))
+	}
+	if rf.RecurrentWindow != nil && *rf.RecurrentWindow < 2 {
+		errs = append(errs, field.Invalid(p.Child("recurrentWindow"), *rf.RecurrentWindow, "must be at least 2"))
+	}
+	if to := rf.OnRepeatedFailure; to != "" && to != v1alpha1.CircuitAbort {
+		if _, ok := spec.States[to]; !ok {
+			errs = append(errs, field.Invalid(p.Child("onRepeatedFailure"), to, "must be abort or name a state"))
+		}
 	}
 	return errs
 }

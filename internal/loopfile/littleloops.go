@@ -45,8 +45,8 @@ var ignoredTopLevel = map[string]string{
 	"scope": "scope locks", "singleton": "scope locks", "on_handoff": "context handoff",
 	"category": "catalogue metadata", "labels": "catalogue metadata", "visibility": "catalogue metadata",
 	"commands": "catalogue metadata", "targets": "catalogue metadata",
-	"config":  "ll-config overrides",
-	"circuit": "the repeated-failure circuit", "host_guard": "the host memory guard",
+	"config":            "ll-config overrides",
+	"host_guard":        "the host memory guard",
 	"prompt_size_guard": "the prompt size guard", "default_idle_timeout": "idle timeouts",
 	"pruning_profile": "Claude harness settings", "tamper_guard": "Claude harness settings",
 	"prepatch_check": "Claude harness settings", "session_mode": "Claude harness settings",
@@ -159,8 +159,8 @@ func (r *reader) topLevel(doc map[string]any, spec *v1alpha1.LoopSpec) {
 			spec.LLM = r.llm(v)
 		case "input_key", "required_inputs":
 			r.inputs(doc, k)
-		case "parameters":
-			r.params(v)
+		case "parameters", "circuit":
+			r.block(k, v, spec)
 		default:
 			if why, ok := ignoredTopLevel[k]; ok {
 				r.warn("%s: %s is not supported by looprun; ignored", k, why)
@@ -169,6 +169,56 @@ func (r *reader) topLevel(doc map[string]any, spec *v1alpha1.LoopSpec) {
 			}
 		}
 	}
+}
+
+// block reads a top-level key holding a block of its own.
+func (r *reader) block(k string, v any, spec *v1alpha1.LoopSpec) {
+	if k == "parameters" {
+		r.params(v)
+		return
+	}
+	spec.Circuit = r.circuit(v)
+}
+
+// circuit reads the circuit breakers (repeated_failure).
+func (r *reader) circuit(v any) *v1alpha1.CircuitSpec {
+	m, ok := v.(map[string]any)
+	if !ok {
+		r.fail("circuit: must be a mapping")
+		return nil
+	}
+	c := &v1alpha1.CircuitSpec{}
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		if k != "repeated_failure" {
+			r.warn("circuit.%s: unknown key; ignored", k)
+			continue
+		}
+		rm, ok := m[k].(map[string]any)
+		if !ok {
+			r.fail("circuit.repeated_failure: must be a mapping")
+			continue
+		}
+		rf := &v1alpha1.RepeatedFailure{}
+		for _, rk := range slices.Sorted(maps.Keys(rm)) {
+			fp := "circuit.repeated_failure." + rk
+			switch rk {
+			case "window":
+				rf.Window = r.int32p(rm, rk, fp)
+			case "recurrent_window":
+				rf.RecurrentWindow = r.int32p(rm, rk, fp)
+			case "on_repeated_failure":
+				rf.OnRepeatedFailure = r.str(rm, rk, fp)
+			case "progress_paths":
+				rf.ProgressPaths = r.strings(rm, rk, fp)
+			case "exclude_paths":
+				rf.ExcludePaths = r.strings(rm, rk, fp)
+			default:
+				r.warn("%s: unknown key; ignored", fp)
+			}
+		}
+		c.RepeatedFailure = rf
+	}
+	return c
 }
 
 // inputs reads input_key and required_inputs: where a local run's
