@@ -57,6 +57,20 @@ var _ = Describe("Loop lifecycle", func() {
 		Expect(log.Count).To(Equal(int64(len(evs))))
 	})
 
+	It("gives the run the context a local run gets: run_dir, made before the action, max_steps, input_hash", func() {
+		spec := v1alpha1.LoopSpec{Initial: "use", MaxIterations: i32(7), States: map[string]v1alpha1.State{
+			"use": {Action: "echo ${context.max_steps} ${context.input_hash} > ${context.run_dir:shell}note && cat ${context.run_dir:shell}note && echo ${context.run_dir}",
+				Capture: "used", Next: "done"},
+			"done": {Terminal: true},
+		}}
+		spec.SetContext("input", "fix the login page")
+		loop := waitFinished(createLoop(ns, "ctx", spec))
+		Expect(loop.Status.Phase).To(Equal(v1alpha1.PhaseCompleted), loop.Status.Message)
+		runDir := RunDirBase + "/" + string(loop.UID)[:8] + "/"
+		Expect(loop.Status.Captured["used"].Output).To(Equal("7 11a102aa3604\n" + runDir))
+		Expect(filepath.Join(workdir, ns, "ctx", runDir, "note")).To(BeAnExistingFile())
+	})
+
 	It("kills the running action of a deleted Loop", func() {
 		spec := v1alpha1.LoopSpec{Initial: "slow", States: map[string]v1alpha1.State{
 			"slow": {Action: "echo $$ > pid; exec sleep 60", Next: "done"},

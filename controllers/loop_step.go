@@ -2,6 +2,9 @@ package controllers
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -29,8 +32,9 @@ func (r *LoopReconciler) reconcileLoop(ctx context.Context, loop *v1alpha1.Loop)
 	}
 	gate := &judgeGate{r: r, loop: loop}
 	m, err := executor.New(loop.Name, &loop.Spec, executor.Options{
-		Judge: gate,
-		Env:   func(string) (string, bool) { return "", false },
+		Judge:           gate,
+		Env:             func(string) (string, bool) { return "", false },
+		ContextDefaults: runContext(loop),
 	})
 	if err != nil {
 		r.announceInvalid(loop, err)
@@ -341,4 +345,24 @@ func orEnd(next any) any {
 		return "the run ends"
 	}
 	return next
+}
+
+// RunDirBase is where a Loop's run_dir is, relative to where its actions
+// run (the workspace): RunDirBase/RUN/, as little-loops puts it in .loops/runs.
+const RunDirBase = ".loops/runs"
+
+// runContext is what the operator gives a run's context, as a local run
+// gets it, each unless the Loop sets it: run_dir (on the workspace, made
+// before each action), max_steps, and input_hash for a text input.
+func runContext(loop *v1alpha1.Loop) map[string]any {
+	ctx := map[string]any{
+		"run_dir":   RunDirBase + "/" + runID(loop) + "/",
+		"max_steps": loop.Spec.GetMaxIterations(),
+	}
+	var input string
+	if raw, ok := loop.Spec.Context["input"]; ok && json.Unmarshal(raw.Raw, &input) == nil {
+		sum := sha256.Sum256([]byte(input))
+		ctx["input_hash"] = hex.EncodeToString(sum[:])[:12]
+	}
+	return ctx
 }

@@ -57,6 +57,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 	}
+	if dir := os.Getenv(entrypoint.RunDirEnv); dir != "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			fmt.Fprintln(stderr, "entrypoint: run_dir:", err)
+		}
+	}
 	signals := make(chan os.Signal, 4)
 	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2)
 	defer signal.Stop(signals)

@@ -217,3 +217,18 @@ func TestWrapperRunsTheProbe(t *testing.T) {
 		t.Fatalf("probe %+v", res.Probe)
 	}
 }
+
+// The run's run_dir exists when the action starts, as little-loops makes it.
+func TestWrapperMakesTheRunDir(t *testing.T) {
+	bin := build(t)
+	dir := t.TempDir()
+	cmd := exec.Command(bin, "--termination-log", filepath.Join(dir, "termination-log"), "--", "bash", "-c", "echo x > .loops/runs/r1/out")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "LOOPRUN_RUN_DIR=.loops/runs/r1/")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, ".loops/runs/r1/out")); err != nil || string(b) != "x\n" {
+		t.Fatalf("%q %v", b, err)
+	}
+}

@@ -45,6 +45,10 @@ type Probe struct {
 	Stderr   string `json:"stderr,omitempty"`
 }
 
+// RunDirEnv names the run's run_dir (executor.Action.RunDir), which the
+// entrypoint makes before the action starts.
+const RunDirEnv = "LOOPRUN_RUN_DIR"
+
 // ProbeEnv carries an action's probe (executor.Action.Probe) to the
 // wrapper, which runs it after the action.
 const ProbeEnv = "LOOPRUN_PROBE"

@@ -54,6 +54,9 @@ type Options struct {
 	// read from a little-loops file: a run stopped by its step cap ends
 	// with terminated_by max_steps (the run state keeps max_iterations).
 	LittleLoops bool
+	// ContextDefaults are context variables the runner gives a run (the
+	// operator: run_dir, max_steps, input_hash), each unless the loop sets it.
+	ContextDefaults map[string]any
 }
 
 // Machine runs one loop spec. It holds no run state and is safe for concurrent use.
@@ -72,6 +75,14 @@ func New(name string, spec *v1alpha1.LoopSpec, opts Options) (*Machine, error) {
 	ctx, err := DecodeContext(spec.Context)
 	if err != nil {
 		return nil, err
+	}
+	for k, v := range opts.ContextDefaults {
+		if _, ok := ctx[k]; !ok {
+			if ctx == nil {
+				ctx = map[string]any{}
+			}
+			ctx[k] = v
+		}
 	}
 	if opts.MaxCaptureBytes <= 0 {
 		opts.MaxCaptureBytes = DefaultMaxCaptureBytes
@@ -132,6 +143,9 @@ type Action struct {
 	Retry   int32
 	Command string
 	Agent   bool
+	// RunDir is the run's context.run_dir: the runner makes sure it
+	// exists before the action starts, as little-loops does. "" for none.
+	RunDir string
 	// CallsAgent is true for a shell command that runs the agent command
 	// itself (a learning state's gate): it runs where agent actions run.
 	CallsAgent bool
@@ -463,4 +477,10 @@ func RewoundRunID(id string) string {
 		}
 	}
 	return fmt.Sprintf("%s-w%d", base, n+1)
+}
+
+// runDir is the run's context.run_dir when it is a directory name.
+func (m *Machine) runDir() string {
+	d, _ := m.context["run_dir"].(string)
+	return d
 }

@@ -114,7 +114,7 @@ func (t *txn) inFlight() Step {
 	}
 	a.Command = command
 	return Step{Kind: StepAction, Action: &Action{
-		State: a.State, Iteration: a.Iteration, Retry: run.Retries, Command: command, Agent: st.IsAgent(), CallsAgent: st.Learning != nil,
+		State: a.State, Iteration: a.Iteration, Retry: run.Retries, Command: command, Agent: st.IsAgent(), CallsAgent: st.Learning != nil, RunDir: t.m.runDir(),
 		AgentCommand: spec.GetAgentCommand(), Timeout: time.Duration(a.TimeoutSeconds) * time.Second,
 		Evaluate: t.runnerEvaluate(&st), Probe: progressProbe(spec, &st, t.vars(), probe(&st, t.vars())),
 	}}
@@ -267,7 +267,7 @@ func (t *txn) startAction(st *v1alpha1.State) Step {
 		return Step{Kind: stepHop}
 	}
 	a := &Action{State: run.CurrentState, Iteration: run.Iteration, Retry: run.Retries, Command: command, Agent: st.IsAgent(),
-		CallsAgent: st.Learning != nil, AgentCommand: spec.GetAgentCommand(), Timeout: st.GetTimeout(), Evaluate: t.runnerEvaluate(st), Probe: progressProbe(spec, st, t.vars(), probe(st, t.vars()))}
+		CallsAgent: st.Learning != nil, RunDir: t.m.runDir(), AgentCommand: spec.GetAgentCommand(), Timeout: st.GetTimeout(), Evaluate: t.runnerEvaluate(st), Probe: progressProbe(spec, st, t.vars(), probe(st, t.vars()))}
 	ts := metav1.NewTime(t.now)
 	run.Action = &v1alpha1.ActionStatus{
 		State: a.State, Iteration: a.Iteration, Command: a.Command, Agent: a.Agent,

@@ -10,6 +10,7 @@ import (
 	"context"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 
@@ -57,6 +58,13 @@ func (r *Runner) Run(ctx context.Context, a *executor.Action) executor.ActionRes
 // command begins after. ready is told the process group; its error stops
 // the action unrun.
 func (r *Runner) RunWhenReady(ctx context.Context, a *executor.Action, ready func(pgid int) error) executor.ActionResult {
+	if a.RunDir != "" {
+		dir := a.RunDir
+		if !filepath.IsAbs(dir) {
+			dir = filepath.Join(r.Dir, dir)
+		}
+		_ = os.MkdirAll(dir, 0o755) // as little-loops makes it; an action that needs it says so
+	}
 	argv := r.argv(a)
 	if ready != nil {
 		if a.Agent {

@@ -133,9 +133,8 @@ func Build(loop *v1alpha1.Loop, run string, a executor.Action, o Options) (*core
 		}
 		env = append(env, corev1.EnvVar{Name: EvaluateEnv, Value: string(b)})
 	}
-	if a.Probe != "" {
-		env = append(env, corev1.EnvVar{Name: entrypoint.ProbeEnv, Value: a.Probe})
-	}
+	env = appendIf(env, entrypoint.ProbeEnv, a.Probe)
+	env = appendIf(env, entrypoint.RunDirEnv, a.RunDir)
 	if (a.Agent || a.CallsAgent) && spec.Agent != nil && spec.Agent.APIKeySecretRef != nil {
 		ref := spec.Agent.APIKeySecretRef
 		env = append(env, corev1.EnvVar{Name: APIKeyEnv, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
@@ -243,4 +242,12 @@ func workspaceSource(loop string, w *v1alpha1.WorkspaceSpec) corev1.VolumeSource
 		return corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: WorkspaceClaim(loop)}}
 	}
 	return corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}
+}
+
+// appendIf appends the variable name=value to env unless value is empty.
+func appendIf(env []corev1.EnvVar, name, value string) []corev1.EnvVar {
+	if value == "" {
+		return env
+	}
+	return append(env, corev1.EnvVar{Name: name, Value: value})
 }
