@@ -35,6 +35,41 @@ type Run struct {
 	Events []executor.Event `json:"events"`
 	// Checkpoints are the kept checkpoints, oldest first.
 	Checkpoints []Checkpoint `json:"checkpoints"`
+	// Children are the runs of its sub-loops' children (child Loops, or a
+	// local run's child runs), each with its own children.
+	Children []Run `json:"children,omitempty"`
+	// Templates are the LoopTemplates its sub-loop states name, as a
+	// cluster export finds them, for an import into another namespace.
+	Templates []v1alpha1.LoopTemplate `json:"templates,omitempty"`
+}
+
+// maxChildDepth bounds how deep an export's children may nest.
+const maxChildDepth = 8
+
+// check verifies the run's checkpoints and event order, and its children's.
+func (r *Run) check(depth int) error {
+	if depth > maxChildDepth {
+		return fmt.Errorf("children nest deeper than %d", maxChildDepth)
+	}
+	var errs []error
+	for i := range r.Checkpoints {
+		errs = append(errs, r.Checkpoints[i].Verify())
+		if i > 0 && r.Checkpoints[i].Seq < r.Checkpoints[i-1].Seq {
+			errs = append(errs, fmt.Errorf("checkpoint %d has seq %d, before the one it follows (%d)", i, r.Checkpoints[i].Seq, r.Checkpoints[i-1].Seq))
+		}
+	}
+	for i, e := range r.Events {
+		if e.Seq < 1 || i > 0 && e.Seq <= r.Events[i-1].Seq {
+			errs = append(errs, fmt.Errorf("event %d (%s) has seq %d: sequence numbers start at 1 and only go up", i, e.Type, e.Seq))
+			break
+		}
+	}
+	for i := range r.Children {
+		if err := r.Children[i].check(depth + 1); err != nil {
+			errs = append(errs, fmt.Errorf("child %s: %w", r.Children[i].Loop.Name, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 type document struct {
@@ -87,20 +122,7 @@ func ReadExportWithin(r io.Reader, max int64) (*Run, error) {
 	if err := json.Unmarshal(doc.Run, run); err != nil {
 		return nil, fmt.Errorf("export: %w", err)
 	}
-	var errs []error
-	for i := range run.Checkpoints {
-		errs = append(errs, run.Checkpoints[i].Verify())
-		if i > 0 && run.Checkpoints[i].Seq < run.Checkpoints[i-1].Seq {
-			errs = append(errs, fmt.Errorf("checkpoint %d has seq %d, before the one it follows (%d)", i, run.Checkpoints[i].Seq, run.Checkpoints[i-1].Seq))
-		}
-	}
-	for i, e := range run.Events {
-		if e.Seq < 1 || i > 0 && e.Seq <= run.Events[i-1].Seq {
-			errs = append(errs, fmt.Errorf("event %d (%s) has seq %d: sequence numbers start at 1 and only go up", i, e.Type, e.Seq))
-			break
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
+	if err := run.check(0); err != nil {
 		return nil, fmt.Errorf("export: %w", err)
 	}
 	return run, nil

@@ -8,13 +8,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/eventlog"
@@ -50,9 +54,17 @@ func portable(loop *v1alpha1.Loop) v1alpha1.Loop {
 	return out
 }
 
-// ExportCluster reads a Loop, its event log and checkpoints. A checkpoint
-// that fails its check stops the export, naming it.
+// ExportCluster reads a Loop, its event log and checkpoints, its child
+// Loops (each exported the same way) and the LoopTemplates its sub-loop
+// states name. A checkpoint that fails its check stops the export, naming it.
 func ExportCluster(ctx context.Context, r client.Reader, key client.ObjectKey, now time.Time) (*history.Run, error) {
+	return exportCluster(ctx, r, key, now, 0)
+}
+
+func exportCluster(ctx context.Context, r client.Reader, key client.ObjectKey, now time.Time, depth int) (*history.Run, error) {
+	if depth > executor.MaxSubLoopDepth {
+		return nil, fmt.Errorf("export %s: sub-loops nest deeper than %d", key.Name, executor.MaxSubLoopDepth)
+	}
 	loop := &v1alpha1.Loop{}
 	if err := r.Get(ctx, key, loop); err != nil {
 		return nil, err
@@ -72,7 +84,52 @@ func ExportCluster(ctx context.Context, r client.Reader, key client.ObjectKey, n
 		}
 		run.Checkpoints = append(run.Checkpoints, *k.Checkpoint)
 	}
-	return run, nil
+	var children v1alpha1.LoopList
+	if err := r.List(ctx, &children, client.InNamespace(key.Namespace), client.MatchingLabels{v1alpha1.LabelParent: key.Name}); err != nil {
+		return nil, fmt.Errorf("list the child Loops of %s: %w", key.Name, err)
+	}
+	slices.SortFunc(children.Items, func(a, b v1alpha1.Loop) int { return a.CreationTimestamp.Compare(b.CreationTimestamp.Time) })
+	for i := range children.Items {
+		c := &children.Items[i]
+		if !metav1.IsControlledBy(c, loop) {
+			continue
+		}
+		child, err := exportCluster(ctx, r, client.ObjectKeyFromObject(c), now, depth+1)
+		if err != nil {
+			return nil, fmt.Errorf("export the child %s of %s: %w", c.Name, key.Name, err)
+		}
+		run.Children = append(run.Children, *child)
+	}
+	run.Templates, err = templatesOf(ctx, r, loop)
+	return run, err
+}
+
+// templatesOf reads the LoopTemplates the loop's sub-loop states name
+// (those whose name has no template), as portable objects.
+func templatesOf(ctx context.Context, r client.Reader, loop *v1alpha1.Loop) ([]v1alpha1.LoopTemplate, error) {
+	var out []v1alpha1.LoopTemplate
+	seen := map[string]bool{}
+	for _, sn := range slices.Sorted(maps.Keys(loop.Spec.States)) {
+		name := loop.Spec.States[sn].Loop
+		if name == "" || seen[name] || strings.Contains(name, "${") {
+			continue
+		}
+		seen[name] = true
+		t := &v1alpha1.LoopTemplate{}
+		err := r.Get(ctx, client.ObjectKey{Namespace: loop.Namespace, Name: name}, t)
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read LoopTemplate %s: %w", name, err)
+		}
+		out = append(out, v1alpha1.LoopTemplate{
+			TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: "LoopTemplate"},
+			ObjectMeta: metav1.ObjectMeta{Name: t.Name, Labels: t.Labels, Annotations: t.Annotations},
+			Spec:       t.Spec,
+		})
+	}
+	return out, nil
 }
 
 // ImportCluster recreates an exported run as the Loop key: the Loop is
@@ -80,10 +137,18 @@ func ExportCluster(ctx context.Context, r client.Reader, key client.ObjectKey, n
 // written, then it is let go and the operator continues it. A run that was
 // running or interrupted goes on (a loop_resume event says so); a finished
 // run is kept as it ended.
+//
+// Its children are imported as its child Loops, and the LoopTemplates it
+// carries are created where the namespace has none of that name. The
+// child in flight is named as the imported parent names it.
 func ImportCluster(ctx context.Context, c client.Client, scheme *runtime.Scheme, run *history.Run, key client.ObjectKey, now time.Time) (*v1alpha1.Loop, error) {
 	if err := validate(run); err != nil {
 		return nil, err
 	}
+	return importCluster(ctx, c, scheme, run, key, now, nil)
+}
+
+func importCluster(ctx context.Context, c client.Client, scheme *runtime.Scheme, run *history.Run, key client.ObjectKey, now time.Time, parent *v1alpha1.Loop) (*v1alpha1.Loop, error) {
 	src := portable(&run.Loop)
 	loop := &v1alpha1.Loop{
 		ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace, Labels: src.Labels, Annotations: src.Annotations},
@@ -93,6 +158,15 @@ func ImportCluster(ctx context.Context, c client.Client, scheme *runtime.Scheme,
 		loop.Annotations = map[string]string{}
 	}
 	loop.Annotations[v1alpha1.ImportingAnnotation] = run.Source
+	if parent != nil {
+		if loop.Labels == nil {
+			loop.Labels = map[string]string{}
+		}
+		loop.Labels[v1alpha1.LabelParent] = parent.Name
+		if err := controllerutil.SetControllerReference(parent, loop, scheme); err != nil {
+			return nil, err
+		}
+	}
 	if err := c.Create(ctx, loop); err != nil {
 		if apierrors.IsAlreadyExists(err) {
 			return nil, fmt.Errorf("loop %s already exists in namespace %s: import under another name (--name)", key.Name, key.Namespace)
@@ -103,8 +177,21 @@ func ImportCluster(ctx context.Context, c client.Client, scheme *runtime.Scheme,
 	if err != nil {
 		return nil, err
 	}
+	names := childNames(run, key.Name, state)
+	if a := state.Action; a != nil && a.Child != "" {
+		a.Child = names[a.Child]
+	}
 	loop.Status.RunState = *state
 	loop.Status.LastRequest = src.Status.LastRequest
+	if err := createTemplates(ctx, c, key.Namespace, run.Templates); err != nil {
+		return nil, err
+	}
+	for i := range run.Children {
+		child := &run.Children[i]
+		if _, err := importCluster(ctx, c, scheme, child, client.ObjectKey{Namespace: key.Namespace, Name: names[child.Loop.Name]}, now, loop); err != nil {
+			return nil, fmt.Errorf("import the child %s of %s: %w", child.Loop.Name, key.Name, err)
+		}
+	}
 	log := &configmaps.Log{Client: c, Reader: c, Scheme: scheme}
 	if err := log.Rebuild(ctx, loop, events, run.Checkpoints); err != nil {
 		return nil, fmt.Errorf("write the event log of %s: %w", key.Name, err)
@@ -121,13 +208,51 @@ func ImportCluster(ctx context.Context, c client.Client, scheme *runtime.Scheme,
 }
 
 // validate checks what an export carries before anything is written: the
-// loop is valid, and its run fits it.
+// loop is valid, and its run fits it; the same for each child.
 func validate(run *history.Run) error {
 	if errs := executor.Validate(&run.Loop.Spec); len(errs) > 0 {
 		return fmt.Errorf("the exported loop is invalid: %w", errs.ToAggregate())
 	}
 	if err := executor.ValidateRun(&run.Loop.Spec, &run.Loop.Status.RunState); err != nil {
 		return fmt.Errorf("the exported run does not fit its loop: %w", err)
+	}
+	for i := range run.Children {
+		if err := localrun.ValidateName(run.Children[i].Loop.Name); err != nil {
+			return fmt.Errorf("child %d: %w", i, err)
+		}
+		if err := validate(&run.Children[i]); err != nil {
+			return fmt.Errorf("child %s: %w", run.Children[i].Loop.Name, err)
+		}
+	}
+	return nil
+}
+
+// childNames names the children of an imported run: the child in flight
+// as the run, imported as name, names its child (so that it finds it), the
+// others as they were.
+func childNames(run *history.Run, name string, state *v1alpha1.RunState) map[string]string {
+	names := map[string]string{}
+	for i := range run.Children {
+		n := run.Children[i].Loop.Name
+		names[n] = n
+	}
+	if a := state.Action; a != nil && a.Child != "" {
+		if _, ok := names[a.Child]; ok {
+			names[a.Child] = executor.ChildName(name, state.RunID, a.State, a.Iteration)
+		}
+	}
+	return names
+}
+
+// createTemplates creates the LoopTemplates an export carries that the
+// namespace does not have; one it has is left as it is.
+func createTemplates(ctx context.Context, c client.Client, ns string, templates []v1alpha1.LoopTemplate) error {
+	for i := range templates {
+		t := templates[i].DeepCopy()
+		t.Namespace, t.ResourceVersion, t.UID = ns, "", ""
+		if err := c.Create(ctx, t); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create LoopTemplate %s: %w", t.Name, err)
+		}
 	}
 	return nil
 }
@@ -155,11 +280,19 @@ func continued(name string, spec *v1alpha1.LoopSpec, run *v1alpha1.RunState, eve
 }
 
 // ExportLocal reads the local run of the loop name under loopsDir: the loop
-// file it runs, its state file, event log and checkpoints.
+// file it runs, its state file, event log and checkpoints, and the child
+// runs of its sub-loops (each exported the same way).
 func ExportLocal(loopsDir, name string, now time.Time) (*history.Run, error) {
+	return exportLocal(loopsDir, name, now, 0)
+}
+
+func exportLocal(loopsDir, name string, now time.Time, depth int) (*history.Run, error) {
+	if depth > executor.MaxSubLoopDepth {
+		return nil, fmt.Errorf("export %s: sub-loops nest deeper than %d", name, executor.MaxSubLoopDepth)
+	}
 	saved, err := localrun.Open(loopsDir, name)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("no local run of %q in %s", name, loopsDir)
+		return nil, fmt.Errorf("%w: no local run of %q in %s", errNoRun, name, loopsDir)
 	}
 	if err != nil {
 		return nil, err
@@ -178,9 +311,32 @@ func ExportLocal(loopsDir, name string, now time.Time) (*history.Run, error) {
 	}
 	loop := lf.Loop.DeepCopy()
 	loop.Name = loopfile.KubernetesName(name)
+	if depth > 0 {
+		loop.Name = name // a child's run is found by its name
+	}
 	loop.Status.RunState = *state
-	return &history.Run{ExportedAt: now.UTC(), Source: "local/" + loopsDir + "/" + name, Loop: portable(loop), Events: events, Checkpoints: cps}, nil
+	run := &history.Run{ExportedAt: now.UTC(), Source: "local/" + loopsDir + "/" + name, Loop: portable(loop), Events: events, Checkpoints: cps}
+	seen := map[string]bool{}
+	for _, e := range events {
+		child, _ := e.Data["child"].(string)
+		if e.Type != executor.EventSubLoopStart || child == "" || seen[child] || e.Data["depth"] != nil {
+			continue
+		}
+		seen[child] = true
+		c, err := exportLocal(loopsDir, child, now, depth+1)
+		if err != nil {
+			if errors.Is(err, errNoRun) {
+				continue // it never saved a step
+			}
+			return nil, fmt.Errorf("export the child %s of %s: %w", child, name, err)
+		}
+		run.Children = append(run.Children, *c)
+	}
+	return run, nil
 }
+
+// errNoRun is a run that is not there.
+var errNoRun = errors.New("no such local run")
 
 // ImportLocal writes an exported run as the local run name under loopsDir,
 // ready for `looprun resume`: the loop as a manifest beside the state
@@ -203,6 +359,22 @@ func ImportLocal(loopsDir string, run *history.Run, name string, overwrite bool,
 	state, events, err := continued(name, &src.Spec, &src.Status.RunState, run.Events, now, false)
 	if err != nil {
 		return nil, err
+	}
+	names := childNames(run, name, state)
+	if a := state.Action; a != nil && a.Child != "" {
+		a.Child = names[a.Child]
+	}
+	for i := range run.Children {
+		child := run.Children[i]
+		to := names[child.Loop.Name]
+		if to != child.Loop.Name {
+			// The child in flight, renamed: its run id is its name.
+			child.Loop = *child.Loop.DeepCopy()
+			child.Loop.Status.RunID = to
+		}
+		if _, err := ImportLocal(loopsDir, &child, to, overwrite, now); err != nil {
+			return nil, fmt.Errorf("import the child %s of %s: %w", child.Loop.Name, name, err)
+		}
 	}
 	manifest, err := loopfile.ManifestYAML(&src)
 	if err != nil {
