@@ -105,6 +105,10 @@ func (r *LoopReconciler) ensureChild(ctx context.Context, parent *v1alpha1.Loop,
 	}
 	log.FromContext(ctx).Info("Child Loop created", "child", child.Name, "template", sub.Loop)
 	r.event(parent, corev1.EventTypeNormal, "ChildCreated", "Create", "state %s runs LoopTemplate %s as Loop %s", sub.State, sub.Loop, child.Name)
+	if sub.Worktree != "" {
+		r.event(parent, corev1.EventTypeWarning, "WorktreeNotSupported", "Create",
+			"state %s: a cluster runs the sub-loop in the parent's workspace, not in a worktree of branch %s", sub.State, sub.Worktree)
+	}
 	return child, nil, nil
 }
 

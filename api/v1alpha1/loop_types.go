@@ -194,6 +194,7 @@ const (
 // +kubebuilder:validation:XValidation:rule="!has(self.__loop__) || !has(self.action)",message="a state runs an action or a loop, not both"
 // +kubebuilder:validation:XValidation:rule="!has(self.params) || (has(self.actionType) && self.actionType == 'mcp')",message="params are the arguments of an MCP tool: they need actionType mcp"
 // +kubebuilder:validation:XValidation:rule="!has(self.learning) || (!has(self.action) && !has(self.__loop__))",message="a learning state runs its gate: it has no action and no loop"
+// +kubebuilder:validation:XValidation:rule="!has(self.worktree) || has(self.__loop__)",message="worktree is where a sub-loop runs: it needs loop"
 type State struct {
 	// action is a shell command, or an agent prompt when actionType is agent
 	// or the action starts with "/". Templates ${namespace.path} are expanded first.
@@ -302,6 +303,16 @@ type State struct {
 	// child's captures back under this state's name.
 	// +optional
 	ContextPassthrough bool `json:"contextPassthrough,omitempty"`
+
+	// worktree runs the sub-loop in a git worktree of this branch (a
+	// template; empty after expansion: no worktree). Locally the worktree
+	// is made under .worktrees of the directory looprun runs in, and removed
+	// (the branch kept) once the child ended. In a cluster it is not
+	// supported: the child runs in the parent's workspace, and an event
+	// says so.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Worktree string `json:"worktree,omitempty"`
 
 	// learning makes the state a learning gate (little-loops type:
 	// learning) instead of an action: each target must have a proven record

@@ -223,12 +223,20 @@ func newDriver(g *globals, path string, lf *loopfile.File, stderr io.Writer, qui
 		Store:    store,
 		LoopFile: abs,
 		Context:  ctxValues,
-		SubLoops: &localrun.SubLoops{Files: g.fileOptions(), NewMachine: newMachine},
+		SubLoops: &localrun.SubLoops{Files: g.fileOptions(), NewMachine: newMachine, InDir: inDir},
 	}
 	if !quiet {
 		d.OnEvents = newProgress(stderr).print
 	}
 	return d, func() { _ = outLog.Close(); _ = errLog.Close(); unlock() }, nil
+}
+
+// inDir runs a sub-loop's actions in its worktree.
+func inDir(r localrun.ActionRunner, dir string) localrun.ActionRunner {
+	if lr, ok := r.(*local.Runner); ok {
+		return lr.InDir(dir)
+	}
+	return r
 }
 
 // newMachine builds the machine that runs a loop file here.

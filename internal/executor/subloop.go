@@ -51,6 +51,9 @@ type SubLoop struct {
 	// Timeout caps the child's timeout (the parent's remaining time, the
 	// state's timeout); 0 means no cap.
 	Timeout time.Duration
+	// Worktree is the git branch whose worktree the child runs in,
+	// expanded; "" for none.
+	Worktree string
 }
 
 // ChildResult is how a sub-loop ended.
@@ -170,6 +173,10 @@ func (t *txn) subLoop(st *v1alpha1.State, start bool) Step {
 	if err == nil && st.With != nil {
 		with, err = expandWith(st.With, vars)
 	}
+	var worktree string
+	if err == nil && st.Worktree != "" {
+		worktree, err = interpolate.Expand(st.Worktree, vars)
+	}
 	if err != nil {
 		run.Action = nil
 		if !t.actionError(st, fmt.Errorf("state %q: loop: %w", run.CurrentState, err)) {
@@ -185,7 +192,7 @@ func (t *txn) subLoop(st *v1alpha1.State, start bool) Step {
 		State: run.CurrentState, Iteration: iteration, Loop: strings.TrimSpace(name),
 		Child:       ChildName(t.m.name, run.RunID, run.CurrentState, iteration),
 		Passthrough: st.ContextPassthrough && st.With == nil, With: with, RunDir: t.m.context["run_dir"],
-		Timeout: t.subLoopTimeout(st),
+		Timeout: t.subLoopTimeout(st), Worktree: strings.TrimSpace(worktree),
 	}
 	if sub.Passthrough {
 		sub.Context = maps.Clone(t.m.context)

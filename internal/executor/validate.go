@@ -214,6 +214,10 @@ func validateSubLoop(st *v1alpha1.State, captured map[string]bool, p *field.Path
 	if st.Loop != "" && st.Action != "" {
 		errs = append(errs, field.Invalid(p.Child("loop"), st.Loop, "a state runs an action or a loop, not both"))
 	}
+	if st.Loop == "" && st.Worktree != "" {
+		errs = append(errs, field.Required(p.Child("loop"), "worktree is where a sub-loop runs: it needs loop"))
+	}
+	errs = append(errs, checkTemplate(st.Worktree, captured, p.Child("worktree"))...)
 	if st.Loop == "" && st.With != nil {
 		errs = append(errs, field.Required(p.Child("loop"), "with binds a sub-loop's parameters: it needs loop"))
 	}

@@ -24,6 +24,9 @@ type SubLoops struct {
 	Files loopfile.Options
 	// NewMachine builds the machine of a child loop.
 	NewMachine func(lf *loopfile.File) (*executor.Machine, error)
+	// InDir gives a runner like r that runs its actions in dir (a
+	// sub-loop's worktree); nil: worktrees cannot be used.
+	InDir func(r ActionRunner, dir string) ActionRunner
 }
 
 // maxCapturedEvents bounds the child's event stream a parent keeps for a
@@ -64,25 +67,41 @@ func (d *Driver) runSubLoop(ctx context.Context, w recorder, run *v1alpha1.RunSt
 	}
 	var childRun *v1alpha1.RunState
 	saved, err := child.Store.Load()
-	switch {
-	case err == nil && saved.RunID == sub.Child:
-		childRun, err = saved.RunState()
-		if err != nil {
+	if err == nil && saved.RunID == sub.Child {
+		if childRun, err = saved.RunState(); err != nil {
 			return executor.ActionResult{}, fmt.Errorf("sub-loop %s: %s: %w", sub.Loop, child.Store.StatePath(), err)
 		}
-		if childRun.Phase.IsFinished() {
-			// It ended before this process died: take its result.
-			if evs, err := eventlog.Read(child.Store.EventsPath()); err == nil {
-				events.add(evs)
-			}
-			break
+	}
+	var detach func() error
+	if sub.Worktree != "" {
+		var failure *executor.ActionResult
+		finished := childRun != nil && childRun.Phase.IsFinished()
+		if detach, failure, err = d.inWorktree(ctx, w, run, sub, child, finished); err != nil {
+			return executor.ActionResult{}, err
 		}
+		if failure != nil {
+			return *failure, nil
+		}
+	}
+	switch {
+	case childRun != nil && childRun.Phase.IsFinished():
+		// It ended before this process died: take its result.
+		if evs, err := eventlog.Read(child.Store.EventsPath()); err == nil {
+			events.add(evs)
+		}
+	case childRun != nil:
 		err = child.Resume(ctx, childRun)
 	default:
 		childRun, err = child.Start(ctx, sub.Child)
 	}
 	if err != nil {
 		return executor.ActionResult{}, fmt.Errorf("sub-loop %s: %w", sub.Loop, err)
+	}
+	if detach != nil && childRun.Phase.IsFinished() {
+		// A child stopped before its end keeps its worktree to resume in.
+		if err := detach(); err != nil {
+			return executor.ActionResult{}, fmt.Errorf("sub-loop %s: %w", sub.Loop, err)
+		}
 	}
 	if forwardErr != nil {
 		return executor.ActionResult{}, forwardErr

@@ -488,7 +488,7 @@ func (r *reader) compositionKey(m map[string]any, k, fp string, st *v1alpha1.Sta
 		if _, ok := m["loop"]; !ok {
 			r.fail("%s: worktree needs loop", fp)
 		} else {
-			r.warn("%s: not supported by looprun; the sub-loop runs in the parent's directory", fp)
+			st.Worktree = r.str(m, k, fp)
 		}
 	}
 }

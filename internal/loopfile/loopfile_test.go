@@ -151,11 +151,8 @@ func TestSubLoopStates(t *testing.T) {
 		child.Route["timeout"] != "done" || child.OnSuccess != "share" {
 		t.Errorf("child %+v", child)
 	}
-	if share := s.States["share"]; share.Loop != "third" || !share.ContextPassthrough || share.With != nil {
+	if share := s.States["share"]; share.Loop != "third" || !share.ContextPassthrough || share.With != nil || share.Worktree == "" {
 		t.Errorf("share %+v", share)
-	}
-	if !hasWarning(f, "states.share.worktree: not supported") {
-		t.Errorf("warnings %v", f.Warnings)
 	}
 	if p := f.Parameters; !p["target"].Required || p["mode"].Type != "enum" || string(p["mode"].Default.Raw) != `"careful"` || len(p["mode"].Values) != 2 {
 		t.Errorf("parameters %+v", p)

@@ -106,3 +106,11 @@ func (r *Runner) argv(a *executor.Action) []string {
 	}
 	return []string{shell, "-c", a.Command}
 }
+
+// InDir returns a runner like r whose actions run in dir (a sub-loop's
+// worktree).
+func (r *Runner) InDir(dir string) *Runner {
+	c := *r
+	c.Dir = dir
+	return &c
+}
