@@ -276,6 +276,15 @@ func TestSimulate(t *testing.T) {
 	if r := looprun(t, dir, "simulate", "fix.yaml", "--scenario", "chaos"); r.code != 1 {
 		t.Errorf("unknown scenario: exit %d", r.code)
 	}
+	// The state's evaluator judges the simulated output, as in ll-loop
+	// simulate: "[simulated output for: echo maybe]" has no "yes".
+	write(t, dir, "judge.yaml", "name: judge\ninitial: check\nstates:\n  check:\n    action: echo maybe\n    evaluate: {type: output_contains, pattern: \"for: echo\"}\n    route: {\"yes\": other, _: done}\n  other:\n    action: \"true\"\n    next: done\n  done: {terminal: true}\n")
+	if r := looprun(t, dir, "simulate", "judge.yaml", "--scenario", "all-pass"); r.code != 0 || !strings.Contains(r.stdout, "[1] check -> other (success)") {
+		t.Errorf("judged simulation: %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := looprun(t, dir, "simulate", "judge.yaml", "--scenario", "all-fail"); r.code != 0 || !strings.Contains(r.stdout, "[1] check -> done (error)") {
+		t.Errorf("judged simulation, failing: %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
 }
 
 func TestConvertRoundTrips(t *testing.T) {

@@ -43,7 +43,10 @@ func (s *Simulation) Run(ctx context.Context) (*v1alpha1.RunState, error) {
 	return run, err
 }
 
-// scripted answers every action with a verdict from a scenario.
+// scripted answers every action as ll-loop simulate does: with the output
+// "[simulated output for: ACTION]" and the scenario's exit code (0 passes,
+// 1 fails, 2 errs), which the state's evaluator then judges. What only the
+// LLM judge could judge gets the scenario's verdict instead.
 type scripted struct {
 	scenario string
 	spec     *v1alpha1.LoopSpec
@@ -51,17 +54,24 @@ type scripted struct {
 	n        int
 }
 
-func (s *scripted) pass() bool {
+// code is the exit code of the next action.
+func (s *scripted) code() int {
 	defer func() { s.n++ }()
 	switch s.scenario {
-	case "all-fail", "all-error":
-		return false
+	case "all-fail":
+		return 1
+	case "all-error":
+		return 2
 	case "first-fail":
-		return s.n > 0
+		if s.n == 0 {
+			return 1
+		}
 	case "alternating":
-		return s.n%2 == 1
+		if s.n%2 == 0 {
+			return 1
+		}
 	}
-	return true
+	return 0
 }
 
 // RunWhenReady implements ActionRunner: nothing runs.
@@ -72,32 +82,40 @@ func (s *scripted) RunWhenReady(_ context.Context, a *executor.Action, ready fun
 	if s.show != nil {
 		s.show(a)
 	}
-	return *s.result(a.State)
+	res := executor.ActionResult{Output: "[simulated output for: " + a.Command + "]", ExitCode: s.code()}
+	if st := s.spec.States[a.State]; judged(&st) {
+		res.Verdict = scriptedVerdict(res.ExitCode)
+	}
+	return res
 }
 
-// decide scripts the verdict of a state with an evaluator but no action.
+// decide scripts the verdict of a state without an action that only the
+// LLM judge could judge; the others judge what they read.
 func (s *scripted) decide(run *v1alpha1.RunState) *executor.ActionResult {
-	if st := s.spec.States[run.CurrentState]; st.Evaluate != nil {
-		return s.result(run.CurrentState)
+	if st := s.spec.States[run.CurrentState]; st.Evaluate != nil && judged(&st) {
+		code := s.code()
+		return &executor.ActionResult{ExitCode: code, Verdict: scriptedVerdict(code)}
 	}
 	return nil
 }
 
-func (s *scripted) result(state string) *executor.ActionResult {
-	st := s.spec.States[state]
-	conv := st.Evaluate != nil && st.Evaluate.Type == v1alpha1.EvalConvergence
-	verdict, code := v1alpha1.VerdictSuccess, 0
-	switch pass := s.pass(); {
-	case pass && conv:
-		verdict = v1alpha1.VerdictTarget
-	case !pass && conv:
-		verdict = v1alpha1.VerdictProgress
-	case !pass && s.scenario == "all-error":
-		verdict, code = v1alpha1.VerdictError, 2
-	case !pass:
-		verdict, code = v1alpha1.VerdictFailure, 1
+// judged reports whether the LLM judge weighs the state's result.
+func judged(st *v1alpha1.State) bool {
+	if st.Evaluate == nil {
+		return st.IsAgent()
 	}
-	return &executor.ActionResult{ExitCode: code, Verdict: &evaluate.Result{Verdict: verdict, Details: map[string]any{"simulated": true}}}
+	return st.Evaluate.Type == v1alpha1.EvalLLMStructured
+}
+
+func scriptedVerdict(code int) *evaluate.Result {
+	verdict := v1alpha1.VerdictSuccess
+	switch code {
+	case 1:
+		verdict = v1alpha1.VerdictFailure
+	case 2:
+		verdict = v1alpha1.VerdictError
+	}
+	return &evaluate.Result{Verdict: verdict, Details: map[string]any{"simulated": true}}
 }
 
 // jumpClock is a clock whose waits end at once, at the time waited for.
