@@ -54,10 +54,11 @@ func withWorkspace(spec v1alpha1.LoopSpec) v1alpha1.LoopSpec {
 }
 
 // counting is a loop of n steps, each a Pod that appends its iteration to
-// a file of the shared workspace; the n-th goes to done.
+// a file of the shared workspace, and to one in the run's run_dir (which
+// the entrypoint makes); the n-th goes to done.
 func counting(n int32) v1alpha1.LoopSpec {
 	return withWorkspace(v1alpha1.LoopSpec{Initial: "append", MaxIterations: ptr.To(n + 5), States: map[string]v1alpha1.State{
-		"append": {Action: fmt.Sprintf("echo ${state.iteration} >> lines && test ${state.iteration} -ge %d", n), OnSuccess: "done", OnFailure: "append"},
+		"append": {Action: fmt.Sprintf("echo ${state.iteration} >> lines && echo ${state.iteration} >> ${context.run_dir}lines && test ${state.iteration} -ge %d", n), OnSuccess: "done", OnFailure: "append"},
 		"done":   {Terminal: true},
 	}})
 }
@@ -308,6 +309,7 @@ var _ = Describe("Loops on a real node", func() {
 		want := waitFinished(create(ns, "calm", counting(30)), 5*time.Minute)
 		Expect(want.Status.Phase).To(Equal(v1alpha1.PhaseCompleted), describe(want))
 		Expect(workspaceFile(ns, "calm", "lines")).To(Equal(oneToN(30)))
+		Expect(workspaceFile(ns, "calm", ".loops/runs/"+string(want.UID)[:8]+"/lines")).To(Equal(oneToN(30)), "the run_dir the operator gives a run")
 
 		key := create(ns, "restarts", counting(30))
 		for i := range 5 {
