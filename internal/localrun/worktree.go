@@ -45,7 +45,7 @@ func attachWorktree(ctx context.Context, path, branch string) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	out, err := exec.CommandContext(ctx, "git", "worktree", "add", path, branch).CombinedOutput()
+	out, err := exec.CommandContext(ctx, "git", "worktree", "add", "--", path, branch).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("git worktree add %s %s: %w: %s", path, branch, err, strings.TrimSpace(string(out)))
 	}
@@ -54,7 +54,7 @@ func attachWorktree(ctx context.Context, path, branch string) error {
 
 // detachWorktree removes the worktree at path; its branch stays.
 func detachWorktree(path string) error {
-	out, err := exec.Command("git", "worktree", "remove", "--force", path).CombinedOutput()
+	out, err := exec.Command("git", "worktree", "remove", "--force", "--", path).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("git worktree remove %s: %w: %s", path, err, strings.TrimSpace(string(out)))
 	}
