@@ -419,7 +419,7 @@ func mcpCall(command []string, tool string, params *apiextensionsv1.JSON, vars *
 			return "", fmt.Errorf("params: %w", err)
 		}
 	}
-	expanded, err := expandStrings(args, vars)
+	expanded, err := expandValue(args, vars)
 	if err != nil {
 		return "", fmt.Errorf("params: %w", err)
 	}
@@ -430,35 +430,6 @@ func mcpCall(command []string, tool string, params *apiextensionsv1.JSON, vars *
 		words = append(words, interpolate.ShellQuote(w))
 	}
 	return "exec " + strings.Join(words, " "), nil
-}
-
-// expandStrings expands the templates in the strings of a JSON value.
-func expandStrings(v any, vars *interpolate.Vars) (any, error) {
-	switch x := v.(type) {
-	case string:
-		return interpolate.Expand(x, vars)
-	case map[string]any:
-		out := make(map[string]any, len(x))
-		for k, e := range x {
-			y, err := expandStrings(e, vars)
-			if err != nil {
-				return nil, err
-			}
-			out[k] = y
-		}
-		return out, nil
-	case []any:
-		out := make([]any, len(x))
-		for i, e := range x {
-			y, err := expandStrings(e, vars)
-			if err != nil {
-				return nil, err
-			}
-			out[i] = y
-		}
-		return out, nil
-	}
-	return v, nil
 }
 
 // pyJSON writes v as little-loops hands params to mcp-call (Python's
