@@ -22,6 +22,7 @@ import (
 
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/executor"
+	"github.com/looprun/looprun/internal/runner/pod"
 )
 
 // RBAC of sub-loops:
@@ -92,6 +93,12 @@ func (r *LoopReconciler) ensureChild(ctx context.Context, parent *v1alpha1.Loop,
 	child, failure, err := r.newChild(ctx, parent, sub)
 	if child == nil {
 		return nil, failure, err
+	}
+	if child.Spec.Runner != nil && child.Spec.Runner.Workspace != nil && child.Spec.Runner.Workspace.ClaimName == pod.WorkspaceClaim(parent.Name) {
+		// The child works in its parent's workspace: it must be there first.
+		if err := pod.EnsureWorkspace(ctx, r.Client, parent); err != nil {
+			return nil, nil, err
+		}
 	}
 	if err := r.create(ctx, child); err != nil {
 		if !apierrors.IsAlreadyExists(err) {
@@ -187,6 +194,7 @@ func (r *LoopReconciler) newChild(ctx context.Context, parent *v1alpha1.Loop, su
 	spec.ResumeFrom = nil
 	if spec.Runner == nil {
 		spec.Runner = parent.Spec.Runner.DeepCopy()
+		shareWorkspace(spec.Runner, parent.Name)
 	}
 	if spec.Agent == nil {
 		spec.Agent = parent.Spec.Agent.DeepCopy()
@@ -217,6 +225,17 @@ func (r *LoopReconciler) newChild(ctx context.Context, parent *v1alpha1.Loop, su
 		return nil, nil, err
 	}
 	return child, nil, nil
+}
+
+// shareWorkspace makes a child that runs as its parent does work in its
+// parent's files, as a sub-loop runs in its parent's directory: a
+// workspace the parent has made for itself is the child's claim too.
+func shareWorkspace(rs *v1alpha1.RunnerSpec, parent string) {
+	if rs == nil || rs.Workspace == nil || rs.Workspace.VolumeClaimTemplate == nil {
+		return
+	}
+	rs.Workspace.VolumeClaimTemplate = nil
+	rs.Workspace.ClaimName = pod.WorkspaceClaim(parent)
 }
 
 // passOn gives a running child what its parent was asked: suspend (and

@@ -303,6 +303,26 @@ var _ = Describe("Loops on a real node", func() {
 		}, 2*time.Minute, 250*time.Millisecond).Should(Succeed())
 	})
 
+	It("runs a sub-loop's Pods in its parent's workspace, as a sub-loop runs in its parent's directory", func() {
+		ns := newNamespace()
+		volumes(1)
+		tpl := &v1alpha1.LoopTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "append"},
+			Spec: v1alpha1.LoopTemplateSpec{LoopSpec: v1alpha1.LoopSpec{Initial: "add", States: map[string]v1alpha1.State{
+				"add":  {Action: "test -s note && echo from-child >> note", OnSuccess: "done", OnFailure: "failed"},
+				"done": {Terminal: true}, "failed": {Terminal: true},
+			}}}}
+		Expect(k8sClient.Create(bg, tpl)).To(Succeed())
+		key := create(ns, "writer", withWorkspace(v1alpha1.LoopSpec{Initial: "write", States: map[string]v1alpha1.State{
+			"write": {Action: "echo from-parent > note", Next: "child"},
+			"child": {Loop: "append", OnSuccess: "read", OnFailure: "broken"},
+			"read":  {Action: "cat note", Capture: "note", Next: "done"},
+			"done":  {Terminal: true}, "broken": {Terminal: true, Failure: ptr.To(true)},
+		}}))
+		loop := waitFinished(key, 3*time.Minute)
+		Expect(loop.Status.Phase).To(Equal(v1alpha1.PhaseCompleted), describe(loop))
+		Expect(loop.Status.Captured["note"].Output).To(Equal("from-parent\nfrom-child"))
+	})
+
 	It("finishes a 30-step loop once while its operator Pod is deleted five times", func() {
 		ns := newNamespace()
 		volumes(2)

@@ -191,6 +191,21 @@ func (r *Runner) ensureWorkspace(ctx context.Context, loop *v1alpha1.Loop) error
 	if uid, ok := r.claims.Load(key); ok && uid == loop.UID {
 		return nil
 	}
+	if err := EnsureWorkspace(ctx, r.Client, loop); err != nil {
+		return err
+	}
+	r.claims.Store(key, loop.UID)
+	return nil
+}
+
+// EnsureWorkspace creates the workspace claim of a Loop with a
+// volumeClaimTemplate (LOOP-workspace, owned by the Loop), unless it exists.
+// The sub-loops of a Loop mount it too, so it is made before its first child.
+func EnsureWorkspace(ctx context.Context, c client.Client, loop *v1alpha1.Loop) error {
+	rs := loop.Spec.Runner
+	if rs == nil || rs.Workspace == nil || rs.Workspace.VolumeClaimTemplate == nil {
+		return nil
+	}
 	pvc := &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: WorkspaceClaim(loop.Name), Namespace: loop.Namespace,
@@ -198,13 +213,12 @@ func (r *Runner) ensureWorkspace(ctx context.Context, loop *v1alpha1.Loop) error
 		},
 		Spec: *rs.Workspace.VolumeClaimTemplate.DeepCopy(),
 	}
-	if err := controllerutil.SetControllerReference(loop, pvc, r.Client.Scheme()); err != nil {
+	if err := controllerutil.SetControllerReference(loop, pvc, c.Scheme()); err != nil {
 		return err
 	}
-	if err := r.Client.Create(ctx, pvc); client.IgnoreAlreadyExists(err) != nil {
+	if err := c.Create(ctx, pvc); client.IgnoreAlreadyExists(err) != nil {
 		return fmt.Errorf("create the workspace claim %s: %w", pvc.Name, err)
 	}
-	r.claims.Store(key, loop.UID)
 	return nil
 }
 
