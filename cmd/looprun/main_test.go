@@ -233,6 +233,17 @@ states:
 	if r := looprun(t, dir, "validate", "named"); r.code != 0 || !strings.Contains(r.stdout, "is valid") {
 		t.Errorf("validate NAME: %d %q %q", r.code, r.stdout, r.stderr)
 	}
+	// As ll-loop validate, a sub-loop is found beside the file naming it
+	// (bundled loops name their siblings oracles/NAME); a missing one is an error.
+	write(t, dir, "bundle/oracles/gate.yaml", "name: gate\ninitial: a\nstates:\n  a: {terminal: true}\n")
+	write(t, dir, "bundle/outer.yaml", "name: outer\ninitial: run\nstates:\n  run:\n    loop: oracles/gate\n    on_yes: done\n  done: {terminal: true}\n")
+	if r := looprun(t, dir, "validate", "bundle/outer.yaml"); r.code != 0 {
+		t.Errorf("a sibling sub-loop: %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	write(t, dir, "bundle/lost.yaml", "name: lost\ninitial: run\nstates:\n  run:\n    loop: oracles/nowhere\n    on_yes: done\n  done: {terminal: true}\n")
+	if r := looprun(t, dir, "validate", "bundle/lost.yaml"); r.code != 1 || !strings.Contains(r.stdout, `states.run.loop: no loop file "oracles/nowhere"`) {
+		t.Errorf("a missing sub-loop: %d %q %q", r.code, r.stdout, r.stderr)
+	}
 	r := looprun(t, dir, "validate", "bad.yaml")
 	if r.code != 1 {
 		t.Fatalf("invalid: exit %d", r.code)

@@ -31,7 +31,7 @@ func newValidateCommand(g *globals) *cobra.Command {
 			for _, e := range errs {
 				fmt.Fprintf(out, "%s: %s\n", args[0], e.Error())
 			}
-			if err := loopfile.CheckSubLoops(lf, g.fileOptions()); err != nil {
+			if err := loopfile.ValidateSubLoops(lf, g.fileOptions()); err != nil {
 				fmt.Fprintf(out, "%s: %v\n", args[0], err)
 				errs = append(errs, field.Invalid(nil, "", err.Error()))
 			}

@@ -43,6 +43,14 @@ func CheckSubLoops(f *File, opts Options) error {
 	return err
 }
 
+// ValidateSubLoops is CheckSubLoops for looprun validate: as ll-loop
+// validate, it also finds a sub-loop beside the file that names it (a
+// little-loops install's loops name their siblings so: oracles/NAME).
+func ValidateSubLoops(f *File, opts Options) error {
+	opts.beside = true
+	return CheckSubLoops(f, opts)
+}
+
 // walkSubLoops reads each loop f runs as a sub-loop, once, however deep,
 // and hands it to fn; skipped are the loop: names that are templates.
 func walkSubLoops(f *File, opts Options, fn func(state, ref string, child *File) error) (skipped []string, err error) {
@@ -59,7 +67,7 @@ func walkSubLoops(f *File, opts Options, fn func(state, ref string, child *File)
 				continue
 			}
 			seen[ref] = true
-			child, err := loadRef(ref, opts)
+			child, err := loadRef(ref, opts.besideOf(f))
 			if err != nil {
 				return fmt.Errorf("states.%s.loop: %w", sn, err)
 			}
