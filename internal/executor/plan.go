@@ -107,17 +107,25 @@ func (t *txn) inFlight() Step {
 		t.finish(v1alpha1.TerminatedError, fmt.Sprintf("state %q of the action in flight has no action", a.State))
 		return Step{Kind: StepDone}
 	}
-	command, err := expandAction(spec, &st, t.vars())
+	vars := t.vars()
+	command, err := expandAction(spec, &st, vars)
 	if err != nil {
 		t.finish(v1alpha1.TerminatedError, fmt.Sprintf("state %q: action: %v", a.State, err))
 		return Step{Kind: StepDone}
 	}
 	a.Command = command
-	return Step{Kind: StepAction, Action: &Action{
-		State: a.State, Iteration: a.Iteration, Retry: run.Retries, Command: command, Agent: st.IsAgent(), CallsAgent: st.Learning != nil, RunDir: t.m.runDir(),
-		AgentCommand: spec.GetAgentCommand(), Timeout: time.Duration(a.TimeoutSeconds) * time.Second,
-		Evaluate: t.runnerEvaluate(&st), Probe: progressProbe(spec, &st, t.vars(), probe(&st, t.vars())),
-	}}
+	return Step{Kind: StepAction, Action: t.newAction(a.State, &st, a.Iteration, command, time.Duration(a.TimeoutSeconds)*time.Second, vars)}
+}
+
+// newAction is the Action a runner gets for the command of state st (named
+// name); its templates all expand against vars.
+func (t *txn) newAction(name string, st *v1alpha1.State, iteration int32, command string, timeout time.Duration, vars *interpolate.Vars) *Action {
+	spec := t.m.spec
+	return &Action{
+		State: name, Iteration: iteration, Retry: t.run.Retries, Command: command, Agent: st.IsAgent(),
+		CallsAgent: st.Learning != nil, RunDir: t.m.runDir(), AgentCommand: spec.GetAgentCommand(), Timeout: timeout,
+		Evaluate: t.runnerEvaluate(st, vars), Probe: progressProbe(spec, st, vars, probe(st, vars)),
+	}
 }
 
 // beforeEnter handles what happens instead of entering the current state:
@@ -258,7 +266,8 @@ const stepHop StepKind = -1
 // to onError (a hop) or ends the run.
 func (t *txn) startAction(st *v1alpha1.State) Step {
 	run, spec := t.run, t.m.spec
-	command, err := expandAction(spec, st, t.vars())
+	vars := t.vars()
+	command, err := expandAction(spec, st, vars)
 	if err != nil {
 		run.Retries = 0
 		if !t.actionError(st, fmt.Errorf("state %q: action: %w", run.CurrentState, err)) {
@@ -266,8 +275,7 @@ func (t *txn) startAction(st *v1alpha1.State) Step {
 		}
 		return Step{Kind: stepHop}
 	}
-	a := &Action{State: run.CurrentState, Iteration: run.Iteration, Retry: run.Retries, Command: command, Agent: st.IsAgent(),
-		CallsAgent: st.Learning != nil, RunDir: t.m.runDir(), AgentCommand: spec.GetAgentCommand(), Timeout: st.GetTimeout(), Evaluate: t.runnerEvaluate(st), Probe: progressProbe(spec, st, t.vars(), probe(st, t.vars()))}
+	a := t.newAction(run.CurrentState, st, run.Iteration, command, st.GetTimeout(), vars)
 	ts := metav1.NewTime(t.now)
 	run.Action = &v1alpha1.ActionStatus{
 		State: a.State, Iteration: a.Iteration, Command: a.Command, Agent: a.Agent,
@@ -327,7 +335,7 @@ func (t *txn) actionError(st *v1alpha1.State, err error) bool {
 // expanded now. Templates that read what only exists once the action ended
 // (prev, result, the elapsed time) or a source other than stdout keep the
 // judging here, on the output's tail; so does a template that cannot expand.
-func (t *txn) runnerEvaluate(st *v1alpha1.State) *v1alpha1.Evaluate {
+func (t *txn) runnerEvaluate(st *v1alpha1.State, vars *interpolate.Vars) *v1alpha1.Evaluate {
 	cfg := st.Evaluate
 	if cfg == nil && st.ActionType == v1alpha1.ActionMCP {
 		cfg = &v1alpha1.Evaluate{Type: v1alpha1.EvalMCPResult}
@@ -336,7 +344,6 @@ func (t *txn) runnerEvaluate(st *v1alpha1.State) *v1alpha1.Evaluate {
 		return nil
 	}
 	out := cfg.DeepCopy()
-	vars := t.vars()
 	expandJSON := func(v *apiextensionsv1.JSON) bool {
 		var s string
 		if v == nil || json.Unmarshal(v.Raw, &s) != nil || !interpolate.HasReferences(s) {
