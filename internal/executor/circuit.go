@@ -15,9 +15,10 @@ const EventStallDetected = "stall_detected"
 
 // The circuit's counters live in the run state's stalls, beside the stall
 // evaluators' (so they survive a restart and travel with an export):
-// circuitRun counts the same result in a row, circuitSeen+state holds the
-// progress fingerprint last seen in a state, circuitCount+result counts a
-// result over the run.
+// circuitRun counts the same result repeated in a row (t.counter, as the
+// stall evaluators count), circuitSeen+state holds the progress
+// fingerprint last seen in a state, circuitCount+result counts a result
+// over the run.
 const (
 	circuitRun   = "circuit"
 	circuitSeen  = "circuit-progress/"
@@ -116,19 +117,15 @@ func (t *txn) circuitTripped(res *ActionResult, verdict, progress string) bool {
 		run.Stalls[circuitSeen+state] = v1alpha1.StallCounter{Hash: progress}
 	}
 	result := state + "\x00" + strconv.Itoa(exit) + "\x00" + verdict
-	c := run.Stalls[circuitRun]
-	if c.Hash != result {
-		c = v1alpha1.StallCounter{Hash: result}
-	}
-	c.Count++
-	run.Stalls[circuitRun] = c
+	repeats, _ := t.counter(circuitRun, result)
+	inARow := repeats + 1
 	window := int32(v1alpha1.DefaultCircuitWindow)
 	if rf.Window != nil {
 		window = *rf.Window
 	}
 	data := map[string]any{"state": state, "exit_code": exit, "verdict": t.verdictName(verdict)}
 	switch {
-	case c.Count >= window:
+	case inARow >= window:
 		data["consecutive"] = window
 	case rf.RecurrentWindow != nil:
 		n := t.countResult(result)
