@@ -177,10 +177,7 @@ func importCluster(ctx context.Context, c client.Client, scheme *runtime.Scheme,
 	if err != nil {
 		return nil, err
 	}
-	names := childNames(run, key.Name, state)
-	if a := state.Action; a != nil && a.Child != "" {
-		a.Child = names[a.Child]
-	}
+	names := nameChildren(run, key.Name, state)
 	loop.Status.RunState = *state
 	loop.Status.LastRequest = src.Status.LastRequest
 	if err := createTemplates(ctx, c, key.Namespace, run.Templates); err != nil {
@@ -227,19 +224,22 @@ func validate(run *history.Run) error {
 	return nil
 }
 
-// childNames names the children of an imported run: the child in flight
-// as the run, imported as name, names its child (so that it finds it), the
-// others as they were.
-func childNames(run *history.Run, name string, state *v1alpha1.RunState) map[string]string {
+// nameChildren names the children of an imported run (exported name to
+// imported name): the child in flight as the run, imported as name, names
+// it, so that it finds it (its run state says so too); the others as they
+// were.
+func nameChildren(run *history.Run, name string, state *v1alpha1.RunState) map[string]string {
 	names := map[string]string{}
 	for i := range run.Children {
 		n := run.Children[i].Loop.Name
 		names[n] = n
 	}
 	if a := state.Action; a != nil && a.Child != "" {
+		to := executor.ChildName(name, state.RunID, a.State, a.Iteration)
 		if _, ok := names[a.Child]; ok {
-			names[a.Child] = executor.ChildName(name, state.RunID, a.State, a.Iteration)
+			names[a.Child] = to
 		}
+		a.Child = to
 	}
 	return names
 }
@@ -360,10 +360,7 @@ func ImportLocal(loopsDir string, run *history.Run, name string, overwrite bool,
 	if err != nil {
 		return nil, err
 	}
-	names := childNames(run, name, state)
-	if a := state.Action; a != nil && a.Child != "" {
-		a.Child = names[a.Child]
-	}
+	names := nameChildren(run, name, state)
 	for i := range run.Children {
 		child := run.Children[i]
 		to := names[child.Loop.Name]
