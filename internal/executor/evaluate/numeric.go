@@ -123,9 +123,10 @@ func outputNumeric(cfg *v1alpha1.Evaluate, in Input) Result {
 	return Result{Verdict: boolVerdict(ok), Details: map[string]any{"value": value, "target": target, "operator": opName(cfg.Operator)}}
 }
 
+// truncate is the first n bytes of s (headOf) and "..." when it was cut.
 func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
+	if h := headOf(s, n); len(h) < len(s) {
+		return h + "..."
 	}
-	return s[:n] + "..."
+	return s
 }
