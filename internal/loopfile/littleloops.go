@@ -409,33 +409,36 @@ func (r *reader) actionKey(m map[string]any, k, fp string, st *v1alpha1.State) {
 		} else if _, ok := m["learning"]; !ok {
 			r.fail("%s: a learning state needs learning", fp)
 		}
-		return
 	case "learning":
 		if m["type"] != "learning" {
 			r.fail("%s: learning needs type: learning", fp)
 			return
 		}
 		st.Learning = r.learning(m[k], fp)
-		return
-	}
-	if k == "params" {
+	case "params":
 		if _, ok := m[k].(map[string]any); !ok {
 			r.fail("%s: must be a mapping of the tool's arguments", fp)
 			return
 		}
 		j := toJSON(m[k])
 		st.Params = &j
-		return
+	default: // action_type
+		st.ActionType = r.actionType(m, k, fp)
 	}
+}
+
+// actionType maps little-loops' action types onto looprun's.
+func (r *reader) actionType(m map[string]any, k, fp string) v1alpha1.ActionType {
 	switch t := r.str(m, k, fp); t {
 	case "shell":
-		st.ActionType = v1alpha1.ActionShell
+		return v1alpha1.ActionShell
 	case "prompt", "slash_command":
-		st.ActionType = v1alpha1.ActionAgent
+		return v1alpha1.ActionAgent
 	case "mcp_tool":
-		st.ActionType = v1alpha1.ActionMCP
+		return v1alpha1.ActionMCP
 	default:
 		r.fail("%s: action type %q is not supported (shell, prompt, slash_command, mcp_tool)", fp, t)
+		return ""
 	}
 }
 
