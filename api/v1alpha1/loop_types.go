@@ -3,7 +3,6 @@ package v1alpha1
 import (
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -367,6 +366,33 @@ type State struct {
 	RetryPolicy *RetryPolicy `json:"retryPolicy,omitempty"`
 }
 
+// LearningSpec lists what a learning state must prove.
+// +kubebuilder:validation:XValidation:rule="has(self.targets) != has(self.targetsCSV)",message="set targets or targetsCSV, not both"
+type LearningSpec struct {
+	// targets are the APIs or libraries to prove, in order.
+	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	Targets []string `json:"targets,omitempty"`
+
+	// targetsCSV is a template expanding to comma-separated targets.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	TargetsCSV string `json:"targetsCSV,omitempty"`
+
+	// maxRetries bounds the explorations of one target. Default 2.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	MaxRetries *int32 `json:"maxRetries,omitempty"`
+
+	// maxRetriesExpr is a template expanding to maxRetries.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	MaxRetriesExpr string `json:"maxRetriesExpr,omitempty"`
+}
+
+// DefaultLearningMaxRetries bounds the explorations of one learning target.
+const DefaultLearningMaxRetries = 2
+
 // CircuitSpec holds the loop's circuit breakers.
 type CircuitSpec struct {
 	// repeatedFailure trips when an evaluated state gives the same exit
@@ -650,244 +676,4 @@ type Evaluate struct {
 	// uncertainSuffix appends "_uncertain" to a verdict that is not confident.
 	// +optional
 	UncertainSuffix bool `json:"uncertainSuffix,omitempty"`
-}
-
-// LLMSpec configures the LLM judge.
-type LLMSpec struct {
-	// enabled turns LLM evaluation off when false: llm_structured then gives error.
-	// +optional
-	Enabled *bool `json:"enabled,omitempty"`
-
-	// model is the model the judge uses. Default claude-sonnet-5-5; the
-	// little-loops aliases sonnet, opus and haiku are accepted.
-	// +optional
-	Model string `json:"model,omitempty"`
-
-	// maxTokens bounds the judge's answer. Default 1024.
-	// +optional
-	// +kubebuilder:validation:Minimum=1
-	MaxTokens *int32 `json:"maxTokens,omitempty"`
-
-	// timeout bounds one judge call. Default 120s.
-	// +optional
-	Timeout *metav1.Duration `json:"timeout,omitempty"`
-
-	// apiKeySecretRef names the Secret key holding the API key (in a cluster).
-	// Locally the key comes from ANTHROPIC_API_KEY.
-	// +optional
-	APIKeySecretRef *SecretKeyRef `json:"apiKeySecretRef,omitempty"`
-
-	// baseURL overrides the API endpoint.
-	// +optional
-	BaseURL string `json:"baseURL,omitempty"`
-}
-
-// SecretKeyRef names one key of a Secret in the Loop's namespace.
-type SecretKeyRef struct {
-	// name of the Secret.
-	// +required
-	Name string `json:"name"`
-	// key in the Secret.
-	// +required
-	Key string `json:"key"`
-}
-
-// AgentSpec configures agent actions.
-type AgentSpec struct {
-	// image runs agent actions in a cluster.
-	// +optional
-	Image string `json:"image,omitempty"`
-
-	// command runs an agent action; the prompt is appended as the last argument.
-	// Default: claude --dangerously-skip-permissions -p.
-	// +optional
-	// +kubebuilder:validation:MaxItems=64
-	Command []string `json:"command,omitempty"`
-
-	// apiKeySecretRef names the Secret key holding the agent's API key. In an
-	// action Pod it becomes the environment variable ANTHROPIC_API_KEY; the
-	// operator never reads it.
-	// +optional
-	APIKeySecretRef *SecretKeyRef `json:"apiKeySecretRef,omitempty"`
-}
-
-// LearningSpec lists what a learning state must prove.
-// +kubebuilder:validation:XValidation:rule="has(self.targets) != has(self.targetsCSV)",message="set targets or targetsCSV, not both"
-type LearningSpec struct {
-	// targets are the APIs or libraries to prove, in order.
-	// +optional
-	// +kubebuilder:validation:MaxItems=64
-	Targets []string `json:"targets,omitempty"`
-
-	// targetsCSV is a template expanding to comma-separated targets.
-	// +optional
-	// +kubebuilder:validation:MaxLength=4096
-	TargetsCSV string `json:"targetsCSV,omitempty"`
-
-	// maxRetries bounds the explorations of one target. Default 2.
-	// +optional
-	// +kubebuilder:validation:Minimum=0
-	MaxRetries *int32 `json:"maxRetries,omitempty"`
-
-	// maxRetriesExpr is a template expanding to maxRetries.
-	// +optional
-	// +kubebuilder:validation:MaxLength=1024
-	MaxRetriesExpr string `json:"maxRetriesExpr,omitempty"`
-}
-
-// DefaultLearningMaxRetries bounds the explorations of one learning target.
-const DefaultLearningMaxRetries = 2
-
-// MCPSpec configures mcp actions.
-type MCPSpec struct {
-	// command calls an MCP tool; the tool (server/tool) and its params as
-	// JSON are appended. It exits 127 when the server or tool is unknown,
-	// 124 when the call timed out, and prints the tool's result envelope
-	// (isError says whether the tool failed). In a cluster it must be in
-	// the runner image. Default: mcp-call.
-	// +optional
-	// +kubebuilder:validation:MinItems=1
-	// +kubebuilder:validation:MaxItems=64
-	Command []string `json:"command,omitempty"`
-}
-
-// DefaultMCPCommand calls MCP tools: server/tool and the JSON params are appended.
-var DefaultMCPCommand = []string{"mcp-call"}
-
-// DefaultMCPTimeoutSeconds bounds an mcp action whose state sets no timeout.
-const DefaultMCPTimeoutSeconds = 30
-
-// DefaultShell runs shell actions in a Pod: SHELL -c ACTION.
-const DefaultShell = "bash"
-
-// DefaultWorkspacePath is where the workspace is mounted in every action Pod.
-const DefaultWorkspacePath = "/workspace"
-
-// DefaultKeepPods is how many finished action Pods are kept for kubectl logs.
-const DefaultKeepPods int32 = 5
-
-// DefaultRunAsUser is the user action Pods run as unless runner.securityContext says otherwise.
-const DefaultRunAsUser int64 = 65532
-
-// RunnerSpec is the Pod template subset every action Pod is built from.
-type RunnerSpec struct {
-	// image runs shell actions. Default: the operator's --runner-image.
-	// +optional
-	// +kubebuilder:validation:MaxLength=1024
-	Image string `json:"image,omitempty"`
-
-	// shell runs a shell action as SHELL -c ACTION. Default bash.
-	// +optional
-	// +kubebuilder:validation:MinLength=1
-	// +kubebuilder:validation:MaxLength=256
-	Shell string `json:"shell,omitempty"`
-
-	// serviceAccountName is the identity action Pods run under. Default: the
-	// namespace's default service account. Never the operator's.
-	// +optional
-	// +kubebuilder:validation:MaxLength=253
-	ServiceAccountName string `json:"serviceAccountName,omitempty"`
-
-	// automountServiceAccountToken mounts the service account's token into
-	// action Pods. Default false: actions get no API credentials unless asked.
-	// +optional
-	AutomountServiceAccountToken *bool `json:"automountServiceAccountToken,omitempty"`
-
-	// env sets environment variables in the action container.
-	// +optional
-	// +kubebuilder:validation:MaxItems=128
-	Env []corev1.EnvVar `json:"env,omitempty"`
-
-	// envFrom fills the action container's environment from ConfigMaps and Secrets.
-	// +optional
-	// +kubebuilder:validation:MaxItems=32
-	EnvFrom []corev1.EnvFromSource `json:"envFrom,omitempty"`
-
-	// resources are the action container's requests and limits.
-	// +optional
-	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
-
-	// nodeSelector constrains the nodes action Pods run on.
-	// +optional
-	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
-
-	// tolerations let action Pods run on tainted nodes.
-	// +optional
-	// +kubebuilder:validation:MaxItems=32
-	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
-
-	// imagePullSecrets are used to pull the action images.
-	// +optional
-	// +kubebuilder:validation:MaxItems=16
-	ImagePullSecrets []corev1.LocalObjectReference `json:"imagePullSecrets,omitempty"`
-
-	// securityContext is merged, field by field, over the Pod security
-	// context defaults: non-root user 65532 (group 65532, fsGroup 65532)
-	// with the RuntimeDefault seccomp profile; what it sets wins. The
-	// container always drops all capabilities, forbids privilege escalation
-	// and has a read-only root filesystem (/tmp and the workspace are
-	// writable).
-	// +optional
-	SecurityContext *corev1.PodSecurityContext `json:"securityContext,omitempty"`
-
-	// workspace is the volume every step mounts at the same path, so steps
-	// share files. Unset: each step gets an empty directory of its own.
-	// +optional
-	Workspace *WorkspaceSpec `json:"workspace,omitempty"`
-}
-
-// WorkspaceSpec is the volume the steps of a Loop share.
-// +kubebuilder:validation:XValidation:rule="!(has(self.claimName) && has(self.volumeClaimTemplate))",message="set claimName or volumeClaimTemplate, not both"
-type WorkspaceSpec struct {
-	// mountPath is where the workspace is mounted, and the working directory
-	// of every action. Default /workspace.
-	// +optional
-	// +kubebuilder:validation:Pattern=`^/`
-	// +kubebuilder:validation:MaxLength=1024
-	MountPath string `json:"mountPath,omitempty"`
-
-	// claimName names an existing PersistentVolumeClaim in the Loop's namespace.
-	// +optional
-	// +kubebuilder:validation:MaxLength=253
-	ClaimName string `json:"claimName,omitempty"`
-
-	// volumeClaimTemplate makes the operator create a PersistentVolumeClaim
-	// named LOOP-workspace, owned by the Loop (deleted with it).
-	// +optional
-	VolumeClaimTemplate *corev1.PersistentVolumeClaimSpec `json:"volumeClaimTemplate,omitempty"`
-}
-
-// HistorySpec says how much of a run's past is kept.
-type HistorySpec struct {
-	// keepPods is how many finished action Pods are kept (for kubectl logs);
-	// older ones are deleted. Default 5.
-	// +optional
-	// +kubebuilder:validation:Minimum=0
-	KeepPods *int32 `json:"keepPods,omitempty"`
-
-	// maxEventBytes bounds the event log: past it the oldest ConfigMap
-	// segments are deleted (the one being written is always kept). Unset:
-	// the operator's --event-log-max-bytes (default unlimited).
-	// +optional
-	// +kubebuilder:validation:Minimum=0
-	MaxEventBytes *int64 `json:"maxEventBytes,omitempty"`
-
-	// checkpointEvery takes a checkpoint (a full snapshot of the run state)
-	// every this many iterations. Default 1 (after every state) unless only
-	// checkpointInterval is set; 0 turns counted checkpoints off.
-	// +optional
-	// +kubebuilder:validation:Minimum=0
-	CheckpointEvery *int32 `json:"checkpointEvery,omitempty"`
-
-	// checkpointInterval takes a checkpoint when this many seconds passed
-	// since the last one. With checkpointEvery, whichever comes first.
-	// +optional
-	// +kubebuilder:validation:Minimum=1
-	CheckpointInterval *int32 `json:"checkpointInterval,omitempty"`
-
-	// maxCheckpoints is how many checkpoints are kept, newest first. Default 100.
-	// +optional
-	// +kubebuilder:validation:Minimum=1
-	// +kubebuilder:validation:Maximum=1000
-	MaxCheckpoints *int32 `json:"maxCheckpoints,omitempty"`
 }

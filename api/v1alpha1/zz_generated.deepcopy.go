@@ -22,8 +22,8 @@ package v1alpha1
 
 import (
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
@@ -191,12 +191,12 @@ func (in *Evaluate) DeepCopyInto(out *Evaluate) {
 	*out = *in
 	if in.Target != nil {
 		in, out := &in.Target, &out.Target
-		*out = new(v1.JSON)
+		*out = new(apiextensionsv1.JSON)
 		(*in).DeepCopyInto(*out)
 	}
 	if in.Tolerance != nil {
 		in, out := &in.Tolerance, &out.Tolerance
-		*out = new(v1.JSON)
+		*out = new(apiextensionsv1.JSON)
 		(*in).DeepCopyInto(*out)
 	}
 	if in.ErrorPatterns != nil {
@@ -211,7 +211,7 @@ func (in *Evaluate) DeepCopyInto(out *Evaluate) {
 	}
 	if in.Schema != nil {
 		in, out := &in.Schema, &out.Schema
-		*out = new(v1.JSON)
+		*out = new(apiextensionsv1.JSON)
 		(*in).DeepCopyInto(*out)
 	}
 	if in.MinConfidence != nil {
@@ -261,7 +261,7 @@ func (in *EvaluationResult) DeepCopyInto(out *EvaluationResult) {
 	*out = *in
 	if in.Details != nil {
 		in, out := &in.Details, &out.Details
-		*out = new(v1.JSON)
+		*out = new(apiextensionsv1.JSON)
 		(*in).DeepCopyInto(*out)
 	}
 }
@@ -346,7 +346,7 @@ func (in *LLMSpec) DeepCopyInto(out *LLMSpec) {
 	}
 	if in.Timeout != nil {
 		in, out := &in.Timeout, &out.Timeout
-		*out = new(metav1.Duration)
+		*out = new(v1.Duration)
 		**out = **in
 	}
 	if in.APIKeySecretRef != nil {
@@ -462,7 +462,7 @@ func (in *LoopSpec) DeepCopyInto(out *LoopSpec) {
 	}
 	if in.Context != nil {
 		in, out := &in.Context, &out.Context
-		*out = make(map[string]v1.JSON, len(*in))
+		*out = make(map[string]apiextensionsv1.JSON, len(*in))
 		for key, val := range *in {
 			(*out)[key] = *val.DeepCopy()
 		}
@@ -479,12 +479,12 @@ func (in *LoopSpec) DeepCopyInto(out *LoopSpec) {
 	}
 	if in.Timeout != nil {
 		in, out := &in.Timeout, &out.Timeout
-		*out = new(metav1.Duration)
+		*out = new(v1.Duration)
 		**out = **in
 	}
 	if in.Backoff != nil {
 		in, out := &in.Backoff, &out.Backoff
-		*out = new(metav1.Duration)
+		*out = new(v1.Duration)
 		**out = **in
 	}
 	if in.MaxEdgeRevisits != nil {
@@ -565,7 +565,7 @@ func (in *LoopStatus) DeepCopyInto(out *LoopStatus) {
 	}
 	if in.Conditions != nil {
 		in, out := &in.Conditions, &out.Conditions
-		*out = make([]metav1.Condition, len(*in))
+		*out = make([]v1.Condition, len(*in))
 		for i := range *in {
 			(*in)[i].DeepCopyInto(&(*out)[i])
 		}
@@ -688,7 +688,7 @@ func (in *Parameter) DeepCopyInto(out *Parameter) {
 	*out = *in
 	if in.Default != nil {
 		in, out := &in.Default, &out.Default
-		*out = new(v1.JSON)
+		*out = new(apiextensionsv1.JSON)
 		(*in).DeepCopyInto(*out)
 	}
 	if in.Values != nil {
@@ -783,7 +783,7 @@ func (in *RetryPolicy) DeepCopyInto(out *RetryPolicy) {
 	*out = *in
 	if in.Backoff != nil {
 		in, out := &in.Backoff, &out.Backoff
-		*out = new(metav1.Duration)
+		*out = new(v1.Duration)
 		**out = **in
 	}
 	if in.Factor != nil {
@@ -793,7 +793,7 @@ func (in *RetryPolicy) DeepCopyInto(out *RetryPolicy) {
 	}
 	if in.MaxDelay != nil {
 		in, out := &in.MaxDelay, &out.MaxDelay
-		*out = new(metav1.Duration)
+		*out = new(v1.Duration)
 		**out = **in
 	}
 	if in.ExitCodes != nil {
@@ -986,7 +986,7 @@ func (in *State) DeepCopyInto(out *State) {
 	*out = *in
 	if in.Params != nil {
 		in, out := &in.Params, &out.Params
-		*out = new(v1.JSON)
+		*out = new(apiextensionsv1.JSON)
 		(*in).DeepCopyInto(*out)
 	}
 	if in.Evaluate != nil {
@@ -1008,7 +1008,7 @@ func (in *State) DeepCopyInto(out *State) {
 	}
 	if in.Timeout != nil {
 		in, out := &in.Timeout, &out.Timeout
-		*out = new(metav1.Duration)
+		*out = new(v1.Duration)
 		**out = **in
 	}
 	if in.MaxRetries != nil {
@@ -1023,7 +1023,7 @@ func (in *State) DeepCopyInto(out *State) {
 	}
 	if in.With != nil {
 		in, out := &in.With, &out.With
-		*out = make(map[string]v1.JSON, len(*in))
+		*out = make(map[string]apiextensionsv1.JSON, len(*in))
 		for key, val := range *in {
 			(*out)[key] = *val.DeepCopy()
 		}
@@ -1040,7 +1040,7 @@ func (in *State) DeepCopyInto(out *State) {
 	}
 	if in.FragmentParams != nil {
 		in, out := &in.FragmentParams, &out.FragmentParams
-		*out = make(map[string]v1.JSON, len(*in))
+		*out = make(map[string]apiextensionsv1.JSON, len(*in))
 		for key, val := range *in {
 			(*out)[key] = *val.DeepCopy()
 		}
