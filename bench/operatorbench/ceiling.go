@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/controllers"
 	"github.com/looprun/looprun/internal/eventlog/configmaps"
 	"github.com/looprun/looprun/internal/history"
 )
@@ -72,16 +73,17 @@ func replayPlan(ctx context.Context, c client.Client, ns string) ([]v1alpha1.Loo
 }
 
 // replay makes the API writes the design needs per transition, one status
-// patch of the Loop and one event-log segment write, with no controller and
+// patch of the Loop (made as the operator makes it) and one event-log
+// segment write, with no controller and
 // no actions (c writes Loops, cms ConfigMaps; the segment writes only
 // withLog), for the Loops and steps of a plan, from `workers` goroutines
 // like the controller's. Its rate is the most any controller keeping to
 // the design can reach against this API server on this machine. The Loops
 // carry the importing annotation, so the running operator leaves them be.
-func replay(ctx context.Context, c, cms client.Client, loops []v1alpha1.Loop, plans [][]step, workers int, withLog bool) (time.Duration, int, error) {
+func replay(ctx context.Context, c, cms client.Client, loops []v1alpha1.Loop, plans [][]step, workers int, withLog bool) (time.Duration, int, string, error) {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "replay-"}}
 	if err := c.Create(ctx, ns); err != nil {
-		return 0, 0, err
+		return 0, 0, "", err
 	}
 	work := make(chan int)
 	errs := make(chan error, workers)
@@ -107,17 +109,17 @@ func replay(ctx context.Context, c, cms client.Client, loops []v1alpha1.Loop, pl
 		case err := <-errs:
 			close(work)
 			wg.Wait()
-			return 0, 0, err
+			return 0, 0, "", err
 		}
 	}
 	close(work)
 	wg.Wait()
 	select {
 	case err := <-errs:
-		return 0, 0, err
+		return 0, 0, "", err
 	default:
 	}
-	return time.Since(start), total, nil
+	return time.Since(start), total, ns.Name, nil
 }
 
 func replayLoop(ctx context.Context, c, cms client.Client, ns string, src *v1alpha1.Loop, plan []step, withLog bool) error {
@@ -134,7 +136,7 @@ func replayLoop(ctx context.Context, c, cms client.Client, ns string, src *v1alp
 		loop.Status = *s.status.DeepCopy()
 		now := metav1.Now()
 		loop.Status.UpdatedAt = &now
-		if err := c.Status().Patch(ctx, loop, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+		if err := controllers.PatchStatus(ctx, c, before, loop); err != nil {
 			return err
 		}
 		if !withLog {
