@@ -12,6 +12,7 @@ import (
 	"golang.org/x/time/rate"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -48,6 +49,10 @@ type LoopReconciler struct {
 	Judges *Judges
 	// MaxConcurrentReconciles bounds the workers (default 4).
 	MaxConcurrentReconciles int
+	// StartGrace is how long a new run's first status write may wait for
+	// its first action to end (default DefaultStartGrace; negative: no
+	// wait), so that a quick action's start and end are saved in one write.
+	StartGrace time.Duration
 
 	// memory is what this process keeps per Loop between reconciles (see
 	// loopMemory); forget clears it with everything else kept per Loop.
@@ -67,6 +72,12 @@ type loopMemory struct {
 	lastSeq int64
 	// running: the Loop is in progress (the running-loops metric).
 	running bool
+	// nextStepAt is the status's nextStepAt as this process saved it, to
+	// the nanosecond (see sharpen).
+	nextStepAt time.Time
+	// unsaved is a new run whose first action runs and whose first status
+	// write waits (see deferStart); nil when none.
+	unsaved *unsavedStart
 }
 
 // RBAC, each verb for a reason:
@@ -113,8 +124,15 @@ func (r *LoopReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 		// looprun import is still writing its status and event log.
 		return reconcile.Result{}, nil
 	}
-	before := loop.DeepCopy()
+	r.sharpen(loop)
+	// What the step changes is the status: only it is kept to compare
+	// and patch against (with the resourceVersion it is read at).
+	before := &v1alpha1.Loop{ObjectMeta: metav1.ObjectMeta{Namespace: loop.Namespace, Name: loop.Name, ResourceVersion: loop.ResourceVersion},
+		Status: *loop.Status.DeepCopy()}
 	result, h, stepErr := r.reconcileLoop(ctx, loop)
+	if h.deferred {
+		return result, nil
+	}
 	if h.eventLog != "" {
 		// The step's events were not written: nothing of it is kept, so
 		// that the status never gets ahead of its event log. It is taken
@@ -163,6 +181,19 @@ func (r *LoopReconciler) get(ctx context.Context, req reconcile.Request) (*v1alp
 		}
 	}
 	return loop, nil
+}
+
+// sharpen gives back to the Loop's nextStepAt (when a retry's or an edge's
+// backoff lets the next step start) the fraction of a second the status
+// does not keep, when this process saved it: a look at the Loop before the
+// wait is up (a spec change, the end of a start's grace) must not find it
+// up early. An operator that restarts may start such a step up to a second
+// early.
+func (r *LoopReconciler) sharpen(loop *v1alpha1.Loop) {
+	next, saved := loop.Status.NextStepAt, r.remembered(loop).nextStepAt
+	if next != nil && !saved.IsZero() && next.Time.Equal(saved.Truncate(time.Second)) {
+		loop.Status.NextStepAt = &metav1.Time{Time: saved}
+	}
 }
 
 // remembered is what this process keeps of the Loop; zero when nothing.
@@ -217,14 +248,20 @@ func (r *LoopReconciler) patchStatus(ctx context.Context, before, loop *v1alpha1
 	if equality.Semantic.DeepEqual(before.Status, loop.Status) {
 		return nil // nothing to write: an empty patch still costs the API server
 	}
-	patch := ctrl.MergeFromWithOptions(before, ctrl.MergeFromWithOptimisticLock{})
-	if err := r.Client.Status().Patch(ctx, loop, patch); err != nil {
+	if err := PatchStatus(ctx, r.Client, before, loop); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
 		return err
 	}
-	r.remember(loop, loopMemory{uid: loop.UID, lastSeq: loop.Status.LastSeq, running: !loop.Status.Phase.IsFinished() && loop.Status.Phase != ""})
+	m := loopMemory{uid: loop.UID, lastSeq: loop.Status.LastSeq, running: !loop.Status.Phase.IsFinished() && loop.Status.Phase != ""}
+	if next := loop.Status.NextStepAt; next != nil {
+		m.nextStepAt = next.Time
+	}
+	if loop.Status.Phase == "" {
+		m.unsaved = r.remembered(loop).unsaved // the run's start is still not saved
+	}
+	r.remember(loop, m)
 	return nil
 }
 

@@ -29,6 +29,15 @@ type health struct {
 	eventLog string
 	// release lets go of what the step used, once its status is saved.
 	release []func()
+	// deferred: the step is the start of a run, kept in memory until its
+	// first action ends or the start grace is up (nothing is written).
+	deferred bool
+}
+
+// plain reports whether nothing but the run itself shapes the conditions.
+func (h *health) plain() bool {
+	return h.invalid == "" && !h.noRunner && h.checkpoint == nil && !h.checkpointOK && !h.forkBlocked &&
+		!h.judging && h.eventLog == "" && len(h.release) == 0
 }
 
 // setConditions derives Ready, Reconciling and Stalled from the status, by

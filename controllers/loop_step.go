@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -24,6 +25,8 @@ import (
 // reconcileLoop takes one step of a Loop: it starts the run, collects the
 // result of the action in flight, or plans and starts the next state. The
 // step's events go to the event log before the status is written.
+// A new run's start may wait to be saved with its first transition (see
+// unsavedStart).
 func (r *LoopReconciler) reconcileLoop(ctx context.Context, loop *v1alpha1.Loop) (reconcile.Result, health, error) {
 	req := pendingRequest(loop)
 	if loop.Status.Phase.IsFinished() && req == "" {
@@ -41,6 +44,10 @@ func (r *LoopReconciler) reconcileLoop(ctx context.Context, loop *v1alpha1.Loop)
 		return reconcile.Result{}, health{invalid: err.Error()}, reconcile.TerminalError(err)
 	}
 	s := &step{r: r, loop: loop, m: m, gate: gate, now: r.now()}
+	carried := r.resumeUnsaved(loop)
+	if carried != nil {
+		s.events = slices.Clip(carried.events)
+	}
 	if req != "" {
 		s.request(ctx, req)
 	}
@@ -49,6 +56,9 @@ func (r *LoopReconciler) reconcileLoop(ctx context.Context, loop *v1alpha1.Loop)
 		result, err = r.reconcileFinished(ctx, loop)
 	} else {
 		result, err = s.take(ctx)
+	}
+	if wait, ok := s.deferStart(carried, err, result.RequeueAfter); ok {
+		return reconcile.Result{RequeueAfter: wait}, health{deferred: true}, nil
 	}
 	if aerr := r.appendEvents(ctx, loop, s.events, s.cp); aerr != nil {
 		return reconcile.Result{}, health{eventLog: aerr.Error()}, aerr

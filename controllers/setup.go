@@ -30,6 +30,8 @@ type Config struct {
 	SegmentBytes      int
 	MaxEventBytes     int64
 	Workers           int
+	// StartGrace: see LoopReconciler.StartGrace (0: the default; negative: no wait).
+	StartGrace time.Duration
 	// Pods shapes action Pods; with an entrypoint image and without
 	// AllowLocalActions, actions run as Pods.
 	Pods pod.Options
@@ -64,6 +66,7 @@ func NewReconciler(mgr ctrl.Manager, cfg Config) *LoopReconciler {
 		Judges: &Judges{OperatorKey: cfg.LLM.APIKey, OperatorBaseURL: cfg.LLM.BaseURL, AllowedBaseURLs: cfg.LLM.AllowedBaseURLs,
 			Config: mgr.GetConfig(), Runner: judge.NewRunner(cfg.LLM.MaxTimeout)},
 		MaxConcurrentReconciles: cfg.Workers,
+		StartGrace:              cfg.StartGrace,
 	}
 	switch {
 	case cfg.AllowLocalActions:

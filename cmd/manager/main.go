@@ -67,6 +67,8 @@ func parseFlags(args []string, getenv func(string) string) (*settings, error) {
 	fs.IntVar(&c.SegmentBytes, "event-segment-bytes", configmaps.DefaultSegmentBytes, "size cap of one event-log ConfigMap")
 	fs.Int64Var(&c.MaxEventBytes, "max-event-bytes", 0, "delete the oldest event-log segments of a Loop past this size (0 keeps all)")
 	fs.IntVar(&c.Workers, "max-concurrent-reconciles", 4, "Loops reconciled at once")
+	fs.DurationVar(&c.StartGrace, "start-grace", controllers.DefaultStartGrace,
+		"how long a new run's first status write waits for its first action to end, to save both at once (0: write at once)")
 	c.Pods = pod.Options{OperatorNamespace: getenv("POD_NAMESPACE"), OperatorServiceAccount: getenv("SERVICE_ACCOUNT_NAME")}
 	entrypoint := getenv("LOOPRUN_ENTRYPOINT_IMAGE")
 	if entrypoint == "" {
@@ -90,6 +92,9 @@ func parseFlags(args []string, getenv func(string) string) (*settings, error) {
 		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
 	s.watchNamespaces = splitList(watch)
+	if c.StartGrace <= 0 {
+		c.StartGrace = -1 // the flag's 0 is "write at once"; the reconciler's is its default
+	}
 	if c.Shard != "" {
 		if err := controllers.ValidateShard(c.Shard); err != nil {
 			return nil, err
