@@ -15,6 +15,8 @@ import (
 	"fmt"
 	"os"
 	"runtime/pprof"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -33,9 +35,10 @@ import (
 
 func main() {
 	transitions := flag.Int("transitions", 1000, "transitions of the latency Loop")
-	loops := flag.Int("loops", 200, "Loops of the throughput run")
+	sizes := flag.String("loops", "200,1000", "Loops of each throughput run, comma-separated")
 	perLoop := flag.Int("per-loop", 10, "transitions of each throughput Loop")
 	workers := flag.Int("workers", 8, "max concurrent reconciles")
+	rounds = flag.Int("rounds", 3, "rounds of each throughput run (the Loops, then the replay of their writes); the median round's ratio counts")
 	idle = flag.Int("idle", 1000, "idle (suspended) Loops for the memory figure; 0 skips it")
 	verbose = flag.Bool("requests", false, "print the API requests each transition cost")
 	apiProfile = flag.String("apiserver-profile", "", "save an 8 s CPU profile of the API server taken during the throughput run")
@@ -43,7 +46,16 @@ func main() {
 	managerProfile = flag.String("manager-profile", "", "save a CPU profile of the manager (this process) over the throughput run")
 	flag.Parse()
 	ctrl.SetLogger(logr.Discard())
-	if err := run(*transitions, *loops, *perLoop, *workers); err != nil {
+	var loops []int
+	for _, f := range strings.Split(*sizes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 {
+			fmt.Fprintf(os.Stderr, "operatorbench: -loops: %q is not a count of Loops\n", f)
+			os.Exit(2)
+		}
+		loops = append(loops, n)
+	}
+	if err := run(*transitions, loops, *perLoop, *workers); err != nil {
 		fmt.Fprintln(os.Stderr, "operatorbench:", err)
 		os.Exit(1)
 	}
@@ -55,9 +67,10 @@ var (
 	managerProfile *string
 	segmentBytes   *int
 	idle           *int
+	rounds         *int
 )
 
-func run(transitions, loops, perLoop, workers int) error {
+func run(transitions int, loops []int, perLoop, workers int) error {
 	cfg, c, stop, err := fixture.StartEnv(true)
 	if err != nil {
 		return err
@@ -98,42 +111,16 @@ func run(transitions, loops, perLoop, workers int) error {
 	fmt.Printf("overhead per transition (action end -> next action start), %d transitions: p50 %v, p99 %v (targets <= 15ms, <= 100ms)\n",
 		len(gaps), p50.Round(10*time.Microsecond), p99.Round(10*time.Microsecond))
 
-	// Throughput: many Loops at once.
-	if *apiProfile != "" {
-		go profileAPIServer(cfg, *apiProfile)
-	}
-	if *managerProfile != "" {
-		f, err := os.Create(*managerProfile)
+	// Throughput: many Loops at once, each run next to the replay of its
+	// own writes (the ceiling), in rounds: the machine's load drifts, and
+	// the ratio of one round's two runs is what carries.
+	failed := p50 > 15*time.Millisecond || p99 > 100*time.Millisecond
+	for i, n := range loops {
+		ratio, rate, err := throughput(ctx, cfg, c, mgr.GetClient(), n, perLoop, workers, i == 0)
 		if err != nil {
 			return err
 		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-	}
-	before, cpu := requestCounts(cfg), timing.ReadCPU()
-	elapsed, ns, err := runLoops(ctx, c, mgr.GetClient(), "throughput", loops, perLoop)
-	pprof.StopCPUProfile()
-	if err != nil {
-		return err
-	}
-	used := cpu.Since()
-	if *verbose {
-		after := requestCounts(cfg)
-		for k, v := range after {
-			if d := v - before[k]; d > 0 {
-				fmt.Printf("requests %-60s %6.0f (%.2f per transition)\n", k, d, d/float64(loops*perLoop))
-			}
-		}
-	}
-	total := loops * perLoop
-	rate := float64(total) / elapsed.Seconds()
-	fmt.Printf("throughput: %d Loops x %d transitions = %d in %v: %.0f transitions/s (target >= 300), %d workers\n",
-		loops, perLoop, total, elapsed.Round(time.Millisecond), rate, workers)
-	fmt.Println("  " + used.Per(total))
-	if err := ceiling(ctx, cfg, c, ns, workers, rate); err != nil {
-		return err
+		failed = failed || ratio < 0.9 || rate < 300
 	}
 	if *idle > 0 {
 		perLoop, err := idleMemory(ctx, c, *idle)
@@ -142,42 +129,110 @@ func run(transitions, loops, perLoop, workers int) error {
 		}
 		fmt.Printf("memory per idle Loop: %.1f KiB of manager heap (%d suspended Loops; goal <= 20 KiB)\n", perLoop/1024, *idle)
 	}
-	failed := p50 > 15*time.Millisecond || p99 > 100*time.Millisecond || rate < 300
 	if failed {
 		return fmt.Errorf("a target was missed")
 	}
 	return nil
 }
 
-// ceiling replays the throughput run's API writes with no controller and
-// prints the rate next to the controller's.
-func ceiling(ctx context.Context, cfg *rest.Config, c client.Client, ns string, workers int, rate float64) error {
+// throughput runs n Loops of perLoop transitions at once, then replays
+// their API writes with no controller (the ceiling), in rounds, and prints
+// each round's rates and the median round's ratio. The first run of the
+// bench (first) may save the manager's profile and print its requests.
+func throughput(ctx context.Context, cfg *rest.Config, c client.Client, r client.Reader, n, perLoop, workers int, first bool) (ratio, rate float64, err error) {
+	total := n * perLoop
+	var ratios, rates []float64
+	for round := 1; round <= max(*rounds, 1); round++ {
+		first := first && round == 1
+		if first && *apiProfile != "" {
+			go profileAPIServer(ctx, cfg, *apiProfile)
+		}
+		if first && *managerProfile != "" {
+			f, err := os.Create(*managerProfile)
+			if err != nil {
+				return 0, 0, err
+			}
+			defer f.Close()
+			if err := pprof.StartCPUProfile(f); err != nil {
+				return 0, 0, err
+			}
+		}
+		before, cpu := requestCounts(cfg), timing.ReadCPU()
+		elapsed, ns, err := runLoops(ctx, c, r, "throughput", n, perLoop)
+		pprof.StopCPUProfile()
+		if err != nil {
+			return 0, 0, err
+		}
+		used := cpu.Since()
+		if round == 1 && *verbose {
+			after := requestCounts(cfg)
+			for k, v := range after {
+				if d := v - before[k]; d > 0 {
+					fmt.Printf("requests %-60s %6.0f (%.2f per transition)\n", k, d, d/float64(total))
+				}
+			}
+		}
+		rate := float64(total) / elapsed.Seconds()
+		fmt.Printf("round %d: %d Loops x %d transitions = %d in %v: %.0f transitions/s (target >= 300), %d workers\n",
+			round, n, perLoop, total, elapsed.Round(time.Millisecond), rate, workers)
+		fmt.Println("  " + used.Per(total))
+		bare, ceilingCPU, err := ceiling(ctx, cfg, c, ns, workers, true)
+		if err != nil {
+			return 0, 0, err
+		}
+		fmt.Printf("  ceiling: the same API writes (a status patch and a segment write per transition) replayed with no controller and no actions: %.0f transitions/s; the operator reached %.0f%% of it\n",
+			bare, 100*rate/bare)
+		fmt.Println("  " + ceilingCPU.Per(total))
+		// The actions' processes run on the same processors as the API
+		// server, and the replay runs none: even a controller that cost
+		// nothing beyond its writes would reach only this share.
+		ceil, acts := ceilingCPU.Total(), used.Actions
+		fmt.Printf("  a controller costing nothing beyond these writes, running the same actions (%.2f ms of CPU per transition), would reach about %.0f%%\n",
+			float64(acts)/float64(time.Millisecond)/float64(total), 100*float64(ceil)/float64(ceil+acts))
+		if round == 1 {
+			alone, statusCPU, err := ceiling(ctx, cfg, c, ns, workers, false)
+			if err != nil {
+				return 0, 0, err
+			}
+			fmt.Printf("  ceiling of the status patches alone (no event log): %.0f transitions/s\n", alone)
+			fmt.Println("  " + statusCPU.Per(total))
+		}
+		ratios, rates = append(ratios, rate/bare), append(rates, rate)
+		if err := fleet.Delete(ctx, c, ns); err != nil {
+			return 0, 0, err
+		}
+	}
+	slices.Sort(ratios)
+	slices.Sort(rates)
+	ratio, rate = ratios[len(ratios)/2], rates[len(rates)/2]
+	fmt.Printf("throughput, %d Loops x %d transitions: median %.0f transitions/s; median ratio to the ceiling %.0f%% over %d rounds (target >= 90%%)\n",
+		n, perLoop, rate, 100*ratio, len(ratios))
+	return ratio, rate, nil
+}
+
+// ceiling replays the API writes of the Loops in ns with no controller
+// (withLog: the status patches and the segment writes; else the patches
+// alone): the rate, and the CPU it cost.
+func ceiling(ctx context.Context, cfg *rest.Config, c client.Client, ns string, workers int, withLog bool) (float64, timing.CPU, error) {
 	loops, plans, err := replayPlan(ctx, c, ns)
 	if err != nil {
-		return err
+		return 0, timing.CPU{}, err
 	}
 	// The manager's settings for ConfigMaps: protobuf.
 	cms, err := client.New(controllers.RestConfig(cfg), client.Options{Scheme: c.Scheme()})
 	if err != nil {
-		return err
+		return 0, timing.CPU{}, err
 	}
-	for _, withLog := range []bool{true, false} {
-		cpu := timing.ReadCPU()
-		elapsed, total, err := replay(ctx, c, cms, loops, plans, workers, withLog)
-		if err != nil {
-			return err
-		}
-		used := cpu.Since()
-		bare := float64(total) / elapsed.Seconds()
-		if withLog {
-			fmt.Printf("ceiling: the same API writes (a status patch and a segment write per transition) replayed with no controller and no actions: %.0f transitions/s; the operator reached %.0f%% of it\n",
-				bare, 100*rate/bare)
-		} else {
-			fmt.Printf("ceiling of the status patches alone (no event log): %.0f transitions/s\n", bare)
-		}
-		fmt.Println("  " + used.Per(total))
+	cpu := timing.ReadCPU()
+	elapsed, total, replayNS, err := replay(ctx, c, cms, loops, plans, workers, withLog)
+	if err != nil {
+		return 0, timing.CPU{}, err
 	}
-	return nil
+	used := cpu.Since()
+	if err := fleet.Delete(ctx, c, replayNS); err != nil {
+		return 0, timing.CPU{}, err
+	}
+	return float64(total) / elapsed.Seconds(), used, nil
 }
 
 // runLoops creates n Loops of `transitions` self-transitions of `true` in a
@@ -197,12 +252,12 @@ func runLoops(ctx context.Context, c client.Client, r client.Reader, prefix stri
 
 // profileAPIServer saves a CPU profile of the API server (for looking into
 // where a run's time goes).
-func profileAPIServer(cfg *rest.Config, out string) {
+func profileAPIServer(ctx context.Context, cfg *rest.Config, out string) {
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return
 	}
-	b, err := cs.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").Param("seconds", "8").DoRaw(context.Background())
+	b, err := cs.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").Param("seconds", "8").DoRaw(ctx)
 	if err == nil {
 		_ = os.WriteFile(out, b, 0o644)
 	}

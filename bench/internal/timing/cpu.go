@@ -75,7 +75,10 @@ func (c CPU) Since() CPU {
 // Per is the time per unit of work (transitions), as a line.
 func (c CPU) Per(n int) string {
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) / float64(n) }
-	total := c.APIServer + c.Etcd + c.Manager + c.Actions
+	total := c.Total()
 	return fmt.Sprintf("CPU per transition: API server %.2f ms, etcd %.2f ms, manager and bench %.2f ms, actions %.2f ms (total %.2f ms)",
 		ms(c.APIServer), ms(c.Etcd), ms(c.Manager), ms(c.Actions), ms(total))
 }
+
+// Total is the processor time of all the processes together.
+func (c CPU) Total() time.Duration { return c.APIServer + c.Etcd + c.Manager + c.Actions }
