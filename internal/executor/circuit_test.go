@@ -21,12 +21,7 @@ func circuitSpec(rf *v1alpha1.RepeatedFailure) *v1alpha1.LoopSpec {
 // in a watched file, reported by the probe beside the evaluator's own,
 // starts the count again; tripped, it aborts or goes where it says.
 func TestRepeatedFailureCircuit(t *testing.T) {
-	m, err := New("test", circuitSpec(&v1alpha1.RepeatedFailure{Window: i32(2), ProgressPaths: []string{"out.txt", "own.txt"}, ExcludePaths: []string{"own.txt"}}), Options{LittleLoops: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	run := &v1alpha1.RunState{}
-	m.Start(run, "r", t0)
+	m, run := startRun(t, "test", circuitSpec(&v1alpha1.RepeatedFailure{Window: i32(2), ProgressPaths: []string{"out.txt", "own.txt"}, ExcludePaths: []string{"own.txt"}}), Options{LittleLoops: true})
 	var all []Event
 	for i, fp := range []string{"1", "2", "2"} {
 		step, _ := m.Plan(run, t0)
@@ -48,12 +43,7 @@ func TestRepeatedFailureCircuit(t *testing.T) {
 	}
 
 	// Routed, and counted over the run.
-	m, err = New("test", circuitSpec(&v1alpha1.RepeatedFailure{Window: i32(5), RecurrentWindow: i32(2), OnRepeatedFailure: "recover"}), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	run = &v1alpha1.RunState{}
-	m.Start(run, "r", t0)
+	m, run = startRun(t, "test", circuitSpec(&v1alpha1.RepeatedFailure{Window: i32(5), RecurrentWindow: i32(2), OnRepeatedFailure: "recover"}), Options{})
 	for range 2 {
 		m.Plan(run, t0)
 		m.Complete(context.Background(), run, &ActionResult{ExitCode: 0, Probe: &ProbeResult{SHA256: "same"}}, t0)

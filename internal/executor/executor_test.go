@@ -439,12 +439,7 @@ func TestMaxRetries(t *testing.T) {
 func TestBackoffWaits(t *testing.T) {
 	spec := fixSpec()
 	spec.Backoff = dur(30 * time.Second)
-	m, err := New("test", spec, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	run := &v1alpha1.RunState{}
-	m.Start(run, "r", t0)
+	m, run := startRun(t, "test", spec, Options{})
 	step, _ := m.Plan(run, t0)
 	m.Complete(context.Background(), run, &ActionResult{ExitCode: 1}, t0)
 	if step.Kind != StepAction {
@@ -503,12 +498,7 @@ func TestConvergenceTrace(t *testing.T) {
 }
 
 func TestResumeRerunsActionInFlight(t *testing.T) {
-	m, err := New("test", fixSpec(), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	run := &v1alpha1.RunState{}
-	m.Start(run, "r", t0)
+	m, run := startRun(t, "test", fixSpec(), Options{})
 	step, _ := m.Plan(run, t0)
 	if step.Kind != StepAction || run.Action == nil {
 		t.Fatal("no action in flight")
@@ -533,9 +523,7 @@ func TestResumeRerunsActionInFlight(t *testing.T) {
 }
 
 func TestResumeKeepsElapsedTime(t *testing.T) {
-	m, _ := New("test", fixSpec(), Options{})
-	run := &v1alpha1.RunState{}
-	m.Start(run, "r", t0)
+	m, run := startRun(t, "test", fixSpec(), Options{})
 	m.Plan(run, t0.Add(10*time.Second)) // saved at +10s, then the process died
 	m.Resume(run, t0.Add(time.Hour))
 	if got := Elapsed(run, t0.Add(time.Hour+5*time.Second)); got != 15*time.Second {
@@ -544,9 +532,7 @@ func TestResumeKeepsElapsedTime(t *testing.T) {
 }
 
 func TestInterruptKeepsActionForResume(t *testing.T) {
-	m, _ := New("test", fixSpec(), Options{})
-	run := &v1alpha1.RunState{}
-	m.Start(run, "r", t0)
+	m, run := startRun(t, "test", fixSpec(), Options{})
 	m.Plan(run, t0)
 	evs := m.Interrupt(run, t0, "interrupted")
 	if run.Phase != v1alpha1.PhaseInterrupted || run.TerminatedBy != v1alpha1.TerminatedStopped || run.Action == nil || evs[0].Type != EventLoopComplete {
@@ -558,9 +544,7 @@ func TestInterruptKeepsActionForResume(t *testing.T) {
 }
 
 func TestPrecomputedVerdictWins(t *testing.T) {
-	m, _ := New("test", fixSpec(), Options{})
-	run := &v1alpha1.RunState{}
-	m.Start(run, "r", t0)
+	m, run := startRun(t, "test", fixSpec(), Options{})
 	m.Plan(run, t0)
 	m.Complete(context.Background(), run, &ActionResult{ExitCode: 0, Verdict: &evaluateResult{Verdict: "failure"}}, t0)
 	if run.CurrentState != "fix" {
@@ -569,9 +553,7 @@ func TestPrecomputedVerdictWins(t *testing.T) {
 }
 
 func TestRestartActionAndRecord(t *testing.T) {
-	m, _ := New("test", fixSpec(), Options{})
-	run := &v1alpha1.RunState{}
-	m.Start(run, "r", t0)
+	m, run := startRun(t, "test", fixSpec(), Options{})
 	if evs := m.RestartAction(run, t0); evs != nil {
 		t.Errorf("restart with nothing in flight: %v", evs)
 	}

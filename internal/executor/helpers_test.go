@@ -163,3 +163,15 @@ func golden(t *testing.T, name string, events []Event) {
 		t.Errorf("event trace differs from %s:\n--- got\n%s--- want\n%s", path, got, want)
 	}
 }
+
+// startRun builds spec's machine under name and starts a run of it ("r", at t0).
+func startRun(t *testing.T, name string, spec *v1alpha1.LoopSpec, opts Options) (*Machine, *v1alpha1.RunState) {
+	t.Helper()
+	m, err := New(name, spec, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := &v1alpha1.RunState{}
+	m.Start(run, "r", t0)
+	return m, run
+}

@@ -32,12 +32,7 @@ func TestLearningState(t *testing.T) {
 				"gate": {Learning: &v1alpha1.LearningSpec{Targets: []string{"A b", "it's"}}, OnSuccess: "done", OnFailure: "no", OnError: "err", Route: tc.route},
 				"done": {Terminal: true}, "no": {Terminal: true}, "err": {Terminal: true}, "held": {Terminal: true},
 			}}
-			m, err := New("test", spec, Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			run := &v1alpha1.RunState{}
-			m.Start(run, "r", t0)
+			m, run := startRun(t, "test", spec, Options{})
 			step, _ := m.Plan(run, t0)
 			a := step.Action
 			if a == nil || a.Agent || !a.CallsAgent || !strings.Contains(a.Command, `for t in 'A b' 'it'"'"'s'; do`) ||

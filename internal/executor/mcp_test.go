@@ -49,12 +49,7 @@ func TestMCPAction(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			m, err := New("test", mcpSpec(tc.params, tc.cmd), Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			run := &v1alpha1.RunState{}
-			m.Start(run, "r", t0)
+			m, run := startRun(t, "test", mcpSpec(tc.params, tc.cmd), Options{})
 			step, _ := m.Plan(run, t0)
 			a := step.Action
 			if a == nil || a.Agent {
@@ -86,12 +81,7 @@ func TestMCPRouting(t *testing.T) {
 		{"", 124, "bad"},
 	}
 	for _, tc := range cases {
-		m, err := New("test", mcpSpec("", nil), Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		run := &v1alpha1.RunState{}
-		m.Start(run, "r", t0)
+		m, run := startRun(t, "test", mcpSpec("", nil), Options{})
 		m.Plan(run, t0)
 		m.Complete(context.Background(), run, &ActionResult{Output: tc.output, ExitCode: tc.exit}, t0)
 		if run.CurrentState != tc.want {

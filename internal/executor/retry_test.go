@@ -137,12 +137,7 @@ func TestRetryableExitCodes(t *testing.T) {
 // A retry pending when the driver stops resumes as a retry: same iteration.
 func TestRetryPendingSurvivesReload(t *testing.T) {
 	p := &v1alpha1.RetryPolicy{Limit: 2, Backoff: dur(time.Minute)}
-	m, err := New("test", retrySpec(p, ""), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	run := &v1alpha1.RunState{}
-	m.Start(run, "r", t0)
+	m, run := startRun(t, "test", retrySpec(p, ""), Options{})
 	s, _ := m.Plan(run, t0)
 	res := transient("PodDeleted")
 	m.Complete(t.Context(), run, &res, t0.Add(time.Second))

@@ -43,12 +43,7 @@ func TestRunnerEvaluate(t *testing.T) {
 			spec := &v1alpha1.LoopSpec{Initial: "a", Context: map[string]apiextensionsv1.JSON{"goal": jsonValue("10")},
 				States: map[string]v1alpha1.State{"a": st, "done": {Terminal: true}}}
 			before := tc.eval.DeepCopy()
-			m, err := New("test", spec, Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			run := &v1alpha1.RunState{}
-			m.Start(run, "r", t0)
+			m, run := startRun(t, "test", spec, Options{})
 			step, _ := m.Plan(run, t0)
 			got := step.Action.Evaluate
 			if (got != nil) != tc.want {
@@ -110,9 +105,7 @@ func TestActionFailure(t *testing.T) {
 		t.Errorf("terminatedBy %s, message %q", r.run.TerminatedBy, r.run.Message)
 	}
 	// A failure beats a verdict the runner computed.
-	m, _ := New("test", fixSpec(), Options{})
-	run := &v1alpha1.RunState{}
-	m.Start(run, "r", t0)
+	m, run := startRun(t, "test", fixSpec(), Options{})
 	m.Plan(run, t0)
 	m.Complete(context.Background(), run, &ActionResult{Verdict: &evaluateResult{Verdict: "success"}, Failure: fail.Failure}, t0)
 	if run.LastResult.Verdict != "error" {

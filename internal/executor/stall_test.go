@@ -56,12 +56,7 @@ func stepStall(t *testing.T, m *Machine, run *v1alpha1.RunState, probe *ProbeRes
 }
 
 func TestDiffStallCountsUnchangedDiffs(t *testing.T) {
-	m, err := New("l", stallSpec(v1alpha1.Evaluate{Type: v1alpha1.EvalDiffStall, MaxStall: i32(2), Scope: []string{"src dir", "b"}}), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	run := &v1alpha1.RunState{}
-	m.Start(run, "r", t0)
+	m, run := startRun(t, "l", stallSpec(v1alpha1.Evaluate{Type: v1alpha1.EvalDiffStall, MaxStall: i32(2), Scope: []string{"src dir", "b"}}), Options{})
 	var got []string
 	var probe string
 	for _, h := range []string{"a", "b", "b", "c", "c", "c"} {
@@ -87,12 +82,7 @@ func TestDiffStallCountsUnchangedDiffs(t *testing.T) {
 }
 
 func TestScoreStallReadsTheHistoryFile(t *testing.T) {
-	m, err := New("l", stallSpec(v1alpha1.Evaluate{Type: v1alpha1.EvalScoreStall}), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	run := &v1alpha1.RunState{}
-	m.Start(run, "r", t0)
+	m, run := startRun(t, "l", stallSpec(v1alpha1.Evaluate{Type: v1alpha1.EvalScoreStall}), Options{})
 	v, probe := stepStall(t, m, run, &ProbeResult{ExitCode: 1}) // no file yet
 	if v != "success" || probe != "cat -- /r/.score_history" {
 		t.Fatalf("%s %q", v, probe)
@@ -105,12 +95,7 @@ func TestScoreStallReadsTheHistoryFile(t *testing.T) {
 func TestActionStallComparesTrackedValues(t *testing.T) {
 	spec := stallSpec(v1alpha1.Evaluate{Type: v1alpha1.EvalActionStall, Track: []string{"context.mode"}, MaxRepeat: i32(2)})
 	spec.Context["mode"] = jsonValue("same")
-	m, err := New("l", spec, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	run := &v1alpha1.RunState{}
-	m.Start(run, "r", t0)
+	m, run := startRun(t, "l", spec, Options{})
 	var got []string
 	for range 3 {
 		v, _ := stepStall(t, m, run, nil)
@@ -120,9 +105,7 @@ func TestActionStallComparesTrackedValues(t *testing.T) {
 		t.Fatalf("verdicts %v", got)
 	}
 	// The default tracks the action, which changes with the iteration.
-	m, _ = New("l", stallSpec(v1alpha1.Evaluate{Type: v1alpha1.EvalActionStall}), Options{})
-	run = &v1alpha1.RunState{}
-	m.Start(run, "r", t0)
+	m, run = startRun(t, "l", stallSpec(v1alpha1.Evaluate{Type: v1alpha1.EvalActionStall}), Options{})
 	for range 4 {
 		if v, _ := stepStall(t, m, run, nil); v != "success" {
 			t.Fatalf("a changing action stalled: %v", run.LastResult)

@@ -258,12 +258,7 @@ func TestFragmentParams(t *testing.T) {
 				FragmentParams: map[string]apiextensionsv1.JSON{"file": jsonValue("${context.dir}/out"), "n": jsonValue(2)}},
 			"done": {Terminal: true},
 		}}
-	m, err := New("l", spec, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	run := &v1alpha1.RunState{}
-	m.Start(run, "r", t0)
+	m, run := startRun(t, "l", spec, Options{})
 	step, _ := m.Plan(run, t0)
 	if step.Action == nil || step.Action.Command != "echo /runs/out 2" {
 		t.Fatalf("step %+v", step.Action)
