@@ -30,6 +30,15 @@ func PatchStatus(ctx context.Context, c ctrl.Client, before, after *v1alpha1.Loo
 	return nil
 }
 
+// statusPatchBody is a status patch: the status's merge patch, and the
+// resourceVersion it applies to.
+type statusPatchBody struct {
+	Metadata struct {
+		ResourceVersion string `json:"resourceVersion"`
+	} `json:"metadata"`
+	Status json.RawMessage `json:"status"`
+}
+
 // statusPatch is the merge patch of a Loop's status from before to after.
 type statusPatch struct{ before, after *v1alpha1.Loop }
 
@@ -38,7 +47,6 @@ var _ ctrl.Patch = statusPatch{}
 func (statusPatch) Type() types.PatchType { return types.MergePatchType }
 
 func (p statusPatch) Data(ctrl.Object) ([]byte, error) {
-	loop := p.after
 	if p.before.ResourceVersion == "" {
 		return nil, fmt.Errorf("the status of Loop %s: no resourceVersion to patch against", p.before.Name)
 	}
@@ -46,7 +54,7 @@ func (p statusPatch) Data(ctrl.Object) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	to, err := json.Marshal(&loop.Status)
+	to, err := json.Marshal(&p.after.Status)
 	if err != nil {
 		return nil, err
 	}
@@ -54,12 +62,7 @@ func (p statusPatch) Data(ctrl.Object) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return json.Marshal(struct {
-		Metadata struct {
-			ResourceVersion string `json:"resourceVersion"`
-		} `json:"metadata"`
-		Status json.RawMessage `json:"status"`
-	}{Metadata: struct {
-		ResourceVersion string `json:"resourceVersion"`
-	}{p.before.ResourceVersion}, Status: status})
+	body := statusPatchBody{Status: status}
+	body.Metadata.ResourceVersion = p.before.ResourceVersion
+	return json.Marshal(body)
 }
