@@ -60,8 +60,9 @@ envtest: ## Build kube-apiserver, etcd and kubectl for the tests into bin/k8s (o
 	hack/setup-envtest.sh >/dev/null
 
 .PHONY: verify
-verify: verify-generated fmt-check vet lint chart-lint ## Generated code and docs fresh, formatting, vet, lint, chart, fuzz target list.
+verify: verify-generated fmt-check vet lint chart-lint ## Generated code and docs fresh, formatting, vet, lint, chart, fuzz target list, no tracked binaries.
 	hack/verify-fuzz-targets.sh
+	hack/verify-no-binaries.sh
 
 .PHONY: verify-generated
 verify-generated: controller-gen crd-ref-docs ## Fail when generated code, manifests or the API reference are stale.
