@@ -115,37 +115,22 @@ func (j *Judges) allowed(u string) bool {
 	return false
 }
 
-// judgeGate is the judge a step's machine sees: it answers from the calls
-// the judge runner finished, and starts the ones it has no answer to. A
-// step that asked a question without an answer is not kept: it is taken
-// again when the answer comes.
-type judgeGate struct {
-	r       *LoopReconciler
-	loop    *v1alpha1.Loop
-	pending bool
-	used    []string
-}
-
-func (g *judgeGate) Judge(_ context.Context, req evaluate.JudgeRequest) evaluate.Result {
-	if g.r.Judges == nil || g.r.Judges.Runner == nil {
-		return evaluate.Result{Verdict: v1alpha1.VerdictError, Details: map[string]any{"error": "no LLM judge is configured in the operator"}}
+// judge is the LLM judge's verdict on req once its call, run in the
+// background, has ended (ok); until then the call starts, unless it runs
+// already, and its end wakes the Loop. The answer is released once the
+// step that used it is saved.
+func (s *step) judge(req evaluate.JudgeRequest) (evaluate.Result, bool) {
+	j := s.r.Judges
+	if j == nil || j.Runner == nil {
+		return evaluate.Result{Verdict: v1alpha1.VerdictError, Details: map[string]any{"error": "no LLM judge is configured in the operator"}}, true
 	}
-	key := judgeKey(g.loop, req)
-	loop := g.loop.DeepCopy()
-	res, ok := g.r.Judges.Runner.Ask(loop, key, lazyJudge(func(ctx context.Context) evaluate.Judge { return g.r.Judges.judgeFor(ctx, loop) }), req)
-	if !ok {
-		g.pending = true
-		return evaluate.Result{Verdict: v1alpha1.VerdictError, Details: map[string]any{"error": "the judge has not answered yet"}}
+	key := judgeKey(s.loop, req)
+	loop := s.loop.DeepCopy()
+	res, ok := j.Runner.Ask(loop, key, lazyJudge(func(ctx context.Context) evaluate.Judge { return j.judgeFor(ctx, loop) }), req)
+	if ok {
+		s.health.release = append(s.health.release, func() { j.Runner.Release(key) })
 	}
-	g.used = append(g.used, key)
-	return res
-}
-
-// release drops the answers the step used.
-func (g *judgeGate) release() {
-	for _, k := range g.used {
-		g.r.Judges.Runner.Release(k)
-	}
+	return res, ok
 }
 
 // judgeKey names a question: the Loop, its run and iteration, and what is asked.

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -18,7 +17,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/executor"
@@ -32,49 +30,23 @@ import (
 // looptemplates: read the template a child is made from (uncached).
 // +kubebuilder:rbac:groups=looprun.io,resources=looptemplates,verbs=get
 
-// subLoop takes the step of a sub-loop state: it makes sure the child
+// child is the answer to a sub-loop state's step: it makes sure the child
 // Loop exists (created once from its LoopTemplate, or adopted after a
-// restart), passes the parent's suspend on, and completes the state once
-// the child has ended. Until then the parent waits: the child's status
+// restart) and passes the parent's suspend on; res is nil until the child
+// has ended (or cannot run). Meanwhile the parent waits: the child's status
 // changes wake it (it owns the child), nothing polls.
-func (s *step) subLoop(ctx context.Context, sub *executor.SubLoop) (reconcile.Result, error) {
+func (s *step) child(ctx context.Context, sub *executor.SubLoop) (*executor.ActionResult, error) {
 	child, failure, err := s.r.ensureChild(ctx, s.loop, sub)
 	if err != nil {
-		return reconcile.Result{}, err
+		return nil, err
 	}
-	var res executor.ActionResult
 	switch {
 	case failure != nil:
-		res.Failure = failure
+		return &executor.ActionResult{Failure: failure}, nil
 	case !child.Status.Phase.IsFinished():
-		return reconcile.Result{}, s.r.passOn(ctx, s.loop, child)
-	default:
-		res.Child = executor.ChildResultOf(&child.Status.RunState)
+		return nil, s.r.passOn(ctx, s.loop, child)
 	}
-	if !s.complete(ctx, &res) {
-		return reconcile.Result{}, nil
-	}
-	return reconcile.Result{RequeueAfter: time.Millisecond}, nil
-}
-
-// inFlightChild takes a step of a Loop waiting on its child.
-func (s *step) inFlightChild(ctx context.Context) (reconcile.Result, error) {
-	run := &s.loop.Status.RunState
-	switch {
-	case s.loop.Spec.Suspend && run.Phase == v1alpha1.PhaseRunning:
-		run.Phase = v1alpha1.PhaseSuspended
-	case !s.loop.Spec.Suspend && run.Phase == v1alpha1.PhaseSuspended:
-		run.Phase = v1alpha1.PhaseRunning
-	}
-	st, evs := s.m.Plan(run, s.now)
-	s.add(evs)
-	switch st.Kind {
-	case executor.StepLoop:
-		return s.subLoop(ctx, st.Loop)
-	case executor.StepDone:
-		return s.r.reconcileFinished(ctx, s.loop)
-	}
-	return s.plan(ctx) // the state's loop failed to expand: it moved on
+	return &executor.ActionResult{Child: executor.ChildResultOf(&child.Status.RunState)}, nil
 }
 
 // ensureChild gets the child Loop of the sub-loop, creating it from its

@@ -33,9 +33,7 @@ func (r *LoopReconciler) reconcileLoop(ctx context.Context, loop *v1alpha1.Loop)
 		res, err := r.reconcileFinished(ctx, loop)
 		return res, health{}, err
 	}
-	gate := &judgeGate{r: r, loop: loop}
 	m, err := executor.New(loop.Name, &loop.Spec, executor.Options{
-		Judge:           gate,
 		Env:             func(string) (string, bool) { return "", false },
 		ContextDefaults: runContext(loop),
 	})
@@ -43,7 +41,7 @@ func (r *LoopReconciler) reconcileLoop(ctx context.Context, loop *v1alpha1.Loop)
 		r.announceInvalid(loop, err)
 		return reconcile.Result{}, health{invalid: err.Error()}, reconcile.TerminalError(err)
 	}
-	s := &step{r: r, loop: loop, m: m, gate: gate, now: r.now()}
+	s := &step{r: r, loop: loop, m: m, now: r.now()}
 	carried := r.resumeUnsaved(loop)
 	if carried != nil {
 		s.events = slices.Clip(carried.events)
@@ -79,13 +77,12 @@ type step struct {
 	r      *LoopReconciler
 	loop   *v1alpha1.Loop
 	m      *executor.Machine
-	gate   *judgeGate
 	now    time.Time
 	events []executor.Event
 	health health
 	// recheck asks for another look at a running action after this long.
 	recheck time.Duration
-	// completed is true when an action's result was used.
+	// completed is true when a state was completed.
 	completed bool
 	// cp is the checkpoint taken in this step, stored with its events.
 	cp *history.Checkpoint
@@ -106,63 +103,142 @@ func (s *step) take(ctx context.Context) (reconcile.Result, error) {
 	if g := s.loop.Generation; s.loop.Status.ObservedGeneration != 0 && g != s.loop.Status.ObservedGeneration {
 		s.add(s.m.Record(run, s.now, executor.EventSpecChanged, map[string]any{"generation": g}))
 	}
-	if run.Action != nil && run.Action.Child != "" {
-		return s.inFlightChild(ctx)
-	}
-	if run.Action != nil {
-		done, err := s.collect(ctx)
-		if !done || err != nil {
-			return reconcile.Result{RequeueAfter: s.recheck}, err
-		}
-	}
-	if s.loop.Spec.Suspend {
-		run.Phase = v1alpha1.PhaseSuspended
-		child, err := s.unrecordedChild(ctx)
-		if child != nil {
-			err = s.r.passOn(ctx, s.loop, child)
-		}
-		return reconcile.Result{}, err
-	}
-	if run.Phase == v1alpha1.PhaseSuspended {
-		run.Phase = v1alpha1.PhaseRunning
-	}
-	if s.r.Actions == nil {
-		s.health.noRunner = true
-		return reconcile.Result{}, nil
-	}
-	return s.plan(ctx)
+	return s.drive(ctx)
 }
 
-// collect completes the action in flight when its result is there. done is
-// false while it still runs.
-func (s *step) collect(ctx context.Context) (bool, error) {
+// drive walks the machine as every driver does, one step kind at a time,
+// until the step waits for something outside the reconcile (an action, a
+// child Loop, the judge, a backoff) or the run ends. A reconcile completes
+// the action in flight and starts the next; any other completion is saved
+// in a reconcile of its own.
+func (s *step) drive(ctx context.Context) (reconcile.Result, error) {
 	run := &s.loop.Status.RunState
-	if s.r.Actions == nil {
-		s.health.noRunner = true
-		return false, nil
+	inFlight := run.Action != nil && run.Action.Child == ""
+	next, res, err := s.first(ctx)
+	if err != nil || next.Kind == stepHold {
+		return reconcile.Result{RequeueAfter: s.recheck}, err
 	}
-	out, err := s.r.Actions.Check(ctx, s.loop)
-	if err != nil {
-		return false, err
-	}
-	switch out.State {
-	case runner.Running:
-		s.recheck = out.RecheckAfter
-		return false, nil
-	case runner.Lost, runner.NotStarted:
-		step, _ := s.m.Plan(run, s.now)
-		if out.State == runner.Lost {
-			// The process that ran it is gone (the operator restarted): run it again.
-			s.add(s.m.RestartAction(run, s.now))
+	collected := inFlight && res != nil
+	for {
+		switch next.Kind {
+		case executor.StepAction:
+			if res, err = s.start(ctx, *next.Action); err != nil || res == nil {
+				return reconcile.Result{RequeueAfter: s.recheck}, err
+			}
+			next = s.complete(ctx, res)
+		case executor.StepEvaluate:
+			res = nil
+			next = s.complete(ctx, nil)
+		case executor.StepJudge:
+			answer, ok := s.judge(*next.Judge)
+			if !ok {
+				s.health.judging = true
+				return reconcile.Result{}, nil // the judge's answer wakes the Loop
+			}
+			if res == nil {
+				res = &executor.ActionResult{}
+			}
+			res.Judgement = &answer
+			next = s.complete(ctx, res)
+		case executor.StepLoop:
+			if res, err = s.child(ctx, next.Loop); err != nil || res == nil {
+				return reconcile.Result{}, err // the child's end wakes the Loop
+			}
+			next = s.complete(ctx, res)
+		case executor.StepNext:
+			if !collected {
+				return reconcile.Result{RequeueAfter: time.Millisecond}, nil
+			}
+			collected = false
+			if hold, err := s.suspended(ctx); hold || err != nil {
+				return reconcile.Result{}, err
+			}
+			var evs []executor.Event
+			next, evs = s.m.Plan(run, s.now)
+			s.add(evs)
+		case executor.StepWait:
+			return reconcile.Result{RequeueAfter: next.WaitUntil.Sub(s.now)}, nil
+		default: // StepDone
+			return s.r.reconcileFinished(ctx, s.loop)
 		}
-		return s.start(ctx, *step.Action)
 	}
-	return s.complete(ctx, &out.Result), nil
+}
+
+// stepHold is first's answer when the reconcile has nothing more to do:
+// the action in flight runs, the Loop is suspended, or no runner exists.
+const stepHold executor.StepKind = -1
+
+// first is where the reconcile starts: the result of the action in
+// flight when it ended (completed, its StepNext returned), or the machine's
+// plan. An action whose runner lost it, or never started it, is planned
+// again, so that it runs as the loop says now.
+func (s *step) first(ctx context.Context) (executor.Step, *executor.ActionResult, error) {
+	run := &s.loop.Status.RunState
+	inFlight := run.Action != nil && run.Action.Child == ""
+	if !inFlight {
+		if hold, err := s.suspended(ctx); hold || err != nil {
+			return executor.Step{Kind: stepHold}, nil, err
+		}
+	}
+	if (inFlight || run.Action == nil) && s.r.Actions == nil {
+		s.health.noRunner = true
+		return executor.Step{Kind: stepHold}, nil, nil
+	}
+	var lost bool
+	if inFlight {
+		out, err := s.r.Actions.Check(ctx, s.loop)
+		switch {
+		case err != nil:
+			return executor.Step{}, nil, err
+		case out.State == runner.Running:
+			s.recheck = out.RecheckAfter
+			return executor.Step{Kind: stepHold}, nil, nil
+		case out.State == runner.Done:
+			res := out.Result
+			return s.complete(ctx, &res), &res, nil
+		}
+		lost = out.State == runner.Lost
+	}
+	next, evs := s.m.Plan(run, s.now)
+	s.add(evs)
+	if lost && next.Kind == executor.StepAction {
+		// The process that ran it is gone (the operator restarted): run it again.
+		s.add(s.m.RestartAction(run, s.now))
+	}
+	return next, nil, nil
+}
+
+// suspended applies spec.suspend to a Loop with no action in flight: it
+// stops before the next state and passes the suspension on to a child the
+// step would run. hold reports whether the Loop is suspended.
+func (s *step) suspended(ctx context.Context) (hold bool, err error) {
+	run := &s.loop.Status.RunState
+	if run.Action != nil { // a child Loop in flight: it is told, and the parent waits
+		switch {
+		case s.loop.Spec.Suspend && run.Phase == v1alpha1.PhaseRunning:
+			run.Phase = v1alpha1.PhaseSuspended
+		case !s.loop.Spec.Suspend && run.Phase == v1alpha1.PhaseSuspended:
+			run.Phase = v1alpha1.PhaseRunning
+		}
+		return false, nil
+	}
+	if !s.loop.Spec.Suspend {
+		if run.Phase == v1alpha1.PhaseSuspended {
+			run.Phase = v1alpha1.PhaseRunning
+		}
+		return false, nil
+	}
+	run.Phase = v1alpha1.PhaseSuspended
+	child, err := s.unrecordedChild(ctx)
+	if child != nil {
+		err = s.r.passOn(ctx, s.loop, child)
+	}
+	return true, err
 }
 
 // start starts an action. A runner that refuses it ends the step with an
-// error verdict (done is then true).
-func (s *step) start(ctx context.Context, a executor.Action) (bool, error) {
+// error result; res is nil while the action runs.
+func (s *step) start(ctx context.Context, a executor.Action) (*executor.ActionResult, error) {
 	recheck, err := s.r.Actions.Start(ctx, s.loop, a)
 	s.recheck = recheck
 	var refused *runner.Refused
@@ -171,27 +247,25 @@ func (s *step) start(ctx context.Context, a executor.Action) (bool, error) {
 	case errors.As(err, &ended):
 		// Its end woke the Loop before this status said it runs: look again.
 		s.recheck = time.Millisecond
-		return false, nil
+		return nil, nil
 	case !errors.As(err, &refused):
-		return false, err
+		return nil, err
 	}
 	res := runner.Failure(refused.Reason, "%s", refused.Message)
-	return s.complete(ctx, &res), nil
+	return &res, nil
 }
 
-// complete finishes the current state with the result of its action (nil:
-// it ran none). It reports false while the LLM judge is still weighing the
-// result: nothing changed, and the judge's answer wakes the Loop.
-func (s *step) complete(ctx context.Context, res *executor.ActionResult) bool {
+// complete finishes the current state with res (nil: it ran no action),
+// or returns the question Complete asks first (StepJudge).
+func (s *step) complete(ctx context.Context, res *executor.ActionResult) executor.Step {
 	run := &s.loop.Status.RunState
 	action := run.Action
-	evs, ok := s.completeWith(ctx, res)
-	if !ok {
-		s.health.judging = true
-		return false
+	next, evs := s.m.Complete(run, res, s.now)
+	if next.Kind != executor.StepNext {
+		return next
 	}
 	s.add(evs)
-	if action != nil {
+	if action != nil && action.Child == "" {
 		observeAction(res.Duration)
 		loop := s.loop
 		s.health.release = append(s.health.release, func() { s.r.Actions.Release(loop, action.Iteration) })
@@ -199,64 +273,7 @@ func (s *step) complete(ctx context.Context, res *executor.ActionResult) bool {
 	s.completed = true
 	s.takeCheckpoint(ctx)
 	transitions.Inc()
-	return true
-}
-
-// completeWith runs the machine's Complete. A state the LLM judge weighs is
-// completed on a copy first: kept when every question had its answer,
-// dropped when one is still being asked.
-func (s *step) completeWith(ctx context.Context, res *executor.ActionResult) ([]executor.Event, bool) {
-	run := &s.loop.Status.RunState
-	if !mayJudge(&s.loop.Spec, run.CurrentState) {
-		return s.m.Complete(ctx, run, res, s.now), true
-	}
-	probe := run.DeepCopy()
-	evs := s.m.Complete(ctx, probe, res, s.now)
-	if s.gate.pending {
-		s.gate.pending = false
-		return nil, false
-	}
-	*run = *probe
-	s.health.release = append(s.health.release, s.gate.release)
-	return evs, true
-}
-
-// mayJudge reports whether completing the state may ask the LLM judge: an
-// llm_structured evaluator, or an agent action without an evaluator.
-func mayJudge(spec *v1alpha1.LoopSpec, state string) bool {
-	st, ok := spec.States[state]
-	if !ok {
-		return false
-	}
-	if e := st.Evaluate; e != nil {
-		return e.Type == v1alpha1.EvalLLMStructured
-	}
-	return st.IsAgent()
-}
-
-// plan enters the next state and starts its action, or finishes.
-func (s *step) plan(ctx context.Context) (reconcile.Result, error) {
-	run := &s.loop.Status.RunState
-	st, evs := s.m.Plan(run, s.now)
-	s.add(evs)
-	switch st.Kind {
-	case executor.StepAction:
-		done, err := s.start(ctx, *st.Action)
-		if done {
-			return reconcile.Result{RequeueAfter: time.Millisecond}, err
-		}
-		return reconcile.Result{RequeueAfter: s.recheck}, err
-	case executor.StepEvaluate:
-		if !s.complete(ctx, nil) {
-			return reconcile.Result{}, nil // the judge's answer wakes the Loop
-		}
-		return reconcile.Result{RequeueAfter: time.Millisecond}, nil
-	case executor.StepWait:
-		return reconcile.Result{RequeueAfter: st.WaitUntil.Sub(s.now)}, nil
-	case executor.StepLoop:
-		return s.subLoop(ctx, st.Loop)
-	}
-	return s.r.reconcileFinished(ctx, s.loop)
+	return next
 }
 
 // announce emits Kubernetes Events and log lines for the step's milestones;

@@ -166,7 +166,7 @@ func TestSameRouteWithBothRunners(t *testing.T) {
 		if !res.OutputTruncated {
 			t.Errorf("output of %d bytes was not cut to a tail", len(res.Output))
 		}
-		m.Complete(t.Context(), state, &res, now)
+		m.Complete(state, &res, now)
 		return state.CurrentState
 	}
 	onLaptop := route(func(a *executor.Action) executor.ActionResult { return (&local.Runner{}).Run(t.Context(), a) })

@@ -223,7 +223,8 @@ func newDriver(g *globals, path string, lf *loopfile.File, stderr io.Writer, qui
 		Store:    store,
 		LoopFile: abs,
 		Context:  ctxValues,
-		SubLoops: &localrun.SubLoops{Files: g.fileOptions(), NewMachine: newMachine, InDir: inDir},
+		Judge:    newJudge(&loop.Spec),
+		SubLoops: &localrun.SubLoops{Files: g.fileOptions(), NewMachine: newMachine, InDir: inDir, NewJudge: fileJudge},
 	}
 	if !quiet {
 		d.OnEvents = newProgress(stderr).print
@@ -241,9 +242,11 @@ func inDir(r localrun.ActionRunner, dir string) localrun.ActionRunner {
 
 // newMachine builds the machine that runs a loop file here.
 func newMachine(lf *loopfile.File) (*executor.Machine, error) {
-	return executor.New(lf.Loop.Name, &lf.Loop.Spec, executor.Options{Judge: newJudge(&lf.Loop.Spec), Env: os.LookupEnv,
-		LittleLoops: lf.LittleLoops()})
+	return executor.New(lf.Loop.Name, &lf.Loop.Spec, executor.Options{Env: os.LookupEnv, LittleLoops: lf.LittleLoops()})
 }
+
+// fileJudge is the LLM judge of a loop file's runs.
+func fileJudge(lf *loopfile.File) evaluate.Judge { return newJudge(&lf.Loop.Spec) }
 
 // newJudge returns the LLM judge, or nil when no API key is set.
 func newJudge(spec *v1alpha1.LoopSpec) evaluate.Judge {

@@ -1,7 +1,6 @@
 package executor
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -29,9 +28,9 @@ func drive(t *testing.T, spec *v1alpha1.LoopSpec, result func(a *Action) ActionR
 			return run, evs
 		case StepAction:
 			res := result(step.Action)
-			evs = append(evs, m.Complete(context.Background(), run, &res, now)...)
+			evs = append(evs, eventsOf(m.Complete(run, &res, now))...)
 		case StepEvaluate:
-			evs = append(evs, m.Complete(context.Background(), run, nil, now)...)
+			evs = append(evs, eventsOf(m.Complete(run, nil, now))...)
 		}
 	}
 	t.Fatal("the run did not end")

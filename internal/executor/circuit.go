@@ -93,7 +93,7 @@ func takeProgress(res *ActionResult) string {
 // circuitTripped records the state's result with the repeated-failure
 // circuit. When it trips it goes where onRepeatedFailure says, instead of
 // the verdict's route, and reports true.
-func (t *txn) circuitTripped(res *ActionResult, verdict, progress string) bool {
+func (t *turn) circuitTripped(res *ActionResult, verdict, progress string) bool {
 	rf := repeatedFailure(t.m.spec)
 	if rf == nil {
 		return false
@@ -157,7 +157,7 @@ func (t *txn) circuitTripped(res *ActionResult, verdict, progress string) bool {
 
 // countResult counts one more of result over the run, and returns the
 // count. Past maxCircuitCounts different results, a new one is not counted.
-func (t *txn) countResult(result string) int32 {
+func (t *turn) countResult(result string) int32 {
 	key := circuitCount + result
 	c, ok := t.run.Stalls[key]
 	if !ok {
@@ -178,7 +178,7 @@ func (t *txn) countResult(result string) int32 {
 
 // verdictName spells a verdict as the loop's events do: yes and no for a
 // little-loops file.
-func (t *txn) verdictName(v string) string {
+func (t *turn) verdictName(v string) string {
 	if !t.m.opts.LittleLoops {
 		return v
 	}

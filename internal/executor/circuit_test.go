@@ -1,7 +1,6 @@
 package executor
 
 import (
-	"context"
 	"strings"
 	"testing"
 
@@ -28,8 +27,8 @@ func TestRepeatedFailureCircuit(t *testing.T) {
 		if i == 0 && (!strings.Contains(step.Action.Probe, "git diff --stat") || !strings.Contains(step.Action.Probe, "for p in out.txt; do stat")) {
 			t.Fatalf("probe %q", step.Action.Probe)
 		}
-		all = append(all, m.Complete(context.Background(), run, &ActionResult{ExitCode: 0, Probe: &ProbeResult{
-			Output: " a | 1 +\n", SHA256: "same", Stderr: "warning: x\n" + progressMark + fp + "\n"}}, t0)...)
+		all = append(all, eventsOf(m.Complete(run, &ActionResult{ExitCode: 0, Probe: &ProbeResult{
+			Output: " a | 1 +\n", SHA256: "same", Stderr: "warning: x\n" + progressMark + fp + "\n"}}, t0))...)
 	}
 	if run.TerminatedBy != v1alpha1.TerminatedStallDetected || run.Iteration != 3 {
 		t.Fatalf("ended %s after %d (%s)", run.TerminatedBy, run.Iteration, run.Message)
@@ -46,7 +45,7 @@ func TestRepeatedFailureCircuit(t *testing.T) {
 	m, run = startRun(t, "test", circuitSpec(&v1alpha1.RepeatedFailure{Window: i32(5), RecurrentWindow: i32(2), OnRepeatedFailure: "recover"}), Options{})
 	for range 2 {
 		m.Plan(run, t0)
-		m.Complete(context.Background(), run, &ActionResult{ExitCode: 0, Probe: &ProbeResult{SHA256: "same"}}, t0)
+		m.Complete(run, &ActionResult{ExitCode: 0, Probe: &ProbeResult{SHA256: "same"}}, t0)
 	}
 	if run.CurrentState != "recover" || run.Phase.IsFinished() {
 		t.Errorf("in %s (%s)", run.CurrentState, run.Message)

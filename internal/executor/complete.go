@@ -1,7 +1,7 @@
 package executor
 
 import (
-	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -16,43 +16,62 @@ import (
 
 // Complete finishes the current state with the result of its action (nil for
 // a state without one): it evaluates, stores the capture, routes, and
-// enforces the edge limit. The judge is called through ctx.
-func (m *Machine) Complete(ctx context.Context, run *v1alpha1.RunState, res *ActionResult, now time.Time) []Event {
+// enforces the edge limit, and returns StepNext. When the verdict is the LLM
+// judge's and res has no Judgement yet, it changes nothing and returns
+// StepJudge with the question: the driver asks it and calls Complete again
+// with the same result, its Judgement set (for a state without an action, a
+// result holding only the Judgement).
+func (m *Machine) Complete(run *v1alpha1.RunState, res *ActionResult, now time.Time) (Step, []Event) {
 	t := m.begin(run, now)
-	t.complete(ctx, res)
-	return t.done()
+	step := t.complete(res)
+	if len(t.events) == 0 && step.Kind != StepNext {
+		return step, nil
+	}
+	return step, t.done()
 }
 
-func (t *txn) complete(ctx context.Context, res *ActionResult) {
+func (t *turn) complete(res *ActionResult) Step {
 	run := t.run
+	next := Step{Kind: StepNext}
 	if run.Phase.IsFinished() {
-		return
+		return next
 	}
 	st, ok := t.m.spec.States[run.CurrentState]
 	if !ok {
 		t.finish(v1alpha1.TerminatedError, fmt.Sprintf("state %q does not exist", run.CurrentState))
-		return
+		return next
+	}
+	if res != nil {
+		t.answer = res.Judgement
+		if st.Action == "" && st.Loop == "" && st.Learning == nil && res.Judgement != nil {
+			res = nil // only the judge's answer
+		}
 	}
 	if (st.Action != "" || st.Loop != "") && res == nil {
 		t.finish(v1alpha1.TerminatedError, fmt.Sprintf("state %q: the action's result was lost", run.CurrentState))
-		return
+		return next
 	}
 	if t.completeSpecial(&st, res) {
-		return
+		return next
+	}
+	if t.answer == nil && !t.skipsEvaluation(&st, res) {
+		if q := t.question(&st, res); q != nil {
+			return Step{Kind: StepJudge, Judge: q}
+		}
 	}
 	run.Action = nil
 	if res != nil && st.Action != "" {
 		t.actionComplete(&st, res)
 		if t.retry(&st, res) || t.throttled(&st) {
-			return
+			return next
 		}
 	}
 	if st.Next != "" {
 		t.completeNext(&st, res)
-		return
+		return next
 	}
 	progress := takeProgress(res)
-	result, typ, evaluated := t.evaluate(ctx, &st, res)
+	result, typ, evaluated := t.evaluate(&st, res)
 	if len(result.Verdict) > MaxVerdictBytes {
 		result = evaluate.Result{Verdict: v1alpha1.VerdictError, Details: map[string]any{
 			"error":        fmt.Sprintf("the verdict is %d bytes; at most %d", len(result.Verdict), MaxVerdictBytes),
@@ -60,27 +79,49 @@ func (t *txn) complete(ctx context.Context, res *ActionResult) {
 		}}
 	}
 	if evaluated {
-		data := make(map[string]any, len(result.Details)+2)
-		for k, v := range result.Details {
-			data[k] = v
-		}
-		data["type"] = typ
-		data["verdict"] = result.Verdict
-		t.emit(EventEvaluate, data)
-		run.LastResult = &v1alpha1.EvaluationResult{Verdict: result.Verdict, Details: detailsJSON(result.Details)}
+		t.recordVerdict(typ, result)
 	}
 	t.capture(&st, res, result.Verdict)
 	t.setPrev(&st, res)
 	if t.circuitTripped(res, result.Verdict, progress) {
-		return
+		return next
 	}
 	t.routeVerdict(&st, res, result.Verdict)
+	return next
+}
+
+// recordVerdict emits the evaluate event and keeps the result as the last.
+func (t *turn) recordVerdict(typ string, result evaluate.Result) {
+	data := make(map[string]any, len(result.Details)+2)
+	for k, v := range result.Details {
+		data[k] = v
+	}
+	data["type"] = typ
+	data["verdict"] = result.Verdict
+	t.emit(EventEvaluate, data)
+	t.run.LastResult = &v1alpha1.EvaluationResult{Verdict: result.Verdict, Details: detailsJSON(result.Details)}
+}
+
+// skipsEvaluation reports whether completing the state with res routes
+// without judging the result: an unconditional next, a retry, or the
+// throttle ending the state.
+func (t *turn) skipsEvaluation(st *v1alpha1.State, res *ActionResult) bool {
+	if st.Next != "" {
+		return true
+	}
+	if res == nil || st.Action == "" {
+		return false
+	}
+	if _, transient := transientReason(st.RetryPolicy, res); transient {
+		return true
+	}
+	return t.throttleEnds(st)
 }
 
 // routeVerdict takes the state's route for the verdict: an error of an
 // exit code the state does not retry escalates; no route ends the run, or
 // restarts a maintain loop.
-func (t *txn) routeVerdict(st *v1alpha1.State, res *ActionResult, verdict string) {
+func (t *turn) routeVerdict(st *v1alpha1.State, res *ActionResult, verdict string) {
 	target, ok := Route(st, verdict)
 	if verdict == v1alpha1.VerdictError && res != nil && nonRetryable(st, res) && (st.OnRetryExhausted != "" || st.OnError != "") {
 		target, ok = errorTarget(st, res), true
@@ -113,7 +154,7 @@ func errorTarget(st *v1alpha1.State, res *ActionResult) string {
 // completeSpecial completes the states that neither evaluate nor route as
 // others do: a sub-loop state, and a terminal summary state, whose action
 // ran once before the run ends by its cap. It reports whether it did.
-func (t *txn) completeSpecial(st *v1alpha1.State, res *ActionResult) bool {
+func (t *turn) completeSpecial(st *v1alpha1.State, res *ActionResult) bool {
 	run := t.run
 	switch {
 	case run.Action != nil && run.Action.Flush:
@@ -140,7 +181,7 @@ func (t *txn) completeSpecial(st *v1alpha1.State, res *ActionResult) bool {
 }
 
 // actionComplete records the action's result as an event.
-func (t *txn) actionComplete(st *v1alpha1.State, res *ActionResult) {
+func (t *turn) actionComplete(st *v1alpha1.State, res *ActionResult) {
 	data := map[string]any{
 		"exit_code":      res.ExitCode,
 		"duration_ms":    res.Duration.Milliseconds(),
@@ -158,7 +199,7 @@ func (t *txn) actionComplete(st *v1alpha1.State, res *ActionResult) {
 // (its evaluator's ${prev.*} is the state before's), before it routes, as
 // little-loops. ${prev.output} is the output as printed, trailing newlines
 // and all (a capture drops them).
-func (t *txn) setPrev(st *v1alpha1.State, res *ActionResult) {
+func (t *turn) setPrev(st *v1alpha1.State, res *ActionResult) {
 	if res == nil || st.Action == "" {
 		return
 	}
@@ -171,7 +212,7 @@ func (t *txn) setPrev(st *v1alpha1.State, res *ActionResult) {
 
 // completeNext routes a state with an unconditional next: nothing is
 // evaluated, but a failed action goes to onError when the state has one.
-func (t *txn) completeNext(st *v1alpha1.State, res *ActionResult) {
+func (t *turn) completeNext(st *v1alpha1.State, res *ActionResult) {
 	t.capture(st, res, "")
 	t.setPrev(st, res)
 	if res != nil && res.Failure != nil {
@@ -195,7 +236,7 @@ func (t *txn) completeNext(st *v1alpha1.State, res *ActionResult) {
 
 // evaluate judges the state's result. evaluated is false for a state with
 // neither action nor evaluator, which simply succeeds.
-func (t *txn) evaluate(ctx context.Context, st *v1alpha1.State, res *ActionResult) (result evaluate.Result, typ string, evaluated bool) {
+func (t *turn) evaluate(st *v1alpha1.State, res *ActionResult) (result evaluate.Result, typ string, evaluated bool) {
 	cfg := st.Evaluate
 	typ = "default"
 	if cfg != nil {
@@ -215,33 +256,85 @@ func (t *txn) evaluate(ctx context.Context, st *v1alpha1.State, res *ActionResul
 	if cfg == nil && res == nil {
 		return evaluate.Result{Verdict: v1alpha1.VerdictSuccess}, "", false
 	}
-	output, exit := "", 0
-	if res != nil {
-		output, exit = res.Output, res.ExitCode
-	}
-	vars := t.vars()
-	expand := func(s string) (string, error) { return interpolate.Expand(s, vars) }
-	if cfg != nil && cfg.Source != "" {
-		if s, err := expand(cfg.Source); err == nil {
-			output = s
-		}
-	}
+	in := t.judged(st, res)
 	switch {
-	case cfg == nil && st.IsAgent(), cfg != nil && cfg.Type == v1alpha1.EvalLLMStructured:
-		et := v1alpha1.EvalLLMStructured
-		if r, ok := evaluate.Precheck(et, exit); !ok {
-			return r, typ, true
-		}
-		return t.judge(ctx, cfg, Tail(output, evaluate.OutputLimit), vars), typ, true
+	case judgedByLLM(st):
+		return t.llmVerdict(in), typ, true
 	case cfg == nil:
-		return t.defaultVerdict(st, output, exit), typ, true
+		return t.defaultVerdict(st, in.Output, in.ExitCode), typ, true
 	}
-	return evaluate.Deterministic(cfg, evaluate.Input{Output: output, ExitCode: exit, Expand: expand}), typ, true
+	return evaluate.Deterministic(cfg, in), typ, true
+}
+
+// judged is what the state's evaluator reads: the action's output (or the
+// evaluator's source, expanded) and exit code.
+func (t *turn) judged(st *v1alpha1.State, res *ActionResult) evaluate.Input {
+	vars := t.vars()
+	in := evaluate.Input{Expand: func(s string) (string, error) { return interpolate.Expand(s, vars) }}
+	if res != nil {
+		in.Output, in.ExitCode = res.Output, res.ExitCode
+	}
+	if cfg := st.Evaluate; cfg != nil && cfg.Source != "" {
+		if s, err := in.Expand(cfg.Source); err == nil {
+			in.Output = s
+		}
+	}
+	return in
+}
+
+// judgedByLLM reports whether the LLM judge gives the state's verdict: an
+// llm_structured evaluator, or an agent action without an evaluator.
+func judgedByLLM(st *v1alpha1.State) bool {
+	if cfg := st.Evaluate; cfg != nil {
+		return cfg.Type == v1alpha1.EvalLLMStructured
+	}
+	return st.IsAgent()
+}
+
+// llmVerdict is the verdict of a state the LLM judge weighs: decided here
+// when the judge is off or the action timed out, else the judge's answer.
+func (t *turn) llmVerdict(in evaluate.Input) evaluate.Result {
+	if r, ok := evaluate.Precheck(v1alpha1.EvalLLMStructured, in.ExitCode); !ok {
+		return r
+	}
+	if !t.m.spec.LLMEnabled() {
+		return evaluate.Result{Verdict: v1alpha1.VerdictError, Details: map[string]any{"error": "LLM evaluation is disabled (spec.llm.enabled: false)"}}
+	}
+	if t.answer == nil {
+		return evaluate.Result{Verdict: v1alpha1.VerdictError, Details: map[string]any{"error": "the judge's answer is missing"}}
+	}
+	return *t.answer
+}
+
+// question is what the LLM judge is to be asked about the state's result;
+// nil when its verdict is decided without the judge (see evaluate).
+func (t *turn) question(st *v1alpha1.State, res *ActionResult) *evaluate.JudgeRequest {
+	if res != nil && (res.Failure != nil || res.Verdict != nil) || !judgedByLLM(st) || !t.m.spec.LLMEnabled() {
+		return nil
+	}
+	in := t.judged(st, res)
+	if _, ok := evaluate.Precheck(v1alpha1.EvalLLMStructured, in.ExitCode); !ok {
+		return nil
+	}
+	req := &evaluate.JudgeRequest{Output: Tail(in.Output, evaluate.OutputLimit), MinConfidence: v1alpha1.DefaultMinConfidence}
+	if cfg := st.Evaluate; cfg != nil {
+		prompt, err := in.Expand(cfg.Prompt)
+		if err != nil {
+			prompt = cfg.Prompt
+		}
+		req.Prompt = prompt
+		if cfg.Schema != nil {
+			req.Schema = json.RawMessage(cfg.Schema.Raw)
+		}
+		req.MinConfidence = cfg.GetMinConfidence()
+		req.UncertainSuffix = cfg.UncertainSuffix
+	}
+	return req
 }
 
 // defaultVerdict judges a shell or mcp action, or a learning gate, whose
 // state has no evaluate.
-func (t *txn) defaultVerdict(st *v1alpha1.State, output string, exit int) evaluate.Result {
+func (t *turn) defaultVerdict(st *v1alpha1.State, output string, exit int) evaluate.Result {
 	if st.Learning != nil {
 		return t.learningVerdict(st, output, exit)
 	}
@@ -252,7 +345,7 @@ func (t *txn) defaultVerdict(st *v1alpha1.State, output string, exit int) evalua
 }
 
 // capture stores the action's result under the state's capture name.
-func (t *txn) capture(st *v1alpha1.State, res *ActionResult, verdict string) {
+func (t *turn) capture(st *v1alpha1.State, res *ActionResult, verdict string) {
 	if st.Capture == "" || res == nil {
 		return
 	}
@@ -277,7 +370,7 @@ func (t *txn) capture(st *v1alpha1.State, res *ActionResult, verdict string) {
 // keepCapturesWithinBudget shrinks the captures, each to an equal share of
 // MaxCapturedBytes (its tail), once together they hold more; each one cut
 // is recorded, so that no capture used in a template is cut silently.
-func (t *txn) keepCapturesWithinBudget() {
+func (t *turn) keepCapturesWithinBudget() {
 	total := 0
 	for _, c := range t.run.Captured {
 		total += capturedSize(c)
@@ -360,7 +453,7 @@ func Route(st *v1alpha1.State, verdict string) (string, bool) {
 // transition moves the run to target ($current is the state itself), counting
 // the edge and the consecutive re-entries, and schedules the backoff. It
 // reports false when the run ended.
-func (t *txn) transition(target, verdict string) bool {
+func (t *turn) transition(target, verdict string) bool {
 	run, spec := t.run, t.m.spec
 	from := run.CurrentState
 	to := target
@@ -407,7 +500,7 @@ func (t *txn) transition(target, verdict string) bool {
 // state's retryPolicy: it schedules the next try after the policy's delay, or
 // escalates when the retries are used up (onRetryExhausted, else the run
 // ends retry_exhausted). It reports false when the result is to be judged.
-func (t *txn) retry(st *v1alpha1.State, res *ActionResult) bool {
+func (t *turn) retry(st *v1alpha1.State, res *ActionResult) bool {
 	run, p := t.run, st.RetryPolicy
 	reason, transient := transientReason(p, res)
 	if !transient {

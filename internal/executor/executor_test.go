@@ -1,7 +1,6 @@
 package executor
 
 import (
-	"context"
 	"slices"
 	"strings"
 	"testing"
@@ -246,7 +245,7 @@ func TestDefaultAndExplicitEvaluators(t *testing.T) {
 	}}
 	judge := &fakeJudge{verdicts: []string{"success"}}
 	acts := &fakeActions{results: map[string][]ActionResult{"/fix the build": {{Output: "fixed it"}}, "count": {{Output: "0\n"}}}}
-	r := runLoop(t, spec, acts, Options{Judge: judge}, time.Millisecond)
+	r := runJudged(t, spec, acts, judge, Options{}, time.Millisecond)
 	if r.run.CurrentState != "done" {
 		t.Fatalf("ended in %s: %s", r.run.CurrentState, r.run.Message)
 	}
@@ -286,7 +285,7 @@ func TestLLMDisabled(t *testing.T) {
 		"done": {Terminal: true},
 	}}
 	judge := &fakeJudge{verdicts: []string{"success"}}
-	r := runLoop(t, spec, nil, Options{Judge: judge}, time.Millisecond)
+	r := runJudged(t, spec, nil, judge, Options{}, time.Millisecond)
 	if len(judge.reqs) != 0 || r.run.LastResult.Verdict != "error" {
 		t.Errorf("judge called %d times, verdict %s", len(judge.reqs), r.run.LastResult.Verdict)
 	}
@@ -301,7 +300,7 @@ func TestLLMPromptIsInterpolated(t *testing.T) {
 			"done": {Terminal: true},
 		}}
 	judge := &fakeJudge{verdicts: []string{"ship"}}
-	r := runLoop(t, spec, nil, Options{Judge: judge}, time.Millisecond)
+	r := runJudged(t, spec, nil, judge, Options{}, time.Millisecond)
 	if judge.reqs[0].Prompt != "Did it reach green tests?" || judge.reqs[0].Schema == nil {
 		t.Errorf("request %+v", judge.reqs[0])
 	}
@@ -441,7 +440,7 @@ func TestBackoffWaits(t *testing.T) {
 	spec.Backoff = dur(30 * time.Second)
 	m, run := startRun(t, "test", spec, Options{})
 	step, _ := m.Plan(run, t0)
-	m.Complete(context.Background(), run, &ActionResult{ExitCode: 1}, t0)
+	m.Complete(run, &ActionResult{ExitCode: 1}, t0)
 	if step.Kind != StepAction {
 		t.Fatalf("first step %v", step.Kind)
 	}
@@ -512,7 +511,7 @@ func TestResumeRerunsActionInFlight(t *testing.T) {
 	if again.Kind != StepAction || again.Action.Command != "pytest" || again.Action.Iteration != 1 || len(evs) != 0 {
 		t.Errorf("re-planned %+v with %d events", again, len(evs))
 	}
-	m.Complete(context.Background(), saved, &ActionResult{}, t0.Add(time.Minute))
+	m.Complete(saved, &ActionResult{}, t0.Add(time.Minute))
 	if saved.Iteration != 1 || saved.CurrentState != "done" {
 		t.Errorf("iteration %d state %s", saved.Iteration, saved.CurrentState)
 	}
@@ -546,7 +545,7 @@ func TestInterruptKeepsActionForResume(t *testing.T) {
 func TestPrecomputedVerdictWins(t *testing.T) {
 	m, run := startRun(t, "test", fixSpec(), Options{})
 	m.Plan(run, t0)
-	m.Complete(context.Background(), run, &ActionResult{ExitCode: 0, Verdict: &evaluateResult{Verdict: "failure"}}, t0)
+	m.Complete(run, &ActionResult{ExitCode: 0, Verdict: &evaluateResult{Verdict: "failure"}}, t0)
 	if run.CurrentState != "fix" {
 		t.Errorf("state %s", run.CurrentState)
 	}

@@ -79,7 +79,14 @@ func (r *runResult) count(typ string) int {
 
 // runLoop drives a spec to the end the way a driver does: Plan, run, Complete.
 // The clock advances by step for every call, and to the end of every wait.
+// A question to the LLM judge gets the answer no judge gives.
 func runLoop(t *testing.T, spec *v1alpha1.LoopSpec, acts *fakeActions, opts Options, step time.Duration) *runResult {
+	t.Helper()
+	return runJudged(t, spec, acts, nil, opts, step)
+}
+
+// runJudged is runLoop with judge answering the StepJudge questions.
+func runJudged(t *testing.T, spec *v1alpha1.LoopSpec, acts *fakeActions, judge evaluate.Judge, opts Options, step time.Duration) *runResult {
 	t.Helper()
 	m, err := New("test", spec, opts)
 	if err != nil {
@@ -88,9 +95,30 @@ func runLoop(t *testing.T, spec *v1alpha1.LoopSpec, acts *fakeActions, opts Opti
 	if acts == nil {
 		acts = &fakeActions{}
 	}
+	if judge == nil {
+		judge = noJudge{}
+	}
 	now := t0
 	run := &v1alpha1.RunState{}
 	events := m.Start(run, "test-1", now)
+	complete := func(res *ActionResult) {
+		s, evs := m.Complete(run, res, now)
+		if s.Kind == StepJudge {
+			if len(evs) > 0 {
+				t.Fatalf("a question to the judge came with %d events", len(evs))
+			}
+			if res == nil {
+				res = &ActionResult{}
+			}
+			answer := judge.Judge(context.Background(), *s.Judge)
+			res.Judgement = &answer
+			s, evs = m.Complete(run, res, now)
+		}
+		if s.Kind != StepNext {
+			t.Fatalf("Complete asked for %s after the judge answered", s.Kind)
+		}
+		events = append(events, evs...)
+	}
 	for i := 0; i < 10000; i++ {
 		now = now.Add(step)
 		s, evs := m.Plan(run, now)
@@ -103,16 +131,26 @@ func runLoop(t *testing.T, spec *v1alpha1.LoopSpec, acts *fakeActions, opts Opti
 			now = s.WaitUntil
 			continue
 		case StepEvaluate:
-			events = append(events, m.Complete(context.Background(), run, nil, now)...)
+			complete(nil)
 		case StepAction:
 			res := acts.run(s.Action)
 			now = now.Add(res.Duration)
-			events = append(events, m.Complete(context.Background(), run, &res, now)...)
+			complete(&res)
 		}
 	}
 	t.Fatal("the loop did not end")
 	return nil
 }
+
+// noJudge answers as a driver with no judge configured does.
+type noJudge struct{}
+
+func (noJudge) Judge(context.Context, evaluate.JudgeRequest) evaluate.Result {
+	return evaluate.Result{Verdict: v1alpha1.VerdictError, Details: map[string]any{"error": "no LLM judge is configured (set ANTHROPIC_API_KEY)"}}
+}
+
+// eventsOf is the events of a Plan or Complete.
+func eventsOf(_ Step, evs []Event) []Event { return evs }
 
 func checkSeqs(t *testing.T, events []Event) {
 	t.Helper()

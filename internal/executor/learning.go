@@ -99,7 +99,7 @@ mark complete
 
 // learningVerdict reads the mark lines of a learning gate's output, records
 // them as little-loops' learning events, and gives the gate's verdict.
-func (t *txn) learningVerdict(st *v1alpha1.State, output string, exit int) evaluate.Result {
+func (t *turn) learningVerdict(st *v1alpha1.State, output string, exit int) evaluate.Result {
 	state := t.run.CurrentState
 	var targets []string
 	for _, line := range strings.Split(output, "\n") {

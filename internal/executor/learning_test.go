@@ -1,7 +1,6 @@
 package executor
 
 import (
-	"context"
 	"strings"
 	"testing"
 
@@ -39,7 +38,7 @@ func TestLearningState(t *testing.T) {
 				!strings.Contains(a.Command, "max=2\n") || !strings.Contains(a.Command, `claude --dangerously-skip-permissions -p "/ll:explore-api $t"`) {
 				t.Fatalf("action %+v", a)
 			}
-			evs := m.Complete(context.Background(), run, &ActionResult{Output: tc.output}, t0)
+			evs := eventsOf(m.Complete(run, &ActionResult{Output: tc.output}, t0))
 			if run.CurrentState != tc.want {
 				t.Errorf("in %s, want %s", run.CurrentState, tc.want)
 			}

@@ -1,14 +1,14 @@
 // Package executor is the loop engine: a pure state machine over a run state.
 //
-// It never blocks, sleeps, starts processes or talks to Kubernetes. A driver
-// (the local CLI or the Loop reconciler) asks Plan what the current state
-// needs, runs the action itself, and hands the result to Complete, which
-// evaluates, routes and enforces the limits. Both return the events to append.
+// It never blocks, sleeps, starts processes, calls a model or talks to
+// Kubernetes. Every answer from outside is a Step the engine returns and a
+// driver (the local CLI or the Loop reconciler) waits for: Plan says what
+// the current state needs (an action, a sub-loop, a wait), Complete takes the answer and evaluates, routes and enforces the
+// limits, or says it needs the LLM judge's verdict first. Both return the
+// events to append.
 package executor
 
 import (
-	"context"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -44,8 +44,6 @@ const previewBytes = 2000
 
 // Options configure a Machine.
 type Options struct {
-	// Judge answers llm_structured evaluations; nil makes them error verdicts.
-	Judge evaluate.Judge
 	// Env resolves ${env.NAME}; nil means no variable is visible.
 	Env func(string) (string, bool)
 	// MaxCaptureBytes bounds each output kept in the run state (the tail).
@@ -113,7 +111,9 @@ func DecodeContext(in map[string]apiextensionsJSON) (map[string]any, error) {
 	return out, nil
 }
 
-// StepKind says what the driver must do next.
+// StepKind says what the driver must do next. Each kind that waits for an
+// answer from outside names the request in Step and takes the answer back in
+// the ActionResult given to Complete.
 type StepKind int
 
 const (
@@ -128,10 +128,16 @@ const (
 	// StepLoop asks the driver to run Step.Loop, a sub-loop, to its end,
 	// then call Complete with a result whose Child says how it ended.
 	StepLoop
+	// StepJudge is Complete's answer when the state's verdict is the LLM
+	// judge's: nothing changed; the driver asks Step.Judge and calls
+	// Complete again with the same result, its Judgement set.
+	StepJudge
+	// StepNext is Complete's answer when the state is complete: call Plan.
+	StepNext
 )
 
 func (k StepKind) String() string {
-	return [...]string{"Action", "Evaluate", "Wait", "Done", "Loop"}[k]
+	return [...]string{"Action", "Evaluate", "Wait", "Done", "Loop", "Judge", "Next"}[k]
 }
 
 // Action is an action to run.
@@ -164,11 +170,13 @@ type Action struct {
 	Evaluate *v1alpha1.Evaluate
 }
 
-// Step is what Plan asks of the driver.
+// Step is what Plan (or Complete) asks of the driver.
 type Step struct {
-	Kind      StepKind
-	Action    *Action
-	Loop      *SubLoop
+	Kind     StepKind
+	Action   *Action
+	Loop     *SubLoop
+	Judge    *evaluate.JudgeRequest
+	// WaitUntil is when a StepWait's wait is over.
 	WaitUntil time.Time
 }
 
@@ -192,6 +200,9 @@ type ActionResult struct {
 	Failure *ActionFailure
 	// Child is how a sub-loop ended (StepLoop).
 	Child *ChildResult
+	// Judgement is the LLM judge's verdict on the StepJudge request that
+	// Complete returned for this result.
+	Judgement *evaluate.Result
 	// Probe is what Action.Probe printed.
 	Probe *ProbeResult
 }
@@ -207,24 +218,27 @@ type ActionFailure struct {
 	Transient bool
 }
 
-// txn accumulates the events of one call and numbers them.
-type txn struct {
+// turn is one call of the engine (Plan, Complete, ...): it accumulates the
+// events of the call and numbers them.
+type turn struct {
 	m      *Machine
 	run    *v1alpha1.RunState
 	now    time.Time
 	events []Event
+	// answer is the LLM judge's verdict Complete was given.
+	answer *evaluate.Result
 }
 
-func (m *Machine) begin(run *v1alpha1.RunState, now time.Time) *txn {
-	return &txn{m: m, run: run, now: now}
+func (m *Machine) begin(run *v1alpha1.RunState, now time.Time) *turn {
+	return &turn{m: m, run: run, now: now}
 }
 
-func (t *txn) emit(typ string, data map[string]any) {
+func (t *turn) emit(typ string, data map[string]any) {
 	t.run.LastSeq++
 	t.events = append(t.events, Event{Seq: t.run.LastSeq, Type: typ, Time: t.now, Data: data})
 }
 
-func (t *txn) done() []Event {
+func (t *turn) done() []Event {
 	ts := metav1.NewTime(t.now)
 	t.run.UpdatedAt = &ts
 	return t.events
@@ -298,7 +312,7 @@ func Elapsed(run *v1alpha1.RunState, now time.Time) time.Duration {
 }
 
 // vars builds the template variables for the current state.
-func (t *txn) vars() *interpolate.Vars {
+func (t *turn) vars() *interpolate.Vars {
 	v := &interpolate.Vars{
 		Context:   t.m.context,
 		Captured:  t.run.Captured,
@@ -346,7 +360,7 @@ func TerminationName(by v1alpha1.TerminationReason, littleLoops bool) string {
 }
 
 // finish ends the run.
-func (t *txn) finish(by v1alpha1.TerminationReason, message string) {
+func (t *turn) finish(by v1alpha1.TerminationReason, message string) {
 	run := t.run
 	failureTerminal := false
 	switch by {
@@ -383,30 +397,6 @@ func (t *txn) finish(by v1alpha1.TerminationReason, message string) {
 // IsFailureTerminal reports whether a finished run ended in a failure terminal state.
 func IsFailureTerminal(run *v1alpha1.RunState) bool {
 	return run.TerminatedBy == v1alpha1.TerminatedTerminal && run.Phase == v1alpha1.PhaseFailed
-}
-
-// judge runs an llm_structured evaluation.
-func (t *txn) judge(ctx context.Context, cfg *v1alpha1.Evaluate, output string, vars *interpolate.Vars) evaluate.Result {
-	if !t.m.spec.LLMEnabled() {
-		return evaluate.Result{Verdict: v1alpha1.VerdictError, Details: map[string]any{"error": "LLM evaluation is disabled (spec.llm.enabled: false)"}}
-	}
-	if t.m.opts.Judge == nil {
-		return evaluate.Result{Verdict: v1alpha1.VerdictError, Details: map[string]any{"error": "no LLM judge is configured (set ANTHROPIC_API_KEY)"}}
-	}
-	req := evaluate.JudgeRequest{Output: output, MinConfidence: v1alpha1.DefaultMinConfidence}
-	if cfg != nil {
-		prompt, err := interpolate.Expand(cfg.Prompt, vars)
-		if err != nil {
-			prompt = cfg.Prompt
-		}
-		req.Prompt = prompt
-		if cfg.Schema != nil {
-			req.Schema = json.RawMessage(cfg.Schema.Raw)
-		}
-		req.MinConfidence = cfg.GetMinConfidence()
-		req.UncertainSuffix = cfg.UncertainSuffix
-	}
-	return t.m.opts.Judge.Judge(ctx, req)
 }
 
 // RestartAction says that the action in flight is started again because the

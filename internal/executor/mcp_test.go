@@ -1,7 +1,6 @@
 package executor
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
@@ -83,7 +82,7 @@ func TestMCPRouting(t *testing.T) {
 	for _, tc := range cases {
 		m, run := startRun(t, "test", mcpSpec("", nil), Options{})
 		m.Plan(run, t0)
-		m.Complete(context.Background(), run, &ActionResult{Output: tc.output, ExitCode: tc.exit}, t0)
+		m.Complete(run, &ActionResult{Output: tc.output, ExitCode: tc.exit}, t0)
 		if run.CurrentState != tc.want {
 			t.Errorf("%q exit %d: in %s, want %s (%s)", tc.output, tc.exit, run.CurrentState, tc.want, run.Message)
 		}

@@ -32,7 +32,7 @@ func (m *Machine) Plan(run *v1alpha1.RunState, now time.Time) (Step, []Event) {
 	return step, t.done()
 }
 
-func (t *txn) plan() Step {
+func (t *turn) plan() Step {
 	run, spec := t.run, t.m.spec
 	if run.Phase.IsFinished() {
 		return Step{Kind: StepDone}
@@ -93,7 +93,7 @@ func (t *txn) plan() Step {
 }
 
 // inFlight is the step of the action (or sub-loop) in flight.
-func (t *txn) inFlight() Step {
+func (t *turn) inFlight() Step {
 	run, spec := t.run, t.m.spec
 	a := run.Action
 	// The action in flight runs (again) as the loop says now: its
@@ -119,7 +119,7 @@ func (t *txn) inFlight() Step {
 
 // newAction is the Action a runner gets for the command of state st (named
 // name); its templates all expand against vars.
-func (t *txn) newAction(name string, st *v1alpha1.State, iteration int32, command string, timeout time.Duration, vars *interpolate.Vars) *Action {
+func (t *turn) newAction(name string, st *v1alpha1.State, iteration int32, command string, timeout time.Duration, vars *interpolate.Vars) *Action {
 	spec := t.m.spec
 	return &Action{
 		State: name, Iteration: iteration, Retry: t.run.Retries, Command: command, Agent: st.IsAgent(),
@@ -132,7 +132,7 @@ func (t *txn) newAction(name string, st *v1alpha1.State, iteration int32, comman
 // a terminal state ends the run (or restarts a maintain loop), and a state
 // that re-entered itself too often goes to onRetryExhausted. done: the run
 // ended; hopped: the run moved to another state without running one.
-func (t *txn) beforeEnter(st *v1alpha1.State) (done, hopped bool) {
+func (t *turn) beforeEnter(st *v1alpha1.State) (done, hopped bool) {
 	run := t.run
 	if st.Terminal && !t.terminalSummary(st) {
 		if t.endAtTerminal() {
@@ -152,7 +152,7 @@ func (t *txn) beforeEnter(st *v1alpha1.State) (done, hopped bool) {
 
 // endAtTerminal ends the run in the terminal state entered, unless a
 // maintain loop restarts: by the cap whose summary ran, or as terminal.
-func (t *txn) endAtTerminal() bool {
+func (t *turn) endAtTerminal() bool {
 	switch {
 	case t.run.CapSummary != "":
 		t.finish(t.run.CapSummary, "")
@@ -166,7 +166,7 @@ func (t *txn) endAtTerminal() bool {
 
 // terminalSummary reports whether the terminal state entered is a cap's
 // summary state with an action, which runs once before the run ends.
-func (t *txn) terminalSummary(st *v1alpha1.State) bool {
+func (t *turn) terminalSummary(st *v1alpha1.State) bool {
 	run, spec := t.run, t.m.spec
 	if st.Action == "" || run.CapSummary == "" {
 		return false
@@ -180,7 +180,7 @@ func (t *txn) terminalSummary(st *v1alpha1.State) bool {
 
 // dropStaleRetry forgets a pending retry whose state no longer has an
 // action with a retry policy (the spec changed in between).
-func (t *txn) dropStaleRetry() {
+func (t *turn) dropStaleRetry() {
 	run := t.run
 	if run.Retries == 0 {
 		return
@@ -194,7 +194,7 @@ func (t *txn) dropStaleRetry() {
 // retry of the current iteration's), at maxPasses, or at the loop's
 // timeout. A cap with a summary state jumps there first, once. stop: the
 // step is the run's (its end, or the action flushed before a timeout).
-func (t *txn) limitReached(retrying bool) (step Step, stop bool) {
+func (t *turn) limitReached(retrying bool) (step Step, stop bool) {
 	run, spec := t.run, t.m.spec
 	done := Step{Kind: StepDone}
 	if !retrying && run.Iteration >= spec.GetMaxIterations() &&
@@ -219,7 +219,7 @@ func (t *txn) limitReached(retrying bool) (step Step, stop bool) {
 // to when the timeout ends the loop between the route and the state: a
 // handshake step (copy a flag, write a marker) is not lost. Its verdict is
 // not judged and it routes nowhere; the run then ends timeout.
-func (t *txn) flush() (Step, bool) {
+func (t *turn) flush() (Step, bool) {
 	run := t.run
 	st, ok := t.m.spec.States[run.CurrentState]
 	if !run.Routed || !ok || st.Terminal || st.Loop != "" || st.Action == "" || st.IsAgent() {
@@ -239,7 +239,7 @@ func (t *txn) flush() (Step, bool) {
 // summarise handles a cap that is reached: the first time, with a
 // summary state, it jumps there (no route: the summary runs, then the run
 // ends by the cap) and reports true; otherwise it ends the run.
-func (t *txn) summarise(by v1alpha1.TerminationReason, summary, event string, data map[string]any) bool {
+func (t *turn) summarise(by v1alpha1.TerminationReason, summary, event string, data map[string]any) bool {
 	run := t.run
 	if summary == "" || run.CapSummary != "" {
 		t.finish(by, "")
@@ -264,7 +264,7 @@ const stepHop StepKind = -1
 // startAction prepares the current state's action: its first try of the
 // iteration, or a retry (run.Retries). A template that cannot expand goes
 // to onError (a hop) or ends the run.
-func (t *txn) startAction(st *v1alpha1.State) Step {
+func (t *turn) startAction(st *v1alpha1.State) Step {
 	run, spec := t.run, t.m.spec
 	vars := t.vars()
 	command, err := expandAction(spec, st, vars)
@@ -291,7 +291,7 @@ func (t *txn) startAction(st *v1alpha1.State) Step {
 
 // maintainRestart jumps from a terminal state back to onMaintain or initial.
 // The hop counts as an iteration and a pass.
-func (t *txn) maintainRestart(st *v1alpha1.State) {
+func (t *turn) maintainRestart(st *v1alpha1.State) {
 	run := t.run
 	to := st.OnMaintain
 	if to == "" {
@@ -306,7 +306,7 @@ func (t *txn) maintainRestart(st *v1alpha1.State) {
 
 // retryExhausted leaves a state that re-entered itself too often. It reports
 // false when the run ended.
-func (t *txn) retryExhausted(st *v1alpha1.State) bool {
+func (t *turn) retryExhausted(st *v1alpha1.State) bool {
 	run := t.run
 	retries := run.RetryCounts[run.CurrentState]
 	t.emit(EventRetryExhausted, map[string]any{"state": run.CurrentState, "retries": retries, "next": st.OnRetryExhausted})
@@ -321,7 +321,7 @@ func (t *txn) retryExhausted(st *v1alpha1.State) bool {
 
 // actionError handles an action that could not be prepared: onError when the
 // state has it, otherwise the run ends. It reports false when the run ended.
-func (t *txn) actionError(st *v1alpha1.State, err error) bool {
+func (t *turn) actionError(st *v1alpha1.State, err error) bool {
 	if st.OnError == "" {
 		t.finish(v1alpha1.TerminatedError, err.Error())
 		return false
@@ -335,7 +335,7 @@ func (t *txn) actionError(st *v1alpha1.State, err error) bool {
 // expanded now. Templates that read what only exists once the action ended
 // (prev, result, the elapsed time) or a source other than stdout keep the
 // judging here, on the output's tail; so does a template that cannot expand.
-func (t *txn) runnerEvaluate(st *v1alpha1.State, vars *interpolate.Vars) *v1alpha1.Evaluate {
+func (t *turn) runnerEvaluate(st *v1alpha1.State, vars *interpolate.Vars) *v1alpha1.Evaluate {
 	cfg := st.Evaluate
 	if cfg == nil && st.ActionType == v1alpha1.ActionMCP {
 		cfg = &v1alpha1.Evaluate{Type: v1alpha1.EvalMCPResult}

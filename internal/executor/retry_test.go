@@ -140,7 +140,7 @@ func TestRetryPendingSurvivesReload(t *testing.T) {
 	m, run := startRun(t, "test", retrySpec(p, ""), Options{})
 	s, _ := m.Plan(run, t0)
 	res := transient("PodDeleted")
-	m.Complete(t.Context(), run, &res, t0.Add(time.Second))
+	m.Complete(run, &res, t0.Add(time.Second))
 	if run.Retries != 1 || run.NextStepAt == nil {
 		t.Fatalf("retries %d next %v", run.Retries, run.NextStepAt)
 	}

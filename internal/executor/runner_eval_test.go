@@ -1,7 +1,6 @@
 package executor
 
 import (
-	"context"
 	"reflect"
 	"testing"
 	"time"
@@ -107,7 +106,7 @@ func TestActionFailure(t *testing.T) {
 	// A failure beats a verdict the runner computed.
 	m, run := startRun(t, "test", fixSpec(), Options{})
 	m.Plan(run, t0)
-	m.Complete(context.Background(), run, &ActionResult{Verdict: &evaluateResult{Verdict: "success"}, Failure: fail.Failure}, t0)
+	m.Complete(run, &ActionResult{Verdict: &evaluateResult{Verdict: "success"}, Failure: fail.Failure}, t0)
 	if run.LastResult.Verdict != "error" {
 		t.Errorf("verdict %s", run.LastResult.Verdict)
 	}

@@ -88,7 +88,7 @@ func stallKey(kind string, parts []string) string {
 
 // evaluateStall judges a stall evaluator. It ignores the action's exit
 // code, as little-loops does.
-func (t *txn) evaluateStall(cfg *v1alpha1.Evaluate, res *ActionResult) evaluate.Result {
+func (t *turn) evaluateStall(cfg *v1alpha1.Evaluate, res *ActionResult) evaluate.Result {
 	maxStall := int32(1)
 	if cfg.MaxStall != nil {
 		maxStall = *cfg.MaxStall
@@ -133,7 +133,7 @@ func probeOf(res *ActionResult) *ProbeResult {
 // counter moves the stall counter key on: reset when seen differs from
 // what it saw last, one more when not. It returns the count and whether
 // seen changed.
-func (t *txn) counter(key, seen string) (int32, bool) {
+func (t *turn) counter(key, seen string) (int32, bool) {
 	run := t.run
 	if run.Stalls == nil {
 		run.Stalls = map[string]v1alpha1.StallCounter{}
@@ -158,7 +158,7 @@ func stallVerdict(count, limit int32, details map[string]any) evaluate.Result {
 
 // actionStall hashes the tracked values: the same maxRepeat times in a
 // row is failure.
-func (t *txn) actionStall(cfg *v1alpha1.Evaluate) evaluate.Result {
+func (t *turn) actionStall(cfg *v1alpha1.Evaluate) evaluate.Result {
 	track := cfg.Track
 	if len(track) == 0 {
 		track = []string{"action"}
@@ -179,7 +179,7 @@ func (t *txn) actionStall(cfg *v1alpha1.Evaluate) evaluate.Result {
 
 // trackedValue resolves a tracked key: "action" is the state's action as
 // expanded; a bare name is tried as context, captured, prev and result.
-func (t *txn) trackedValue(key string, vars *interpolate.Vars) string {
+func (t *turn) trackedValue(key string, vars *interpolate.Vars) string {
 	if key == "action" {
 		if st, ok := t.m.spec.States[t.run.CurrentState]; ok {
 			if s, err := interpolate.Expand(st.Action, vars); err == nil {

@@ -1,7 +1,6 @@
 package executor
 
 import (
-	"context"
 	"strings"
 	"testing"
 
@@ -51,7 +50,7 @@ func stepStall(t *testing.T, m *Machine, run *v1alpha1.RunState, probe *ProbeRes
 	if step.Kind != StepAction {
 		t.Fatalf("step %v", step.Kind)
 	}
-	m.Complete(context.Background(), run, &ActionResult{ExitCode: 3, Probe: probe}, t0)
+	m.Complete(run, &ActionResult{ExitCode: 3, Probe: probe}, t0)
 	return run.LastResult.Verdict, step.Action.Probe
 }
 

@@ -165,7 +165,7 @@ func ClampTimeout(spec *v1alpha1.LoopSpec, limit time.Duration) {
 // subLoop prepares the sub-loop of a state: a new one (started) or the one
 // in flight. A name or binding that cannot expand goes to onError (a hop)
 // or ends the run.
-func (t *txn) subLoop(st *v1alpha1.State, start bool) Step {
+func (t *turn) subLoop(st *v1alpha1.State, start bool) Step {
 	run := t.run
 	vars := t.vars()
 	name, err := interpolate.Expand(st.Loop, vars)
@@ -212,7 +212,7 @@ func (t *txn) subLoop(st *v1alpha1.State, start bool) Step {
 
 // subLoopTimeout is the cap on a child's timeout: the parent's remaining
 // time (at least a second), and the state's own timeout.
-func (t *txn) subLoopTimeout(st *v1alpha1.State) time.Duration {
+func (t *turn) subLoopTimeout(st *v1alpha1.State) time.Duration {
 	var limit time.Duration
 	if total := t.m.spec.GetTimeout(); total > 0 {
 		limit = max(time.Second, (total - Elapsed(t.run, t.now)).Truncate(time.Second))
@@ -273,7 +273,7 @@ func expandValue(v any, vars *interpolate.Vars) (any, error) {
 }
 
 // completeSubLoop routes a sub-loop state on how its child ended.
-func (t *txn) completeSubLoop(st *v1alpha1.State, res *ActionResult) {
+func (t *turn) completeSubLoop(st *v1alpha1.State, res *ActionResult) {
 	run := t.run
 	loop := ""
 	if run.Action != nil {
@@ -357,7 +357,7 @@ func subLoopTarget(st *v1alpha1.State, verdict string) string {
 // storeChild keeps how the child ended under the state's name (and its
 // captures, with passthrough or with), and its event stream under the
 // state's capture.
-func (t *txn) storeChild(st *v1alpha1.State, c *ChildResult, by, verdict string) {
+func (t *turn) storeChild(st *v1alpha1.State, c *ChildResult, by, verdict string) {
 	run := t.run
 	if run.Captured == nil {
 		run.Captured = map[string]v1alpha1.CapturedResult{}

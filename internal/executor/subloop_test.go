@@ -1,7 +1,6 @@
 package executor
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
@@ -59,7 +58,7 @@ func TestSubLoopRoutesOnHowTheChildEnded(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			m, run, _ := startSubLoop(t, parentSpec(nil))
-			m.Complete(context.Background(), run, &ActionResult{Child: &c.child}, t0.Add(time.Second))
+			m.Complete(run, &ActionResult{Child: &c.child}, t0.Add(time.Second))
 			if run.CurrentState != c.want {
 				t.Fatalf("went to %s, want %s", run.CurrentState, c.want)
 			}
@@ -73,12 +72,12 @@ func TestSubLoopRoutesOnHowTheChildEnded(t *testing.T) {
 
 func TestSubLoopFallsBackToOnFailure(t *testing.T) {
 	m, run, _ := startSubLoop(t, parentSpec(func(st *v1alpha1.State) { st.OnError, st.Route = "", nil }))
-	m.Complete(context.Background(), run, &ActionResult{Child: &ChildResult{TerminatedBy: v1alpha1.TerminatedError}}, t0)
+	m.Complete(run, &ActionResult{Child: &ChildResult{TerminatedBy: v1alpha1.TerminatedError}}, t0)
 	if run.CurrentState != "no" {
 		t.Fatalf("an error without onError went to %s, want onFailure's no", run.CurrentState)
 	}
 	m, run, _ = startSubLoop(t, parentSpec(func(st *v1alpha1.State) { st.Route = nil }))
-	m.Complete(context.Background(), run, &ActionResult{Child: &ChildResult{TerminatedBy: v1alpha1.TerminatedTimeout}}, t0)
+	m.Complete(run, &ActionResult{Child: &ChildResult{TerminatedBy: v1alpha1.TerminatedTimeout}}, t0)
 	if run.CurrentState != "no" {
 		t.Fatalf("a timeout without its route went to %s, want no", run.CurrentState)
 	}
@@ -86,12 +85,12 @@ func TestSubLoopFallsBackToOnFailure(t *testing.T) {
 
 func TestSubLoopThatCannotRunGoesToOnError(t *testing.T) {
 	m, run, _ := startSubLoop(t, parentSpec(nil))
-	m.Complete(context.Background(), run, &ActionResult{Failure: &ActionFailure{Reason: "LoopNotFound", Message: "no loop inner"}}, t0)
+	m.Complete(run, &ActionResult{Failure: &ActionFailure{Reason: "LoopNotFound", Message: "no loop inner"}}, t0)
 	if run.CurrentState != "err" {
 		t.Fatalf("went to %s, want err", run.CurrentState)
 	}
 	m, run, _ = startSubLoop(t, parentSpec(func(st *v1alpha1.State) { st.OnError = "" }))
-	m.Complete(context.Background(), run, &ActionResult{Failure: &ActionFailure{Reason: "LoopNotFound", Message: "no loop inner"}}, t0)
+	m.Complete(run, &ActionResult{Failure: &ActionFailure{Reason: "LoopNotFound", Message: "no loop inner"}}, t0)
 	if run.Phase != v1alpha1.PhaseFailed || !strings.Contains(run.Message, "no loop inner") {
 		t.Fatalf("without onError: phase %s, message %q", run.Phase, run.Message)
 	}
@@ -147,7 +146,7 @@ func TestSubLoopContext(t *testing.T) {
 	run := &v1alpha1.RunState{}
 	m.Start(run, "p-1", t0)
 	m.Plan(run, t0)
-	m.Complete(context.Background(), run, &ActionResult{Output: "ENH-1\n"}, t0)
+	m.Complete(run, &ActionResult{Output: "ENH-1\n"}, t0)
 	step, _ := m.Plan(run, t0)
 	got, err := ChildContext(step.Loop, map[string]any{"goal": "child's own"}, nil)
 	if err != nil {
@@ -184,7 +183,7 @@ func TestSubLoopCapturesComeBack(t *testing.T) {
 	m, run, _ := startSubLoop(t, spec)
 	child := &ChildResult{TerminatedBy: v1alpha1.TerminatedTerminal, Events: `{"event":"loop_start"}`,
 		Captured: map[string]v1alpha1.CapturedResult{"fix": {Output: "patched", ExitCode: 0, Verdict: "success"}}}
-	m.Complete(context.Background(), run, &ActionResult{Child: child}, t0)
+	m.Complete(run, &ActionResult{Child: child}, t0)
 	step, _ := m.Plan(run, t0)
 	if step.Kind != StepAction || step.Action.Command != "echo patched terminal" {
 		t.Fatalf("next action %+v", step.Action)

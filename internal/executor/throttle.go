@@ -18,27 +18,12 @@ const (
 // run in a row (n counts the state's consecutive visits) is warned about
 // at warnMax, sent to onThrottleHard (else onError) at hardMax, and past
 // it ends the loop. It reports true when the state is done with.
-func (t *txn) throttled(st *v1alpha1.State) bool {
-	th := st.Throttle
-	if st.Learning != nil {
-		return false // a learning gate is bounded by its maxRetries
-	}
-	if th == nil {
-		th = t.m.spec.Throttle
-	}
-	if th == nil {
+func (t *turn) throttled(st *v1alpha1.State) bool {
+	count, warnMax, hardMax, ok := t.throttleCount(st)
+	if !ok {
 		return false
 	}
-	warnMax, hardMax := v1alpha1.DefaultThrottleWarnMax, v1alpha1.DefaultThrottleHardMax
-	if th.WarnMax != nil {
-		warnMax = *th.WarnMax
-	}
-	if th.HardMax != nil {
-		hardMax = *th.HardMax
-	}
-	run := t.run
-	state := run.CurrentState
-	count := run.RetryCounts[state] + 1
+	state := t.run.CurrentState
 	if count == warnMax {
 		t.emit(EventThrottleWarn, map[string]any{"state": state, "count": count, "warn_max": warnMax, "hard_max": hardMax})
 	}
@@ -57,4 +42,34 @@ func (t *txn) throttled(st *v1alpha1.State) bool {
 		return true
 	}
 	return false
+}
+
+// throttleCount is the state's run in a row that its action just ended,
+// and the throttle's limits; ok is false when no throttle applies.
+func (t *turn) throttleCount(st *v1alpha1.State) (count, warnMax, hardMax int32, ok bool) {
+	th := st.Throttle
+	if st.Learning != nil {
+		return 0, 0, 0, false // a learning gate is bounded by its maxRetries
+	}
+	if th == nil {
+		th = t.m.spec.Throttle
+	}
+	if th == nil {
+		return 0, 0, 0, false
+	}
+	warnMax, hardMax = v1alpha1.DefaultThrottleWarnMax, v1alpha1.DefaultThrottleHardMax
+	if th.WarnMax != nil {
+		warnMax = *th.WarnMax
+	}
+	if th.HardMax != nil {
+		hardMax = *th.HardMax
+	}
+	return t.run.RetryCounts[t.run.CurrentState] + 1, warnMax, hardMax, true
+}
+
+// throttleEnds reports whether the throttle ends the state its action just
+// ended (throttled then returns true without judging it).
+func (t *turn) throttleEnds(st *v1alpha1.State) bool {
+	count, _, hardMax, ok := t.throttleCount(st)
+	return ok && (count > hardMax || count == hardMax && cmp.Or(st.OnThrottleHard, st.OnError) != "")
 }

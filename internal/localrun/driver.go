@@ -9,6 +9,7 @@ import (
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/eventlog"
 	"github.com/looprun/looprun/internal/executor"
+	"github.com/looprun/looprun/internal/executor/evaluate"
 	"github.com/looprun/looprun/internal/history"
 	"github.com/looprun/looprun/internal/runner/process"
 )
@@ -62,6 +63,9 @@ type Driver struct {
 	// Decide, when set, gives the result of a state that runs no action
 	// (simulate scripts it); nil lets the machine judge it.
 	Decide func(run *v1alpha1.RunState) *executor.ActionResult
+	// Judge answers the LLM judge's questions; nil answers each with an
+	// error verdict saying no judge is configured.
+	Judge evaluate.Judge
 	// OnEvents, when set, sees every event as it happens (progress display).
 	OnEvents func([]executor.Event)
 	// SubLoops runs the states with loop:; nil (a simulation) takes the
@@ -177,7 +181,7 @@ func (d *Driver) drive(ctx context.Context, w recorder, sched *history.Schedule,
 			if d.Decide != nil {
 				res = d.Decide(run)
 			}
-			evs = d.Machine.Complete(ctx, run, res, d.now())
+			evs = d.complete(ctx, run, res)
 		case executor.StepLoop:
 			// The step that starts the child is on disk before the child
 			// starts: after a kill, resume finds and continues it.
@@ -192,7 +196,7 @@ func (d *Driver) drive(ctx context.Context, w recorder, sched *history.Schedule,
 			if ctx.Err() != nil {
 				return d.interrupt(w, run, nil, nil)
 			}
-			evs = d.Machine.Complete(ctx, run, &res, d.now())
+			evs = d.complete(ctx, run, &res)
 		case executor.StepWait:
 			if err := w.save(run, batch, cp); err != nil {
 				return err
@@ -219,7 +223,7 @@ func (d *Driver) drive(ctx context.Context, w recorder, sched *history.Schedule,
 			if ctx.Err() != nil {
 				return d.interrupt(w, run, nil, nil)
 			}
-			evs = d.Machine.Complete(ctx, run, &res, d.now())
+			evs = d.complete(ctx, run, &res)
 		}
 		d.notify(evs)
 		batch = append(batch, evs...)
@@ -227,6 +231,37 @@ func (d *Driver) drive(ctx context.Context, w recorder, sched *history.Schedule,
 			cp = taken
 		}
 	}
+}
+
+// complete completes the current state with res, asking the LLM judge
+// first when the machine says its verdict is the judge's.
+func (d *Driver) complete(ctx context.Context, run *v1alpha1.RunState, res *executor.ActionResult) []executor.Event {
+	step, evs := d.Machine.Complete(run, res, d.now())
+	if step.Kind != executor.StepJudge {
+		return evs
+	}
+	if res == nil {
+		res = &executor.ActionResult{}
+	}
+	answer := d.judge().Judge(ctx, *step.Judge)
+	res.Judgement = &answer
+	_, evs = d.Machine.Complete(run, res, d.now())
+	return evs
+}
+
+func (d *Driver) judge() evaluate.Judge {
+	if d.Judge == nil {
+		return NoJudge{}
+	}
+	return d.Judge
+}
+
+// NoJudge answers every question as a run without an LLM judge does.
+type NoJudge struct{}
+
+// Judge implements evaluate.Judge.
+func (NoJudge) Judge(context.Context, evaluate.JudgeRequest) evaluate.Result {
+	return evaluate.Result{Verdict: v1alpha1.VerdictError, Details: map[string]any{"error": "no LLM judge is configured (set ANTHROPIC_API_KEY)"}}
 }
 
 // interrupt records that the run was stopped; the action in flight runs again on resume.

@@ -10,6 +10,7 @@ import (
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/eventlog"
 	"github.com/looprun/looprun/internal/executor"
+	"github.com/looprun/looprun/internal/executor/evaluate"
 	"github.com/looprun/looprun/internal/history"
 	"github.com/looprun/looprun/internal/loopfile"
 )
@@ -27,6 +28,17 @@ type SubLoops struct {
 	// InDir gives a runner like r that runs its actions in dir (a
 	// sub-loop's worktree); nil: worktrees cannot be used.
 	InDir func(r ActionRunner, dir string) ActionRunner
+	// NewJudge gives a child loop its LLM judge (its own spec.llm); nil:
+	// the child asks its parent's.
+	NewJudge func(lf *loopfile.File) evaluate.Judge
+}
+
+// judge is the LLM judge of the child loop lf.
+func (s *SubLoops) judge(lf *loopfile.File, parent evaluate.Judge) evaluate.Judge {
+	if s.NewJudge == nil {
+		return parent
+	}
+	return s.NewJudge(lf)
 }
 
 // maxCapturedEvents bounds the child's event stream a parent keeps for a
@@ -159,7 +171,7 @@ func (d *Driver) childDriver(sub *executor.SubLoop) (*Driver, func(), error) {
 		return nil, nil, err
 	}
 	return &Driver{
-		Machine: m, Runner: d.Runner, Store: store, LoopFile: abs, Context: cctx, Clock: d.Clock, Decide: d.Decide,
+		Machine: m, Runner: d.Runner, Store: store, LoopFile: abs, Context: cctx, Clock: d.Clock, Decide: d.Decide, Judge: d.SubLoops.judge(lf, d.Judge),
 		SubLoops: d.SubLoops, Depth: d.Depth + 1, Ancestors: chain,
 	}, unlock, nil
 }

@@ -1,0 +1,95 @@
+package executor
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/internal/executor/evaluate"
+)
+
+// Every answer from outside has one shape: the engine returns a step that
+// names the request and changes nothing else; the driver brings the answer
+// back in the ActionResult given to Complete, which then routes on it.
+func TestAnswersFromOutsideAreSteps(t *testing.T) {
+	t.Run("judge", func(t *testing.T) {
+		spec := &v1alpha1.LoopSpec{Initial: "fix", States: map[string]v1alpha1.State{
+			"fix":  {Action: "/fix the tests", OnSuccess: "done", OnFailure: "fix"},
+			"done": {Terminal: true},
+		}}
+		m, run := startRun(t, "judged", spec, Options{})
+		step, _ := m.Plan(run, t0)
+		if step.Kind != StepAction || !step.Action.Agent {
+			t.Fatalf("plan: %v", step.Kind)
+		}
+		res := &ActionResult{Output: "all green"}
+		before := run.DeepCopy()
+		ask, evs := m.Complete(run, res, t0)
+		if ask.Kind != StepJudge || ask.Judge == nil || ask.Judge.Output != "all green" {
+			t.Fatalf("complete: %v %+v", ask.Kind, ask.Judge)
+		}
+		if len(evs) != 0 || !reflect.DeepEqual(before, run) {
+			t.Fatalf("asking the judge changed the run (%d events)", len(evs))
+		}
+		res.Judgement = &evaluate.Result{Verdict: "yes", Details: map[string]any{"reason": "green"}}
+		next, evs := m.Complete(run, res, t0)
+		if next.Kind != StepNext || run.CurrentState != "done" || run.LastResult.Verdict != "yes" {
+			t.Fatalf("answered: %v, in %s, last %+v", next.Kind, run.CurrentState, run.LastResult)
+		}
+		if kinds := eventKinds(evs); !reflect.DeepEqual(kinds, []string{EventActionComplete, EventEvaluate, EventRoute}) {
+			t.Errorf("events %v", kinds)
+		}
+	})
+	t.Run("judge of a state without an action", func(t *testing.T) {
+		spec := &v1alpha1.LoopSpec{Initial: "check", Context: map[string]apiextensionsJSON{"report": jsonValue("3 failing")},
+			States: map[string]v1alpha1.State{
+				"check": {Evaluate: &v1alpha1.Evaluate{Type: v1alpha1.EvalLLMStructured, Source: "${context.report}"}, OnSuccess: "done", OnFailure: "no"},
+				"done":  {Terminal: true}, "no": {Terminal: true},
+			}}
+		m, run := startRun(t, "decide", spec, Options{})
+		if step, _ := m.Plan(run, t0); step.Kind != StepEvaluate {
+			t.Fatalf("plan: %v", step.Kind)
+		}
+		ask, _ := m.Complete(run, nil, t0)
+		if ask.Kind != StepJudge || ask.Judge.Output != "3 failing" {
+			t.Fatalf("complete: %v %+v", ask.Kind, ask.Judge)
+		}
+		m.Complete(run, &ActionResult{Judgement: &evaluate.Result{Verdict: "no"}}, t0)
+		if run.CurrentState != "no" || run.Captured != nil {
+			t.Errorf("in %s, captured %v", run.CurrentState, run.Captured)
+		}
+	})
+	t.Run("sub-loop", func(t *testing.T) {
+		m, run, step := startSubLoop(t, parentSpec(nil))
+		if step.Loop == nil || step.Loop.Loop != "inner" {
+			t.Fatalf("step %+v", step)
+		}
+		if again, evs := m.Plan(run, t0); again.Kind != StepLoop || len(evs) != 0 {
+			t.Fatalf("planned again: %v with %d events", again.Kind, len(evs))
+		}
+		next, _ := m.Complete(run, &ActionResult{Child: &ChildResult{TerminatedBy: v1alpha1.TerminatedTerminal}}, t0)
+		if next.Kind != StepNext || run.CurrentState != "done" {
+			t.Fatalf("answered: %v, in %s", next.Kind, run.CurrentState)
+		}
+	})
+	t.Run("no judge needed", func(t *testing.T) {
+		spec := &v1alpha1.LoopSpec{Initial: "fix", States: map[string]v1alpha1.State{
+			"fix":  {Action: "/fix", OnSuccess: "done", OnError: "done", RetryPolicy: &v1alpha1.RetryPolicy{Limit: 2}},
+			"done": {Terminal: true},
+		}}
+		m, run := startRun(t, "transient", spec, Options{})
+		m.Plan(run, t0)
+		lost := &ActionResult{ExitCode: -1, Failure: &ActionFailure{Reason: "PodDeleted", Transient: true}}
+		if next, _ := m.Complete(run, lost, t0); next.Kind != StepNext || run.Retries != 1 {
+			t.Errorf("a transient failure asked the judge (%v) or was not retried (%d)", next.Kind, run.Retries)
+		}
+	})
+}
+
+func eventKinds(evs []Event) []string {
+	out := make([]string, len(evs))
+	for i, e := range evs {
+		out[i] = e.Type
+	}
+	return out
+}
