@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/internal/executor"
 	"github.com/looprun/looprun/internal/executor/evaluate"
 	"github.com/looprun/looprun/internal/llm"
 	"github.com/looprun/looprun/internal/runner"
@@ -115,6 +116,21 @@ func (j *Judges) allowed(u string) bool {
 	return false
 }
 
+// judged is res (a new result for a state without an action) with the LLM
+// judge's answer to req; ok is false while the judge has not answered.
+func (s *step) judged(req evaluate.JudgeRequest, res *executor.ActionResult) (*executor.ActionResult, bool) {
+	answer, ok := s.judge(req)
+	if !ok {
+		s.out.health.judging = true
+		return res, false
+	}
+	if res == nil {
+		res = &executor.ActionResult{}
+	}
+	res.Judgement = &answer
+	return res, true
+}
+
 // judge is the LLM judge's verdict on req once its call, run in the
 // background, has ended (ok); until then the call starts, unless it runs
 // already, and its end wakes the Loop. The answer is released once the
@@ -128,7 +144,7 @@ func (s *step) judge(req evaluate.JudgeRequest) (evaluate.Result, bool) {
 	loop := s.loop.DeepCopy()
 	res, ok := j.Runner.Ask(loop, key, lazyJudge(func(ctx context.Context) evaluate.Judge { return j.judgeFor(ctx, loop) }), req)
 	if ok {
-		s.health.release = append(s.health.release, func() { j.Runner.Release(key) })
+		s.out.afterSave = append(s.out.afterSave, func() { j.Runner.Release(key) })
 	}
 	return res, ok
 }

@@ -3,6 +3,7 @@ package controllers
 import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -24,7 +25,7 @@ var _ = Describe("GitOps health, read by kstatus from the API server", func() {
 		suspended := fixUntilClean()
 		suspended.Suspend = true
 		failing := v1alpha1.LoopSpec{Initial: "a", States: map[string]v1alpha1.State{"a": {Action: "false", OnFailure: "bad", OnSuccess: "good"},
-			"bad": {Terminal: true, Failure: ptrTrue()}, "good": {Terminal: true}}}
+			"bad": {Terminal: true, Failure: ptr.To(true)}, "good": {Terminal: true}}}
 		keys := map[string]client.ObjectKey{
 			"completes": createLoop(ns, "completes", fixUntilClean()),
 			"suspended": createLoop(ns, "suspended", suspended),
@@ -42,5 +43,3 @@ var _ = Describe("GitOps health, read by kstatus from the API server", func() {
 		Expect(getLoop(Default, keys["suspended"]).Status.Phase).To(Equal(v1alpha1.PhaseSuspended))
 	})
 })
-
-func ptrTrue() *bool { t := true; return &t }

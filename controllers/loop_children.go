@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	ctrl "sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -216,9 +216,9 @@ func (r *LoopReconciler) passOn(ctx context.Context, parent, child *v1alpha1.Loo
 	if child.Spec.Suspend == parent.Spec.Suspend {
 		return nil
 	}
-	patch := ctrl.MergeFrom(child.DeepCopy())
+	patch := client.MergeFrom(child.DeepCopy())
 	child.Spec.Suspend = parent.Spec.Suspend
-	return ctrl.IgnoreNotFound(r.Client.Patch(ctx, child, patch))
+	return client.IgnoreNotFound(r.Client.Patch(ctx, child, patch))
 }
 
 // stopChild asks the child in flight, if any, to stop.
@@ -239,7 +239,7 @@ func (r *LoopReconciler) stopChild(ctx context.Context, parent *v1alpha1.Loop) e
 func (r *LoopReconciler) runningChild(ctx context.Context, parent *v1alpha1.Loop, name string) (*v1alpha1.Loop, error) {
 	child := &v1alpha1.Loop{}
 	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: parent.Namespace, Name: name}, child); err != nil {
-		return nil, ctrl.IgnoreNotFound(err)
+		return nil, client.IgnoreNotFound(err)
 	}
 	if !metav1.IsControlledBy(child, parent) || child.Status.Phase.IsFinished() {
 		return nil, nil
@@ -278,12 +278,12 @@ func hasSubLoops(spec *v1alpha1.LoopSpec) bool {
 
 // stopLoop asks a child Loop to stop, once per request of its parent.
 func (r *LoopReconciler) stopLoop(ctx context.Context, parent, child *v1alpha1.Loop) error {
-	patch := ctrl.MergeFrom(child.DeepCopy())
+	patch := client.MergeFrom(child.DeepCopy())
 	if child.Annotations == nil {
 		child.Annotations = map[string]string{}
 	}
 	child.Annotations[v1alpha1.RequestAnnotation] = v1alpha1.StopRequest(string(parent.UID) + "-" + parent.Status.LastRequest)
-	return ctrl.IgnoreNotFound(r.Client.Patch(ctx, child, patch))
+	return client.IgnoreNotFound(r.Client.Patch(ctx, child, patch))
 }
 
 // childEnded lets through the changes of a child Loop its parent waits

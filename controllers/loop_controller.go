@@ -5,8 +5,6 @@ package controllers
 import (
 	"context"
 	"errors"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -20,7 +18,7 @@ import (
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrlbuilder "sigs.k8s.io/controller-runtime/pkg/builder"
-	ctrl "sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -35,8 +33,8 @@ import (
 
 // LoopReconciler runs Loops, one state transition per reconcile.
 type LoopReconciler struct {
-	Client    ctrl.Client
-	APIReader ctrl.Reader
+	Client    client.Client
+	APIReader client.Reader
 	Scheme    *runtime.Scheme
 	Recorder  events.EventRecorder
 	Clock     clock.PassiveClock
@@ -54,30 +52,9 @@ type LoopReconciler struct {
 	// wait), so that a quick action's start and end are saved in one write.
 	StartGrace time.Duration
 
-	// memory is what this process keeps per Loop between reconciles (see
-	// loopMemory); forget clears it with everything else kept per Loop.
-	memory sync.Map
-	// runningCount is how many remembered Loops are in progress, for the
-	// running-loops metric.
-	runningCount atomic.Int64
-}
-
-// loopMemory is what the reconciler keeps of a Loop between reconciles,
-// keyed by namespace and name. An entry whose UID is not the Loop's belongs
-// to a deleted Loop of the same name, and counts as none.
-type loopMemory struct {
-	uid types.UID
-	// lastSeq is the last sequence number this process saved, so that a
-	// Loop read from a stale cache is read again from the API server.
-	lastSeq int64
-	// running: the Loop is in progress (the running-loops metric).
-	running bool
-	// nextStepAt is the status's nextStepAt as this process saved it, to
-	// the nanosecond (see sharpen).
-	nextStepAt time.Time
-	// unsaved is a new run whose first action runs and whose first status
-	// write waits (see deferStart); nil when none.
-	unsaved *unsavedStart
+	// memory is what this process keeps per Loop between reconciles;
+	// forget clears it with everything else kept per Loop.
+	memory memories
 }
 
 // RBAC, each verb for a reason:
@@ -114,7 +91,7 @@ func (r *LoopReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 		r.forget(req.NamespacedName)
 		return reconcile.Result{}, nil
 	}
-	logger := log.FromContext(ctx).WithValues("loop", loop.Name, "state", loop.Status.CurrentState, "iteration", loop.Status.Iteration)
+	logger := log.FromContext(ctx).WithValues("state", loop.Status.CurrentState, "iteration", loop.Status.Iteration)
 	ctx = log.IntoContext(ctx, logger)
 	if !loop.DeletionTimestamp.IsZero() {
 		r.forget(req.NamespacedName)
@@ -124,28 +101,28 @@ func (r *LoopReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 		// looprun import is still writing its status and event log.
 		return reconcile.Result{}, nil
 	}
-	r.sharpen(loop)
+	r.memory.exactNextStepAt(loop)
 	// What the step changes is the status: only it is kept to compare
 	// and patch against (with the resourceVersion it is read at).
 	before := &v1alpha1.Loop{ObjectMeta: metav1.ObjectMeta{Namespace: loop.Namespace, Name: loop.Name, ResourceVersion: loop.ResourceVersion},
 		Status: *loop.Status.DeepCopy()}
-	result, h, stepErr := r.reconcileLoop(ctx, loop)
-	if h.deferred {
+	result, out, stepErr := r.reconcileLoop(ctx, loop)
+	if out.deferred {
 		return result, nil
 	}
-	if h.eventLog != "" {
+	if out.health.eventLog != "" {
 		// The step's events were not written: nothing of it is kept, so
 		// that the status never gets ahead of its event log. It is taken
 		// again, with backoff; the conditions say why it waits.
 		loop.Status = *before.Status.DeepCopy()
-		h = health{eventLog: h.eventLog}
+		out = outcome{health: health{eventLog: out.health.eventLog}}
 	}
-	if err := r.patchStatus(ctx, before, loop, h, stepErr); err != nil {
+	if err := r.patchStatus(ctx, before, loop, out.health, stepErr); err != nil {
 		recordReconcileError("status")
 		return reconcile.Result{}, errors.Join(stepErr, err)
 	}
 	// Saved: what the step used (an action's result, a judge's answer) may go.
-	for _, release := range h.release {
+	for _, release := range out.afterSave {
 		release()
 	}
 	if stepErr != nil && !errors.Is(stepErr, reconcile.TerminalError(nil)) {
@@ -173,52 +150,20 @@ func actionEnded(before, after *v1alpha1.Loop) bool {
 func (r *LoopReconciler) get(ctx context.Context, req reconcile.Request) (*v1alpha1.Loop, error) {
 	loop := &v1alpha1.Loop{}
 	if err := r.Client.Get(ctx, req.NamespacedName, loop); err != nil {
-		return nil, ctrl.IgnoreNotFound(err)
+		return nil, client.IgnoreNotFound(err)
 	}
-	if m := r.remembered(loop); loop.Status.LastSeq < m.lastSeq {
+	if r.memory.stale(loop) {
 		if err := r.APIReader.Get(ctx, req.NamespacedName, loop); err != nil {
-			return nil, ctrl.IgnoreNotFound(err)
+			return nil, client.IgnoreNotFound(err)
 		}
 	}
 	return loop, nil
 }
 
-// sharpen gives back to the Loop's nextStepAt (when a retry's or an edge's
-// backoff lets the next step start) the fraction of a second the status
-// does not keep, when this process saved it: a look at the Loop before the
-// wait is up (a spec change, the end of a start's grace) must not find it
-// up early. An operator that restarts may start such a step up to a second
-// early.
-func (r *LoopReconciler) sharpen(loop *v1alpha1.Loop) {
-	next, saved := loop.Status.NextStepAt, r.remembered(loop).nextStepAt
-	if next != nil && !saved.IsZero() && next.Time.Equal(saved.Truncate(time.Second)) {
-		loop.Status.NextStepAt = &metav1.Time{Time: saved}
-	}
-}
-
-// remembered is what this process keeps of the Loop; zero when nothing.
-func (r *LoopReconciler) remembered(loop *v1alpha1.Loop) loopMemory {
-	if v, ok := r.memory.Load(ctrl.ObjectKeyFromObject(loop)); ok && v.(loopMemory).uid == loop.UID {
-		return v.(loopMemory)
-	}
-	return loopMemory{uid: loop.UID}
-}
-
-// remember keeps m for the Loop, and counts it in the running-loops metric
-// while it runs. One Loop is never reconciled by two workers at once.
-func (r *LoopReconciler) remember(loop *v1alpha1.Loop, m loopMemory) {
-	key := ctrl.ObjectKeyFromObject(loop)
-	prev, had := r.memory.Swap(key, m)
-	wasRunning := had && prev.(loopMemory).running
-	r.countRunning(wasRunning, m.running)
-}
-
 // forget is the one path that clears everything kept for a Loop that is
 // gone (or going): its memory here, its actions, its event-log cache.
 func (r *LoopReconciler) forget(key types.NamespacedName) {
-	if prev, had := r.memory.LoadAndDelete(key); had {
-		r.countRunning(prev.(loopMemory).running, false)
-	}
+	r.memory.drop(key)
 	if r.Actions != nil {
 		r.Actions.Forget(key)
 	}
@@ -227,15 +172,6 @@ func (r *LoopReconciler) forget(key types.NamespacedName) {
 	}
 	if r.Judges != nil && r.Judges.Runner != nil {
 		r.Judges.Runner.Forget(key)
-	}
-}
-
-func (r *LoopReconciler) countRunning(was, is bool) {
-	switch {
-	case is && !was:
-		runningLoops.Set(float64(r.runningCount.Add(1)))
-	case was && !is:
-		runningLoops.Set(float64(r.runningCount.Add(-1)))
 	}
 }
 
@@ -254,14 +190,7 @@ func (r *LoopReconciler) patchStatus(ctx context.Context, before, loop *v1alpha1
 		}
 		return err
 	}
-	m := loopMemory{uid: loop.UID, lastSeq: loop.Status.LastSeq, running: !loop.Status.Phase.IsFinished() && loop.Status.Phase != ""}
-	if next := loop.Status.NextStepAt; next != nil {
-		m.nextStepAt = next.Time
-	}
-	if loop.Status.Phase == "" {
-		m.unsaved = r.remembered(loop).unsaved // the run's start is still not saved
-	}
-	r.remember(loop, m)
+	r.memory.saved(loop)
 	return nil
 }
 

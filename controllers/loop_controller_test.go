@@ -238,7 +238,7 @@ var _ = Describe("Loop validation at apply", func() {
 		}, "state check: onFailure repair is not a state"),
 		Entry("a route target names no state", func(s *v1alpha1.LoopSpec) {
 			s.States["check"] = v1alpha1.State{Action: "true", Route: map[string]v1alpha1.StateName{"success": "done", "_": "nowhere"}}
-		}, "state check: route _ goes to nowhere, not a state"),
+		}, "state check: a route target is not a state"),
 		Entry("next is $current", func(s *v1alpha1.LoopSpec) {
 			s.States["fix"] = v1alpha1.State{Action: "true", Next: "$current"}
 		}, "spec.states[fix]: Invalid value: next cannot be $current"),

@@ -54,13 +54,13 @@ func (s *step) fork(ctx context.Context) bool {
 	}
 	if err != nil {
 		s.checkpointFailed(fmt.Errorf("cannot fork %s: %w", from.Loop, err))
-		s.health.forkBlocked = true
+		s.out.health.forkBlocked = true
 		return false
 	}
 	run := &s.loop.Status.RunState
 	s.add(s.m.Start(run, runID(s.loop), s.now))
 	s.add(s.m.Restore(run, cpRun, s.now, executor.EventLoopFork, map[string]any{"source": from.Loop}))
-	s.health.checkpointOK = true
+	s.out.health.checkpointOK = true
 	s.r.event(s.loop, corev1.EventTypeNormal, "Forked", "Fork", "started from the checkpoint of %s at iteration %d (state %s)", from.Loop, cpRun.Iteration, cpRun.CurrentState)
 	return true
 }
@@ -72,7 +72,7 @@ func (s *step) checkpointFailed(err error) {
 	if errors.Is(err, history.ErrCorrupt) {
 		reason = v1alpha1.ReasonCheckpointCorrupt
 	}
-	s.health.checkpoint = &checkpointProblem{reason: reason, message: err.Error()}
+	s.out.health.checkpoint = &checkpointProblem{reason: reason, message: err.Error()}
 	if c := findCondition(s.loop, v1alpha1.CheckpointErrorCondition); c == nil || c.Message != err.Error() {
 		s.r.event(s.loop, corev1.EventTypeWarning, reason, "Checkpoint", "%s", err.Error())
 	}
@@ -132,7 +132,7 @@ func (s *step) rewind(ctx context.Context, iteration *int32) {
 	s.cancelAction(ctx)
 	s.add(s.m.Restore(run, cpRun, s.now, executor.EventLoopRewind, nil))
 	run.RunID = executor.RewoundRunID(run.RunID)
-	s.health.checkpointOK = true
+	s.out.health.checkpointOK = true
 	s.r.event(s.loop, corev1.EventTypeNormal, "Rewound", "Rewind", "back to the checkpoint of iteration %d (state %s)", cpRun.Iteration, cpRun.CurrentState)
 }
 

@@ -93,7 +93,7 @@ var _ = Describe("Loop lifecycle", func() {
 		// reconciler remembers nothing of it.
 		// (At most: a Loop an earlier spec left running may end meanwhile.)
 		Eventually(func() float64 { return testutil.ToFloat64(runningLoops) }).Should(BeNumerically("<=", running-1))
-		Eventually(func() bool { _, ok := op.reconciler.memory.Load(key); return ok }).Should(BeFalse())
+		Eventually(func() bool { _, ok := op.reconciler.memory.byKey.Load(key); return ok }).Should(BeFalse())
 	})
 
 	It("applies a raised maxIterations to a running Loop and records the change", func() {

@@ -10,7 +10,8 @@ import (
 	"github.com/looprun/looprun/internal/executor"
 )
 
-// health is what a reconcile found that the run state does not say.
+// health is what a reconcile found that the run state does not say: the
+// inputs of the conditions besides the run state.
 type health struct {
 	// invalid is why the spec cannot run.
 	invalid string
@@ -27,17 +28,18 @@ type health struct {
 	// eventLog is why the step's events could not be written: the step
 	// is not kept.
 	eventLog string
-	// release lets go of what the step used, once its status is saved.
-	release []func()
-	// deferred: the step is the start of a run, kept in memory until its
-	// first action ends or the start grace is up (nothing is written).
-	deferred bool
 }
 
-// plain reports whether nothing but the run itself shapes the conditions.
-func (h *health) plain() bool {
-	return h.invalid == "" && !h.noRunner && h.checkpoint == nil && !h.checkpointOK && !h.forkBlocked &&
-		!h.judging && h.eventLog == "" && len(h.release) == 0
+// outcome is what a reconcile's step hands back besides the run state.
+type outcome struct {
+	// health shapes the conditions.
+	health health
+	// afterSave lets go of what the step used (an action's result, a
+	// judge's answer), once its status is saved.
+	afterSave []func()
+	// deferred: the step is the start of a run, kept in memory until its
+	// first action ends or the start grace is up; nothing is written.
+	deferred bool
 }
 
 // setConditions derives Ready, Reconciling and Stalled from the status, by

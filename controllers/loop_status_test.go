@@ -4,8 +4,6 @@ import (
 	"context"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
-
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -89,43 +87,5 @@ func TestNoRunnerWaits(t *testing.T) {
 	}
 	if c := condition(got, v1alpha1.StalledCondition); c == nil || c.Reason != v1alpha1.ReasonNoRunner {
 		t.Errorf("conditions %+v", got.Status.Conditions)
-	}
-}
-
-func TestRunningLoopsGauge(t *testing.T) {
-	r := &LoopReconciler{}
-	a := &v1alpha1.Loop{ObjectMeta: metav1.ObjectMeta{Name: "a", UID: "a"}}
-	b := &v1alpha1.Loop{ObjectMeta: metav1.ObjectMeta{Name: "b", UID: "b"}}
-	steps := []struct {
-		loop    *v1alpha1.Loop
-		running bool
-		want    float64
-	}{
-		{a, true, 1}, {a, true, 1}, {b, true, 2}, {a, false, 1}, {a, false, 1}, {b, false, 0},
-	}
-	for i, s := range steps {
-		r.remember(s.loop, loopMemory{uid: s.loop.UID, running: s.running})
-		if got := testutil.ToFloat64(runningLoops); got != s.want {
-			t.Errorf("step %d: gauge %v, want %v", i, got, s.want)
-		}
-	}
-	// A Loop that is gone leaves the gauge and the reconciler's memory,
-	// found by name alone (NotFound gives nothing more).
-	r.remember(a, loopMemory{uid: a.UID, running: true})
-	r.forget(client.ObjectKeyFromObject(a))
-	if got := testutil.ToFloat64(runningLoops); got != 0 {
-		t.Errorf("after a deleted Loop: gauge %v", got)
-	}
-	n := 0
-	r.memory.Range(func(any, any) bool { n++; return true })
-	if n != 1 {
-		t.Errorf("%d Loops remembered, want 1 (b, finished)", n)
-	}
-	// A Loop recreated under the same name starts with no memory.
-	r.remember(b, loopMemory{uid: b.UID, lastSeq: 9})
-	again := b.DeepCopy()
-	again.UID = "b2"
-	if m := r.remembered(again); m.lastSeq != 0 {
-		t.Errorf("recreated Loop remembered seq %d", m.lastSeq)
 	}
 }

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	ctrl "sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -27,11 +27,11 @@ import (
 // step's events go to the event log before the status is written.
 // A new run's start may wait to be saved with its first transition (see
 // unsavedStart).
-func (r *LoopReconciler) reconcileLoop(ctx context.Context, loop *v1alpha1.Loop) (reconcile.Result, health, error) {
+func (r *LoopReconciler) reconcileLoop(ctx context.Context, loop *v1alpha1.Loop) (reconcile.Result, outcome, error) {
 	req := pendingRequest(loop)
 	if loop.Status.Phase.IsFinished() && req == "" {
 		res, err := r.reconcileFinished(ctx, loop)
-		return res, health{}, err
+		return res, outcome{}, err
 	}
 	m, err := executor.New(loop.Name, &loop.Spec, executor.Options{
 		Env:             func(string) (string, bool) { return "", false },
@@ -39,12 +39,12 @@ func (r *LoopReconciler) reconcileLoop(ctx context.Context, loop *v1alpha1.Loop)
 	})
 	if err != nil {
 		r.announceInvalid(loop, err)
-		return reconcile.Result{}, health{invalid: err.Error()}, reconcile.TerminalError(err)
+		return reconcile.Result{}, outcome{health: health{invalid: err.Error()}}, reconcile.TerminalError(err)
 	}
 	s := &step{r: r, loop: loop, m: m, now: r.now()}
-	carried := r.resumeUnsaved(loop)
-	if carried != nil {
-		s.events = slices.Clip(carried.events)
+	waiting := r.resumeUnsaved(loop)
+	if waiting != nil {
+		s.events = slices.Clip(waiting.events)
 	}
 	if req != "" {
 		s.request(ctx, req)
@@ -55,17 +55,17 @@ func (r *LoopReconciler) reconcileLoop(ctx context.Context, loop *v1alpha1.Loop)
 	} else {
 		result, err = s.take(ctx)
 	}
-	if wait, ok := s.deferStart(carried, err, result.RequeueAfter); ok {
-		return reconcile.Result{RequeueAfter: wait}, health{deferred: true}, nil
+	if wait, ok := s.deferStart(waiting, err, result.RequeueAfter); ok {
+		return reconcile.Result{RequeueAfter: wait}, outcome{deferred: true}, nil
 	}
 	if aerr := r.appendEvents(ctx, loop, s.events, s.cp); aerr != nil {
-		return reconcile.Result{}, health{eventLog: aerr.Error()}, aerr
+		return reconcile.Result{}, outcome{health: health{eventLog: aerr.Error()}}, aerr
 	}
 	if loop.Status.Phase.IsFinished() && r.EventLog != nil {
-		r.EventLog.Forget(ctrl.ObjectKeyFromObject(loop)) // its last append is done
+		r.EventLog.Forget(client.ObjectKeyFromObject(loop)) // its last append is done
 	}
 	s.announce(ctx)
-	return result, s.health, err
+	return result, s.out, err
 }
 
 // forkRetry is how long a fork whose checkpoint cannot be read waits before
@@ -79,7 +79,7 @@ type step struct {
 	m      *executor.Machine
 	now    time.Time
 	events []executor.Event
-	health health
+	out    outcome
 	// recheck asks for another look at a running action after this long.
 	recheck time.Duration
 	// completed is true when a state was completed.
@@ -125,26 +125,17 @@ func (s *step) drive(ctx context.Context) (reconcile.Result, error) {
 			if res, err = s.start(ctx, *next.Action); err != nil || res == nil {
 				return reconcile.Result{RequeueAfter: s.recheck}, err
 			}
-			next = s.complete(ctx, res)
 		case executor.StepEvaluate:
 			res = nil
-			next = s.complete(ctx, nil)
 		case executor.StepJudge:
-			answer, ok := s.judge(*next.Judge)
-			if !ok {
-				s.health.judging = true
+			var ok bool
+			if res, ok = s.judged(*next.Judge, res); !ok {
 				return reconcile.Result{}, nil // the judge's answer wakes the Loop
 			}
-			if res == nil {
-				res = &executor.ActionResult{}
-			}
-			res.Judgement = &answer
-			next = s.complete(ctx, res)
 		case executor.StepLoop:
 			if res, err = s.child(ctx, next.Loop); err != nil || res == nil {
 				return reconcile.Result{}, err // the child's end wakes the Loop
 			}
-			next = s.complete(ctx, res)
 		case executor.StepNext:
 			if !collected {
 				return reconcile.Result{RequeueAfter: time.Millisecond}, nil
@@ -156,11 +147,13 @@ func (s *step) drive(ctx context.Context) (reconcile.Result, error) {
 			var evs []executor.Event
 			next, evs = s.m.Plan(run, s.now)
 			s.add(evs)
+			continue
 		case executor.StepWait:
 			return reconcile.Result{RequeueAfter: next.WaitUntil.Sub(s.now)}, nil
 		default: // StepDone
 			return s.r.reconcileFinished(ctx, s.loop)
 		}
+		next = s.complete(ctx, res)
 	}
 }
 
@@ -181,7 +174,7 @@ func (s *step) first(ctx context.Context) (executor.Step, *executor.ActionResult
 		}
 	}
 	if (inFlight || run.Action == nil) && s.r.Actions == nil {
-		s.health.noRunner = true
+		s.out.health.noRunner = true
 		return executor.Step{Kind: stepHold}, nil, nil
 	}
 	var lost bool
@@ -268,7 +261,7 @@ func (s *step) complete(ctx context.Context, res *executor.ActionResult) executo
 	if action != nil && action.Child == "" {
 		observeAction(res.Duration)
 		loop := s.loop
-		s.health.release = append(s.health.release, func() { s.r.Actions.Release(loop, action.Iteration) })
+		s.out.afterSave = append(s.out.afterSave, func() { s.r.Actions.Release(loop, action.Iteration) })
 	}
 	s.completed = true
 	s.takeCheckpoint(ctx)
@@ -283,22 +276,29 @@ func (s *step) announce(ctx context.Context) {
 	for _, e := range s.events {
 		switch e.Type {
 		case executor.EventRoute:
-			logger.V(1).Info("Transition", "from", e.Data["from"], "to", e.Data["to"])
+			r := executor.RouteOf(e)
+			logger.V(1).Info("Transition", "from", r.From, "to", r.To)
 		case executor.EventLoopStart:
 			logger.Info("Loop started")
 			s.r.event(s.loop, corev1.EventTypeNormal, "Started", "Start", "loop started in state %s", s.loop.Spec.Initial)
 		case executor.EventSpecChanged:
 			s.r.event(s.loop, corev1.EventTypeNormal, "SpecChanged", "Update", "spec generation %d applies from the next state", s.loop.Generation)
 		case executor.EventActionRetry:
-			logger.Info("Action failed for a transient reason; retrying", "reason", e.Data["reason"], "retry", e.Data["retry"], "delayMs", e.Data["delay_ms"])
-			s.r.event(s.loop, corev1.EventTypeWarning, "ActionRetry", "Retry", "the action of state %v failed (%v): retry %v of %v in %v ms",
-				e.Data["state"], e.Data["reason"], e.Data["retry"], e.Data["limit"], e.Data["delay_ms"])
+			r := executor.RetryOf(e)
+			logger.Info("Action failed for a transient reason; retrying", "reason", r.Reason, "retry", r.Retry, "delayMs", r.DelayMs)
+			s.r.event(s.loop, corev1.EventTypeWarning, "ActionRetry", "Retry", "the action of state %s failed (%s): retry %d of %d in %d ms",
+				r.State, r.Reason, r.Retry, r.Limit, r.DelayMs)
 		case executor.EventRetryExhausted:
-			s.r.event(s.loop, corev1.EventTypeWarning, "RetryExhausted", "Escalate", "state %v used up its retries (%v); next: %v",
-				e.Data["state"], e.Data["reason"], orEnd(e.Data["next"]))
+			r := executor.RetryExhaustedOf(e)
+			why := ""
+			if r.Reason != "" {
+				why = " (" + r.Reason + ")"
+			}
+			s.r.event(s.loop, corev1.EventTypeWarning, "RetryExhausted", "Escalate", "state %s used up its retries%s; next: %s", r.State, why, orEnd(r.Next))
 		case executor.EventActionRestarted:
-			logger.Info("Action restarted: the process running it was lost", "actionState", e.Data["state"])
-			s.r.event(s.loop, corev1.EventTypeWarning, "ActionRestarted", "Restart", "the action of state %v (iteration %v) runs again: the process running it was lost", e.Data["state"], e.Data["iteration"])
+			r := executor.RestartedOf(e)
+			logger.Info("Action restarted: the process running it was lost", "actionState", r.State)
+			s.r.event(s.loop, corev1.EventTypeWarning, "ActionRestarted", "Restart", "the action of state %s (iteration %d) runs again: the process running it was lost", r.State, r.Iteration)
 		case executor.EventLoopComplete:
 			run := s.loop.Status.RunState
 			logger.Info("Loop finished", "phase", run.Phase, "terminatedBy", run.TerminatedBy, "finalState", run.CurrentState)
@@ -313,10 +313,7 @@ func (s *step) announce(ctx context.Context) {
 
 // reconcileFinished deletes a finished Loop once its ttlSecondsAfterFinished passed.
 func (r *LoopReconciler) reconcileFinished(ctx context.Context, loop *v1alpha1.Loop) (reconcile.Result, error) {
-	if m := r.remembered(loop); m.running {
-		m.running = false
-		r.remember(loop, m)
-	}
+	r.memory.finished(loop)
 	ttl := loop.Spec.TTLSecondsAfterFinished
 	if ttl == nil || loop.Status.UpdatedAt == nil {
 		return reconcile.Result{}, nil
@@ -326,7 +323,7 @@ func (r *LoopReconciler) reconcileFinished(ctx context.Context, loop *v1alpha1.L
 		return reconcile.Result{RequeueAfter: wait}, nil
 	}
 	log.FromContext(ctx).Info("Deleting finished Loop", "ttlSecondsAfterFinished", *ttl)
-	return reconcile.Result{}, ctrl.IgnoreNotFound(r.Client.Delete(ctx, loop))
+	return reconcile.Result{}, client.IgnoreNotFound(r.Client.Delete(ctx, loop))
 }
 
 // announceInvalid emits an Event for a spec that cannot run, once per message.
@@ -367,8 +364,8 @@ func runID(loop *v1alpha1.Loop) string {
 }
 
 // orEnd names where an escalation goes: a state, or the end of the run.
-func orEnd(next any) any {
-	if next == "" || next == nil {
+func orEnd(next string) string {
+	if next == "" {
 		return "the run ends"
 	}
 	return next

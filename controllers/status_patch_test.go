@@ -7,7 +7,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	ctrl "sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/looprun/looprun/api/v1alpha1"
 )
@@ -37,7 +37,7 @@ func TestStatusPatchMatchesMergeFrom(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			after := before.DeepCopy()
 			change(after)
-			want, err := ctrl.MergeFromWithOptions(before, ctrl.MergeFromWithOptimisticLock{}).Data(after)
+			want, err := client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}).Data(after)
 			if err != nil {
 				t.Fatal(err)
 			}

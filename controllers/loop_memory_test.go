@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -243,7 +244,7 @@ func TestSharpenNextStepAt(t *testing.T) {
 	exact := time.Date(2026, 11, 23, 10, 0, 1, 700_000_000, time.UTC)
 	r := &LoopReconciler{}
 	loop := &v1alpha1.Loop{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "l", UID: "u"}}
-	r.remember(loop, loopMemory{uid: loop.UID, nextStepAt: exact})
+	r.memory.keep(loop, loopMemory{uid: loop.UID, nextStepAt: exact})
 	for _, tt := range []struct {
 		saved, want time.Time
 	}{
@@ -251,14 +252,91 @@ func TestSharpenNextStepAt(t *testing.T) {
 		{exact.Add(time.Second).Truncate(time.Second), exact.Add(time.Second).Truncate(time.Second)}, // another wait, saved by another process
 	} {
 		loop.Status.NextStepAt = &metav1.Time{Time: tt.saved}
-		r.sharpen(loop)
+		r.memory.exactNextStepAt(loop)
 		if got := loop.Status.NextStepAt.Time; !got.Equal(tt.want) {
 			t.Errorf("saved %v: sharpened to %v, want %v", tt.saved, got, tt.want)
 		}
 	}
 	loop.Status.NextStepAt = nil
-	if r.sharpen(loop); loop.Status.NextStepAt != nil {
+	if r.memory.exactNextStepAt(loop); loop.Status.NextStepAt != nil {
 		t.Error("no wait became one")
 	}
 	r.forget(client.ObjectKeyFromObject(loop))
+}
+
+// A status write is remembered: a Loop read from a cache behind it is stale,
+// one read at or past it is not; a finished run no longer counts as
+// running; a start that waits to be saved stays until its run is saved.
+func TestMemorySavedAndStale(t *testing.T) {
+	var m memories
+	loop := &v1alpha1.Loop{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "mem", UID: "u"}}
+	loop.Status.LastSeq = 5
+	loop.Status.Phase = v1alpha1.PhaseRunning
+	m.saved(loop)
+	if lm := m.recall(loop); lm.lastSeq != 5 || !lm.running {
+		t.Fatalf("remembered %+v", lm)
+	}
+	behind := loop.DeepCopy()
+	behind.Status.LastSeq = 4
+	if !m.stale(behind) || m.stale(loop) {
+		t.Errorf("stale: behind %v, current %v", m.stale(behind), m.stale(loop))
+	}
+	m.finished(loop)
+	if m.recall(loop).running || m.running.Load() != 0 {
+		t.Errorf("a finished run still counts: %d", m.running.Load())
+	}
+	fresh := &v1alpha1.Loop{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "new", UID: "v"}}
+	m.keep(fresh, loopMemory{uid: "v", unsaved: &unsavedStart{}})
+	m.saved(fresh) // nothing of its run written yet (phase "")
+	if m.recall(fresh).unsaved == nil {
+		t.Error("the waiting start was dropped before its run was saved")
+	}
+	fresh.Status.Phase = v1alpha1.PhaseRunning
+	m.saved(fresh)
+	if m.recall(fresh).unsaved != nil {
+		t.Error("the waiting start outlived the save of its run")
+	}
+	m.drop(client.ObjectKeyFromObject(fresh))
+	m.drop(client.ObjectKeyFromObject(loop))
+	if m.running.Load() != 0 {
+		t.Errorf("running %d after both went", m.running.Load())
+	}
+}
+
+func TestRunningLoopsGauge(t *testing.T) {
+	r := &LoopReconciler{}
+	a := &v1alpha1.Loop{ObjectMeta: metav1.ObjectMeta{Name: "a", UID: "a"}}
+	b := &v1alpha1.Loop{ObjectMeta: metav1.ObjectMeta{Name: "b", UID: "b"}}
+	steps := []struct {
+		loop    *v1alpha1.Loop
+		running bool
+		want    float64
+	}{
+		{a, true, 1}, {a, true, 1}, {b, true, 2}, {a, false, 1}, {a, false, 1}, {b, false, 0},
+	}
+	for i, s := range steps {
+		r.memory.keep(s.loop, loopMemory{uid: s.loop.UID, running: s.running})
+		if got := testutil.ToFloat64(runningLoops); got != s.want {
+			t.Errorf("step %d: gauge %v, want %v", i, got, s.want)
+		}
+	}
+	// A Loop that is gone leaves the gauge and the reconciler's memory,
+	// found by name alone (NotFound gives nothing more).
+	r.memory.keep(a, loopMemory{uid: a.UID, running: true})
+	r.forget(client.ObjectKeyFromObject(a))
+	if got := testutil.ToFloat64(runningLoops); got != 0 {
+		t.Errorf("after a deleted Loop: gauge %v", got)
+	}
+	n := 0
+	r.memory.byKey.Range(func(any, any) bool { n++; return true })
+	if n != 1 {
+		t.Errorf("%d Loops remembered, want 1 (b, finished)", n)
+	}
+	// A Loop recreated under the same name starts with no memory.
+	r.memory.keep(b, loopMemory{uid: b.UID, lastSeq: 9})
+	again := b.DeepCopy()
+	again.UID = "b2"
+	if m := r.memory.recall(again); m.lastSeq != 0 {
+		t.Errorf("recreated Loop remembered seq %d", m.lastSeq)
+	}
 }
