@@ -376,10 +376,12 @@ type LoopStatus struct {
 	// +kubebuilder:default=0
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// conditions are Ready, Reconciling and Stalled, following kstatus.
+	// conditions are Ready, Reconciling and Stalled, following kstatus,
+	// and CheckpointError.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=8
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 

@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strconv"
@@ -136,7 +137,7 @@ func (t *turn) circuitTripped(res *ActionResult, verdict, progress string) bool 
 	default:
 		return false
 	}
-	to := cmpOr(rf.OnRepeatedFailure, v1alpha1.CircuitAbort)
+	to := cmp.Or(rf.OnRepeatedFailure, v1alpha1.CircuitAbort)
 	if to == v1alpha1.CircuitAbort {
 		data["action"] = "abort"
 		t.emit(EventStallDetected, data)

@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -33,25 +34,8 @@ func (m *Machine) Complete(run *v1alpha1.RunState, res *ActionResult, now time.T
 func (t *turn) complete(res *ActionResult) Step {
 	run := t.run
 	next := Step{Kind: StepNext}
-	if run.Phase.IsFinished() {
-		return next
-	}
-	st, ok := t.m.spec.States[run.CurrentState]
-	if !ok {
-		t.finish(v1alpha1.TerminatedError, fmt.Sprintf("state %q does not exist", run.CurrentState))
-		return next
-	}
-	if res != nil {
-		t.answer = res.Judgement
-		if st.Action == "" && st.Loop == "" && st.Learning == nil && res.Judgement != nil {
-			res = nil // only the judge's answer
-		}
-	}
-	if (st.Action != "" || st.Loop != "") && res == nil {
-		t.finish(v1alpha1.TerminatedError, fmt.Sprintf("state %q: the action's result was lost", run.CurrentState))
-		return next
-	}
-	if t.completeSpecial(&st, res) {
+	st, res, ok := t.completing(res)
+	if !ok || t.completeSpecial(&st, res) {
 		return next
 	}
 	if t.answer == nil && !t.skipsEvaluation(&st, res) {
@@ -88,6 +72,32 @@ func (t *turn) complete(res *ActionResult) Step {
 	}
 	t.routeVerdict(&st, res, result.Verdict)
 	return next
+}
+
+// completing is the state to complete and the result of its action (nil
+// for a state without one; the judge's answer is taken aside). ok is false
+// when there is nothing to complete: the run ended, or ends now.
+func (t *turn) completing(res *ActionResult) (v1alpha1.State, *ActionResult, bool) {
+	run := t.run
+	if run.Phase.IsFinished() {
+		return v1alpha1.State{}, nil, false
+	}
+	st, ok := t.m.spec.States[run.CurrentState]
+	if !ok {
+		t.finish(v1alpha1.TerminatedError, fmt.Sprintf("state %q does not exist", run.CurrentState))
+		return st, nil, false
+	}
+	if res != nil {
+		t.answer = res.Judgement
+		if st.Action == "" && st.Loop == "" && st.Learning == nil && res.Judgement != nil {
+			res = nil // only the judge's answer
+		}
+	}
+	if (st.Action != "" || st.Loop != "") && res == nil {
+		t.finish(v1alpha1.TerminatedError, fmt.Sprintf("state %q: the action's result was lost", run.CurrentState))
+		return st, nil, false
+	}
+	return st, res, true
 }
 
 // recordVerdict emits the evaluate event and keeps the result as the last.
@@ -131,7 +141,7 @@ func (t *turn) routeVerdict(st *v1alpha1.State, res *ActionResult, verdict strin
 			t.finish(v1alpha1.TerminatedError, fmt.Sprintf("state %q: no route for verdict %q", t.run.CurrentState, verdict))
 			return
 		}
-		target = cmpOr(st.OnMaintain, t.m.spec.Initial)
+		target = cmp.Or(st.OnMaintain, t.m.spec.Initial)
 	}
 	t.transition(target, verdict)
 }
@@ -464,11 +474,7 @@ func (t *turn) transition(target, verdict string) bool {
 		t.finish(v1alpha1.TerminatedError, fmt.Sprintf("state %q: route target %q does not exist", from, to))
 		return false
 	}
-	data := map[string]any{"from": from, "to": to}
-	if verdict != "" {
-		data["verdict"] = verdict
-	}
-	t.emit(EventRoute, data)
+	t.emit(EventRoute, RouteEvent{From: from, To: to, Verdict: verdict}.Data())
 	edge := from + "->" + to
 	if run.EdgeRevisits == nil {
 		run.EdgeRevisits = map[string]int32{}
@@ -510,7 +516,7 @@ func (t *turn) retry(st *v1alpha1.State, res *ActionResult) bool {
 	if run.Retries >= p.Limit {
 		retries := run.Retries
 		run.Retries = 0
-		t.emit(EventRetryExhausted, map[string]any{"state": run.CurrentState, "retries": retries, "reason": reason, "next": st.OnRetryExhausted})
+		t.emit(EventRetryExhausted, RetryExhaustedEvent{State: run.CurrentState, Retries: retries, Reason: reason, Next: st.OnRetryExhausted}.Data())
 		if st.OnRetryExhausted == "" {
 			t.finish(v1alpha1.TerminatedRetryExhausted, fmt.Sprintf("state %q escalated: its action failed %d times (%s)", run.CurrentState, retries+1, reason))
 			return true
@@ -522,8 +528,7 @@ func (t *turn) retry(st *v1alpha1.State, res *ActionResult) bool {
 	delay := p.Delay(run.Retries)
 	at := metav1.NewTime(t.now.Add(delay))
 	run.NextStepAt = &at
-	t.emit(EventActionRetry, map[string]any{"state": run.CurrentState, "retry": run.Retries, "limit": p.Limit,
-		"delay_ms": delay.Milliseconds(), "reason": reason})
+	t.emit(EventActionRetry, RetryEvent{State: run.CurrentState, Retry: run.Retries, Limit: p.Limit, DelayMs: delay.Milliseconds(), Reason: reason}.Data())
 	return true
 }
 

@@ -172,10 +172,10 @@ type Action struct {
 
 // Step is what Plan (or Complete) asks of the driver.
 type Step struct {
-	Kind     StepKind
-	Action   *Action
-	Loop     *SubLoop
-	Judge    *evaluate.JudgeRequest
+	Kind   StepKind
+	Action *Action
+	Loop   *SubLoop
+	Judge  *evaluate.JudgeRequest
 	// WaitUntil is when a StepWait's wait is over.
 	WaitUntil time.Time
 }
@@ -284,7 +284,7 @@ func (m *Machine) Resume(run *v1alpha1.RunState, now time.Time) ([]Event, bool) 
 	run.Message = ""
 	t.emit(EventLoopResume, map[string]any{"loop": m.name, "from_state": run.CurrentState, "iteration": run.Iteration})
 	if a := run.Action; a != nil && a.Child == "" {
-		t.emit(EventActionRestarted, map[string]any{"state": a.State, "iteration": a.Iteration, "action": a.Command})
+		t.emit(EventActionRestarted, RestartedEvent{State: a.State, Iteration: a.Iteration, Action: a.Command}.Data())
 		a.StartedAt = &ts
 	}
 	return t.done(), true
@@ -409,7 +409,7 @@ func (m *Machine) RestartAction(run *v1alpha1.RunState, now time.Time) []Event {
 	t := m.begin(run, now)
 	ts := metav1.NewTime(now)
 	a.StartedAt = &ts
-	t.emit(EventActionRestarted, map[string]any{"state": a.State, "iteration": a.Iteration, "action": a.Command})
+	t.emit(EventActionRestarted, RestartedEvent{State: a.State, Iteration: a.Iteration, Action: a.Command}.Data())
 	return t.done()
 }
 

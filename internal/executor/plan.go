@@ -299,7 +299,7 @@ func (t *turn) maintainRestart(st *v1alpha1.State) {
 	}
 	run.Iteration++
 	run.Passes++
-	t.emit(EventRoute, map[string]any{"from": run.CurrentState, "to": to, "reason": "maintain"})
+	t.emit(EventRoute, RouteEvent{From: run.CurrentState, To: to, Reason: "maintain"}.Data())
 	delete(run.RetryCounts, run.CurrentState)
 	run.CurrentState = to
 }
@@ -309,7 +309,7 @@ func (t *turn) maintainRestart(st *v1alpha1.State) {
 func (t *turn) retryExhausted(st *v1alpha1.State) bool {
 	run := t.run
 	retries := run.RetryCounts[run.CurrentState]
-	t.emit(EventRetryExhausted, map[string]any{"state": run.CurrentState, "retries": retries, "next": st.OnRetryExhausted})
+	t.emit(EventRetryExhausted, RetryExhaustedEvent{State: run.CurrentState, Retries: retries, Next: st.OnRetryExhausted}.Data())
 	delete(run.RetryCounts, run.CurrentState)
 	if st.OnRetryExhausted == "" {
 		t.finish(v1alpha1.TerminatedRetryExhausted, fmt.Sprintf("state %q re-entered itself %d times", run.CurrentState, retries))

@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -322,7 +323,7 @@ func (t *turn) completeSubLoop(st *v1alpha1.State, res *ActionResult) {
 			t.finish(v1alpha1.TerminatedError, fmt.Sprintf("state %q: no route for the sub-loop's ending %s (verdict %q)", run.CurrentState, by, verdict))
 			return
 		}
-		target = cmpOr(st.OnMaintain, t.m.spec.Initial)
+		target = cmp.Or(st.OnMaintain, t.m.spec.Initial)
 	}
 	t.transition(target, verdict)
 }
@@ -378,13 +379,6 @@ func (t *turn) storeChild(st *v1alpha1.State, c *ChildResult, by, verdict string
 		}
 	}
 	t.keepCapturesWithinBudget()
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // Forward numbers a child's events as the parent's, each marked with its

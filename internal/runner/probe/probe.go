@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/looprun/looprun/internal/executor"
+	"github.com/looprun/looprun/internal/executor/evaluate"
 )
 
 // Timeout bounds a probe, as little-loops bounds its git diff.
@@ -49,7 +50,7 @@ func Run(ctx context.Context, dir string, env []string, command string) *executo
 	case errors.As(err, &ee) && ee.ExitCode() >= 0:
 		res.ExitCode = ee.ExitCode()
 	case ctx.Err() != nil:
-		res.ExitCode, res.Stderr = 124, "probe timed out: "+command
+		res.ExitCode, res.Stderr = evaluate.ExitTimeout, "probe timed out: "+command
 	default:
 		res.ExitCode, res.Stderr = 127, err.Error()
 	}
