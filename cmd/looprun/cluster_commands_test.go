@@ -17,6 +17,7 @@ import (
 	"github.com/looprun/looprun/internal/executor"
 	"github.com/looprun/looprun/internal/localrun"
 	"github.com/looprun/looprun/test/fixture"
+	"github.com/looprun/looprun/test/proc"
 )
 
 // countLoop counts in a captured result, so all of a run's progress is in
@@ -282,13 +283,7 @@ func TestKubectlPlugin(t *testing.T) {
 // waitUntil waits, 30 s at most, until cond holds.
 func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited 30s until %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	proc.Until(t, 30*time.Second, what, cond)
 }
 
 // apply applies server-side: a label or annotation edit in the file

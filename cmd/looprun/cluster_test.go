@@ -25,6 +25,7 @@ import (
 	"github.com/looprun/looprun/internal/runner/pod"
 	"github.com/looprun/looprun/test/fixture"
 	"github.com/looprun/looprun/test/kubelet"
+	"github.com/looprun/looprun/test/proc"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files of the cluster command tests")
@@ -141,18 +142,12 @@ func (f *clusterFixture) loop(t *testing.T, ns, name string) *v1alpha1.Loop {
 // waitFor polls until cond holds for the Loop, or fails after a minute.
 func (f *clusterFixture) waitFor(t *testing.T, ns, name, what string, cond func(*v1alpha1.Loop) bool) *v1alpha1.Loop {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
-		loop := &v1alpha1.Loop{}
-		err := f.c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, loop)
-		if err == nil && cond(loop) {
-			return loop
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("loop %s/%s: timed out waiting until %s (status %+v, err %v)", ns, name, what, loop.Status.RunState, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	loop := &v1alpha1.Loop{}
+	proc.Until(t, time.Minute, "loop "+ns+"/"+name+" until "+what, func() bool {
+		loop = &v1alpha1.Loop{}
+		return f.c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, loop) == nil && cond(loop)
+	})
+	return loop
 }
 
 func finished(l *v1alpha1.Loop) bool {

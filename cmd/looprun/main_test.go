@@ -15,6 +15,7 @@ import (
 	"github.com/looprun/looprun/internal/eventlog"
 	"github.com/looprun/looprun/internal/localrun"
 	"github.com/looprun/looprun/internal/loopfile"
+	"github.com/looprun/looprun/test/proc"
 )
 
 var binary string
@@ -346,17 +347,10 @@ states:
 		t.Fatal(err)
 	}
 	// b runs, and the state file says so (its save runs beside the action).
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	proc.Until(t, 10*time.Second, "state b to start", func() bool {
 		sf, err := localrun.ReadStateFile(filepath.Join(dir, ".loops/.running/slow.state.json"))
-		if strings.Contains(readFile(dir, "trace"), "b-start") && err == nil && sf.ActiveAction != nil && sf.ActiveAction.State == "b" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("state b never started")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return strings.Contains(readFile(dir, "trace"), "b-start") && err == nil && sf.ActiveAction != nil && sf.ActiveAction.State == "b"
+	})
 	_ = cmd.Process.Signal(syscall.SIGKILL)
 	_ = cmd.Wait()
 

@@ -52,17 +52,12 @@ func TestKubeletRunsPods(t *testing.T) {
 	}
 	wait := func(name string, done func(*corev1.Pod) bool) *corev1.Pod {
 		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			p := &corev1.Pod{}
-			if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, p); err == nil && done(p) {
-				return p
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("pod %s: %+v", name, p.Status)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		p := &corev1.Pod{}
+		proc.Until(t, 30*time.Second, "pod "+name, func() bool {
+			p = &corev1.Pod{}
+			return c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, p) == nil && done(p)
+		})
+		return p
 	}
 	finished := func(p *corev1.Pod) bool {
 		return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed

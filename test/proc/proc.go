@@ -1,6 +1,6 @@
-// Package proc lets tests wait for the processes an action starts: for its
-// pid to be written, and for it to be gone. It waits on the state that
-// proves the thing, polling, never for a fixed time.
+// Package proc lets tests wait: for the processes an action starts (its pid
+// written, its end), for a file, or for any condition (Until). It waits on
+// the state that proves the thing, polling, never for a fixed time.
 package proc
 
 import (
@@ -41,10 +41,17 @@ func WaitPid(t testing.TB, path string) int {
 
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	Until(t, 10*time.Second, what, cond)
+}
+
+// Until polls cond until it holds, and fails the test when it does not
+// within the given time; what says what was awaited.
+func Until(t testing.TB, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("waited 10s for %s", what)
+			t.Fatalf("waited %s for %s", within, what)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

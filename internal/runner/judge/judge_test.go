@@ -11,6 +11,7 @@ import (
 
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/executor/evaluate"
+	"github.com/looprun/looprun/test/proc"
 )
 
 // judgeFunc is a judge made of a function.
@@ -81,14 +82,11 @@ func TestCapAndForget(t *testing.T) {
 // waitAnswer asks until the call under key answered.
 func waitAnswer(t *testing.T, r *Runner, loop *v1alpha1.Loop, key string, j evaluate.Judge) (evaluate.Result, bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if res, ok := r.Ask(loop, key, j, evaluate.JudgeRequest{}); ok {
-			return res, ok
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no answer")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	var res evaluate.Result
+	var ok bool
+	proc.Until(t, 10*time.Second, "the judge's answer", func() bool {
+		res, ok = r.Ask(loop, key, j, evaluate.JudgeRequest{})
+		return ok
+	})
+	return res, ok
 }

@@ -38,10 +38,7 @@ func TestActions(t *testing.T) {
 	if out := check(); out.State != runner.Running || a.Running() != 1 {
 		t.Fatalf("state %v, running %d", out.State, a.Running())
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for check().State == runner.Running && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	proc.Until(t, 10*time.Second, "the action to end", func() bool { return check().State != runner.Running })
 	out := check()
 	if out.State != runner.Done || out.Result.ExitCode != 0 || !strings.HasSuffix(strings.TrimSpace(out.Result.Output), filepath.Join("ns", "loop")) {
 		t.Errorf("outcome %+v", out)
