@@ -12,6 +12,7 @@ import (
 	"github.com/looprun/looprun/internal/eventlog"
 	"github.com/looprun/looprun/internal/executor"
 	"github.com/looprun/looprun/internal/history"
+	"github.com/looprun/looprun/internal/safefile"
 )
 
 // Rewind puts the saved run back to its checkpoint of iteration (the
@@ -117,7 +118,7 @@ func Prune(loopsDir string, cutoff time.Time, dryRun bool) ([]PruneResult, error
 			continue // running now
 		}
 		res := PruneResult{Name: name, Status: status, Updated: updated}
-		for _, f := range append([]string{s.StatePath(), s.EventsPath(), s.CheckpointsPath(), s.StdoutPath(), s.StderrPath(), s.LoopPath()}, slots(s.StatePath())...) {
+		for _, f := range append([]string{s.StatePath(), s.EventsPath(), s.CheckpointsPath(), s.StdoutPath(), s.StderrPath(), s.LoopPath()}, safefile.Slots(s.StatePath())...) {
 			if _, err := os.Stat(f); err != nil {
 				continue
 			}

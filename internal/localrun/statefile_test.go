@@ -8,13 +8,15 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/looprun/looprun/internal/safefile"
 )
 
 // A reader racing the writer only ever sees a whole state file.
 func TestAtomicFileNeverHalfWritten(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "x.state.json")
-	a := newAtomicFile(path)
-	if err := a.write([]byte(`{"n":0}`), nil); err != nil {
+	a := safefile.NewAtomic(path)
+	if err := a.Write([]byte(`{"n":0}`), nil); err != nil {
 		t.Fatal(err)
 	}
 	var stop atomic.Bool
@@ -34,7 +36,7 @@ func TestAtomicFileNeverHalfWritten(t *testing.T) {
 	for i := 1; i <= 300; i++ {
 		// Sizes vary so a torn write would show.
 		data := fmt.Sprintf(`{"n":%d,"pad":"%s"}`, i, strings.Repeat("x", (i*37)%900))
-		if err := a.write([]byte(data), nil); err != nil {
+		if err := a.Write([]byte(data), nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -48,11 +50,11 @@ func TestAtomicFileNeverHalfWritten(t *testing.T) {
 	if err := json.Unmarshal(b, &last); err != nil || last.N != 300 {
 		t.Errorf("final content %s", b)
 	}
-	if err := a.syncDir(); err != nil {
+	if err := a.SyncDir(); err != nil {
 		t.Error(err)
 	}
 	// The temporary files hold earlier states, whole.
-	for _, p := range slots(path) {
+	for _, p := range safefile.Slots(path) {
 		b, err := os.ReadFile(p)
 		var v map[string]any
 		if err != nil || json.Unmarshal(b, &v) != nil {
@@ -63,11 +65,11 @@ func TestAtomicFileNeverHalfWritten(t *testing.T) {
 
 func TestAtomicFileBeforeFailureKeepsOldContent(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "x.state.json")
-	a := newAtomicFile(path)
-	if err := a.write([]byte("old"), nil); err != nil {
+	a := safefile.NewAtomic(path)
+	if err := a.Write([]byte("old"), nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.write([]byte("new"), func() error { return fmt.Errorf("log sync failed") }); err == nil {
+	if err := a.Write([]byte("new"), func() error { return fmt.Errorf("log sync failed") }); err == nil {
 		t.Fatal("want the error of before")
 	}
 	if b, _ := os.ReadFile(path); string(b) != "old" {

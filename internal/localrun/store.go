@@ -16,6 +16,7 @@ import (
 	"github.com/looprun/looprun/internal/executor"
 	"github.com/looprun/looprun/internal/history"
 	"github.com/looprun/looprun/internal/runner/process"
+	"github.com/looprun/looprun/internal/safefile"
 )
 
 // Store is where one loop's local run lives: <loops-dir>/.running/<name>.*.
@@ -125,7 +126,7 @@ func (s *Store) Lock() (unlock func(), err error) {
 // are truncated by OpenOutputs for the new run.)
 func (s *Store) Clear() error {
 	var errs []error
-	for _, p := range append([]string{s.StatePath(), s.EventsPath(), s.CheckpointsPath()}, slots(s.StatePath())...) {
+	for _, p := range append([]string{s.StatePath(), s.EventsPath(), s.CheckpointsPath()}, safefile.Slots(s.StatePath())...) {
 		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, err)
 		}
@@ -154,7 +155,7 @@ func (s *Store) Load() (*StateFile, error) {
 // most one is in flight and they complete in order.
 type writer struct {
 	store    *Store
-	state    *atomicFile
+	state    *safefile.Atomic
 	log      *eventlog.File
 	cps      *checkpointFile
 	loopFile string
@@ -172,7 +173,7 @@ func (s *Store) openWriter(loopFile string, ctx map[string]any) (*writer, error)
 	if err != nil {
 		return nil, err
 	}
-	return &writer{store: s, state: newAtomicFile(s.StatePath()), log: log, cps: &checkpointFile{path: s.CheckpointsPath()},
+	return &writer{store: s, state: safefile.NewAtomic(s.StatePath()), log: log, cps: &checkpointFile{path: s.CheckpointsPath()},
 		loopFile: loopFile, context: ctx}, nil
 }
 
@@ -207,7 +208,7 @@ func (w *writer) write(events []executor.Event, state []byte, cp *history.Snapsh
 			return err
 		}
 	}
-	return w.state.write(state, w.log.Sync)
+	return w.state.Write(state, w.log.Sync)
 }
 
 // saveAsync starts saving in the background; wait returns the outcome.
@@ -237,7 +238,7 @@ func (w *writer) save(run *v1alpha1.RunState, events []executor.Event, cp *histo
 	if err := w.wait(); err != nil {
 		return err
 	}
-	return w.state.syncDir()
+	return w.state.SyncDir()
 }
 
 // wait waits for the background save. A failed save stays failed: the run
@@ -275,7 +276,7 @@ func (w *writer) close() error {
 	if w.note != nil {
 		noteErr = w.note.Close()
 	}
-	return errors.Join(w.wait(), w.log.Close(), w.cps.close(), w.state.close(), noteErr)
+	return errors.Join(w.wait(), w.log.Close(), w.cps.close(), w.state.Close(), noteErr)
 }
 
 // Import writes a whole run (an import): the loop manifest at LoopPath, the

@@ -1,6 +1,7 @@
 package interpolate
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -8,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf16"
 )
 
 // pyRepr is Python's repr() of a decoded JSON value.
@@ -99,4 +101,55 @@ func PyFloat(f float64) string {
 		s += ".0"
 	}
 	return s
+}
+
+// PyJSON is v as Python's json.dumps writes it (how little-loops hands
+// params to mcp-call): ", " and ": " between items, non-ASCII as \u
+// escapes. Keys are sorted (a loop file's order is not kept).
+func PyJSON(v any) string {
+	var b strings.Builder
+	pyJSON(&b, v)
+	return b.String()
+}
+
+func pyJSON(b *strings.Builder, v any) {
+	switch x := v.(type) {
+	case map[string]any:
+		b.WriteByte('{')
+		for i, k := range slices.Sorted(maps.Keys(x)) {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			pyJSON(b, k)
+			b.WriteString(": ")
+			pyJSON(b, x[k])
+		}
+		b.WriteByte('}')
+	case []any:
+		b.WriteByte('[')
+		for i, e := range x {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			pyJSON(b, e)
+		}
+		b.WriteByte(']')
+	case string:
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false)
+		_ = enc.Encode(x)
+		for _, r := range strings.TrimSuffix(buf.String(), "\n") {
+			if r < 0x80 {
+				b.WriteRune(r)
+				continue
+			}
+			for _, u := range utf16.Encode([]rune{r}) {
+				fmt.Fprintf(b, "\\u%04x", u)
+			}
+		}
+	default:
+		raw, _ := json.Marshal(x) // numbers (json.Number), booleans, null
+		b.Write(raw)
+	}
 }

@@ -1,0 +1,138 @@
+package executor
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+
+	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/internal/executor/evaluate"
+	"github.com/looprun/looprun/internal/executor/interpolate"
+)
+
+// What a runner gets for a state's action: the command rendered from the
+// spec (a shell command, an agent prompt, an mcp call, a learning gate),
+// and the evaluator it may judge with where the action runs.
+
+// newAction is the Action a runner gets for the command of state st (named
+// name); its templates all expand against vars.
+func (t *turn) newAction(name string, st *v1alpha1.State, iteration int32, command string, timeout time.Duration, vars *interpolate.Vars) *Action {
+	spec := t.m.spec
+	return &Action{
+		State: name, Iteration: iteration, Retry: t.run.Retries, Command: command, Agent: st.IsAgent(),
+		CallsAgent: st.Learning != nil, RunDir: t.m.runDir(), AgentCommand: spec.GetAgentCommand(), Timeout: timeout,
+		Evaluate: t.runnerEvaluate(st, vars), Probe: progressProbe(spec, st, vars, probe(st, vars)),
+	}
+}
+
+// expandAction expands a state's action, within MaxCommandBytes.
+func expandAction(spec *v1alpha1.LoopSpec, st *v1alpha1.State, vars *interpolate.Vars) (string, error) {
+	if st.Learning != nil {
+		return learningScript(spec, st, vars)
+	}
+	command, err := interpolate.Expand(st.Action, vars)
+	if err != nil {
+		return "", err
+	}
+	if st.ActionType == v1alpha1.ActionMCP {
+		if command, err = mcpCall(spec.GetMCPCommand(), command, st.Params, vars); err != nil {
+			return "", err
+		}
+	}
+	if len(command) > MaxCommandBytes {
+		return "", fmt.Errorf("the expanded action is %d bytes, more than the %d an action may have (capture less, or pass it through a file)", len(command), MaxCommandBytes)
+	}
+	return command, nil
+}
+
+// mcpCall is the shell command of an mcp action: the MCP command with the
+// tool and its params (strings expanded) as JSON, run in place of the
+// shell so that its exit code is the action's.
+func mcpCall(command []string, tool string, params *apiextensionsv1.JSON, vars *interpolate.Vars) (string, error) {
+	args := map[string]any{}
+	if params != nil && len(params.Raw) > 0 {
+		d := json.NewDecoder(bytes.NewReader(params.Raw))
+		d.UseNumber()
+		if err := d.Decode(&args); err != nil {
+			return "", fmt.Errorf("params: %w", err)
+		}
+	}
+	expanded, err := expandValue(args, vars)
+	if err != nil {
+		return "", fmt.Errorf("params: %w", err)
+	}
+	words := make([]string, 0, len(command)+2)
+	for _, w := range append(slices.Clip(command), tool, interpolate.PyJSON(expanded)) {
+		words = append(words, interpolate.ShellQuote(w))
+	}
+	return "exec " + strings.Join(words, " "), nil
+}
+
+// runnerEvaluate is the state's evaluator prepared for a runner that judges
+// the complete output where the action runs: deterministic, its templates
+// expanded now. Templates that read what only exists once the action ended
+// (prev, result, the elapsed time) or a source other than stdout keep the
+// judging here, on the output's tail; so does a template that cannot expand.
+func (t *turn) runnerEvaluate(st *v1alpha1.State, vars *interpolate.Vars) *v1alpha1.Evaluate {
+	cfg := st.Evaluate
+	if cfg == nil && st.ActionType == v1alpha1.ActionMCP {
+		cfg = &v1alpha1.Evaluate{Type: v1alpha1.EvalMCPResult}
+	}
+	if st.Next != "" || cfg == nil || !evaluate.IsDeterministic(cfg.Type) || cfg.Source != "" {
+		return nil
+	}
+	out := cfg.DeepCopy()
+	expandJSON := func(v *apiextensionsv1.JSON) bool {
+		var s string
+		if v == nil || json.Unmarshal(v.Raw, &s) != nil || !interpolate.HasReferences(s) {
+			return true
+		}
+		if !stableTemplate(s) {
+			return false
+		}
+		x, err := interpolate.Expand(s, vars)
+		if err != nil {
+			return false
+		}
+		raw, _ := json.Marshal(x)
+		v.Raw = raw
+		return true
+	}
+	if !expandJSON(out.Target) || !expandJSON(out.Tolerance) {
+		return nil
+	}
+	if out.Previous != "" {
+		if !stableTemplate(out.Previous) {
+			return nil
+		}
+		x, err := interpolate.Expand(out.Previous, vars)
+		if err != nil {
+			return nil
+		}
+		out.Previous = x
+	}
+	return out
+}
+
+// stableTemplate reports whether a template means the same before and after
+// the action runs.
+func stableTemplate(s string) bool {
+	refs := interpolate.References(s)
+	if refs == nil {
+		return false
+	}
+	for _, r := range refs {
+		switch {
+		case r.Namespace == "prev", r.Namespace == "result":
+			return false
+		case r.Namespace == "loop" && len(r.Path) > 0 && strings.HasPrefix(r.Path[0], "elapsed"):
+			return false
+		}
+	}
+	return true
+}
