@@ -8,13 +8,16 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	ctrlbuilder "sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
@@ -68,8 +71,10 @@ func (r *LoopReconciler) ensureChild(ctx context.Context, parent *v1alpha1.Loop,
 	}
 	if child.Spec.Runner != nil && child.Spec.Runner.Workspace != nil && child.Spec.Runner.Workspace.ClaimName == pod.WorkspaceClaim(parent.Name) {
 		// The child works in its parent's workspace: it must be there first.
-		if err := pod.EnsureWorkspace(ctx, r.Client, parent); err != nil {
-			return nil, nil, err
+		if r.Actions != nil {
+			if err := r.Actions.Workspace(ctx, parent); err != nil {
+				return nil, nil, err
+			}
 		}
 	}
 	if err := r.create(ctx, child); err != nil {
@@ -284,6 +289,24 @@ func (r *LoopReconciler) stopLoop(ctx context.Context, parent, child *v1alpha1.L
 	}
 	child.Annotations[v1alpha1.RequestAnnotation] = v1alpha1.StopRequest(string(parent.UID) + "-" + parent.Status.LastRequest)
 	return client.IgnoreNotFound(r.Client.Patch(ctx, child, patch))
+}
+
+// childLoops is the background work of sub-loop states: child Loops, each
+// owned by its parent, whose end wakes the parent.
+type childLoops struct {
+	scheme *runtime.Scheme
+	mapper meta.RESTMapper
+}
+
+// Forget implements runner.Background: a child goes with its parent
+// (owner references); nothing is kept here.
+func (childLoops) Forget(types.NamespacedName) {}
+
+// Watch implements runner.Background: a child Loop's end (or suspension,
+// or deletion) wakes its parent.
+func (c childLoops) Watch(b *ctrlbuilder.Builder) *ctrlbuilder.Builder {
+	return b.Watches(&v1alpha1.Loop{}, handler.EnqueueRequestForOwner(c.scheme, c.mapper, &v1alpha1.Loop{}, handler.OnlyControllerOwner()),
+		ctrlbuilder.WithPredicates(childEnded))
 }
 
 // childEnded lets through the changes of a child Loop its parent waits

@@ -20,7 +20,6 @@ import (
 	ctrlbuilder "sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -55,6 +54,8 @@ type LoopReconciler struct {
 	// memory is what this process keeps per Loop between reconciles;
 	// forget clears it with everything else kept per Loop.
 	memory memories
+	// children wakes a parent when a child Loop ends.
+	children childLoops
 }
 
 // RBAC, each verb for a reason:
@@ -161,18 +162,29 @@ func (r *LoopReconciler) get(ctx context.Context, req reconcile.Request) (*v1alp
 }
 
 // forget is the one path that clears everything kept for a Loop that is
-// gone (or going): its memory here, its actions, its event-log cache.
+// gone (or going): its memory here, its background work, its event-log
+// cache.
 func (r *LoopReconciler) forget(key types.NamespacedName) {
 	r.memory.drop(key)
-	if r.Actions != nil {
-		r.Actions.Forget(key)
+	for _, b := range r.background() {
+		b.Forget(key)
 	}
 	if r.EventLog != nil {
 		r.EventLog.Forget(key)
 	}
-	if r.Judges != nil && r.Judges.Runner != nil {
-		r.Judges.Runner.Forget(key)
+}
+
+// background is the work this reconciler has going for Loops beyond a
+// reconcile: actions, judge calls, child Loops.
+func (r *LoopReconciler) background() []runner.Background {
+	bs := []runner.Background{r.children}
+	if r.Actions != nil {
+		bs = append(bs, r.Actions)
 	}
+	if r.Judges != nil && r.Judges.Runner != nil {
+		bs = append(bs, r.Judges.Runner)
+	}
+	return bs
 }
 
 // patchStatus writes the status once, a merge patch against the snapshot.
@@ -231,15 +243,10 @@ func (r *LoopReconciler) SetupWithManager(mgr manager.Manager) error {
 		// can deadlock on shutdown (a worker blocks in Get for ever, and the
 		// manager's grace period runs out), kubernetes-sigs/controller-runtime#3538.
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers, RateLimiter: rateLimiter(), UsePriorityQueue: ptr.To(false)}).
-		// A child Loop (a sub-loop state's) wakes its parent when it ends.
-		Watches(&v1alpha1.Loop{}, handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &v1alpha1.Loop{}, handler.OnlyControllerOwner()),
-			ctrlbuilder.WithPredicates(childEnded)).
 		Named("loop")
-	if r.Actions != nil {
-		b = r.Actions.Watch(b)
-	}
-	if r.Judges != nil && r.Judges.Runner != nil {
-		b = r.Judges.Runner.Watch(b)
+	r.children = childLoops{scheme: mgr.GetScheme(), mapper: mgr.GetRESTMapper()}
+	for _, bg := range r.background() {
+		b = bg.Watch(b)
 	}
 	return b.Complete(r)
 }

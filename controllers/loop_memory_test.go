@@ -56,6 +56,7 @@ func (h *heldActions) Check(_ context.Context, loop *v1alpha1.Loop) (runner.Outc
 func (h *heldActions) Release(*v1alpha1.Loop, int32)                     {}
 func (h *heldActions) Prune(context.Context, *v1alpha1.Loop) error       { return nil }
 func (h *heldActions) Cancel(context.Context, *v1alpha1.Loop) error      { return nil }
+func (h *heldActions) Workspace(context.Context, *v1alpha1.Loop) error   { return nil }
 func (h *heldActions) Forget(types.NamespacedName)                       {}
 func (h *heldActions) Watch(b *ctrlbuilder.Builder) *ctrlbuilder.Builder { return b }
 func newHeldActions() *heldActions {

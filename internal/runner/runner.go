@@ -17,10 +17,23 @@ import (
 	"github.com/looprun/looprun/internal/executor"
 )
 
+// Background is work the reconciler has going for Loops beyond a reconcile
+// (actions, judge calls, child Loops): it wakes a Loop when something of it
+// ends, and lets go of a Loop that is gone. The reconciler loops over its
+// Backgrounds for both.
+type Background interface {
+	// Forget is told that the Loop is gone: whatever runs for it stops and
+	// whatever is kept for it goes.
+	Forget(key types.NamespacedName)
+	// Watch adds to the controller whatever wakes a Loop when its work ends.
+	Watch(b *ctrlbuilder.Builder) *ctrlbuilder.Builder
+}
+
 // Runner runs a Loop's actions without blocking the reconcile: Start
 // returns at once, and the runner wakes the Loop (through what Watch adds
 // to the controller) when the action ends.
 type Runner interface {
+	Background
 	// Start starts the Loop's action in flight (status.action), unless it
 	// was started before; it may note where it runs in status.action. A
 	// *Refused error ends the step with an error verdict; *AlreadyEnded
@@ -38,11 +51,10 @@ type Runner interface {
 	// Cancel stops the Loop's action in flight (a stop or rewind request):
 	// its result is not wanted.
 	Cancel(ctx context.Context, loop *v1alpha1.Loop) error
-	// Forget is told that the Loop is gone: whatever runs for it stops and
-	// whatever the runner keeps for it goes.
-	Forget(key types.NamespacedName)
-	// Watch adds to the controller whatever wakes a Loop when its action ends.
-	Watch(b *ctrlbuilder.Builder) *ctrlbuilder.Builder
+	// Workspace makes the Loop's workspace, when the runner makes one,
+	// unless it exists: before the Loop's first action, and before a child
+	// Loop that shares it.
+	Workspace(ctx context.Context, loop *v1alpha1.Loop) error
 }
 
 // ActionKey names an action: the same Loop, run and iteration give the same key.

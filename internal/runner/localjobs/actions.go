@@ -103,6 +103,10 @@ func (l *Actions) Cancel(_ context.Context, loop *v1alpha1.Loop) error {
 	return nil
 }
 
+// Workspace implements runner.Runner: a Loop's actions work in a directory
+// of their own, made when the first one starts; a child Loop has its own.
+func (l *Actions) Workspace(context.Context, *v1alpha1.Loop) error { return nil }
+
 // Forget implements runner.Runner: the Loop's actions are killed and their
 // results dropped.
 func (l *Actions) Forget(key types.NamespacedName) { l.jobs.Forget(key) }

@@ -52,7 +52,7 @@ func (r *Runner) Start(ctx context.Context, loop *v1alpha1.Loop, a executor.Acti
 	if err != nil {
 		return 0, err
 	}
-	if err := r.ensureWorkspace(ctx, loop); err != nil {
+	if err := r.Workspace(ctx, loop); err != nil {
 		return 0, err
 	}
 	if err := r.Client.Create(ctx, pod); err != nil {
@@ -182,7 +182,9 @@ func (r *Runner) Watch(b *ctrlbuilder.Builder) *ctrlbuilder.Builder {
 }
 
 // ensureWorkspace creates the claim of a volumeClaimTemplate, owned by the Loop.
-func (r *Runner) ensureWorkspace(ctx context.Context, loop *v1alpha1.Loop) error {
+// Workspace implements runner.Runner: the claim of a Loop with a
+// volumeClaimTemplate, made once (remembered per Loop).
+func (r *Runner) Workspace(ctx context.Context, loop *v1alpha1.Loop) error {
 	rs := loop.Spec.Runner
 	if rs == nil || rs.Workspace == nil || rs.Workspace.VolumeClaimTemplate == nil {
 		return nil
@@ -191,17 +193,17 @@ func (r *Runner) ensureWorkspace(ctx context.Context, loop *v1alpha1.Loop) error
 	if uid, ok := r.claims.Load(key); ok && uid == loop.UID {
 		return nil
 	}
-	if err := EnsureWorkspace(ctx, r.Client, loop); err != nil {
+	if err := ensureWorkspace(ctx, r.Client, loop); err != nil {
 		return err
 	}
 	r.claims.Store(key, loop.UID)
 	return nil
 }
 
-// EnsureWorkspace creates the workspace claim of a Loop with a
+// ensureWorkspace creates the workspace claim of a Loop with a
 // volumeClaimTemplate (LOOP-workspace, owned by the Loop), unless it exists.
 // The sub-loops of a Loop mount it too, so it is made before its first child.
-func EnsureWorkspace(ctx context.Context, c client.Client, loop *v1alpha1.Loop) error {
+func ensureWorkspace(ctx context.Context, c client.Client, loop *v1alpha1.Loop) error {
 	rs := loop.Spec.Runner
 	if rs == nil || rs.Workspace == nil || rs.Workspace.VolumeClaimTemplate == nil {
 		return nil
