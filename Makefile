@@ -88,7 +88,7 @@ FUZZ_TARGETS := \
 	./internal/executor/interpolate:FuzzExpand \
 	./internal/executor/evaluate:FuzzDeterministic \
 	./internal/loopfile:FuzzParse \
-	./internal/entrypoint:FuzzEncode \
+	./internal/runner/entrypoint:FuzzEncode \
 	./internal/eventlog:FuzzDecode \
 	./internal/eventlog:FuzzKeepThrough \
 	./internal/eventlog:FuzzTruncateAfter \

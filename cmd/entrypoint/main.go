@@ -23,7 +23,7 @@ import (
 	"syscall"
 
 	"github.com/looprun/looprun/api/v1alpha1"
-	"github.com/looprun/looprun/internal/entrypoint"
+	"github.com/looprun/looprun/internal/runner/entrypoint"
 	"github.com/looprun/looprun/internal/runner/probe"
 	"github.com/looprun/looprun/internal/runner/process"
 )

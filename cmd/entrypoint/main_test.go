@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/looprun/looprun/api/v1alpha1"
-	"github.com/looprun/looprun/internal/entrypoint"
 	"github.com/looprun/looprun/internal/executor"
+	"github.com/looprun/looprun/internal/runner/entrypoint"
 	"github.com/looprun/looprun/internal/runner/local"
 	"github.com/looprun/looprun/test/proc"
 )

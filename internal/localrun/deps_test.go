@@ -10,7 +10,7 @@ import (
 // cluster client: not directly (depguard in .golangci.yml says so) and not
 // through anything it imports.
 func TestLinksNoClusterClient(t *testing.T) {
-	for _, pkg := range []string{".", "../loopfile", "../history", "../eventlog", "../runner/process", "../entrypoint"} {
+	for _, pkg := range []string{".", "../loopfile", "../history", "../eventlog", "../runner/process", "../runner/entrypoint"} {
 		out, err := exec.Command("go", "list", "-deps", pkg).CombinedOutput()
 		if err != nil {
 			t.Fatalf("go list -deps %s: %v\n%s", pkg, err, out)

@@ -12,7 +12,7 @@ import (
 
 	"github.com/go-logr/logr"
 
-	"github.com/looprun/looprun/internal/entrypoint"
+	"github.com/looprun/looprun/internal/runner/entrypoint"
 	"github.com/looprun/looprun/test/fixture"
 	"github.com/looprun/looprun/test/kubelet"
 	"github.com/looprun/looprun/test/proc"

@@ -13,9 +13,9 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/looprun/looprun/api/v1alpha1"
-	"github.com/looprun/looprun/internal/entrypoint"
 	"github.com/looprun/looprun/internal/executor"
 	"github.com/looprun/looprun/internal/runner"
+	"github.com/looprun/looprun/internal/runner/entrypoint"
 )
 
 // The parts of an action Pod.

@@ -7,10 +7,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/looprun/looprun/internal/entrypoint"
 	"github.com/looprun/looprun/internal/executor"
 	"github.com/looprun/looprun/internal/executor/evaluate"
 	"github.com/looprun/looprun/internal/runner"
+	"github.com/looprun/looprun/internal/runner/entrypoint"
 )
 
 // Failure reasons of action Pods, the reason of the step's error verdict.

@@ -14,10 +14,10 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/looprun/looprun/api/v1alpha1"
-	"github.com/looprun/looprun/internal/entrypoint"
 	"github.com/looprun/looprun/internal/executor"
 	"github.com/looprun/looprun/internal/executor/evaluate"
 	"github.com/looprun/looprun/internal/runner"
+	"github.com/looprun/looprun/internal/runner/entrypoint"
 )
 
 func TestName(t *testing.T) {

@@ -181,7 +181,6 @@ func (r *Runner) Watch(b *ctrlbuilder.Builder) *ctrlbuilder.Builder {
 	return b.Owns(&corev1.Pod{}, ctrlbuilder.WithPredicates(progress))
 }
 
-// ensureWorkspace creates the claim of a volumeClaimTemplate, owned by the Loop.
 // Workspace implements runner.Runner: the claim of a Loop with a
 // volumeClaimTemplate, made once (remembered per Loop).
 func (r *Runner) Workspace(ctx context.Context, loop *v1alpha1.Loop) error {
