@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
@@ -118,65 +119,78 @@ func (r *reader) littleLoops(doc map[string]any, dir string) (*v1alpha1.Loop, er
 	return loop, nil
 }
 
-func (r *reader) topLevel(doc map[string]any, spec *v1alpha1.LoopSpec) {
-	for _, k := range slices.Sorted(maps.Keys(doc)) {
-		v := doc[k]
-		switch k {
-		case "name", "initial", "states", "description", "default_timeout":
-		case "context":
-			ctx, ok := v.(map[string]any)
+// topLevelKeys are the keys of a little-loops file's top level.
+var topLevelKeys = table[v1alpha1.LoopSpec]{
+	keys: map[string]key[v1alpha1.LoopSpec]{
+		"name": nil, "initial": nil, "states": nil, "description": nil, "default_timeout": nil,
+		"context": func(r *reader, m map[string]any, k, _ string, spec *v1alpha1.LoopSpec) {
+			ctx, ok := m[k].(map[string]any)
 			if !ok {
 				r.fail("context: must be a mapping")
-				continue
+				return
 			}
 			spec.Context = map[string]apiextensionsv1.JSON{}
 			for ck, cv := range ctx {
 				spec.Context[ck] = toJSON(cv)
 			}
-		case "max_steps":
-			spec.MaxIterations = r.int32p(doc, k, k)
-		case "max_iterations":
-			if _, both := doc["max_steps"]; both {
-				spec.MaxPasses = r.int32p(doc, k, k) // beside max_steps: full passes
-				continue
+		},
+		"max_steps": int32Key(func(s *v1alpha1.LoopSpec) **int32 { return &s.MaxIterations }),
+		"max_iterations": func(r *reader, m map[string]any, k, fp string, spec *v1alpha1.LoopSpec) {
+			if _, both := m["max_steps"]; both {
+				spec.MaxPasses = r.int32p(m, k, fp) // beside max_steps: full passes
+				return
 			}
-			spec.MaxIterations = r.int32p(doc, k, k)
-		case "on_max_steps":
-			spec.OnMaxIterations = r.str(doc, k, k)
-		case "on_max_iterations":
-			spec.OnMaxPasses = r.str(doc, k, k)
-		case "max_edge_revisits":
-			spec.MaxEdgeRevisits = r.int32p(doc, k, k)
-		case "timeout":
-			spec.Timeout = r.duration(doc, k, k)
-		case "backoff":
-			spec.Backoff = r.duration(doc, k, k)
-		case "maintain":
-			spec.Maintain = r.boolean(doc, k, k)
-		case "llm":
-			spec.LLM = r.llm(v)
-		case "input_key", "required_inputs":
-			r.inputs(doc, k)
-		case "parameters", "circuit":
-			r.block(k, v, spec)
-		default:
-			if why, ok := ignoredTopLevel[k]; ok {
-				r.warn("%s: %s is not supported by looprun; ignored", k, why)
-			} else if !strings.HasSuffix(k, "_ok") {
-				r.warn("%s: unknown key; ignored", k)
-			}
+			spec.MaxIterations = r.int32p(m, k, fp)
+		},
+		"on_max_steps":      strKey(func(s *v1alpha1.LoopSpec) *string { return &s.OnMaxIterations }),
+		"on_max_iterations": strKey(func(s *v1alpha1.LoopSpec) *string { return &s.OnMaxPasses }),
+		"max_edge_revisits": int32Key(func(s *v1alpha1.LoopSpec) **int32 { return &s.MaxEdgeRevisits }),
+		"timeout":           durationKey(func(s *v1alpha1.LoopSpec) **metav1.Duration { return &s.Timeout }),
+		"backoff":           durationKey(func(s *v1alpha1.LoopSpec) **metav1.Duration { return &s.Backoff }),
+		"maintain":          boolKey(func(s *v1alpha1.LoopSpec) *bool { return &s.Maintain }),
+		"llm": func(r *reader, m map[string]any, k, _ string, spec *v1alpha1.LoopSpec) {
+			spec.LLM = r.llm(m[k])
+		},
+		"input_key":       func(r *reader, m map[string]any, k, _ string, _ *v1alpha1.LoopSpec) { r.inputs(m, k) },
+		"required_inputs": func(r *reader, m map[string]any, k, _ string, _ *v1alpha1.LoopSpec) { r.inputs(m, k) },
+		"parameters":      func(r *reader, m map[string]any, k, _ string, _ *v1alpha1.LoopSpec) { r.params(m[k]) },
+		"circuit": func(r *reader, m map[string]any, k, _ string, spec *v1alpha1.LoopSpec) {
+			spec.Circuit = r.circuit(m[k])
+		},
+	},
+	ignored: ignoredTopLevel,
+	unknown: func(r *reader, _ map[string]any, k, fp string, _ *v1alpha1.LoopSpec) {
+		if !strings.HasSuffix(k, "_ok") {
+			r.warn("%s: unknown key; ignored", fp)
 		}
-	}
+	},
 }
 
-// block reads a top-level key holding a block of its own.
-func (r *reader) block(k string, v any, spec *v1alpha1.LoopSpec) {
-	if k == "parameters" {
-		r.params(v)
-		return
-	}
-	spec.Circuit = r.circuit(v)
+func (r *reader) topLevel(doc map[string]any, spec *v1alpha1.LoopSpec) {
+	topLevelKeys.read(r, doc, "", spec)
 }
+
+// repeatedFailureKeys are the keys of circuit.repeated_failure.
+var repeatedFailureKeys = table[v1alpha1.RepeatedFailure]{keys: map[string]key[v1alpha1.RepeatedFailure]{
+	"window":              int32Key(func(f *v1alpha1.RepeatedFailure) **int32 { return &f.Window }),
+	"recurrent_window":    int32Key(func(f *v1alpha1.RepeatedFailure) **int32 { return &f.RecurrentWindow }),
+	"on_repeated_failure": strKey(func(f *v1alpha1.RepeatedFailure) *string { return &f.OnRepeatedFailure }),
+	"progress_paths":      stringsKey(func(f *v1alpha1.RepeatedFailure) *[]string { return &f.ProgressPaths }),
+	"exclude_paths":       stringsKey(func(f *v1alpha1.RepeatedFailure) *[]string { return &f.ExcludePaths }),
+}}
+
+// circuitKeys are the keys of circuit: the circuit breakers.
+var circuitKeys = table[v1alpha1.CircuitSpec]{keys: map[string]key[v1alpha1.CircuitSpec]{
+	"repeated_failure": func(r *reader, m map[string]any, k, fp string, c *v1alpha1.CircuitSpec) {
+		rm, ok := m[k].(map[string]any)
+		if !ok {
+			r.fail("%s: must be a mapping", fp)
+			return
+		}
+		c.RepeatedFailure = &v1alpha1.RepeatedFailure{}
+		repeatedFailureKeys.read(r, rm, fp, c.RepeatedFailure)
+	},
+}}
 
 // circuit reads the circuit breakers (repeated_failure).
 func (r *reader) circuit(v any) *v1alpha1.CircuitSpec {
@@ -186,36 +200,7 @@ func (r *reader) circuit(v any) *v1alpha1.CircuitSpec {
 		return nil
 	}
 	c := &v1alpha1.CircuitSpec{}
-	for _, k := range slices.Sorted(maps.Keys(m)) {
-		if k != "repeated_failure" {
-			r.warn("circuit.%s: unknown key; ignored", k)
-			continue
-		}
-		rm, ok := m[k].(map[string]any)
-		if !ok {
-			r.fail("circuit.repeated_failure: must be a mapping")
-			continue
-		}
-		rf := &v1alpha1.RepeatedFailure{}
-		for _, rk := range slices.Sorted(maps.Keys(rm)) {
-			fp := "circuit.repeated_failure." + rk
-			switch rk {
-			case "window":
-				rf.Window = r.int32p(rm, rk, fp)
-			case "recurrent_window":
-				rf.RecurrentWindow = r.int32p(rm, rk, fp)
-			case "on_repeated_failure":
-				rf.OnRepeatedFailure = r.str(rm, rk, fp)
-			case "progress_paths":
-				rf.ProgressPaths = r.strings(rm, rk, fp)
-			case "exclude_paths":
-				rf.ExcludePaths = r.strings(rm, rk, fp)
-			default:
-				r.warn("%s: unknown key; ignored", fp)
-			}
-		}
-		c.RepeatedFailure = rf
-	}
+	circuitKeys.read(r, m, "circuit", c)
 	return c
 }
 
@@ -244,6 +229,18 @@ func (r *reader) inputs(doc map[string]any, k string) {
 	}
 }
 
+// llmKeys are the keys of llm: the judge's settings.
+var llmKeys = table[v1alpha1.LLMSpec]{
+	keys: map[string]key[v1alpha1.LLMSpec]{
+		"enabled":    boolPtrKey(func(l *v1alpha1.LLMSpec) **bool { return &l.Enabled }),
+		"model":      strKey(func(l *v1alpha1.LLMSpec) *string { return &l.Model }),
+		"max_tokens": int32Key(func(l *v1alpha1.LLMSpec) **int32 { return &l.MaxTokens }),
+		"timeout":    durationKey(func(l *v1alpha1.LLMSpec) **metav1.Duration { return &l.Timeout }),
+		"base_url":   strKey(func(l *v1alpha1.LLMSpec) *string { return &l.BaseURL }),
+	},
+	ignored: map[string]string{"effort": "the judge's effort"},
+}
+
 func (r *reader) llm(v any) *v1alpha1.LLMSpec {
 	m, ok := v.(map[string]any)
 	if !ok {
@@ -251,114 +248,85 @@ func (r *reader) llm(v any) *v1alpha1.LLMSpec {
 		return nil
 	}
 	l := &v1alpha1.LLMSpec{}
-	for _, k := range slices.Sorted(maps.Keys(m)) {
-		path := "llm." + k
-		switch k {
-		case "enabled":
-			b := r.boolean(m, k, path)
-			l.Enabled = &b
-		case "model":
-			l.Model = r.str(m, k, path)
-		case "max_tokens":
-			l.MaxTokens = r.int32p(m, k, path)
-		case "timeout":
-			l.Timeout = r.duration(m, k, path)
-		case "base_url":
-			l.BaseURL = r.str(m, k, path)
-		case "effort":
-			r.warn("%s: not supported by looprun; ignored", path)
-		default:
-			r.warn("%s: unknown key; ignored", path)
-		}
-	}
+	llmKeys.read(r, m, "llm", l)
 	return l
 }
 
+// stateKeys are the keys of a state.
+var stateKeys = table[stateRead]{
+	keys: map[string]key[stateRead]{
+		"action":              strKey(func(s *stateRead) *string { return &s.Action }),
+		"action_type":         actionTypeKey,
+		"params":              paramsKey,
+		"type":                stateType,
+		"learning":            learningKey,
+		"evaluate":            func(r *reader, m map[string]any, k, fp string, s *stateRead) { s.Evaluate = r.evaluate(m[k], fp) },
+		"route":               func(r *reader, m map[string]any, k, fp string, s *stateRead) { s.Route = r.route(m[k], fp) },
+		"next":                strKey(func(s *stateRead) *string { return &s.Next }),
+		"terminal":            boolKey(func(s *stateRead) *bool { return &s.Terminal }),
+		"failure":             boolPtrKey(func(s *stateRead) **bool { return &s.Failure }),
+		"capture":             strKey(func(s *stateRead) *string { return &s.Capture }),
+		"timeout":             durationKey(func(s *stateRead) **metav1.Duration { return &s.Timeout }),
+		"on_maintain":         strKey(func(s *stateRead) *string { return &s.OnMaintain }),
+		"max_retries":         int32Key(func(s *stateRead) **int32 { return &s.MaxRetries }),
+		"on_retry_exhausted":  strKey(func(s *stateRead) *string { return &s.OnRetryExhausted }),
+		"loop":                strKey(func(s *stateRead) *string { return &s.Loop }),
+		"context_passthrough": boolKey(func(s *stateRead) *bool { return &s.ContextPassthrough }),
+		"with":                func(r *reader, m map[string]any, k, fp string, s *stateRead) { r.with(m, k, fp, &s.State) },
+		"worktree":            worktreeKey,
+		fragmentParamsKey:     fragmentParamsRead,
+		"throttle":            func(r *reader, m map[string]any, k, fp string, s *stateRead) { s.Throttle = r.throttle(m[k], fp) },
+		"on_throttle_hard":    strKey(func(s *stateRead) *string { return &s.OnThrottleHard }),
+		"retryable_exit_codes": func(r *reader, m map[string]any, k, fp string, s *stateRead) {
+			list, ok := m[k].([]any)
+			if !ok {
+				r.fail("%s: must be a list of exit codes", fp)
+				return
+			}
+			s.RetryableExitCodes = []int32{}
+			for i := range list {
+				if c := r.int32p(map[string]any{k: list[i]}, k, fmt.Sprintf("%s[%d]", fp, i)); c != nil {
+					s.RetryableExitCodes = append(s.RetryableExitCodes, *c)
+				}
+			}
+		},
+	},
+	ignored: ignoredStateKeys,
+	unknown: shorthandRoute,
+}
+
+// stateRead is a state being read, with the shorthand routes (on_VERDICT)
+// that go into its route table once all its keys are read.
+type stateRead struct {
+	v1alpha1.State
+	hasRoute bool
+	extra    map[string]string
+}
+
 func (r *reader) state(name string, m map[string]any) v1alpha1.State {
-	var st v1alpha1.State
-	p := "states." + name
-	extra := map[string]string{}
 	_, hasRoute := m["route"]
-	for _, k := range slices.Sorted(maps.Keys(m)) {
-		fp := p + "." + k
-		switch k {
-		case "action":
-			st.Action = r.str(m, k, fp)
-		case "action_type", "params", "type", "learning":
-			r.actionKey(m, k, fp, &st)
-		case "evaluate":
-			st.Evaluate = r.evaluate(m[k], fp)
-		case "route":
-			st.Route = r.route(m[k], fp)
-		case "next":
-			st.Next = r.str(m, k, fp)
-		case "terminal":
-			st.Terminal = r.boolean(m, k, fp)
-		case "failure":
-			b := r.boolean(m, k, fp)
-			st.Failure = &b
-		case "capture":
-			st.Capture = r.str(m, k, fp)
-		case "timeout":
-			st.Timeout = r.duration(m, k, fp)
-		case "on_maintain":
-			st.OnMaintain = r.str(m, k, fp)
-		case "max_retries":
-			st.MaxRetries = r.int32p(m, k, fp)
-		case "on_retry_exhausted":
-			st.OnRetryExhausted = r.str(m, k, fp)
-		case "loop", "context_passthrough", "with", "worktree", fragmentParamsKey:
-			r.compositionKey(m, k, fp, &st)
-		default:
-			r.stateExtra(m, k, fp, hasRoute, &st, extra)
-		}
-	}
-	if len(extra) > 0 {
+	st := stateRead{hasRoute: hasRoute, extra: map[string]string{}}
+	stateKeys.read(r, m, "states."+name, &st)
+	if len(st.extra) > 0 {
 		if st.Route == nil {
 			st.Route = map[string]v1alpha1.StateName{}
 		}
-		for k, v := range extra {
+		for k, v := range st.extra {
 			st.Route[k] = v1alpha1.StateName(v)
 		}
 	}
-	return st
+	return st.State
 }
 
-// stateExtra handles the throttle, shorthand routes and the keys looprun
-// does not support.
-func (r *reader) stateExtra(m map[string]any, k, fp string, hasRoute bool, st *v1alpha1.State, extra map[string]string) {
-	switch k {
-	case "throttle":
-		st.Throttle = r.throttle(m[k], fp)
-		return
-	case "on_throttle_hard":
-		st.OnThrottleHard = r.str(m, k, fp)
-		return
-	case "retryable_exit_codes":
-		list, ok := m[k].([]any)
-		if !ok {
-			r.fail("%s: must be a list of exit codes", fp)
-			return
-		}
-		st.RetryableExitCodes = []int32{}
-		for i := range list {
-			if c := r.int32p(map[string]any{k: list[i]}, k, fmt.Sprintf("%s[%d]", fp, i)); c != nil {
-				st.RetryableExitCodes = append(st.RetryableExitCodes, *c)
-			}
-		}
-		return
-	}
-	if why, ok := ignoredStateKeys[k]; ok {
-		if why != "" {
-			r.warn("%s: %s is not supported by looprun; ignored", fp, why)
-		}
-		return
-	}
+// shorthandRoute reads a state's other keys: on_VERDICT shorthand routes
+// (ignored beside a route table, as in little-loops); anything else is
+// unknown.
+func shorthandRoute(r *reader, m map[string]any, k, fp string, st *stateRead) {
 	if !strings.HasPrefix(k, "on_") {
 		r.warn("%s: unknown key; ignored", fp)
 		return
 	}
-	if hasRoute {
+	if st.hasRoute {
 		r.warn("%s: ignored because the state has a route table (as in little-loops)", fp)
 		return
 	}
@@ -371,12 +339,21 @@ func (r *reader) stateExtra(m map[string]any, k, fp string, hasRoute bool, st *v
 	case "on_error":
 		st.OnError = target
 	default:
-		extra[v1alpha1.CanonicalVerdict(strings.TrimPrefix(k, "on_"))] = target
+		st.extra[v1alpha1.CanonicalVerdict(strings.TrimPrefix(k, "on_"))] = target
 	}
 }
 
-// throttle reads a state's throttle (normal_max is little-loops' own
-// bookkeeping; it changes nothing).
+// throttleKeys are the keys of a state's throttle (normal_max is
+// little-loops' own bookkeeping; it changes nothing).
+var throttleKeys = table[v1alpha1.Throttle]{
+	keys: map[string]key[v1alpha1.Throttle]{
+		"warn_max": int32Key(func(t *v1alpha1.Throttle) **int32 { return &t.WarnMax }),
+		"hard_max": int32Key(func(t *v1alpha1.Throttle) **int32 { return &t.HardMax }),
+	},
+	ignored: map[string]string{"normal_max": ""},
+}
+
+// throttle reads a state's throttle.
 func (r *reader) throttle(v any, fp string) *v1alpha1.Throttle {
 	m, ok := v.(map[string]any)
 	if !ok {
@@ -384,45 +361,39 @@ func (r *reader) throttle(v any, fp string) *v1alpha1.Throttle {
 		return nil
 	}
 	th := &v1alpha1.Throttle{}
-	for _, k := range slices.Sorted(maps.Keys(m)) {
-		switch k {
-		case "warn_max":
-			th.WarnMax = r.int32p(m, k, fp+"."+k)
-		case "hard_max":
-			th.HardMax = r.int32p(m, k, fp+"."+k)
-		case "normal_max":
-		default:
-			r.warn("%s.%s: unknown key; ignored", fp, k)
-		}
-	}
+	throttleKeys.read(r, m, fp, th)
 	return th
 }
 
-// actionKey reads the keys that say how the action runs.
-func (r *reader) actionKey(m map[string]any, k, fp string, st *v1alpha1.State) {
-	switch k {
-	case "type":
-		if t := r.str(m, k, fp); t != "learning" {
-			r.fail("%s: state type %q is not supported (learning)", fp, t)
-		} else if _, ok := m["learning"]; !ok {
-			r.fail("%s: a learning state needs learning", fp)
-		}
-	case "learning":
-		if m["type"] != "learning" {
-			r.fail("%s: learning needs type: learning", fp)
-			return
-		}
-		st.Learning = r.learning(m[k], fp)
-	case "params":
-		if _, ok := m[k].(map[string]any); !ok {
-			r.fail("%s: must be a mapping of the tool's arguments", fp)
-			return
-		}
-		j := toJSON(m[k])
-		st.Params = &j
-	default: // action_type
-		st.ActionType = r.actionType(m, k, fp)
+// The keys that say how a state's action runs.
+
+func stateType(r *reader, m map[string]any, k, fp string, _ *stateRead) {
+	if t := r.str(m, k, fp); t != "learning" {
+		r.fail("%s: state type %q is not supported (learning)", fp, t)
+	} else if _, ok := m["learning"]; !ok {
+		r.fail("%s: a learning state needs learning", fp)
 	}
+}
+
+func learningKey(r *reader, m map[string]any, k, fp string, st *stateRead) {
+	if m["type"] != "learning" {
+		r.fail("%s: learning needs type: learning", fp)
+		return
+	}
+	st.Learning = r.learning(m[k], fp)
+}
+
+func paramsKey(r *reader, m map[string]any, k, fp string, st *stateRead) {
+	if _, ok := m[k].(map[string]any); !ok {
+		r.fail("%s: must be a mapping of the tool's arguments", fp)
+		return
+	}
+	j := toJSON(m[k])
+	st.Params = &j
+}
+
+func actionTypeKey(r *reader, m map[string]any, k, fp string, st *stateRead) {
+	st.ActionType = r.actionType(m, k, fp)
 }
 
 // actionType maps little-loops' action types onto looprun's.
@@ -440,6 +411,14 @@ func (r *reader) actionType(m map[string]any, k, fp string) v1alpha1.ActionType 
 	}
 }
 
+// learningKeys are the keys of a learning state's learning.
+var learningKeys = table[v1alpha1.LearningSpec]{keys: map[string]key[v1alpha1.LearningSpec]{
+	"targets":          stringsKey(func(l *v1alpha1.LearningSpec) *[]string { return &l.Targets }),
+	"targets_csv":      strKey(func(l *v1alpha1.LearningSpec) *string { return &l.TargetsCSV }),
+	"max_retries":      int32Key(func(l *v1alpha1.LearningSpec) **int32 { return &l.MaxRetries }),
+	"max_retries_expr": strKey(func(l *v1alpha1.LearningSpec) *string { return &l.MaxRetriesExpr }),
+}}
+
 // learning reads what a learning state proves.
 func (r *reader) learning(v any, fp string) *v1alpha1.LearningSpec {
 	m, ok := v.(map[string]any)
@@ -448,50 +427,30 @@ func (r *reader) learning(v any, fp string) *v1alpha1.LearningSpec {
 		return nil
 	}
 	l := &v1alpha1.LearningSpec{}
-	for _, k := range slices.Sorted(maps.Keys(m)) {
-		kp := fp + "." + k
-		switch k {
-		case "targets":
-			l.Targets = r.strings(m, k, kp)
-		case "targets_csv":
-			l.TargetsCSV = r.str(m, k, kp)
-		case "max_retries":
-			l.MaxRetries = r.int32p(m, k, kp)
-		case "max_retries_expr":
-			l.MaxRetriesExpr = r.str(m, k, kp)
-		default:
-			r.warn("%s: unknown key; ignored", kp)
-		}
-	}
+	learningKeys.read(r, m, fp, l)
 	if (len(l.Targets) == 0) == (l.TargetsCSV == "") {
 		r.fail("%s: set targets or targets_csv (one of them)", fp)
 	}
 	return l
 }
 
-// compositionKey reads the keys that compose loops: a sub-loop state's,
-// and the parameters a fragment state binds.
-func (r *reader) compositionKey(m map[string]any, k, fp string, st *v1alpha1.State) {
-	switch k {
-	case fragmentParamsKey:
-		params, _ := m[k].(map[string]any)
-		st.FragmentParams = make(map[string]apiextensionsv1.JSON, len(params))
-		for name, v := range params {
-			st.FragmentParams[name] = toJSON(v)
-		}
-	case "loop":
-		st.Loop = r.str(m, k, fp)
-	case "context_passthrough":
-		st.ContextPassthrough = r.boolean(m, k, fp)
-	case "with":
-		r.with(m, k, fp, st)
-	case "worktree":
-		if _, ok := m["loop"]; !ok {
-			r.fail("%s: worktree needs loop", fp)
-		} else {
-			st.Worktree = r.str(m, k, fp)
-		}
+// The keys that compose loops: a sub-loop state's, and the parameters a
+// fragment state binds.
+
+func fragmentParamsRead(_ *reader, m map[string]any, k, _ string, st *stateRead) {
+	params, _ := m[k].(map[string]any)
+	st.FragmentParams = make(map[string]apiextensionsv1.JSON, len(params))
+	for name, v := range params {
+		st.FragmentParams[name] = toJSON(v)
 	}
+}
+
+func worktreeKey(r *reader, m map[string]any, k, fp string, st *stateRead) {
+	if _, ok := m["loop"]; !ok {
+		r.fail("%s: worktree needs loop", fp)
+		return
+	}
+	st.Worktree = r.str(m, k, fp)
 }
 
 // with reads a state's with: a sub-loop's parameter bindings. (On a
@@ -513,6 +472,31 @@ func (r *reader) with(m map[string]any, k, fp string, st *v1alpha1.State) {
 	}
 }
 
+// parameterKeys are the keys of a parameter.
+var parameterKeys = table[v1alpha1.Parameter]{keys: map[string]key[v1alpha1.Parameter]{
+	"type": func(r *reader, m map[string]any, k, fp string, p *v1alpha1.Parameter) {
+		p.Type = v1alpha1.ParameterType(r.str(m, k, fp))
+		switch p.Type {
+		case "string", "integer", "number", "boolean", "enum", "path":
+		default:
+			r.fail("%s: %q is not a parameter type (string, integer, number, boolean, enum, path)", fp, p.Type)
+		}
+	},
+	"required":    boolKey(func(p *v1alpha1.Parameter) *bool { return &p.Required }),
+	"default":     jsonKey(func(p *v1alpha1.Parameter) **apiextensionsv1.JSON { return &p.Default }),
+	"description": strKey(func(p *v1alpha1.Parameter) *string { return &p.Description }),
+	"values": func(r *reader, m map[string]any, k, fp string, p *v1alpha1.Parameter) {
+		list, ok := m[k].([]any)
+		if !ok {
+			r.fail("%s: must be a list", fp)
+			return
+		}
+		for _, e := range list {
+			p.Values = append(p.Values, fmt.Sprint(e))
+		}
+	},
+}}
+
 // params reads parameters: the typed inputs callers bind with with.
 func (r *reader) params(v any) {
 	m, ok := v.(map[string]any)
@@ -529,35 +513,7 @@ func (r *reader) params(v any) {
 			continue
 		}
 		var p v1alpha1.Parameter
-		for _, k := range slices.Sorted(maps.Keys(pm)) {
-			switch k {
-			case "type":
-				p.Type = v1alpha1.ParameterType(r.str(pm, k, fp+".type"))
-				switch p.Type {
-				case "string", "integer", "number", "boolean", "enum", "path":
-				default:
-					r.fail("%s.type: %q is not a parameter type (string, integer, number, boolean, enum, path)", fp, p.Type)
-				}
-			case "required":
-				p.Required = r.boolean(pm, k, fp+".required")
-			case "default":
-				j := toJSON(pm[k])
-				p.Default = &j
-			case "description":
-				p.Description = r.str(pm, k, fp+".description")
-			case "values":
-				list, ok := pm[k].([]any)
-				if !ok {
-					r.fail("%s.values: must be a list", fp)
-					continue
-				}
-				for _, e := range list {
-					p.Values = append(p.Values, fmt.Sprint(e))
-				}
-			default:
-				r.warn("%s.%s: unknown key; ignored", fp, k)
-			}
-		}
+		parameterKeys.read(r, pm, fp, &p)
 		if p.Required && p.Default != nil {
 			r.fail("%s: a required parameter cannot have a default", fp)
 		}
@@ -581,6 +537,45 @@ func (r *reader) route(v any, fp string) map[string]v1alpha1.StateName {
 	return out
 }
 
+// evaluateKeys are the keys of a state's evaluate.
+var evaluateKeys = table[v1alpha1.Evaluate]{
+	keys: map[string]key[v1alpha1.Evaluate]{
+		"type": func(r *reader, m map[string]any, k, fp string, e *v1alpha1.Evaluate) {
+			e.Type = v1alpha1.EvaluatorType(r.str(m, k, fp))
+			if !e.Type.IsKnown() {
+				r.fail("%s: evaluator %q is not supported", fp, e.Type)
+			}
+		},
+		"operator":         strKey(func(e *v1alpha1.Evaluate) *string { return &e.Operator }),
+		"pattern":          strKey(func(e *v1alpha1.Evaluate) *string { return &e.Pattern }),
+		"path":             strKey(func(e *v1alpha1.Evaluate) *string { return &e.Path }),
+		"key":              strKey(func(e *v1alpha1.Evaluate) *string { return &e.Key }),
+		"direction":        strKey(func(e *v1alpha1.Evaluate) *string { return &e.Direction }),
+		"previous":         strKey(func(e *v1alpha1.Evaluate) *string { return &e.Previous }),
+		"source":           strKey(func(e *v1alpha1.Evaluate) *string { return &e.Source }),
+		"prompt":           strKey(func(e *v1alpha1.Evaluate) *string { return &e.Prompt }),
+		"history_file":     strKey(func(e *v1alpha1.Evaluate) *string { return &e.HistoryFile }),
+		"target":           jsonKey(func(e *v1alpha1.Evaluate) **apiextensionsv1.JSON { return &e.Target }),
+		"tolerance":        jsonKey(func(e *v1alpha1.Evaluate) **apiextensionsv1.JSON { return &e.Tolerance }),
+		"schema":           jsonKey(func(e *v1alpha1.Evaluate) **apiextensionsv1.JSON { return &e.Schema }),
+		"max_stall":        int32Key(func(e *v1alpha1.Evaluate) **int32 { return &e.MaxStall }),
+		"max_repeat":       int32Key(func(e *v1alpha1.Evaluate) **int32 { return &e.MaxRepeat }),
+		"error_patterns":   stringsKey(func(e *v1alpha1.Evaluate) *[]string { return &e.ErrorPatterns }),
+		"scope":            stringsKey(func(e *v1alpha1.Evaluate) *[]string { return &e.Scope }),
+		"track":            stringsKey(func(e *v1alpha1.Evaluate) *[]string { return &e.Track }),
+		"negate":           boolKey(func(e *v1alpha1.Evaluate) *bool { return &e.Negate }),
+		"uncertain_suffix": boolKey(func(e *v1alpha1.Evaluate) *bool { return &e.UncertainSuffix }),
+		"min_confidence":   numberKey(func(e *v1alpha1.Evaluate) **float64 { return &e.MinConfidence }),
+		"epsilon":          numberKey(func(e *v1alpha1.Evaluate) **float64 { return &e.Epsilon }),
+		"line": func(r *reader, m map[string]any, k, fp string, e *v1alpha1.Evaluate) {
+			e.Line = r.line(m, k, fp)
+		},
+	},
+	unknown: func(r *reader, _ map[string]any, _, fp string, _ *v1alpha1.Evaluate) {
+		r.warn("%s: unknown evaluator key; ignored", fp)
+	},
+}
+
 func (r *reader) evaluate(v any, fp string) *v1alpha1.Evaluate {
 	m, ok := v.(map[string]any)
 	if !ok {
@@ -588,55 +583,7 @@ func (r *reader) evaluate(v any, fp string) *v1alpha1.Evaluate {
 		return nil
 	}
 	e := &v1alpha1.Evaluate{}
-	strs := map[string]*string{
-		"operator": &e.Operator, "pattern": &e.Pattern, "path": &e.Path, "key": &e.Key,
-		"direction": &e.Direction, "previous": &e.Previous, "source": &e.Source, "prompt": &e.Prompt,
-		"history_file": &e.HistoryFile,
-	}
-	values := map[string]**apiextensionsv1.JSON{"target": &e.Target, "tolerance": &e.Tolerance, "schema": &e.Schema}
-	ints := map[string]**int32{"max_stall": &e.MaxStall, "max_repeat": &e.MaxRepeat}
-	lists := map[string]*[]string{"error_patterns": &e.ErrorPatterns, "scope": &e.Scope, "track": &e.Track}
-	for _, k := range slices.Sorted(maps.Keys(m)) {
-		kp := fp + "." + k
-		if dst, ok := strs[k]; ok {
-			*dst = r.str(m, k, kp)
-			continue
-		}
-		if dst, ok := ints[k]; ok {
-			*dst = r.int32p(m, k, kp)
-			continue
-		}
-		if dst, ok := lists[k]; ok {
-			*dst = r.strings(m, k, kp)
-			continue
-		}
-		if dst, ok := values[k]; ok {
-			j := toJSON(m[k])
-			*dst = &j
-			continue
-		}
-		switch k {
-		case "type":
-			e.Type = v1alpha1.EvaluatorType(r.str(m, k, kp))
-			if !e.Type.IsKnown() {
-				r.fail("%s: evaluator %q is not supported", kp, e.Type)
-			}
-		case "negate":
-			e.Negate = r.boolean(m, k, kp)
-		case "uncertain_suffix":
-			e.UncertainSuffix = r.boolean(m, k, kp)
-		case "min_confidence":
-			f := r.number(m, k, kp)
-			e.MinConfidence = &f
-		case "epsilon":
-			f := r.number(m, k, kp)
-			e.Epsilon = &f
-		case "line":
-			e.Line = r.line(m, k, kp)
-		default:
-			r.warn("%s: unknown evaluator key; ignored", kp)
-		}
-	}
+	evaluateKeys.read(r, m, fp, e)
 	return e
 }
 
