@@ -239,6 +239,9 @@ var _ = Describe("Loop validation at apply", func() {
 		Entry("a route target names no state", func(s *v1alpha1.LoopSpec) {
 			s.States["check"] = v1alpha1.State{Action: "true", Route: map[string]v1alpha1.StateName{"success": "done", "_": "nowhere"}}
 		}, "state check: a route target is not a state"),
+		Entry("an approval state with an action", func(s *v1alpha1.LoopSpec) {
+			s.States["fix"] = v1alpha1.State{Action: "true", Approval: &v1alpha1.Approval{Message: "ok?"}, OnSuccess: "check"}
+		}, "spec.states[fix]: Invalid value: an approval state waits for a person"),
 		Entry("next is $current", func(s *v1alpha1.LoopSpec) {
 			s.States["fix"] = v1alpha1.State{Action: "true", Next: "$current"}
 		}, "spec.states[fix]: Invalid value: next cannot be $current"),

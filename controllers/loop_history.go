@@ -102,6 +102,8 @@ func (s *step) request(ctx context.Context, req string) {
 		s.stop(ctx)
 	case v1alpha1.RequestRewind:
 		s.rewind(ctx, iteration)
+	case v1alpha1.RequestApprove, v1alpha1.RequestReject:
+		s.answerApproval(verb)
 	}
 }
 

@@ -87,6 +87,8 @@ func setConditions(loop *v1alpha1.Loop, h health) {
 		switch {
 		case h.judging:
 			reason, msg = v1alpha1.ReasonJudging, fmt.Sprintf("the LLM judge weighs the result of state %s, iteration %d", run.CurrentState, run.Iteration)
+		case run.Action != nil && run.Action.Approval != nil:
+			reason, msg = v1alpha1.ReasonAwaitingApproval, fmt.Sprintf("state %s waits for approval (looprun approve or reject): %s", run.Action.State, run.Action.Approval.Message)
 		case run.Action != nil:
 			reason, msg = v1alpha1.ReasonActionRunning, fmt.Sprintf("running the action of state %s, iteration %d", run.Action.State, run.Action.Iteration)
 		case run.NextStepAt != nil:

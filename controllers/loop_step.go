@@ -12,6 +12,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -86,6 +87,9 @@ type step struct {
 	completed bool
 	// cp is the checkpoint taken in this step, stored with its events.
 	cp *history.Checkpoint
+	// answer is a person's answer to the approval the Loop waits for
+	// (an approve or reject request); nil for none.
+	approvalAnswer *executor.ApprovalAnswer
 }
 
 func (s *step) add(evs []executor.Event) { s.events = append(s.events, evs...) }
@@ -120,41 +124,73 @@ func (s *step) drive(ctx context.Context) (reconcile.Result, error) {
 	}
 	collected := inFlight && res != nil
 	for {
+		var stop *reconcile.Result
 		switch next.Kind {
-		case executor.StepAction:
-			if res, err = s.start(ctx, *next.Action); err != nil || res == nil {
-				return reconcile.Result{RequeueAfter: s.recheck}, err
-			}
-		case executor.StepEvaluate:
-			res = nil
-		case executor.StepJudge:
-			var ok bool
-			if res, ok = s.judged(*next.Judge, res); !ok {
-				return reconcile.Result{}, nil // the judge's answer wakes the Loop
-			}
-		case executor.StepLoop:
-			if res, err = s.child(ctx, next.Loop); err != nil || res == nil {
-				return reconcile.Result{}, err // the child's end wakes the Loop
-			}
 		case executor.StepNext:
-			if !collected {
-				return reconcile.Result{RequeueAfter: time.Millisecond}, nil
+			if next, stop, err = s.afterCompletion(ctx, collected); stop != nil || err != nil {
+				return ptr.Deref(stop, reconcile.Result{}), err
 			}
 			collected = false
-			if hold, err := s.suspended(ctx); hold || err != nil {
-				return reconcile.Result{}, err
-			}
-			var evs []executor.Event
-			next, evs = s.m.Plan(run, s.now)
-			s.add(evs)
-			continue
 		case executor.StepWait:
 			return reconcile.Result{RequeueAfter: next.WaitUntil.Sub(s.now)}, nil
-		default: // StepDone
+		case executor.StepDone:
 			return s.r.reconcileFinished(ctx, s.loop)
+		default:
+			if res, stop, err = s.answer(ctx, next, res); stop != nil || err != nil {
+				return ptr.Deref(stop, reconcile.Result{}), err
+			}
+			next = s.complete(ctx, res)
 		}
-		next = s.complete(ctx, res)
 	}
+}
+
+// answer is the answer to a step that waits for one: an action's result,
+// a child's ending, the judge's verdict (added to res), a person's answer;
+// nil for a state without an action. stop says how the reconcile ends
+// while the answer is not there yet: what it waits for wakes the Loop.
+func (s *step) answer(ctx context.Context, next executor.Step, res *executor.ActionResult) (*executor.ActionResult, *reconcile.Result, error) {
+	var err error
+	switch next.Kind {
+	case executor.StepAction:
+		if res, err = s.start(ctx, *next.Action); err != nil || res == nil {
+			return nil, &reconcile.Result{RequeueAfter: s.recheck}, err
+		}
+	case executor.StepEvaluate:
+		res = nil
+	case executor.StepJudge:
+		var ok bool
+		if res, ok = s.judged(*next.Judge, res); !ok {
+			return nil, &reconcile.Result{}, nil
+		}
+	case executor.StepLoop:
+		if res, err = s.child(ctx, next.Loop); err != nil || res == nil {
+			return nil, &reconcile.Result{}, err
+		}
+	case executor.StepApproval:
+		if res = s.approval(next.Approval); res == nil {
+			wait := s.awaitApproval(next.Approval)
+			return nil, &wait, nil
+		}
+	default:
+		return nil, nil, fmt.Errorf("step %s: no driver for it", next.Kind)
+	}
+	return res, nil, nil
+}
+
+// afterCompletion is the next step once a state is complete: the plan
+// after the action in flight was collected, so that the next action starts
+// in the same reconcile; any other completion is saved in a reconcile of
+// its own (stop says how it ends).
+func (s *step) afterCompletion(ctx context.Context, collected bool) (next executor.Step, stop *reconcile.Result, err error) {
+	if !collected {
+		return next, &reconcile.Result{RequeueAfter: time.Millisecond}, nil
+	}
+	if hold, err := s.suspended(ctx); hold || err != nil {
+		return next, &reconcile.Result{}, err
+	}
+	next, evs := s.m.Plan(&s.loop.Status.RunState, s.now)
+	s.add(evs)
+	return next, nil, nil
 }
 
 // stepHold is first's answer when the reconcile has nothing more to do:
@@ -299,6 +335,8 @@ func (s *step) announce(ctx context.Context) {
 			r := executor.RestartedOf(e)
 			logger.Info("Action restarted: the process running it was lost", "actionState", r.State)
 			s.r.event(s.loop, corev1.EventTypeWarning, "ActionRestarted", "Restart", "the action of state %s (iteration %d) runs again: the process running it was lost", r.State, r.Iteration)
+		case executor.EventApprovalRequested, executor.EventApprovalAnswered:
+			s.announceApproval(e)
 		case executor.EventLoopComplete:
 			run := s.loop.Status.RunState
 			logger.Info("Loop finished", "phase", run.Phase, "terminatedBy", run.TerminatedBy, "finalState", run.CurrentState)

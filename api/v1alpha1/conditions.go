@@ -29,6 +29,9 @@ const (
 	ReasonBackoff = "Backoff"
 	// ReasonJudging: the LLM judge is weighing a state's result.
 	ReasonJudging = "Judging"
+	// ReasonAwaitingApproval: an approval state waits for a person
+	// (looprun approve, looprun reject).
+	ReasonAwaitingApproval = "AwaitingApproval"
 	// ReasonEventLogFailed: the step's events could not be written; the
 	// step is not kept and is taken again.
 	ReasonEventLogFailed = "EventLogFailed"

@@ -58,6 +58,9 @@ const (
 	// its status and event log; the operator leaves it alone until the
 	// annotation is removed.
 	ImportingAnnotation = "looprun.io/importing"
+	// ApprovalMessageAnnotation is what the person answering an approval
+	// state says, read with an approve or reject request.
+	ApprovalMessageAnnotation = "looprun.io/approval-message"
 )
 
 // Request verbs of RequestAnnotation.
@@ -66,6 +69,10 @@ const (
 	RequestStop = "stop"
 	// RequestRewind goes back to a checkpoint: rewind:N, or the newest without N.
 	RequestRewind = "rewind"
+	// RequestApprove and RequestReject answer the approval state the Loop
+	// waits in (ApprovalMessageAnnotation says why).
+	RequestApprove = "approve"
+	RequestReject  = "reject"
 )
 
 // StopRequest is the annotation value that stops a Loop; nonce makes a
@@ -78,6 +85,15 @@ func RewindRequest(iteration int32, nonce string) string {
 	return withNonce(fmt.Sprintf("%s:%d", RequestRewind, iteration), nonce)
 }
 
+// ApprovalRequest is the annotation value that answers an approval
+// state: approve, or reject.
+func ApprovalRequest(approved bool, nonce string) string {
+	if approved {
+		return withNonce(RequestApprove, nonce)
+	}
+	return withNonce(RequestReject, nonce)
+}
+
 func withNonce(req, nonce string) string {
 	if nonce == "" {
 		return req
@@ -85,14 +101,14 @@ func withNonce(req, nonce string) string {
 	return req + "@" + nonce
 }
 
-// ParseRequest reads a RequestAnnotation value: its verb (RequestStop or
-// RequestRewind) and rewind's iteration (nil: the newest checkpoint). An
+// ParseRequest reads a RequestAnnotation value: its verb (RequestStop,
+// RequestRewind, RequestApprove or RequestReject) and rewind's iteration (nil: the newest checkpoint). An
 // unknown verb or a bad iteration is an error that says what is wanted.
 func ParseRequest(s string) (verb string, iteration *int32, err error) {
 	req, _, _ := strings.Cut(s, "@")
 	verb, arg, _ := strings.Cut(strings.TrimSpace(req), ":")
 	switch verb {
-	case RequestStop:
+	case RequestStop, RequestApprove, RequestReject:
 		return verb, nil, nil
 	case RequestRewind:
 		if arg == "" {
@@ -105,7 +121,7 @@ func ParseRequest(s string) (verb string, iteration *int32, err error) {
 		it := int32(n)
 		return verb, &it, nil
 	}
-	return verb, nil, fmt.Errorf("%s: unknown request %q (want %s or %s:ITERATION)", RequestAnnotation, s, RequestStop, RequestRewind)
+	return verb, nil, fmt.Errorf("%s: unknown request %q (want %s, %s:ITERATION, %s or %s)", RequestAnnotation, s, RequestStop, RequestRewind, RequestApprove, RequestReject)
 }
 
 // LabelValue makes s a valid label value: unchanged when it is one,

@@ -60,6 +60,9 @@ const (
 	VerdictToolError = "tool_error"
 	VerdictNotFound  = "not_found"
 	VerdictTimeout   = "timeout"
+	// Approval verdicts (and timeout).
+	VerdictApproved = "approved"
+	VerdictRejected = "rejected"
 )
 
 // CurrentStateToken routes back to the state itself.
@@ -188,6 +191,19 @@ type ActionStatus struct {
 	// run's name on a laptop.
 	// +optional
 	Child string `json:"child,omitempty"`
+	// approval is the question of an approval state waiting for a person.
+	// +optional
+	Approval *ApprovalWait `json:"approval,omitempty"`
+}
+
+// ApprovalWait is an approval state's question while it waits.
+type ApprovalWait struct {
+	// message is the question, its templates expanded.
+	// +optional
+	Message string `json:"message,omitempty"`
+	// deadline is when the wait ends with the verdict timeout; unset: none.
+	// +optional
+	Deadline *metav1.Time `json:"deadline,omitempty"`
 }
 
 // RunState is the saved state of a run: the executor reads and writes it,

@@ -194,6 +194,7 @@ const (
 // +kubebuilder:validation:XValidation:rule="!has(self.params) || (has(self.actionType) && self.actionType == 'mcp')",message="params are the arguments of an MCP tool: they need actionType mcp"
 // +kubebuilder:validation:XValidation:rule="!has(self.learning) || (!has(self.action) && !has(self.__loop__))",message="a learning state runs its gate: it has no action and no loop"
 // +kubebuilder:validation:XValidation:rule="!has(self.worktree) || has(self.__loop__)",message="worktree is where a sub-loop runs: it needs loop"
+// +kubebuilder:validation:XValidation:rule="!has(self.approval) || (!has(self.action) && !has(self.__loop__) && !has(self.learning) && !has(self.next) && !has(self.evaluate) && !(has(self.terminal) && self.terminal))",message="an approval state waits for a person: it has no action, loop, learning, next or evaluate, and is not terminal"
 type State struct {
 	// action is a shell command, or an agent prompt when actionType is agent
 	// or the action starts with "/". Templates ${namespace.path} are expanded first.
@@ -323,6 +324,12 @@ type State struct {
 	// +optional
 	Learning *LearningSpec `json:"learning,omitempty"`
 
+	// approval makes the state wait for a person's answer: its verdict is
+	// approved, rejected or timeout (route keys; approved falls back to
+	// onSuccess, the others to onFailure, then onError).
+	// +optional
+	Approval *Approval `json:"approval,omitempty"`
+
 	// with binds the sub-loop's parameters over its context (templates in
 	// strings are expanded) and brings the child's captures back under this
 	// state's name.
@@ -364,6 +371,19 @@ type State struct {
 	// with one of exitCodes. A retry is the same iteration.
 	// +optional
 	RetryPolicy *RetryPolicy `json:"retryPolicy,omitempty"`
+}
+
+// Approval is what an approval state asks a person.
+type Approval struct {
+	// message is shown to whoever may answer; templates are expanded when
+	// the wait begins.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	Message string `json:"message,omitempty"`
+	// timeout ends the wait with the verdict timeout; unset waits until
+	// answered.
+	// +optional
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
 }
 
 // LearningSpec lists what a learning state must prove.

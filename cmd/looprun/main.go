@@ -64,7 +64,7 @@ func newRootCommand(k *kube) *cobra.Command {
 		newResumeCommand(g, k), newHistoryCommand(g, k), newCheckpointsCommand(g, k), newRewindCommand(g, k),
 		newExportCommand(g, k), newImportCommand(g, k),
 		newGetCommand(k), newDescribeCommand(k), newWatchCommand(k), newLogsCommand(k), newSuspendCommand(k),
-		newStopCommand(k), newForkCommand(k), newApplyCommand(g, k),
+		newStopCommand(k), newForkCommand(k), newApplyCommand(g, k), newApprovalCommand(g, k, true), newApprovalCommand(g, k, false),
 	} {
 		c.GroupID = "cluster"
 		root.AddCommand(c)

@@ -35,6 +35,9 @@ func (t *turn) complete(res *ActionResult) Step {
 	run := t.run
 	next := Step{Kind: StepNext}
 	st, res, ok := t.completing(res)
+	if ok && st.Approval != nil {
+		return t.completeApproval(&st, res)
+	}
 	if !ok || t.completeSpecial(&st, res) {
 		return next
 	}

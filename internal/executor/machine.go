@@ -3,7 +3,8 @@
 // It never blocks, sleeps, starts processes, calls a model or talks to
 // Kubernetes. Every answer from outside is a Step the engine returns and a
 // driver (the local CLI or the Loop reconciler) waits for: Plan says what
-// the current state needs (an action, a sub-loop, a wait), Complete takes the answer and evaluates, routes and enforces the
+// the current state needs (an action, a sub-loop, a person's approval, a
+// wait), Complete takes the answer and evaluates, routes and enforces the
 // limits, or says it needs the LLM judge's verdict first. Both return the
 // events to append.
 package executor
@@ -128,6 +129,10 @@ const (
 	// StepLoop asks the driver to run Step.Loop, a sub-loop, to its end,
 	// then call Complete with a result whose Child says how it ended.
 	StepLoop
+	// StepApproval asks the driver for a person's answer to Step.Approval,
+	// then Complete with a result whose Approval holds it; Complete with
+	// none once Step.Approval.Deadline passed times the wait out.
+	StepApproval
 	// StepJudge is Complete's answer when the state's verdict is the LLM
 	// judge's: nothing changed; the driver asks Step.Judge and calls
 	// Complete again with the same result, its Judgement set.
@@ -137,7 +142,7 @@ const (
 )
 
 func (k StepKind) String() string {
-	return [...]string{"Action", "Evaluate", "Wait", "Done", "Loop", "Judge", "Next"}[k]
+	return [...]string{"Action", "Evaluate", "Wait", "Done", "Loop", "Approval", "Judge", "Next"}[k]
 }
 
 // Action is an action to run.
@@ -172,10 +177,11 @@ type Action struct {
 
 // Step is what Plan (or Complete) asks of the driver.
 type Step struct {
-	Kind   StepKind
-	Action *Action
-	Loop   *SubLoop
-	Judge  *evaluate.JudgeRequest
+	Kind     StepKind
+	Action   *Action
+	Loop     *SubLoop
+	Judge    *evaluate.JudgeRequest
+	Approval *ApprovalRequest
 	// WaitUntil is when a StepWait's wait is over.
 	WaitUntil time.Time
 }
@@ -203,6 +209,8 @@ type ActionResult struct {
 	// Judgement is the LLM judge's verdict on the StepJudge request that
 	// Complete returned for this result.
 	Judgement *evaluate.Result
+	// Approval is a person's answer to a StepApproval.
+	Approval *ApprovalAnswer
 	// Probe is what Action.Probe printed.
 	Probe *ProbeResult
 }
@@ -283,7 +291,7 @@ func (m *Machine) Resume(run *v1alpha1.RunState, now time.Time) ([]Event, bool) 
 	run.TerminatedBy = ""
 	run.Message = ""
 	t.emit(EventLoopResume, map[string]any{"loop": m.name, "from_state": run.CurrentState, "iteration": run.Iteration})
-	if a := run.Action; a != nil && a.Child == "" {
+	if a := run.Action; a != nil && a.Child == "" && a.Approval == nil {
 		t.emit(EventActionRestarted, RestartedEvent{State: a.State, Iteration: a.Iteration, Action: a.Command}.Data())
 		a.StartedAt = &ts
 	}

@@ -72,6 +72,12 @@ func (t *turn) plan() Step {
 			}
 			continue
 		}
+		if st.Approval != nil {
+			if step := t.approval(&st); step.Kind != stepHop {
+				return step
+			}
+			continue
+		}
 		if st.Action == "" && st.Learning == nil {
 			return Step{Kind: StepEvaluate}
 		}
@@ -93,6 +99,9 @@ func (t *turn) inFlight() Step {
 	st, ok := spec.States[a.State]
 	if ok && st.Loop != "" && a.State == run.CurrentState {
 		return t.subLoop(&st, false)
+	}
+	if a.Approval != nil {
+		return t.awaiting() // the question stays as it was asked
 	}
 	if !ok || (st.Action == "" && st.Learning == nil) {
 		t.finish(v1alpha1.TerminatedError, fmt.Sprintf("state %q of the action in flight has no action", a.State))

@@ -3,6 +3,7 @@ package executor
 import (
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/executor/evaluate"
@@ -70,6 +71,49 @@ func TestAnswersFromOutsideAreSteps(t *testing.T) {
 		next, _ := m.Complete(run, &ActionResult{Child: &ChildResult{TerminatedBy: v1alpha1.TerminatedTerminal}}, t0)
 		if next.Kind != StepNext || run.CurrentState != "done" {
 			t.Fatalf("answered: %v, in %s", next.Kind, run.CurrentState)
+		}
+	})
+	t.Run("approval", func(t *testing.T) {
+		spec := &v1alpha1.LoopSpec{Initial: "ask", Context: map[string]apiextensionsJSON{"goal": jsonValue("v2")},
+			States: map[string]v1alpha1.State{
+				"ask": {Approval: &v1alpha1.Approval{Message: "ship ${context.goal}?", Timeout: dur(time.Hour)},
+					Route: map[string]v1alpha1.StateName{"approved": "ship", "rejected": "stop", "timeout": "stop"}},
+				"ship": {Terminal: true}, "stop": {Terminal: true},
+			}}
+		m, run := startRun(t, "gated", spec, Options{})
+		step, evs := m.Plan(run, t0)
+		if step.Kind != StepApproval || step.Approval.Message != "ship v2?" || !step.Approval.Deadline.Equal(t0.Add(time.Hour)) {
+			t.Fatalf("plan: %v %+v", step.Kind, step.Approval)
+		}
+		if kinds := eventKinds(evs); kinds[len(kinds)-1] != EventApprovalRequested {
+			t.Errorf("events %v", kinds)
+		}
+		if again, evs := m.Plan(run, t0.Add(time.Minute)); again.Kind != StepApproval || len(evs) != 0 {
+			t.Fatalf("planned again: %v with %d events", again.Kind, len(evs))
+		}
+		before := run.DeepCopy()
+		if wait, evs := m.Complete(run, nil, t0.Add(time.Minute)); wait.Kind != StepApproval || len(evs) != 0 || !reflect.DeepEqual(before, run) {
+			t.Fatalf("no answer yet: %v, %d events, changed %v", wait.Kind, len(evs), !reflect.DeepEqual(before, run))
+		}
+		if evs, _ := m.Resume(run.DeepCopy(), t0); len(evs) != 1 {
+			t.Errorf("resuming a wait restarts an action: %v", eventKinds(evs))
+		}
+		answered := run.DeepCopy()
+		next, evs := m.Complete(answered, &ActionResult{Approval: &ApprovalAnswer{Approved: true, By: "ann", Message: "go"}}, t0.Add(time.Minute))
+		if next.Kind != StepNext || answered.CurrentState != "ship" || answered.LastResult.Verdict != v1alpha1.VerdictApproved || answered.Action != nil {
+			t.Fatalf("approved: %v, in %s, last %+v", next.Kind, answered.CurrentState, answered.LastResult)
+		}
+		if e := evs[0]; e.Type != EventApprovalAnswered || e.Data["by"] != "ann" || e.Data["message"] != "go" {
+			t.Errorf("answer event %+v", e)
+		}
+		rejected := run.DeepCopy()
+		m.Complete(rejected, &ActionResult{Approval: &ApprovalAnswer{}}, t0.Add(time.Minute))
+		if rejected.CurrentState != "stop" || rejected.LastResult.Verdict != v1alpha1.VerdictRejected {
+			t.Errorf("rejected: in %s, %+v", rejected.CurrentState, rejected.LastResult)
+		}
+		m.Complete(run, nil, t0.Add(time.Hour))
+		if run.CurrentState != "stop" || run.LastResult.Verdict != v1alpha1.VerdictTimeout {
+			t.Errorf("timed out: in %s, %+v", run.CurrentState, run.LastResult)
 		}
 	})
 	t.Run("no judge needed", func(t *testing.T) {

@@ -132,6 +132,7 @@ func validateState(spec *v1alpha1.LoopSpec, name string, st *v1alpha1.State, cap
 	}
 	errs = append(errs, validateMCP(st, captured, p)...)
 	errs = append(errs, validateLearning(st, captured, p)...)
+	errs = append(errs, validateApproval(st, captured, p)...)
 	if st.Timeout != nil && st.Timeout.Duration <= 0 {
 		errs = append(errs, field.Invalid(p.Child("timeout"), st.Timeout.Duration.String(), "must be positive"))
 	}
@@ -206,6 +207,24 @@ func validateLearning(st *v1alpha1.State, captured map[string]bool, p *field.Pat
 	}
 	errs = append(errs, checkTemplate(l.TargetsCSV, captured, lp.Child("targetsCSV"))...)
 	return append(errs, checkTemplate(l.MaxRetriesExpr, captured, lp.Child("maxRetriesExpr"))...)
+}
+
+// validateApproval checks an approval state: it waits for a person, so it
+// runs nothing and judges nothing itself, and it goes on from its verdicts.
+func validateApproval(st *v1alpha1.State, captured map[string]bool, p *field.Path) field.ErrorList {
+	a := st.Approval
+	if a == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	ap := p.Child("approval")
+	if st.Action != "" || st.Loop != "" || st.Learning != nil || st.Next != "" || st.Evaluate != nil || st.Terminal {
+		errs = append(errs, field.Invalid(ap, "", "an approval state waits for a person: it has no action, loop, learning, next or evaluate, and is not terminal"))
+	}
+	if a.Timeout != nil && a.Timeout.Duration <= 0 {
+		errs = append(errs, field.Invalid(ap.Child("timeout"), a.Timeout.Duration.String(), "must be positive"))
+	}
+	return append(errs, checkTemplate(a.Message, captured, ap.Child("message"))...)
 }
 
 // validateSubLoop checks the fields of a sub-loop state.

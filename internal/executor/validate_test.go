@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/looprun/looprun/api/v1alpha1"
 )
 
@@ -30,6 +32,12 @@ func TestValidate(t *testing.T) {
 		{"duplicate verdict keys", func(s *v1alpha1.LoopSpec) {
 			s.States["check"] = v1alpha1.State{Action: "x", Route: map[string]v1alpha1.StateName{"yes": "done", "success": "fix"}}
 		}, []string{"spec.states[check].route[yes]: Duplicate"}},
+		{"approval with an action", func(s *v1alpha1.LoopSpec) {
+			s.States["fix"] = v1alpha1.State{Action: "x", Approval: &v1alpha1.Approval{Message: "ok?"}, OnSuccess: "check"}
+		}, []string{"spec.states[fix].approval", "waits for a person"}},
+		{"approval timeout", func(s *v1alpha1.LoopSpec) {
+			s.States["fix"] = v1alpha1.State{Approval: &v1alpha1.Approval{Timeout: &metav1.Duration{}}, OnSuccess: "check"}
+		}, []string{"spec.states[fix].approval.timeout", "must be positive"}},
 		{"no way out", func(s *v1alpha1.LoopSpec) { s.States["fix"] = v1alpha1.State{Action: "x"} }, []string{`spec.states[fix]: Required value: state "fix" has no way out`}},
 		{"$current in next", func(s *v1alpha1.LoopSpec) { s.States["fix"] = v1alpha1.State{Action: "x", Next: "$current"} },
 			[]string{"spec.states[fix].next", "$current is only allowed"}},

@@ -66,6 +66,9 @@ type Driver struct {
 	// Judge answers the LLM judge's questions; nil answers each with an
 	// error verdict saying no judge is configured.
 	Judge evaluate.Judge
+	// Approver answers approval states; nil waits for the answer file
+	// that looprun approve and reject write beside the state file.
+	Approver Approver
 	// OnEvents, when set, sees every event as it happens (progress display).
 	OnEvents func([]executor.Event)
 	// SubLoops runs the states with loop:; nil (a simulation) takes the
@@ -197,6 +200,25 @@ func (d *Driver) drive(ctx context.Context, w recorder, sched *history.Schedule,
 				return d.interrupt(w, run, nil, nil)
 			}
 			evs = d.complete(ctx, run, &res)
+		case executor.StepApproval:
+			// The wait is on disk before it begins: a killed run resumes
+			// waiting for the same question.
+			if err := w.save(run, batch, cp); err != nil {
+				return err
+			}
+			batch, cp = nil, nil
+			ans, err := d.approver().Await(ctx, step.Approval)
+			if ctx.Err() != nil {
+				return d.interrupt(w, run, nil, nil)
+			}
+			if err != nil {
+				return err
+			}
+			var res *executor.ActionResult
+			if ans != nil {
+				res = &executor.ActionResult{Approval: ans}
+			}
+			evs = d.complete(ctx, run, res)
 		case executor.StepWait:
 			if err := w.save(run, batch, cp); err != nil {
 				return err
@@ -247,6 +269,13 @@ func (d *Driver) complete(ctx context.Context, run *v1alpha1.RunState, res *exec
 	res.Judgement = &answer
 	_, evs = d.Machine.Complete(run, res, d.now())
 	return evs
+}
+
+func (d *Driver) approver() Approver {
+	if d.Approver != nil {
+		return d.Approver
+	}
+	return &fileApprover{path: d.Store.AnswerPath(), clock: d.clock(), poll: 200 * time.Millisecond}
 }
 
 func (d *Driver) judge() evaluate.Judge {

@@ -36,7 +36,7 @@ func (s *Simulation) Run(ctx context.Context) (*v1alpha1.RunState, error) {
 	}
 	script := &scripted{scenario: s.Scenario, spec: s.Machine.Spec(), show: s.WouldRun}
 	clock := &jumpClock{now: time.Unix(0, 0).UTC()}
-	d := &Driver{Machine: s.Machine, Runner: script, Clock: clock, Decide: script.decide, OnEvents: s.OnEvents}
+	d := &Driver{Machine: s.Machine, Runner: script, Clock: clock, Decide: script.decide, Approver: script, OnEvents: s.OnEvents}
 	run := &v1alpha1.RunState{}
 	events := s.Machine.Start(run, "simulate", clock.Now())
 	err := d.drive(ctx, discard{}, d.schedule(nil), run, events)
@@ -87,6 +87,12 @@ func (s *scripted) RunWhenReady(_ context.Context, a *executor.Action, ready fun
 		res.Verdict = scriptedVerdict(res.ExitCode)
 	}
 	return res
+}
+
+// Await implements Approver: a scripted pass approves, anything else
+// rejects.
+func (s *scripted) Await(context.Context, *executor.ApprovalRequest) (*executor.ApprovalAnswer, error) {
+	return &executor.ApprovalAnswer{Approved: s.code() == 0, By: "simulate"}, nil
 }
 
 // decide scripts the verdict of a state without an action that only the

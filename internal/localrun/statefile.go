@@ -202,6 +202,14 @@ type ActionFile struct {
 	Child string `json:"child,omitempty"`
 	// Flush: run once before the loop's timeout ends it.
 	Flush bool `json:"flush,omitempty"`
+	// Approval: the question of an approval state waiting for a person.
+	Approval *ApprovalFile `json:"approval,omitempty"`
+}
+
+// ApprovalFile is an approval state's question while it waits.
+type ApprovalFile struct {
+	Message  string `json:"message,omitempty"`
+	Deadline string `json:"deadline,omitempty"`
 }
 
 // Status values of the state file.
@@ -300,6 +308,9 @@ func encodeState(name, loopFile string, ctx map[string]any, run *v1alpha1.RunSta
 	if a := run.Action; a != nil {
 		f.ActiveAction = &ActionFile{State: a.State, Iteration: a.Iteration, Command: a.Command, Agent: a.Agent,
 			TimeoutSeconds: a.TimeoutSeconds, StartedAt: fmtTime(a.StartedAt), Loop: a.Loop, Child: a.Child, Flush: a.Flush}
+		if w := a.Approval; w != nil {
+			f.ActiveAction.Approval = &ApprovalFile{Message: w.Message, Deadline: fmtTime(w.Deadline)}
+		}
 	}
 	return f
 }
@@ -350,6 +361,11 @@ func (f *StateFile) RunState() (*v1alpha1.RunState, error) {
 		errs = append(errs, err)
 		run.Action = &v1alpha1.ActionStatus{State: a.State, Iteration: a.Iteration, Command: a.Command, Agent: a.Agent,
 			TimeoutSeconds: a.TimeoutSeconds, StartedAt: started, Loop: a.Loop, Child: a.Child, Flush: a.Flush}
+		if w := a.Approval; w != nil {
+			deadline, err := parseTime(w.Deadline)
+			errs = append(errs, err)
+			run.Action.Approval = &v1alpha1.ApprovalWait{Message: w.Message, Deadline: deadline}
+		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("state file times: %w", err)

@@ -275,8 +275,17 @@ var stateKeys = table[stateRead]{
 		"with":                func(r *reader, m map[string]any, k, fp string, s *stateRead) { r.with(m, k, fp, &s.State) },
 		"worktree":            worktreeKey,
 		fragmentParamsKey:     fragmentParamsRead,
-		"throttle":            func(r *reader, m map[string]any, k, fp string, s *stateRead) { s.Throttle = r.throttle(m[k], fp) },
-		"on_throttle_hard":    strKey(func(s *stateRead) *string { return &s.OnThrottleHard }),
+		"approval": func(r *reader, m map[string]any, k, fp string, s *stateRead) {
+			am, ok := m[k].(map[string]any)
+			if !ok {
+				r.fail("%s: must be a mapping (message, timeout)", fp)
+				return
+			}
+			s.Approval = &v1alpha1.Approval{}
+			approvalKeys.read(r, am, fp, s.Approval)
+		},
+		"throttle":         func(r *reader, m map[string]any, k, fp string, s *stateRead) { s.Throttle = r.throttle(m[k], fp) },
+		"on_throttle_hard": strKey(func(s *stateRead) *string { return &s.OnThrottleHard }),
 		"retryable_exit_codes": func(r *reader, m map[string]any, k, fp string, s *stateRead) {
 			list, ok := m[k].([]any)
 			if !ok {
@@ -342,6 +351,12 @@ func shorthandRoute(r *reader, m map[string]any, k, fp string, st *stateRead) {
 		st.extra[v1alpha1.CanonicalVerdict(strings.TrimPrefix(k, "on_"))] = target
 	}
 }
+
+// approvalKeys are the keys of an approval state's approval.
+var approvalKeys = table[v1alpha1.Approval]{keys: map[string]key[v1alpha1.Approval]{
+	"message": strKey(func(a *v1alpha1.Approval) *string { return &a.Message }),
+	"timeout": durationKey(func(a *v1alpha1.Approval) **metav1.Duration { return &a.Timeout }),
+}}
 
 // throttleKeys are the keys of a state's throttle (normal_max is
 // little-loops' own bookkeeping; it changes nothing).

@@ -1,0 +1,85 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/user"
+	"time"
+
+	"github.com/spf13/cobra"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/looprun/looprun/api/v1alpha1"
+)
+
+// newApprovalCommand answers the approval state a loop waits in: approve
+// or reject, locally (the answer file a running looprun run reads) or in a
+// cluster (loop/NAME: an approve or reject request on the Loop).
+func newApprovalCommand(g *globals, k *kube, approve bool) *cobra.Command {
+	verb, short := "reject", "Reject what an approval state asks (the loop goes on with the verdict rejected)"
+	if approve {
+		verb, short = "approve", "Approve what an approval state asks (the loop goes on with the verdict approved)"
+	}
+	var message string
+	cmd := &cobra.Command{
+		Use:   verb + " NAME|loop/NAME",
+		Short: short,
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name, cluster := k.loopTarget(args[0], false)
+			if cluster {
+				return k.answerApproval(cmd.Context(), cmd.OutOrStdout(), name, approve, message)
+			}
+			store, err := localStore(g, name)
+			if err != nil {
+				return err
+			}
+			ans, err := store.WriteAnswer(approve, whoami(), message, time.Now())
+			if err != nil {
+				return &exitError{code: 1, msg: err.Error()}
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s: state %s (iteration %d) %sd\n", name, ans.State, ans.Iteration, verb)
+			return err
+		},
+	}
+	cmd.Flags().StringVarP(&message, "message", "m", "", "why, for the event log")
+	return cmd
+}
+
+// whoami names the person answering a local approval.
+func whoami() string {
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		return u.Username
+	}
+	return os.Getenv("USER")
+}
+
+// answerApproval writes an approve or reject request, with its message,
+// on a Loop waiting for approval.
+func (k *kube) answerApproval(ctx context.Context, out io.Writer, name string, approve bool, message string) error {
+	loop, err := k.getLoop(ctx, name)
+	if err != nil {
+		return err
+	}
+	a := loop.Status.Action
+	if a == nil || a.Approval == nil || loop.Status.Phase.IsFinished() {
+		return &exitError{code: 1, msg: fmt.Sprintf("loop/%s waits for no approval", name)}
+	}
+	patch := client.MergeFrom(loop.DeepCopy())
+	if loop.Annotations == nil {
+		loop.Annotations = map[string]string{}
+	}
+	loop.Annotations[v1alpha1.ApprovalMessageAnnotation] = message
+	loop.Annotations[v1alpha1.RequestAnnotation] = v1alpha1.ApprovalRequest(approve, fmt.Sprint(k.clock().UnixNano()))
+	if err := k.c.Patch(ctx, loop, patch); err != nil {
+		return err
+	}
+	verb := "rejected"
+	if approve {
+		verb = "approved"
+	}
+	_, err = fmt.Fprintf(out, "loop/%s: state %s (iteration %d) %s\n", name, a.State, a.Iteration, verb)
+	return err
+}

@@ -1,0 +1,89 @@
+package main
+
+import (
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/looprun/looprun/internal/eventlog"
+	"github.com/looprun/looprun/internal/localrun"
+	"github.com/looprun/looprun/test/proc"
+)
+
+// A local run waits in its approval state until looprun approve (from
+// another shell) answers it; the answer, who gave it and why are in the
+// event log. An answer with no approval waiting is refused.
+func TestApproveLocalRun(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "gate.yaml", `name: gate
+initial: build
+context:
+  version: v2
+states:
+  build:
+    action: echo built > trace
+    next: ask
+  ask:
+    approval:
+      message: ship ${context.version}?
+      timeout: 1m
+    route:
+      approved: ship
+      rejected: stop
+      timeout: stop
+  ship:
+    action: echo shipped >> trace
+    next: done
+  done:
+    terminal: true
+  stop:
+    terminal: true
+`)
+	if r := looprun(t, dir, "approve", "gate"); r.code != 1 {
+		t.Fatalf("approve before any run: exit %d %q", r.code, r.stderr)
+	}
+	cmd := exec.Command(binary, "run", "gate.yaml")
+	cmd.Dir = dir
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	state := filepath.Join(dir, ".loops/.running/gate.state.json")
+	proc.Until(t, 20*time.Second, "the run to wait for approval", func() bool {
+		sf, err := localrun.ReadStateFile(state)
+		return err == nil && sf.ActiveAction != nil && sf.ActiveAction.Approval != nil
+	})
+	sf, _ := localrun.ReadStateFile(state)
+	if sf.ActiveAction.Approval.Message != "ship v2?" || sf.ActiveAction.Approval.Deadline == "" {
+		t.Errorf("waiting for %+v", sf.ActiveAction.Approval)
+	}
+	r := looprun(t, dir, "approve", "gate", "-m", "green")
+	if r.code != 0 || !strings.Contains(r.stdout, "state ask (iteration 2) approved") {
+		t.Fatalf("approve: exit %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("run: %v\n%s", err, stderr.String())
+	}
+	if got := readFile(dir, "trace"); got != "built\nshipped\n" {
+		t.Errorf("trace %q", got)
+	}
+	events, err := eventlog.Read(filepath.Join(dir, ".loops/.running/gate.events.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var answered bool
+	for _, e := range events {
+		if e.Type == "approval_answered" {
+			answered = e.Data["verdict"] == "approved" && e.Data["message"] == "green" && e.Data["by"] != ""
+		}
+	}
+	if !answered {
+		t.Errorf("no approval_answered event with its verdict, message and approver: %v", events)
+	}
+	if r := looprun(t, dir, "reject", "gate"); r.code != 1 || !strings.Contains(r.stderr, "waits for no approval") {
+		t.Errorf("reject after the run: exit %d %q", r.code, r.stderr)
+	}
+}

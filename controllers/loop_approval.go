@@ -1,0 +1,66 @@
+package controllers
+
+import (
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/internal/executor"
+)
+
+// approval is the answer to the approval the Loop waits for: a person's
+// (an approve or reject request of this reconcile), or none once the
+// deadline passed (the machine then times the wait out). nil while the
+// wait goes on.
+func (s *step) approval(req *executor.ApprovalRequest) *executor.ActionResult {
+	switch {
+	case s.approvalAnswer != nil:
+		return &executor.ActionResult{Approval: s.approvalAnswer}
+	case !req.Deadline.IsZero() && !s.now.Before(req.Deadline):
+		return &executor.ActionResult{}
+	}
+	return nil
+}
+
+// awaitApproval holds no worker while a person is asked: an approve or
+// reject request wakes the Loop (annotations start a reconcile), and so
+// does the deadline.
+func (s *step) awaitApproval(req *executor.ApprovalRequest) reconcile.Result {
+	if req.Deadline.IsZero() {
+		return reconcile.Result{}
+	}
+	return reconcile.Result{RequeueAfter: max(req.Deadline.Sub(s.now), time.Millisecond)}
+}
+
+// announceApproval emits the Kubernetes Event of an approval's question
+// or answer.
+func (s *step) announceApproval(e executor.Event) {
+	state, _ := e.Data["state"].(string)
+	if e.Type == executor.EventApprovalRequested {
+		s.r.event(s.loop, corev1.EventTypeNormal, "ApprovalRequested", "Wait", "state %s waits for approval: %v", state, e.Data["message"])
+		return
+	}
+	verdict, _ := e.Data["verdict"].(string)
+	typ := corev1.EventTypeNormal
+	if verdict != v1alpha1.VerdictApproved {
+		typ = corev1.EventTypeWarning
+	}
+	s.r.event(s.loop, typ, "Approval", "Answer", "state %s: %s", state, verdict)
+}
+
+// answerApproval carries out an approve or reject request: the answer to
+// the approval the Loop waits for. A request with no approval waiting is
+// refused with a Warning Event.
+func (s *step) answerApproval(verb string) {
+	a := s.loop.Status.Action
+	if a == nil || a.Approval == nil || s.loop.Status.Phase.IsFinished() {
+		s.r.event(s.loop, corev1.EventTypeWarning, "NoApprovalWaiting", "Request", "%s: the Loop waits for no approval", verb)
+		return
+	}
+	s.approvalAnswer = &executor.ApprovalAnswer{
+		Approved: verb == v1alpha1.RequestApprove,
+		Message:  s.loop.Annotations[v1alpha1.ApprovalMessageAnnotation],
+	}
+}

@@ -1,0 +1,115 @@
+package controllers
+
+import (
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/internal/executor"
+)
+
+// gated asks before it ships: approved goes to ship, anything else to stop.
+func gated(timeout time.Duration) v1alpha1.LoopSpec {
+	ask := v1alpha1.State{Approval: &v1alpha1.Approval{Message: "ship ${context.version}?"},
+		Route: map[string]v1alpha1.StateName{v1alpha1.VerdictApproved: "ship", v1alpha1.VerdictRejected: "stop", v1alpha1.VerdictTimeout: "stop"}}
+	if timeout > 0 {
+		ask.Approval.Timeout = dur(timeout)
+	}
+	return v1alpha1.LoopSpec{Initial: "build", Context: map[string]apiextensionsv1.JSON{"version": jsonOf("v2")},
+		States: map[string]v1alpha1.State{
+			"build": {Action: "true", Next: "ask"},
+			"ask":   ask,
+			"ship":  {Action: "true", Next: "done"},
+			"done":  {Terminal: true}, "stop": {Terminal: true, Failure: ptr.To(true)},
+		}}
+}
+
+// waitAsking waits until the Loop waits for approval, and says so.
+func waitAsking(key client.ObjectKey) *v1alpha1.Loop {
+	var loop *v1alpha1.Loop
+	Eventually(func(g Gomega) {
+		loop = getLoop(g, key)
+		g.Expect(loop.Status.Action).NotTo(BeNil())
+		g.Expect(loop.Status.Action.Approval).NotTo(BeNil())
+		c := condition(loop, v1alpha1.ReadyCondition)
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Reason).To(Equal(v1alpha1.ReasonAwaitingApproval))
+	}, 30*time.Second, 50*time.Millisecond).Should(Succeed())
+	return loop
+}
+
+var _ = Describe("Approval states", func() {
+	var ns string
+	BeforeEach(func() {
+		ns = newNamespace()
+		op := startOperator(Config{})
+		DeferCleanup(func() { op.stop() })
+	})
+
+	It("waits for a person, holding no worker, and goes on when approved", func() {
+		key := createLoop(ns, "approved", gated(0))
+		loop := waitAsking(key)
+		Expect(loop.Status.Action.Approval.Message).To(Equal("ship v2?"))
+		Expect(condition(loop, v1alpha1.ReadyCondition).Message).To(ContainSubstring("ship v2?"))
+		Consistently(func(g Gomega) { g.Expect(getLoop(g, key).Status.Phase).To(Equal(v1alpha1.PhaseRunning)) }, time.Second).Should(Succeed())
+		setAnnotation(key, v1alpha1.ApprovalMessageAnnotation, "tests are green")
+		requestOn(key, v1alpha1.ApprovalRequest(true, "1"))
+		loop = waitFinished(key)
+		Expect(loop.Status.Phase).To(Equal(v1alpha1.PhaseCompleted))
+		Expect(loop.Status.CurrentState).To(Equal("done"))
+		evs := loopEvents(loop)
+		var answered *executor.Event
+		for i := range evs {
+			if evs[i].Type == executor.EventApprovalAnswered {
+				answered = &evs[i]
+			}
+		}
+		Expect(answered).NotTo(BeNil())
+		Expect(answered.Data["verdict"]).To(Equal(v1alpha1.VerdictApproved))
+		Expect(answered.Data["message"]).To(Equal("tests are green"))
+		Expect(eventTypes(evs)).To(ContainElement(executor.EventApprovalRequested))
+	})
+
+	It("routes a rejection", func() {
+		key := createLoop(ns, "rejected", gated(0))
+		waitAsking(key)
+		requestOn(key, v1alpha1.ApprovalRequest(false, "1"))
+		loop := waitFinished(key)
+		Expect(loop.Status.CurrentState).To(Equal("stop"))
+		Expect(loop.Status.LastResult.Verdict).To(Equal(v1alpha1.VerdictRejected))
+	})
+
+	It("times out at the deadline, woken by no one", func() {
+		key := createLoop(ns, "late", gated(2*time.Second))
+		waitAsking(key)
+		loop := waitFinished(key)
+		Expect(loop.Status.CurrentState).To(Equal("stop"))
+		Expect(loop.Status.LastResult.Verdict).To(Equal(v1alpha1.VerdictTimeout))
+	})
+
+	It("refuses an answer when no approval waits", func() {
+		key := createLoop(ns, "unasked", v1alpha1.LoopSpec{Initial: "wait", States: map[string]v1alpha1.State{
+			"wait": {Action: "sleep 30", Next: "done"}, "done": {Terminal: true},
+		}})
+		Eventually(func(g Gomega) { g.Expect(getLoop(g, key).Status.Action).NotTo(BeNil()) }, 20*time.Second, 50*time.Millisecond).Should(Succeed())
+		requestOn(key, v1alpha1.ApprovalRequest(true, "1"))
+		Eventually(func() []string { return warningReasons(ns) }, 20*time.Second, 100*time.Millisecond).Should(ContainElement("NoApprovalWaiting"))
+		Expect(getLoop(Default, key).Status.Phase).To(Equal(v1alpha1.PhaseRunning))
+	})
+})
+
+func setAnnotation(key client.ObjectKey, k, v string) {
+	loop := &v1alpha1.Loop{}
+	Expect(k8sClient.Get(bg, key, loop)).To(Succeed())
+	patch := client.MergeFrom(loop.DeepCopy())
+	if loop.Annotations == nil {
+		loop.Annotations = map[string]string{}
+	}
+	loop.Annotations[k] = v
+	Expect(k8sClient.Patch(bg, loop, patch)).To(Succeed())
+}

@@ -1,0 +1,108 @@
+package localrun
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/looprun/looprun/internal/executor"
+	"github.com/looprun/looprun/internal/safefile"
+)
+
+// Approver answers a local run's approval states.
+type Approver interface {
+	// Await returns a person's answer to req, or nil once its deadline
+	// passed. It returns ctx's error when ctx ends first.
+	Await(ctx context.Context, req *executor.ApprovalRequest) (*executor.ApprovalAnswer, error)
+}
+
+// Answer is a person's answer to a local run's approval, as looprun approve
+// and looprun reject write it beside the run's state file. State and
+// Iteration name the approval answered, so an answer never reaches a later
+// one.
+type Answer struct {
+	State     string `json:"state"`
+	Iteration int32  `json:"iteration"`
+	Approved  bool   `json:"approved"`
+	By        string `json:"by,omitempty"`
+	Message   string `json:"message,omitempty"`
+	At        string `json:"at,omitempty"`
+}
+
+// ErrNoApprovalWaiting is returned when a run waits for no approval.
+var ErrNoApprovalWaiting = errors.New("waits for no approval")
+
+// WriteAnswer answers the approval the store's run waits for.
+func (s *Store) WriteAnswer(approved bool, by, message string, now time.Time) (*Answer, error) {
+	sf, err := ReadStateFile(s.StatePath())
+	if err != nil {
+		return nil, err
+	}
+	a := sf.ActiveAction
+	if sf.Status != StatusRunning || a == nil || a.Approval == nil {
+		return nil, fmt.Errorf("loop %s %w", s.name, ErrNoApprovalWaiting)
+	}
+	ans := &Answer{State: a.State, Iteration: a.Iteration, Approved: approved, By: by, Message: message, At: now.UTC().Format(time.RFC3339)}
+	data, err := json.Marshal(ans)
+	if err != nil {
+		return nil, err
+	}
+	tmp := s.AnswerPath() + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		return nil, err
+	}
+	return ans, os.Rename(tmp, s.AnswerPath())
+}
+
+// AnswerPath is where an answer to the run's approval is written.
+func (s *Store) AnswerPath() string {
+	return s.StatePath()[:len(s.StatePath())-len(".state.json")] + ".answer.json"
+}
+
+// fileApprover waits for the answer file of a run: looprun approve or
+// reject, from another shell.
+type fileApprover struct {
+	path  string
+	clock Clock
+	// poll is how often the file is looked for.
+	poll time.Duration
+}
+
+// Await implements Approver.
+func (f *fileApprover) Await(ctx context.Context, req *executor.ApprovalRequest) (*executor.ApprovalAnswer, error) {
+	for {
+		if ans := f.read(req); ans != nil {
+			return ans, nil
+		}
+		now := f.clock.Now()
+		if !req.Deadline.IsZero() && !now.Before(req.Deadline) {
+			return nil, nil
+		}
+		until := now.Add(f.poll)
+		if !req.Deadline.IsZero() && req.Deadline.Before(until) {
+			until = req.Deadline
+		}
+		f.clock.SleepUntil(ctx, until)
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// read takes the answer to req from the file, if it is there; an answer to
+// another approval is dropped.
+func (f *fileApprover) read(req *executor.ApprovalRequest) *executor.ApprovalAnswer {
+	data, err := safefile.Read(f.path, 64<<10)
+	if err != nil {
+		return nil
+	}
+	_ = os.Remove(f.path)
+	var a Answer
+	if json.Unmarshal(data, &a) != nil || a.State != req.State || a.Iteration != req.Iteration {
+		return nil
+	}
+	return &executor.ApprovalAnswer{Approved: a.Approved, By: a.By, Message: a.Message}
+}
