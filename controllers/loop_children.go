@@ -8,21 +8,19 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	ctrlbuilder "sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/executor"
+	"github.com/looprun/looprun/internal/runner"
 	"github.com/looprun/looprun/internal/runner/pod"
 )
 
@@ -293,20 +291,16 @@ func (r *LoopReconciler) stopLoop(ctx context.Context, parent, child *v1alpha1.L
 
 // childLoops is the background work of sub-loop states: child Loops, each
 // owned by its parent, whose end wakes the parent.
-type childLoops struct {
-	scheme *runtime.Scheme
-	mapper meta.RESTMapper
-}
+type childLoops struct{}
 
 // Forget implements runner.Background: a child goes with its parent
 // (owner references); nothing is kept here.
 func (childLoops) Forget(types.NamespacedName) {}
 
-// Watch implements runner.Background: a child Loop's end (or suspension,
+// Wakes implements runner.Background: a child Loop's end (or suspension,
 // or deletion) wakes its parent.
-func (c childLoops) Watch(b *ctrlbuilder.Builder) *ctrlbuilder.Builder {
-	return b.Watches(&v1alpha1.Loop{}, handler.EnqueueRequestForOwner(c.scheme, c.mapper, &v1alpha1.Loop{}, handler.OnlyControllerOwner()),
-		ctrlbuilder.WithPredicates(childEnded))
+func (childLoops) Wakes() runner.Wake {
+	return runner.Wake{Owns: &v1alpha1.Loop{}, Predicates: []predicate.Predicate{childEnded}}
 }
 
 // childEnded lets through the changes of a child Loop its parent waits

@@ -20,10 +20,12 @@ import (
 	ctrlbuilder "sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/eventlog/configmaps"
@@ -244,9 +246,19 @@ func (r *LoopReconciler) SetupWithManager(mgr manager.Manager) error {
 		// manager's grace period runs out), kubernetes-sigs/controller-runtime#3538.
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers, RateLimiter: rateLimiter(), UsePriorityQueue: ptr.To(false)}).
 		Named("loop")
-	r.children = childLoops{scheme: mgr.GetScheme(), mapper: mgr.GetRESTMapper()}
 	for _, bg := range r.background() {
-		b = bg.Watch(b)
+		b = watch(b, bg.Wakes())
 	}
 	return b.Complete(r)
+}
+
+// watch adds to the controller what wakes Loops.
+func watch(b *ctrlbuilder.Builder, w runner.Wake) *ctrlbuilder.Builder {
+	if w.Owns != nil {
+		b = b.Owns(w.Owns, ctrlbuilder.WithPredicates(w.Predicates...))
+	}
+	if w.Channel != nil {
+		b = b.WatchesRawSource(source.Channel(w.Channel, &handler.TypedEnqueueRequestForObject[*v1alpha1.Loop]{}))
+	}
+	return b
 }

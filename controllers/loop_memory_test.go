@@ -14,7 +14,6 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	clocktesting "k8s.io/utils/clock/testing"
-	ctrlbuilder "sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -53,12 +52,12 @@ func (h *heldActions) Check(_ context.Context, loop *v1alpha1.Loop) (runner.Outc
 	return runner.Outcome{State: runner.Lost}, nil
 }
 
-func (h *heldActions) Release(*v1alpha1.Loop, int32)                     {}
-func (h *heldActions) Prune(context.Context, *v1alpha1.Loop) error       { return nil }
-func (h *heldActions) Cancel(context.Context, *v1alpha1.Loop) error      { return nil }
-func (h *heldActions) Workspace(context.Context, *v1alpha1.Loop) error   { return nil }
-func (h *heldActions) Forget(types.NamespacedName)                       {}
-func (h *heldActions) Watch(b *ctrlbuilder.Builder) *ctrlbuilder.Builder { return b }
+func (h *heldActions) Release(*v1alpha1.Loop, int32)                   {}
+func (h *heldActions) Prune(context.Context, *v1alpha1.Loop) error     { return nil }
+func (h *heldActions) Cancel(context.Context, *v1alpha1.Loop) error    { return nil }
+func (h *heldActions) Workspace(context.Context, *v1alpha1.Loop) error { return nil }
+func (h *heldActions) Forget(types.NamespacedName)                     {}
+func (h *heldActions) Wakes() runner.Wake                              { return runner.Wake{} }
 func newHeldActions() *heldActions {
 	return &heldActions{started: map[string]int{}, ended: map[string]bool{}}
 }

@@ -19,7 +19,7 @@ import (
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/eventlog/configmaps"
 	"github.com/looprun/looprun/internal/runner/judge"
-	"github.com/looprun/looprun/internal/runner/localjobs"
+	"github.com/looprun/looprun/internal/runner/local"
 	"github.com/looprun/looprun/internal/runner/pod"
 )
 
@@ -70,7 +70,7 @@ func NewReconciler(mgr ctrl.Manager, cfg Config) *LoopReconciler {
 	}
 	switch {
 	case cfg.AllowLocalActions:
-		r.Actions = localjobs.NewActions(cfg.LocalWorkdir)
+		r.Actions = local.NewActions(cfg.LocalWorkdir)
 	case cfg.Pods.Images.Entrypoint != "":
 		r.Actions = &pod.Runner{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Options: cfg.Pods, Now: r.now}
 	}

@@ -15,7 +15,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/looprun/looprun/internal/runner/localjobs"
+	"github.com/looprun/looprun/internal/runner/local"
 	"github.com/looprun/looprun/internal/runner/pod"
 	"github.com/looprun/looprun/test/fixture"
 	"github.com/looprun/looprun/test/kubelet"
@@ -66,7 +66,7 @@ var _ = AfterSuite(func() {
 // operator is a running manager with the real Loop reconciler.
 type operator struct {
 	reconciler *LoopReconciler
-	local      *localjobs.Actions
+	local      *local.Actions
 	mgr        *fixture.Manager
 }
 
@@ -95,7 +95,7 @@ func runOperator(c Config, tweaks ...func(*LoopReconciler)) *operator {
 	var err error
 	op.mgr, err = fixture.StartManager(RestConfig(cfg), ctrl.Options{Scheme: scheme, Cache: cacheOpts, Client: clientOpts}, func(mgr ctrl.Manager) error {
 		op.reconciler = NewReconciler(mgr, c)
-		op.local, _ = op.reconciler.Actions.(*localjobs.Actions)
+		op.local, _ = op.reconciler.Actions.(*local.Actions)
 		for _, t := range tweaks {
 			t(op.reconciler)
 		}

@@ -29,7 +29,7 @@ import (
 	"github.com/looprun/looprun/bench/internal/fleet"
 	"github.com/looprun/looprun/bench/internal/timing"
 	"github.com/looprun/looprun/controllers"
-	"github.com/looprun/looprun/internal/runner/localjobs"
+	"github.com/looprun/looprun/internal/runner/local"
 	"github.com/looprun/looprun/test/fixture"
 )
 
@@ -87,7 +87,7 @@ func run(transitions int, loops []int, perLoop, workers int) error {
 	mgr, err := fixture.StartManager(controllers.RestConfig(cfg), ctrl.Options{Scheme: scheme, Cache: cacheOpts, Client: clientOpts},
 		func(mgr ctrl.Manager) error {
 			r := controllers.NewReconciler(mgr, controllers.Config{AllowLocalActions: true, LocalWorkdir: workdir, Workers: workers, SegmentBytes: *segmentBytes})
-			r.Actions = timing.Local{Actions: r.Actions.(*localjobs.Actions), Gaps: tr}
+			r.Actions = timing.Local{Actions: r.Actions.(*local.Actions), Gaps: tr}
 			return r.SetupWithManager(mgr)
 		})
 	if err != nil {

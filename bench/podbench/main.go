@@ -30,7 +30,7 @@ import (
 	"github.com/looprun/looprun/controllers"
 	"github.com/looprun/looprun/internal/executor"
 	"github.com/looprun/looprun/internal/runner"
-	"github.com/looprun/looprun/internal/runner/localjobs"
+	"github.com/looprun/looprun/internal/runner/local"
 	"github.com/looprun/looprun/internal/runner/pod"
 	"github.com/looprun/looprun/test/fixture"
 	"github.com/looprun/looprun/test/kubelet"
@@ -96,7 +96,7 @@ func run(steps int) error {
 	localGaps := &timing.Gaps{}
 	localOp, err := startOperator(cfg, scheme, controllers.Config{AllowLocalActions: true, LocalWorkdir: filepath.Join(dir, "local")},
 		func(r runner.Runner) runner.Runner {
-			return timing.Local{Actions: r.(*localjobs.Actions), Gaps: localGaps}
+			return timing.Local{Actions: r.(*local.Actions), Gaps: localGaps}
 		})
 	if err != nil {
 		return err

@@ -29,7 +29,7 @@ import (
 	"github.com/looprun/looprun/bench/internal/fleet"
 	"github.com/looprun/looprun/controllers"
 	"github.com/looprun/looprun/internal/executor"
-	"github.com/looprun/looprun/internal/runner/localjobs"
+	"github.com/looprun/looprun/internal/runner/local"
 	"github.com/looprun/looprun/test/fixture"
 )
 
@@ -157,7 +157,7 @@ func startOperator(cfg *rest.Config, c client.Client, workdir string, workers in
 	mgr, err := fixture.StartManager(controllers.RestConfig(cfg), ctrl.Options{Scheme: c.Scheme(), Cache: cacheOpts, Client: clientOpts},
 		func(mgr ctrl.Manager) error {
 			r := controllers.NewReconciler(mgr, controllers.Config{AllowLocalActions: true, LocalWorkdir: workdir, Workers: workers})
-			r.Actions = counted{Actions: r.Actions.(*localjobs.Actions), op: op}
+			r.Actions = counted{Actions: r.Actions.(*local.Actions), op: op}
 			return r.SetupWithManager(mgr)
 		})
 	if err != nil {
@@ -171,7 +171,7 @@ func (op *operator) stop() error { return op.mgr.Stop() }
 
 // counted is the local runner, its starts counted.
 type counted struct {
-	*localjobs.Actions
+	*local.Actions
 	op *operator
 }
 

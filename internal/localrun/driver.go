@@ -185,38 +185,19 @@ func (d *Driver) drive(ctx context.Context, w recorder, sched *history.Schedule,
 				res = d.Decide(run)
 			}
 			evs = d.complete(ctx, run, res)
-		case executor.StepLoop:
-			// The step that starts the child is on disk before the child
-			// starts: after a kill, resume finds and continues it.
+		case executor.StepLoop, executor.StepApproval:
+			// The step that starts the child, or the wait, is on disk
+			// before it begins: after a kill, resume finds and continues it.
 			if err := w.save(run, batch, cp); err != nil {
 				return err
 			}
 			batch, cp = nil, nil
-			res, err := d.runSubLoop(ctx, w, run, step.Loop)
+			res, err := d.answer(ctx, w, run, step)
 			if err != nil {
 				return err
 			}
 			if ctx.Err() != nil {
 				return d.interrupt(w, run, nil, nil)
-			}
-			evs = d.complete(ctx, run, &res)
-		case executor.StepApproval:
-			// The wait is on disk before it begins: a killed run resumes
-			// waiting for the same question.
-			if err := w.save(run, batch, cp); err != nil {
-				return err
-			}
-			batch, cp = nil, nil
-			ans, err := d.approver().Await(ctx, step.Approval)
-			if ctx.Err() != nil {
-				return d.interrupt(w, run, nil, nil)
-			}
-			if err != nil {
-				return err
-			}
-			var res *executor.ActionResult
-			if ans != nil {
-				res = &executor.ActionResult{Approval: ans}
 			}
 			evs = d.complete(ctx, run, res)
 		case executor.StepWait:
@@ -269,6 +250,24 @@ func (d *Driver) complete(ctx context.Context, run *v1alpha1.RunState, res *exec
 	res.Judgement = &answer
 	_, evs = d.Machine.Complete(run, res, d.now())
 	return evs
+}
+
+// answer waits for the answer to a sub-loop's or an approval's step: how
+// the child ended, or a person's answer (nil once the deadline passed).
+// When ctx ends first, the caller interrupts the run.
+func (d *Driver) answer(ctx context.Context, w recorder, run *v1alpha1.RunState, step executor.Step) (*executor.ActionResult, error) {
+	if step.Kind == executor.StepLoop {
+		res, err := d.runSubLoop(ctx, w, run, step.Loop)
+		return &res, err
+	}
+	ans, err := d.approver().Await(ctx, step.Approval)
+	switch {
+	case ctx.Err() != nil:
+		return nil, nil
+	case err != nil || ans == nil:
+		return nil, err
+	}
+	return &executor.ActionResult{Approval: ans}, nil
 }
 
 func (d *Driver) approver() Approver {

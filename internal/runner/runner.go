@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
-	ctrlbuilder "sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/executor"
@@ -25,8 +27,19 @@ type Background interface {
 	// Forget is told that the Loop is gone: whatever runs for it stops and
 	// whatever is kept for it goes.
 	Forget(key types.NamespacedName)
-	// Watch adds to the controller whatever wakes a Loop when its work ends.
-	Watch(b *ctrlbuilder.Builder) *ctrlbuilder.Builder
+	// Wakes says what wakes a Loop when its work ends; the reconciler
+	// turns it into the controller's watches.
+	Wakes() Wake
+}
+
+// Wake is what wakes Loops: changes of the objects they own (Owns, let
+// through by Predicates), or Loops sent on a channel.
+type Wake struct {
+	// Owns is a kind of object a Loop owns (controls).
+	Owns       client.Object
+	Predicates []predicate.Predicate
+	// Channel sends the Loops to wake.
+	Channel <-chan event.TypedGenericEvent[*v1alpha1.Loop]
 }
 
 // Runner runs a Loop's actions without blocking the reconcile: Start

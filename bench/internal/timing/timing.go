@@ -11,7 +11,7 @@ import (
 
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/executor"
-	"github.com/looprun/looprun/internal/runner/localjobs"
+	"github.com/looprun/looprun/internal/runner/local"
 )
 
 // Gaps times each Loop's gap from its previous action's end to its next start.
@@ -54,7 +54,7 @@ func (g *Gaps) Take() []time.Duration {
 // Local wraps the local runner: an action's end is when its process ended,
 // its start when the controller starts it.
 type Local struct {
-	*localjobs.Actions
+	*local.Actions
 	Gaps *Gaps
 }
 

@@ -11,12 +11,10 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
-	ctrlbuilder "sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/internal/runner"
 )
 
 // State is what is known of a key's work.
@@ -147,11 +145,8 @@ func (j *Jobs[R]) Running() int {
 	return n
 }
 
-// Watch adds to the controller the channel through which ended work wakes
-// its Loop.
-func (j *Jobs[R]) Watch(b *ctrlbuilder.Builder) *ctrlbuilder.Builder {
-	return b.WatchesRawSource(source.Channel(j.events, &handler.TypedEnqueueRequestForObject[*v1alpha1.Loop]{}))
-}
+// Wakes is the channel through which ended work wakes its Loop.
+func (j *Jobs[R]) Wakes() runner.Wake { return runner.Wake{Channel: j.events} }
 
 // Close cancels all work, refuses new work, and waits for it to end.
 func (j *Jobs[R]) Close() {

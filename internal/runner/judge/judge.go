@@ -10,10 +10,10 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
-	ctrlbuilder "sigs.k8s.io/controller-runtime/pkg/builder"
 
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/executor/evaluate"
+	"github.com/looprun/looprun/internal/runner"
 	"github.com/looprun/looprun/internal/runner/background"
 )
 
@@ -63,9 +63,9 @@ func (r *Runner) Forget(owner types.NamespacedName) { r.jobs.Forget(owner) }
 // Running counts the calls in flight.
 func (r *Runner) Running() int { return r.jobs.Running() }
 
-// Watch adds to the controller the channel through which an ended call
-// wakes its Loop.
-func (r *Runner) Watch(b *ctrlbuilder.Builder) *ctrlbuilder.Builder { return r.jobs.Watch(b) }
+// Wakes implements runner.Background: an ended call wakes its Loop
+// through a channel.
+func (r *Runner) Wakes() runner.Wake { return r.jobs.Wakes() }
 
 // Close cancels every call, refuses new ones and waits for them.
 func (r *Runner) Close() { r.jobs.Close() }

@@ -1,9 +1,10 @@
 // Package local runs actions as processes of this machine: bash -c for shell
 // actions, the agent command for agent actions, each supervised by
 // internal/runner/process as the in-pod wrapper's are. Runner runs one
-// action and waits (looprun run); internal/runner/localjobs runs them in
-// the background for the operator's --allow-local-actions. This package
-// links no controller machinery, so the CLI starts quickly.
+// action and waits (looprun run); Actions runs them in the background for
+// the operator's --allow-local-actions. This package links no controller
+// machinery (what wakes a Loop is a runner.Wake the reconciler turns into
+// watches), so the CLI starts quickly.
 package local
 
 import (

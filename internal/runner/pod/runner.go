@@ -13,7 +13,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	ctrlbuilder "sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -175,10 +174,10 @@ func (r *Runner) Release(*v1alpha1.Loop, int32) {}
 // Pods go with it, through their owner references.
 func (r *Runner) Forget(key types.NamespacedName) { r.claims.Delete(key) }
 
-// Watch implements runner.Runner: the Loop owns its Pods; only a Pod that
-// ended, is stuck waiting, or was deleted wakes it.
-func (r *Runner) Watch(b *ctrlbuilder.Builder) *ctrlbuilder.Builder {
-	return b.Owns(&corev1.Pod{}, ctrlbuilder.WithPredicates(progress))
+// Wakes implements runner.Background: the Loop owns its Pods; only a Pod
+// change a step waits for wakes it (progress).
+func (r *Runner) Wakes() runner.Wake {
+	return runner.Wake{Owns: &corev1.Pod{}, Predicates: []predicate.Predicate{progress}}
 }
 
 // Workspace implements runner.Runner: the claim of a Loop with a

@@ -1,4 +1,4 @@
-package localjobs
+package local
 
 import (
 	"errors"

@@ -1,8 +1,8 @@
-// Package localjobs runs a Loop's actions as processes of the operator
-// itself (--allow-local-actions, for development): each action is a
-// background job of internal/runner/local's Runner, and its end wakes the
-// Loop through a channel source.
-package localjobs
+package local
+
+// Actions runs a Loop's actions as processes of the operator itself
+// (--allow-local-actions, for development): each action is a background job
+// of a Runner, and its end wakes the Loop through a channel.
 
 import (
 	"context"
@@ -12,13 +12,11 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
-	ctrlbuilder "sigs.k8s.io/controller-runtime/pkg/builder"
 
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/executor"
 	"github.com/looprun/looprun/internal/runner"
 	"github.com/looprun/looprun/internal/runner/background"
-	"github.com/looprun/looprun/internal/runner/local"
 	"github.com/looprun/looprun/internal/runner/process"
 )
 
@@ -28,7 +26,7 @@ import (
 // development: the commands run with the operator's identity.
 type Actions struct {
 	// Runner is the template for each action; Dir is set per Loop.
-	Runner local.Runner
+	Runner Runner
 	// BaseDir holds one working directory per Loop.
 	BaseDir string
 
@@ -111,8 +109,8 @@ func (l *Actions) Workspace(context.Context, *v1alpha1.Loop) error { return nil 
 // results dropped.
 func (l *Actions) Forget(key types.NamespacedName) { l.jobs.Forget(key) }
 
-// Watch implements runner.Runner: an ended action wakes its Loop through a channel.
-func (l *Actions) Watch(b *ctrlbuilder.Builder) *ctrlbuilder.Builder { return l.jobs.Watch(b) }
+// Wakes implements runner.Runner: an ended action wakes its Loop through a channel.
+func (l *Actions) Wakes() runner.Wake { return l.jobs.Wakes() }
 
 // Running counts the actions in flight.
 func (l *Actions) Running() int { return l.jobs.Running() }
