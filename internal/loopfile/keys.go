@@ -95,3 +95,17 @@ func jsonKey[T any](field func(*T) **apiextensionsv1.JSON) key[T] {
 		*field(into) = &j
 	}
 }
+
+// nestedKey reads a mapping through its own table into a new N.
+func nestedKey[T, N any](keys *table[N], field func(*T) **N) key[T] {
+	return func(r *reader, m map[string]any, k, fp string, into *T) {
+		nm, ok := m[k].(map[string]any)
+		if !ok {
+			r.fail("%s: must be a mapping", fp)
+			return
+		}
+		n := new(N)
+		keys.read(r, nm, fp, n)
+		*field(into) = n
+	}
+}

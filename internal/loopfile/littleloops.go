@@ -181,15 +181,7 @@ var repeatedFailureKeys = table[v1alpha1.RepeatedFailure]{keys: map[string]key[v
 
 // circuitKeys are the keys of circuit: the circuit breakers.
 var circuitKeys = table[v1alpha1.CircuitSpec]{keys: map[string]key[v1alpha1.CircuitSpec]{
-	"repeated_failure": func(r *reader, m map[string]any, k, fp string, c *v1alpha1.CircuitSpec) {
-		rm, ok := m[k].(map[string]any)
-		if !ok {
-			r.fail("%s: must be a mapping", fp)
-			return
-		}
-		c.RepeatedFailure = &v1alpha1.RepeatedFailure{}
-		repeatedFailureKeys.read(r, rm, fp, c.RepeatedFailure)
-	},
+	"repeated_failure": nestedKey(&repeatedFailureKeys, func(c *v1alpha1.CircuitSpec) **v1alpha1.RepeatedFailure { return &c.RepeatedFailure }),
 }}
 
 // circuit reads the circuit breakers (repeated_failure).
@@ -275,17 +267,9 @@ var stateKeys = table[stateRead]{
 		"with":                func(r *reader, m map[string]any, k, fp string, s *stateRead) { r.with(m, k, fp, &s.State) },
 		"worktree":            worktreeKey,
 		fragmentParamsKey:     fragmentParamsRead,
-		"approval": func(r *reader, m map[string]any, k, fp string, s *stateRead) {
-			am, ok := m[k].(map[string]any)
-			if !ok {
-				r.fail("%s: must be a mapping (message, timeout)", fp)
-				return
-			}
-			s.Approval = &v1alpha1.Approval{}
-			approvalKeys.read(r, am, fp, s.Approval)
-		},
-		"throttle":         func(r *reader, m map[string]any, k, fp string, s *stateRead) { s.Throttle = r.throttle(m[k], fp) },
-		"on_throttle_hard": strKey(func(s *stateRead) *string { return &s.OnThrottleHard }),
+		"approval":            nestedKey(&approvalKeys, func(s *stateRead) **v1alpha1.Approval { return &s.Approval }),
+		"throttle":            func(r *reader, m map[string]any, k, fp string, s *stateRead) { s.Throttle = r.throttle(m[k], fp) },
+		"on_throttle_hard":    strKey(func(s *stateRead) *string { return &s.OnThrottleHard }),
 		"retryable_exit_codes": func(r *reader, m map[string]any, k, fp string, s *stateRead) {
 			list, ok := m[k].([]any)
 			if !ok {
