@@ -165,7 +165,7 @@ func (r *LoopReconciler) startGrace() time.Duration {
 func (s *step) deferStart(waiting *unsavedStart, err error, recheck time.Duration) (time.Duration, bool) {
 	run := &s.loop.Status.RunState
 	if waiting == nil || err != nil || s.completed || s.cp != nil || s.out.health != (health{}) || len(s.out.afterSave) > 0 ||
-		run.Phase != v1alpha1.PhaseRunning || run.Action == nil || run.Action.Child != "" || run.Action.Approval != nil {
+		run.Phase != v1alpha1.PhaseRunning || !run.Action.IsAction() {
 		return 0, false
 	}
 	saveBy := waiting.saveBy

@@ -117,7 +117,7 @@ func (s *step) take(ctx context.Context) (reconcile.Result, error) {
 // in a reconcile of its own.
 func (s *step) drive(ctx context.Context) (reconcile.Result, error) {
 	run := &s.loop.Status.RunState
-	inFlight := run.Action != nil && run.Action.Child == ""
+	inFlight := run.Action.IsAction()
 	next, res, err := s.first(ctx)
 	if err != nil || next.Kind == stepHold {
 		return reconcile.Result{RequeueAfter: s.recheck}, err
@@ -203,7 +203,7 @@ const stepHold executor.StepKind = -1
 // again, so that it runs as the loop says now.
 func (s *step) first(ctx context.Context) (executor.Step, *executor.ActionResult, error) {
 	run := &s.loop.Status.RunState
-	inFlight := run.Action != nil && run.Action.Child == ""
+	inFlight := run.Action.IsAction()
 	if !inFlight {
 		if hold, err := s.suspended(ctx); hold || err != nil {
 			return executor.Step{Kind: stepHold}, nil, err
@@ -294,7 +294,7 @@ func (s *step) complete(ctx context.Context, res *executor.ActionResult) executo
 		return next
 	}
 	s.add(evs)
-	if action != nil && action.Child == "" {
+	if action.IsAction() {
 		observeAction(res.Duration)
 		loop := s.loop
 		s.out.afterSave = append(s.out.afterSave, func() { s.r.Actions.Release(loop, action.Iteration) })

@@ -232,3 +232,9 @@ func (s *LoopSpec) GetServiceAccountName() string {
 	}
 	return DefaultServiceAccountName
 }
+
+// IsAction reports whether what is in flight is an action a runner runs:
+// not a child Loop, nor an approval state's wait.
+func (a *ActionStatus) IsAction() bool {
+	return a != nil && a.Child == "" && a.Approval == nil
+}

@@ -291,7 +291,7 @@ func (m *Machine) Resume(run *v1alpha1.RunState, now time.Time) ([]Event, bool) 
 	run.TerminatedBy = ""
 	run.Message = ""
 	t.emit(EventLoopResume, map[string]any{"loop": m.name, "from_state": run.CurrentState, "iteration": run.Iteration})
-	if a := run.Action; a != nil && a.Child == "" && a.Approval == nil {
+	if a := run.Action; a.IsAction() {
 		t.emit(EventActionRestarted, RestartedEvent{State: a.State, Iteration: a.Iteration, Action: a.Command}.Data())
 		a.StartedAt = &ts
 	}
