@@ -163,7 +163,7 @@ func checkLogs(t *testing.T, logs string) {
 				t.Errorf("log line without %q: %s", k, sc.Text())
 			}
 		}
-		if line["loop"] == "hello" && line["namespace"] == "watched" {
+		if line["name"] == "hello" && line["namespace"] == "watched" { // controller-runtime's keys
 			if _, ok := line["state"]; !ok {
 				t.Errorf("loop line without state: %s", sc.Text())
 			}
