@@ -100,6 +100,8 @@ var _ = Describe("Approval states", func() {
 		requestOn(key, v1alpha1.ApprovalRequest(true, "1"))
 		Eventually(func() []string { return warningReasons(ns) }, 20*time.Second, 100*time.Millisecond).Should(ContainElement("NoApprovalWaiting"))
 		Expect(getLoop(Default, key).Status.Phase).To(Equal(v1alpha1.PhaseRunning))
+		requestOn(key, "stop") // its action must not outlive the spec
+		waitFinished(key)
 	})
 })
 
