@@ -124,11 +124,7 @@ func (s *step) judged(req evaluate.JudgeRequest, res *executor.ActionResult) (*e
 		s.out.health.judging = true
 		return res, false
 	}
-	if res == nil {
-		res = &executor.ActionResult{}
-	}
-	res.Judgement = &answer
-	return res, true
+	return executor.Judged(res, answer), true
 }
 
 // judge is the LLM judge's verdict on req once its call, run in the

@@ -37,17 +37,17 @@ func (s *step) awaitApproval(req *executor.ApprovalRequest) reconcile.Result {
 // announceApproval emits the Kubernetes Event of an approval's question
 // or answer.
 func (s *step) announceApproval(e executor.Event) {
-	state, _ := e.Data["state"].(string)
 	if e.Type == executor.EventApprovalRequested {
-		s.r.event(s.loop, corev1.EventTypeNormal, "ApprovalRequested", "Wait", "state %s waits for approval: %v", state, e.Data["message"])
+		asked := executor.ApprovalRequestedOf(e)
+		s.r.event(s.loop, corev1.EventTypeNormal, "ApprovalRequested", "Wait", "state %s waits for approval: %s", asked.State, asked.Message)
 		return
 	}
-	verdict, _ := e.Data["verdict"].(string)
+	got := executor.ApprovalAnsweredOf(e)
 	typ := corev1.EventTypeNormal
-	if verdict != v1alpha1.VerdictApproved {
+	if got.Verdict != v1alpha1.VerdictApproved {
 		typ = corev1.EventTypeWarning
 	}
-	s.r.event(s.loop, typ, "Approval", "Answer", "state %s: %s", state, verdict)
+	s.r.event(s.loop, typ, "Approval", "Answer", "state %s: %s", got.State, got.Verdict)
 }
 
 // answerApproval carries out an approve or reject request: the answer to

@@ -56,8 +56,6 @@ type LoopReconciler struct {
 	// memory is what this process keeps per Loop between reconciles;
 	// forget clears it with everything else kept per Loop.
 	memory memories
-	// children wakes a parent when a child Loop ends.
-	children childLoops
 }
 
 // RBAC, each verb for a reason:
@@ -179,7 +177,7 @@ func (r *LoopReconciler) forget(key types.NamespacedName) {
 // background is the work this reconciler has going for Loops beyond a
 // reconcile: actions, judge calls, child Loops.
 func (r *LoopReconciler) background() []runner.Background {
-	bs := []runner.Background{r.children}
+	bs := []runner.Background{childLoops{}}
 	if r.Actions != nil {
 		bs = append(bs, r.Actions)
 	}

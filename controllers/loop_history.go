@@ -161,7 +161,7 @@ func (s *step) cancelAction(ctx context.Context) {
 		}
 		return
 	}
-	if s.r.Actions == nil {
+	if s.r.Actions == nil || !a.IsAction() { // an approval waits for no runner
 		return
 	}
 	if err := s.r.Actions.Cancel(ctx, s.loop); err != nil {

@@ -116,13 +116,11 @@ func (s *step) take(ctx context.Context) (reconcile.Result, error) {
 // the action in flight and starts the next; any other completion is saved
 // in a reconcile of its own.
 func (s *step) drive(ctx context.Context) (reconcile.Result, error) {
-	run := &s.loop.Status.RunState
-	inFlight := run.Action.IsAction()
 	next, res, err := s.first(ctx)
 	if err != nil || next.Kind == stepHold {
 		return reconcile.Result{RequeueAfter: s.recheck}, err
 	}
-	collected := inFlight && res != nil
+	collected := res != nil // first's only result is the action in flight's
 	for {
 		var stop *reconcile.Result
 		switch next.Kind {
@@ -242,7 +240,7 @@ func (s *step) first(ctx context.Context) (executor.Step, *executor.ActionResult
 // step would run. hold reports whether the Loop is suspended.
 func (s *step) suspended(ctx context.Context) (hold bool, err error) {
 	run := &s.loop.Status.RunState
-	if run.Action != nil { // a child Loop in flight: it is told, and the parent waits
+	if run.Action != nil { // a child Loop (it is told) or an approval in flight: the Loop waits
 		switch {
 		case s.loop.Spec.Suspend && run.Phase == v1alpha1.PhaseRunning:
 			run.Phase = v1alpha1.PhaseSuspended

@@ -49,14 +49,14 @@ func (t *turn) approval(st *v1alpha1.State) Step {
 	}
 	now := metav1.NewTime(t.now)
 	wait := &v1alpha1.ApprovalWait{Message: Tail(msg, MaxDetailsBytes)}
-	data := map[string]any{"state": run.CurrentState, "message": wait.Message}
+	asked := ApprovalRequestedEvent{State: run.CurrentState, Message: wait.Message}
 	if st.Approval.Timeout != nil {
 		d := metav1.NewTime(t.now.Add(st.Approval.Timeout.Duration))
 		wait.Deadline = &d
-		data["deadline"] = d.UTC().Format(time.RFC3339)
+		asked.Deadline = d.UTC().Format(time.RFC3339)
 	}
 	run.Action = &v1alpha1.ActionStatus{State: run.CurrentState, Iteration: run.Iteration, StartedAt: &now, Approval: wait}
-	t.emit(EventApprovalRequested, data)
+	t.emit(EventApprovalRequested, asked.Data())
 	return t.awaiting()
 }
 
@@ -87,30 +87,17 @@ func (t *turn) completeApproval(st *v1alpha1.State, res *ActionResult) Step {
 	if answer == nil && (deadline == nil || t.now.Before(deadline.Time)) {
 		return t.awaiting()
 	}
-	verdict, details := v1alpha1.VerdictTimeout, map[string]any{}
+	got := ApprovalAnsweredEvent{State: run.CurrentState, Verdict: v1alpha1.VerdictTimeout}
 	if answer != nil {
-		verdict = v1alpha1.VerdictRejected
+		got.Verdict, got.By, got.Message = v1alpha1.VerdictRejected, answer.By, Tail(answer.Message, MaxDetailsBytes)
 		if answer.Approved {
-			verdict = v1alpha1.VerdictApproved
+			got.Verdict = v1alpha1.VerdictApproved
 		}
-		details["by"], details["message"] = answer.By, Tail(answer.Message, MaxDetailsBytes)
 	}
 	run.Action = nil
-	data := map[string]any{"state": run.CurrentState, "verdict": verdict}
-	for k, v := range details {
-		data[k] = v
-	}
-	t.emit(EventApprovalAnswered, data)
-	run.LastResult = &v1alpha1.EvaluationResult{Verdict: verdict, Details: detailsJSON(details)}
-	target := approvalTarget(st, verdict)
-	if target == "" {
-		if !t.m.spec.Maintain {
-			t.finish(v1alpha1.TerminatedError, fmt.Sprintf("state %q: no route for the approval's verdict %q", run.CurrentState, verdict))
-			return Step{Kind: StepNext}
-		}
-		target = cmp.Or(st.OnMaintain, t.m.spec.Initial)
-	}
-	t.transition(target, verdict)
+	t.emit(EventApprovalAnswered, got.Data())
+	run.LastResult = &v1alpha1.EvaluationResult{Verdict: got.Verdict, Details: detailsJSON(got.details())}
+	t.routeTo(st, approvalTarget(st, got.Verdict), got.Verdict, "no route for the approval's verdict %q", got.Verdict)
 	return Step{Kind: StepNext}
 }
 

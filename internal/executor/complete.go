@@ -135,13 +135,20 @@ func (t *turn) skipsEvaluation(st *v1alpha1.State, res *ActionResult) bool {
 // exit code the state does not retry escalates; no route ends the run, or
 // restarts a maintain loop.
 func (t *turn) routeVerdict(st *v1alpha1.State, res *ActionResult, verdict string) {
-	target, ok := Route(st, verdict)
+	target, _ := Route(st, verdict) // "" for none
 	if verdict == v1alpha1.VerdictError && res != nil && nonRetryable(st, res) && (st.OnRetryExhausted != "" || st.OnError != "") {
-		target, ok = errorTarget(st, res), true
+		target = errorTarget(st, res)
 	}
-	if !ok {
+	t.routeTo(st, target, verdict, "no route for verdict %q", verdict)
+}
+
+// routeTo moves the run to target on verdict. With no target ("") a
+// maintain loop restarts at the state's onMaintain or initial, and any
+// other run ends in error: "state S: " and why (a format and its args).
+func (t *turn) routeTo(st *v1alpha1.State, target, verdict, why string, args ...any) {
+	if target == "" {
 		if !t.m.spec.Maintain {
-			t.finish(v1alpha1.TerminatedError, fmt.Sprintf("state %q: no route for verdict %q", t.run.CurrentState, verdict))
+			t.finish(v1alpha1.TerminatedError, fmt.Sprintf("state %q: ", t.run.CurrentState)+fmt.Sprintf(why, args...))
 			return
 		}
 		target = cmp.Or(st.OnMaintain, t.m.spec.Initial)

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"math"
 	"strconv"
+
+	"github.com/looprun/looprun/api/v1alpha1"
 )
 
 // The events a driver reads back (the reconciler turns them into Kubernetes
@@ -109,6 +111,56 @@ func num32(data map[string]any, k string) int32 {
 		return 0
 	}
 	return int32(n)
+}
+
+// ApprovalRequestedEvent is an approval_requested event: an approval
+// state began to wait for a person.
+type ApprovalRequestedEvent struct {
+	State, Message string
+	// Deadline is when the wait times out (RFC 3339); "" for none.
+	Deadline string
+}
+
+// Data is the event's payload as the log keeps it.
+func (e ApprovalRequestedEvent) Data() map[string]any {
+	data := map[string]any{"state": e.State, "message": e.Message}
+	if e.Deadline != "" {
+		data["deadline"] = e.Deadline
+	}
+	return data
+}
+
+// ApprovalRequestedOf reads an approval_requested event.
+func ApprovalRequestedOf(e Event) ApprovalRequestedEvent {
+	return ApprovalRequestedEvent{State: str(e.Data, "state"), Message: str(e.Data, "message"), Deadline: str(e.Data, "deadline")}
+}
+
+// ApprovalAnsweredEvent is an approval_answered event: the approval's
+// verdict, and for a person's answer who gave it and why.
+type ApprovalAnsweredEvent struct {
+	State, Verdict string
+	By, Message    string
+}
+
+// Data is the event's payload as the log keeps it.
+func (e ApprovalAnsweredEvent) Data() map[string]any {
+	data := e.details()
+	data["state"], data["verdict"] = e.State, e.Verdict
+	return data
+}
+
+// details are what a person's answer adds: who and why (none for a
+// timeout).
+func (e ApprovalAnsweredEvent) details() map[string]any {
+	if e.Verdict == v1alpha1.VerdictTimeout {
+		return map[string]any{}
+	}
+	return map[string]any{"by": e.By, "message": e.Message}
+}
+
+// ApprovalAnsweredOf reads an approval_answered event.
+func ApprovalAnsweredOf(e Event) ApprovalAnsweredEvent {
+	return ApprovalAnsweredEvent{State: str(e.Data, "state"), Verdict: str(e.Data, "verdict"), By: str(e.Data, "by"), Message: str(e.Data, "message")}
 }
 
 // str is the string under k; "" when there is none.

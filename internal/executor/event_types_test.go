@@ -25,6 +25,8 @@ func TestTypedEventsReadBack(t *testing.T) {
 	retry := RetryEvent{State: "a", Retry: 2, Limit: 3, DelayMs: 1500, Reason: "PodDeleted"}
 	exhausted := RetryExhaustedEvent{State: "a", Retries: 4, Next: "b"}
 	restarted := RestartedEvent{State: "a", Iteration: 7, Action: "make"}
+	asked := ApprovalRequestedEvent{State: "ask", Message: "ship?", Deadline: "2026-01-15T10:30:00Z"}
+	answered := ApprovalAnsweredEvent{State: "ask", Verdict: "approved", By: "ann", Message: "go"}
 	for _, data := range []func(map[string]any) map[string]any{func(d map[string]any) map[string]any { return d }, viaJSON} {
 		if got := RouteOf(Event{Data: data(route.Data())}); got != route {
 			t.Errorf("route %+v", got)
@@ -38,6 +40,12 @@ func TestTypedEventsReadBack(t *testing.T) {
 		if got := RestartedOf(Event{Data: data(restarted.Data())}); got != restarted {
 			t.Errorf("restarted %+v", got)
 		}
+		if got := ApprovalRequestedOf(Event{Data: data(asked.Data())}); got != asked {
+			t.Errorf("approval requested %+v", got)
+		}
+		if got := ApprovalAnsweredOf(Event{Data: data(answered.Data())}); got != answered {
+			t.Errorf("approval answered %+v", got)
+		}
 	}
 	// The payloads keep little-loops' keys, optional ones only when set.
 	if keys := sortedKeys(route.Data()); !reflect.DeepEqual(keys, []string{"from", "to", "verdict"}) {
@@ -45,6 +53,9 @@ func TestTypedEventsReadBack(t *testing.T) {
 	}
 	if keys := sortedKeys(exhausted.Data()); !reflect.DeepEqual(keys, []string{"next", "retries", "state"}) {
 		t.Errorf("retry_exhausted keys %v", keys)
+	}
+	if keys := sortedKeys(ApprovalAnsweredEvent{State: "ask", Verdict: "timeout"}.Data()); !reflect.DeepEqual(keys, []string{"state", "verdict"}) {
+		t.Errorf("a timed-out approval_answered keys %v", keys)
 	}
 }
 

@@ -107,11 +107,7 @@ func runJudged(t *testing.T, spec *v1alpha1.LoopSpec, acts *fakeActions, judge e
 			if len(evs) > 0 {
 				t.Fatalf("a question to the judge came with %d events", len(evs))
 			}
-			if res == nil {
-				res = &ActionResult{}
-			}
-			answer := judge.Judge(context.Background(), *s.Judge)
-			res.Judgement = &answer
+			res = Judged(res, judge.Judge(context.Background(), *s.Judge))
 			s, evs = m.Complete(run, res, now)
 		}
 		if s.Kind != StepNext {

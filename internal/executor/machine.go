@@ -215,6 +215,17 @@ type ActionResult struct {
 	Probe *ProbeResult
 }
 
+// Judged is res with the LLM judge's answer to the StepJudge question
+// Complete asked about it; for a state without an action (res nil), a
+// result holding only the answer.
+func Judged(res *ActionResult, answer evaluate.Result) *ActionResult {
+	if res == nil {
+		res = &ActionResult{}
+	}
+	res.Judgement = &answer
+	return res
+}
+
 // ActionFailure is why an action did not run to its end.
 type ActionFailure struct {
 	// Reason is a CamelCase word, for example PodDeleted or ImagePullFailed.

@@ -1,7 +1,6 @@
 package executor
 
 import (
-	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -317,15 +316,7 @@ func (t *turn) completeSubLoop(st *v1alpha1.State, res *ActionResult) {
 	}
 	run.LastResult = &v1alpha1.EvaluationResult{Verdict: verdict, Details: detailsJSON(details)}
 	t.storeChild(st, c, by, verdict)
-	target := subLoopTarget(st, verdict)
-	if target == "" {
-		if !t.m.spec.Maintain {
-			t.finish(v1alpha1.TerminatedError, fmt.Sprintf("state %q: no route for the sub-loop's ending %s (verdict %q)", run.CurrentState, by, verdict))
-			return
-		}
-		target = cmp.Or(st.OnMaintain, t.m.spec.Initial)
-	}
-	t.transition(target, verdict)
+	t.routeTo(st, subLoopTarget(st, verdict), verdict, "no route for the sub-loop's ending %s (verdict %q)", by, verdict)
 }
 
 // VerdictTimeout is the verdict of a sub-loop state whose child a limit

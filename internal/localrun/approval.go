@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/looprun/looprun/internal/executor"
@@ -50,17 +51,11 @@ func (s *Store) WriteAnswer(approved bool, by, message string, now time.Time) (*
 	if err != nil {
 		return nil, err
 	}
-	tmp := s.AnswerPath() + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
-		return nil, err
-	}
-	return ans, os.Rename(tmp, s.AnswerPath())
+	return ans, writeFileAtomic(s.AnswerPath(), data)
 }
 
 // AnswerPath is where an answer to the run's approval is written.
-func (s *Store) AnswerPath() string {
-	return s.StatePath()[:len(s.StatePath())-len(".state.json")] + ".answer.json"
-}
+func (s *Store) AnswerPath() string { return filepath.Join(s.dir, s.name+".answer.json") }
 
 // fileApprover waits for the answer file of a run: looprun approve or
 // reject, from another shell.

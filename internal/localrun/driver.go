@@ -243,11 +243,7 @@ func (d *Driver) complete(ctx context.Context, run *v1alpha1.RunState, res *exec
 	if step.Kind != executor.StepJudge {
 		return evs
 	}
-	if res == nil {
-		res = &executor.ActionResult{}
-	}
-	answer := d.judge().Judge(ctx, *step.Judge)
-	res.Judgement = &answer
+	res = executor.Judged(res, d.judge().Judge(ctx, *step.Judge))
 	_, evs = d.Machine.Complete(run, res, d.now())
 	return evs
 }
