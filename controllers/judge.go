@@ -6,8 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"net/url"
-	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/authentication/serviceaccount"
@@ -18,6 +16,7 @@ import (
 	"github.com/looprun/looprun/internal/executor"
 	"github.com/looprun/looprun/internal/executor/evaluate"
 	"github.com/looprun/looprun/internal/llm"
+	"github.com/looprun/looprun/internal/llm/baseurl"
 	"github.com/looprun/looprun/internal/runner"
 	"github.com/looprun/looprun/internal/runner/judge"
 )
@@ -37,7 +36,8 @@ type Judges struct {
 	// (ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL; an empty URL is the API's).
 	OperatorKey, OperatorBaseURL string
 	// AllowedBaseURLs are the endpoints a Loop may send its judge calls to
-	// (--llm-allowed-base-urls): a Loop's baseURL must start with one.
+	// (--llm-allowed-base-urls): a Loop's baseURL must be at or under one
+	// (see internal/llm/baseurl).
 	AllowedBaseURLs []string
 	// Config reads the Secrets a Loop names, impersonating its service
 	// account; nil reads none.
@@ -96,24 +96,12 @@ func (j *Judges) readKey(ctx context.Context, loop *v1alpha1.Loop) (string, erro
 	return key, nil
 }
 
-// allowed reports whether a Loop may send judge calls to u: the same
-// scheme and host as an allowed URL, under its path.
+// allowed reports whether a Loop may send judge calls to u: at or under an
+// allowed URL, compared as the server reads them; a URL whose path could
+// read as another (dot segments, encoded slashes, a user, a query) never.
 func (j *Judges) allowed(u string) bool {
-	want, err := url.Parse(u)
-	if err != nil {
-		return false
-	}
-	for _, a := range j.AllowedBaseURLs {
-		ok, err := url.Parse(a)
-		if err != nil {
-			continue
-		}
-		if strings.EqualFold(ok.Scheme, want.Scheme) && strings.EqualFold(ok.Host, want.Host) &&
-			strings.HasPrefix(strings.TrimSuffix(want.Path, "/")+"/", strings.TrimSuffix(ok.Path, "/")+"/") {
-			return true
-		}
-	}
-	return false
+	ok, _ := baseurl.Allowed(u, j.AllowedBaseURLs)
+	return ok
 }
 
 // judged is res (a new result for a state without an action) with the LLM

@@ -26,6 +26,7 @@ import (
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/controllers"
 	"github.com/looprun/looprun/internal/eventlog/configmaps"
+	"github.com/looprun/looprun/internal/llm/baseurl"
 	"github.com/looprun/looprun/internal/runner/judge"
 	"github.com/looprun/looprun/internal/runner/pod"
 )
@@ -101,6 +102,11 @@ func parseFlags(args []string, getenv func(string) string) (*settings, error) {
 		}
 	}
 	c.LLM.AllowedBaseURLs = splitList(allowed)
+	for _, u := range c.LLM.AllowedBaseURLs {
+		if _, err := baseurl.Parse(u); err != nil {
+			return nil, fmt.Errorf("--llm-allowed-base-urls: %q %v", u, err)
+		}
+	}
 	return s, nil
 }
 

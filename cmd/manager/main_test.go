@@ -59,6 +59,10 @@ func TestParseFlags(t *testing.T) {
 			t.Errorf("shard %q accepted", bad)
 		}
 	}
+	if _, err := parseFlags([]string{"--llm-allowed-base-urls", "https://llm.internal/team-a/,http://llm.internal/team-a/../"}, func(string) string { return "" }); err == nil ||
+		!strings.Contains(err.Error(), "dot segment") {
+		t.Errorf("an allowed base URL with a dot segment: %v", err)
+	}
 	if _, err := parseFlags([]string{"extra"}, func(string) string { return "" }); err == nil {
 		t.Error("a stray argument was accepted")
 	}

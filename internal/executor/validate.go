@@ -15,6 +15,7 @@ import (
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/executor/evaluate"
 	"github.com/looprun/looprun/internal/executor/interpolate"
+	"github.com/looprun/looprun/internal/llm/baseurl"
 )
 
 // MaxStates is how many states a loop may have (the Loop CRD's bound on
@@ -118,6 +119,13 @@ func validateLimits(spec *v1alpha1.LoopSpec, root *field.Path) field.ErrorList {
 		}
 		if l.Timeout != nil && l.Timeout.Duration <= 0 {
 			errs = append(errs, field.Invalid(p.Child("timeout"), l.Timeout.Duration.String(), "must be positive"))
+		}
+		if l.BaseURL != "" {
+			// The operator compares it with its allow-list as the endpoint
+			// reads it; what could read as another path is refused here.
+			if _, err := baseurl.Parse(l.BaseURL); err != nil {
+				errs = append(errs, field.Invalid(p.Child("baseURL"), l.BaseURL, err.Error()))
+			}
 		}
 	}
 	return errs

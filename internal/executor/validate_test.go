@@ -53,6 +53,12 @@ func TestValidate(t *testing.T) {
 		{"guarded capture is fine", func(s *v1alpha1.LoopSpec) {
 			s.States["fix"] = v1alpha1.State{Action: "echo ${captured.errors.output?}", Next: "check"}
 		}, nil},
+		{"llm baseURL with a dot segment", func(s *v1alpha1.LoopSpec) {
+			s.LLM = &v1alpha1.LLMSpec{BaseURL: "http://llm.internal/team-a/%2E%2E/operator/"}
+		}, []string{"spec.llm.baseURL", "dot segment"}},
+		{"llm baseURL with a user", func(s *v1alpha1.LoopSpec) { s.LLM = &v1alpha1.LLMSpec{BaseURL: "http://k@llm.internal/"} },
+			[]string{"spec.llm.baseURL", "no user"}},
+		{"llm baseURL is fine", func(s *v1alpha1.LoopSpec) { s.LLM = &v1alpha1.LLMSpec{BaseURL: "https://llm.internal:8443/team-a/"} }, nil},
 		{"evaluator type", func(s *v1alpha1.LoopSpec) {
 			s.States["check"] = v1alpha1.State{Action: "x", OnSuccess: "done", Evaluate: &v1alpha1.Evaluate{Type: "comparator"}}
 		}, []string{`spec.states[check].evaluate.type: Unsupported value: "comparator"`}},
