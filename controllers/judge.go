@@ -19,6 +19,7 @@ import (
 	"github.com/looprun/looprun/internal/llm/baseurl"
 	"github.com/looprun/looprun/internal/runner"
 	"github.com/looprun/looprun/internal/runner/judge"
+	"github.com/looprun/looprun/internal/runner/pod"
 )
 
 // Judges gives each Loop its LLM judge, by the operator's rules (see
@@ -27,7 +28,8 @@ import (
 //   - a Loop that names another endpoint (spec.llm.baseURL) must be allowed
 //     by AllowedBaseURLs, and must bring its own key (apiKeySecretRef);
 //   - the Secret a Loop names is read as the Loop's service account
-//     (impersonation), so RBAC decides, as for its author.
+//     (impersonation), so RBAC decides, as for its author; never as the
+//     operator's own.
 //
 // Calls run in the background (internal/runner/judge), never inside a
 // reconcile.
@@ -39,6 +41,9 @@ type Judges struct {
 	// (--llm-allowed-base-urls): a Loop's baseURL must be at or under one
 	// (see internal/llm/baseurl).
 	AllowedBaseURLs []string
+	// OperatorNamespace and OperatorServiceAccount are the operator's own
+	// identity, as which no Secret is read for a Loop.
+	OperatorNamespace, OperatorServiceAccount string
 	// Config reads the Secrets a Loop names, impersonating its service
 	// account; nil reads none.
 	Config *rest.Config
@@ -79,6 +84,9 @@ func (j *Judges) readKey(ctx context.Context, loop *v1alpha1.Loop) (string, erro
 		return "", fmt.Errorf("the API key in Secret %s cannot be read: the operator reads no Secrets", ref.Name)
 	}
 	sa := loop.Spec.GetServiceAccountName()
+	if loop.ActsAs(j.OperatorNamespace, j.OperatorServiceAccount) {
+		return "", fmt.Errorf("the API key in Secret %s is not read: %s", ref.Name, pod.OperatorServiceAccountMessage(loop))
+	}
 	cfg := rest.CopyConfig(j.Config)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: serviceaccount.MakeUsername(loop.Namespace, sa)}
 	cs, err := kubernetes.NewForConfig(cfg)

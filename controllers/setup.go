@@ -64,6 +64,7 @@ func NewReconciler(mgr ctrl.Manager, cfg Config) *LoopReconciler {
 		EventLog: &configmaps.Log{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(),
 			SegmentBytes: cfg.SegmentBytes, MaxBytes: cfg.MaxEventBytes},
 		Judges: &Judges{OperatorKey: cfg.LLM.APIKey, OperatorBaseURL: cfg.LLM.BaseURL, AllowedBaseURLs: cfg.LLM.AllowedBaseURLs,
+			OperatorNamespace: cfg.Pods.OperatorNamespace, OperatorServiceAccount: cfg.Pods.OperatorServiceAccount,
 			Config: mgr.GetConfig(), Runner: judge.NewRunner(cfg.LLM.MaxTimeout)},
 		MaxConcurrentReconciles: cfg.Workers,
 		StartGrace:              cfg.StartGrace,

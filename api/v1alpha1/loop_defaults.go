@@ -233,6 +233,14 @@ func (s *LoopSpec) GetServiceAccountName() string {
 	return DefaultServiceAccountName
 }
 
+// ActsAs reports whether the Loop acts as the service account name of
+// namespace ns: its own namespace, and its service account once defaulted
+// (GetServiceAccountName), so that a Loop naming none acts as "default".
+// An empty name is no service account.
+func (l *Loop) ActsAs(ns, name string) bool {
+	return name != "" && l.Namespace == ns && l.Spec.GetServiceAccountName() == name
+}
+
 // IsAction reports whether what is in flight is an action a runner runs:
 // not a child Loop, nor an approval state's wait.
 func (a *ActionStatus) IsAction() bool {

@@ -70,6 +70,16 @@ func (o Options) startAllowance() time.Duration {
 	return DefaultStartAllowance
 }
 
+// OperatorServiceAccountMessage says why a Loop that acts as the
+// operator's own service account (see v1alpha1.Loop.ActsAs) is refused.
+func OperatorServiceAccountMessage(loop *v1alpha1.Loop) string {
+	sa := loop.Spec.GetServiceAccountName()
+	if loop.Spec.Runner == nil || loop.Spec.Runner.ServiceAccountName == "" {
+		return fmt.Sprintf("spec.runner.serviceAccountName: unset, the Loop acts as %q of namespace %s, the operator's own service account: name the Loop's own", sa, loop.Namespace)
+	}
+	return fmt.Sprintf("spec.runner.serviceAccountName: %q is the operator's own service account; a Loop acts as its own", sa)
+}
+
 // WorkspaceClaim is the PersistentVolumeClaim the operator creates for a
 // Loop's volumeClaimTemplate.
 func WorkspaceClaim(loop string) string { return loop + "-workspace" }
@@ -102,9 +112,8 @@ func Build(loop *v1alpha1.Loop, run string, a executor.Action, o Options) (*core
 		rs = &v1alpha1.RunnerSpec{}
 	}
 	sa := rs.ServiceAccountName
-	if o.OperatorServiceAccount != "" && loop.Namespace == o.OperatorNamespace && sa == o.OperatorServiceAccount {
-		return nil, &runner.Refused{Reason: "ForbiddenServiceAccount",
-			Message: fmt.Sprintf("spec.runner.serviceAccountName: %q is the operator's own service account; actions run under the Loop's", sa)}
+	if loop.ActsAs(o.OperatorNamespace, o.OperatorServiceAccount) {
+		return nil, &runner.Refused{Reason: "ForbiddenServiceAccount", Message: OperatorServiceAccountMessage(loop)}
 	}
 	image, command := actionImage(spec, rs, &a, o)
 	if image == "" {

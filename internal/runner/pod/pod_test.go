@@ -249,6 +249,34 @@ func TestBuildRefuses(t *testing.T) {
 	}
 }
 
+// A Loop in the operator's namespace that names no service account acts as
+// "default": when that is the operator's own, its Pods are refused, as
+// when it names it; in another namespace, "default" is the Loop's own.
+func TestBuildRefusesTheOperatorsDefaultServiceAccount(t *testing.T) {
+	o := testOptions
+	o.OperatorNamespace, o.OperatorServiceAccount = "looprun-system", "default"
+	for _, rs := range []*v1alpha1.RunnerSpec{nil, {}, {ServiceAccountName: "default"}} {
+		loop := testLoop()
+		loop.Namespace = "looprun-system"
+		loop.Spec.Runner = rs
+		var refused *runner.Refused
+		if _, err := Build(loop, "r", executor.Action{Command: "id"}, o); !errors.As(err, &refused) || refused.Reason != "ForbiddenServiceAccount" ||
+			!strings.Contains(refused.Message, "operator's own service account") {
+			t.Errorf("runner %+v: %v", rs, err)
+		}
+	}
+	loop := testLoop()
+	loop.Namespace = "team-a"
+	if _, err := Build(loop, "r", executor.Action{Command: "id"}, o); err != nil {
+		t.Errorf("the default service account of another namespace: %v", err)
+	}
+	loop.Namespace = "looprun-system"
+	loop.Spec.Runner = &v1alpha1.RunnerSpec{ServiceAccountName: "builder"}
+	if _, err := Build(loop, "r", executor.Action{Command: "id"}, o); err != nil {
+		t.Errorf("another service account of the operator's namespace: %v", err)
+	}
+}
+
 func envValue(env []corev1.EnvVar, name string) string {
 	for _, e := range env {
 		if e.Name == name {
