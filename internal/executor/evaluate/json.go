@@ -2,8 +2,12 @@ package evaluate
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
+	"math"
+	"math/big"
+	"strconv"
 	"strings"
 
 	"github.com/looprun/looprun/api/v1alpha1"
@@ -33,20 +37,46 @@ func decodeJSON(s string) (any, error) {
 	return v, nil
 }
 
+// pyNumber is a JSON number as Python holds it: an integer exactly, a
+// float as the nearest double (an infinity past its range). Python compares
+// an int with an int, or with a float, exactly; so does cmp.
+type pyNumber struct {
+	r   *big.Rat
+	inf int // -1 or +1 for an infinity; r is nil then
+}
+
+func (a pyNumber) cmp(b pyNumber) int {
+	if a.inf != 0 || b.inf != 0 {
+		return cmp.Compare(a.inf, b.inf)
+	}
+	return a.r.Cmp(b.r)
+}
+
 // asNumber reads a JSON number as little-loops does: Python counts true
 // and false as the numbers 1 and 0.
-func asNumber(v any) (float64, bool) {
+func asNumber(v any) (pyNumber, bool) {
 	switch n := v.(type) {
 	case json.Number:
-		f, err := n.Float64()
-		return f, err == nil
+		s := n.String()
+		if !strings.ContainsAny(s, ".eE") {
+			i, ok := new(big.Int).SetString(s, 10)
+			return pyNumber{r: new(big.Rat).SetInt(i)}, ok
+		}
+		f, err := strconv.ParseFloat(s, 64)
+		switch {
+		case math.IsInf(f, 0):
+			return pyNumber{inf: int(math.Copysign(1, f))}, true
+		case err != nil:
+			return pyNumber{}, false
+		}
+		return pyNumber{r: new(big.Rat).SetFloat64(f)}, true
 	case bool:
 		if n {
-			return 1, true
+			return pyNumber{r: big.NewRat(1, 1)}, true
 		}
-		return 0, true
+		return pyNumber{r: new(big.Rat)}, true
 	}
-	return 0, false
+	return pyNumber{}, false
 }
 
 // pyEqual is Python's == on decoded JSON: numbers (true and false among
@@ -54,7 +84,7 @@ func asNumber(v any) (float64, bool) {
 func pyEqual(a, b any) bool {
 	if x, ok := asNumber(a); ok {
 		y, ok := asNumber(b)
-		return ok && x == y
+		return ok && x.cmp(y) == 0
 	}
 	switch x := a.(type) {
 	case []any:
@@ -110,7 +140,7 @@ func outputJSON(cfg *v1alpha1.Evaluate, in Input) Result {
 	a, aNum := asNumber(value)
 	b, bNum := asNumber(target)
 	if aNum && bNum {
-		ok, err := compare(cfg.Operator, a, b)
+		ok, err := compareOrder(cfg.Operator, a.cmp(b))
 		if err != nil {
 			return errorResult("%v", err)
 		}

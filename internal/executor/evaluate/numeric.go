@@ -1,6 +1,7 @@
 package evaluate
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -17,19 +18,25 @@ import (
 var Operators = []string{"eq", "ne", "lt", "le", "gt", "ge"}
 
 func compare(op string, a, b float64) (bool, error) {
+	return compareOrder(op, cmp.Compare(a, b))
+}
+
+// compareOrder applies op to the order of two values (c as cmp.Compare
+// gives it).
+func compareOrder(op string, c int) (bool, error) {
 	switch op {
 	case "", "eq":
-		return a == b, nil
+		return c == 0, nil
 	case "ne":
-		return a != b, nil
+		return c != 0, nil
 	case "lt":
-		return a < b, nil
+		return c < 0, nil
 	case "le":
-		return a <= b, nil
+		return c <= 0, nil
 	case "gt":
-		return a > b, nil
+		return c > 0, nil
 	case "ge":
-		return a >= b, nil
+		return c >= 0, nil
 	}
 	return false, fmt.Errorf("unknown operator %q", op)
 }
