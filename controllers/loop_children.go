@@ -130,13 +130,7 @@ func childFailure(reason, format string, args ...any) *executor.ActionFailure {
 // parent's, and what the template leaves unset (runner, agent, llm) taken
 // from the parent. It is owned by the parent, in its shard.
 func (r *LoopReconciler) newChild(ctx context.Context, parent *v1alpha1.Loop, sub *executor.SubLoop) (*v1alpha1.Loop, *executor.ActionFailure, error) {
-	var ancestry []string
-	if a := parent.Annotations[v1alpha1.AnnotationAncestry]; a != "" {
-		ancestry = strings.Split(a, "/")
-	}
-	if t := parent.Labels[v1alpha1.LabelTemplate]; t != "" {
-		ancestry = append(ancestry, t)
-	}
+	ancestry := templateAncestry(parent)
 	if slices.Contains(ancestry, sub.Loop) {
 		return nil, childFailure("SubLoopCycle", "LoopTemplate %s is already running above this Loop: %s -> %s", sub.Loop, strings.Join(ancestry, " -> "), sub.Loop), nil
 	}
@@ -193,9 +187,7 @@ func (r *LoopReconciler) newChild(ctx context.Context, parent *v1alpha1.Loop, su
 	if shard := parent.Labels[v1alpha1.LabelShard]; shard != "" {
 		child.Labels[v1alpha1.LabelShard] = shard
 	}
-	if len(ancestry) > 0 {
-		child.Annotations = map[string]string{v1alpha1.AnnotationAncestry: strings.Join(ancestry, "/")}
-	}
+	child.Annotations = childAnnotations(ancestry, sub.Loop)
 	if err := controllerutil.SetControllerReference(parent, child, r.Scheme); err != nil {
 		return nil, nil, err
 	}

@@ -38,8 +38,12 @@ const (
 	LabelParent = "looprun.io/parent"
 	// LabelTemplate names the LoopTemplate a child Loop was made from.
 	LabelTemplate = "looprun.io/template"
+	// AnnotationTemplate holds that LoopTemplate's full name, which
+	// LabelTemplate shortens past 63 characters.
+	AnnotationTemplate = "looprun.io/template"
 	// AnnotationAncestry lists the LoopTemplates a child Loop's ancestors
-	// run, outermost first, separated by '/': where a cycle is found.
+	// run, by their full names, outermost first, separated by '/': where a
+	// cycle is found.
 	AnnotationAncestry = "looprun.io/ancestry"
 )
 
