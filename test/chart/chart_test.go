@@ -5,6 +5,7 @@ package chart
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"io"
@@ -382,6 +383,23 @@ func TestChartShards(t *testing.T) {
 			if od.Name != d.Name && sel.Matches(labels.Set(d.Spec.Template.Labels)) {
 				t.Errorf("Deployment %s selects the Pods of %s", od.Name, d.Name)
 			}
+		}
+	}
+}
+
+// A value the chart does not know, or of the wrong shape, fails the
+// install with the value named (values.schema.json), instead of rendering
+// as if it were not there.
+func TestChartRefusesUnknownValues(t *testing.T) {
+	root := repoRoot(t)
+	bin := cmp.Or(os.Getenv("HELM"), filepath.Join(root, "bin", "helm"))
+	for _, set := range []string{"watchNamespace=foo", "replicas=two", "logLevel=verbose", "llm.maxTimeout=soon", "watchNamespaces={Team_A}"} {
+		cmd := exec.Command(bin, "template", "looprun", "charts/looprun", "--set", set)
+		cmd.Dir = root
+		out, err := cmd.CombinedOutput()
+		name := strings.SplitN(strings.SplitN(set, "=", 2)[0], ".", 2)
+		if err == nil || !strings.Contains(string(out), name[len(name)-1]) {
+			t.Errorf("--set %s: rendered (%v) or did not name the value:\n%s", set, err, out)
 		}
 	}
 }
