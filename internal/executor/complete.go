@@ -280,6 +280,8 @@ func (t *turn) evaluate(st *v1alpha1.State, res *ActionResult) (result evaluate.
 	switch {
 	case judgedByLLM(st):
 		return t.llmVerdict(in), typ, true
+	case cfg == nil && st.Learning != nil:
+		return t.learningVerdict(st, res), typ, true
 	case cfg == nil:
 		return t.defaultVerdict(st, in.Output, in.ExitCode), typ, true
 	}
@@ -352,12 +354,8 @@ func (t *turn) question(st *v1alpha1.State, res *ActionResult) *evaluate.JudgeRe
 	return req
 }
 
-// defaultVerdict judges a shell or mcp action, or a learning gate, whose
-// state has no evaluate.
+// defaultVerdict judges a shell or mcp action whose state has no evaluate.
 func (t *turn) defaultVerdict(st *v1alpha1.State, output string, exit int) evaluate.Result {
-	if st.Learning != nil {
-		return t.learningVerdict(st, output, exit)
-	}
 	if st.ActionType == v1alpha1.ActionMCP {
 		return evaluate.MCPResult(output, exit)
 	}

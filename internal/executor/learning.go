@@ -2,6 +2,7 @@ package executor
 
 import (
 	"fmt"
+	"path"
 	"strconv"
 	"strings"
 
@@ -24,15 +25,37 @@ const (
 // stays unproven, if the state routes it (else failure).
 const VerdictBlocked = "blocked"
 
-// learningMark starts the lines the gate prints about its progress.
+// learningMark starts the lines the gate prints about its progress, for
+// people to read; the verdict reads the marks file (learningMarks) instead.
 const learningMark = "looprun-learning:"
+
+// learningMarks is the file a learning gate writes its marks into, one a
+// line: in the run's run_dir (which the runner makes before the action),
+// else in .ll. The gate writes it through a descriptor the agent it runs
+// does not get, and the state's probe (learningProbe) reads it back once
+// the gate ended: whatever the agent or a target's record prints goes to
+// the output, which decides nothing, so no text can forge the verdict.
+func learningMarks(vars *interpolate.Vars) string {
+	dir, _ := vars.Context["run_dir"].(string)
+	if dir == "" {
+		dir = ".ll"
+	}
+	return path.Join(dir, ".looprun-learning")
+}
+
+// learningProbe reads a learning gate's marks and removes them.
+func learningProbe(vars *interpolate.Vars) string {
+	f := interpolate.ShellQuote(learningMarks(vars))
+	return "cat -- " + f + " && rm -f -- " + f
+}
 
 // learningScript is the shell action of a learning state: the gate runs
 // where actions run, since the registry is a directory of the workspace.
 // For each target it reads .ll/learning-tests/SLUG.md (the status in its
 // front matter; proven when it has none), explores a missing or stale one
-// with the agent up to maxRetries times, and prints a mark line for each
-// thing it did; the last line says how the gate ended.
+// with the agent up to maxRetries times, and marks each thing it did in
+// the marks file (learningMarks), also printed; the last mark says how the
+// gate ended.
 func learningScript(spec *v1alpha1.LoopSpec, st *v1alpha1.State, vars *interpolate.Vars) (string, error) {
 	l := st.Learning
 	targets := l.Targets
@@ -67,10 +90,15 @@ func learningScript(spec *v1alpha1.LoopSpec, st *v1alpha1.State, vars *interpola
 	}
 	quoted := make([]string, 0, len(targets))
 	for _, t := range targets {
+		if strings.ContainsAny(t, "\r\n") {
+			return "", fmt.Errorf("learning target %q has a line break", t)
+		}
 		quoted = append(quoted, interpolate.ShellQuote(t))
 	}
+	marks := learningMarks(vars)
 	var b strings.Builder
-	fmt.Fprintf(&b, `mark() { printf '%s %%s\n' "$*"; }
+	fmt.Fprintf(&b, `mkdir -p -- %s && exec 3>%s || exit 1
+mark() { printf '%%s\n' "$*" >&3; printf '%s %%s\n' "$*"; }
 record() {
   f=.ll/learning-tests/$(printf '%%s' "$1" | sed -e 's/[^[:alnum:]_[:space:]-]//g' -e 's/[-[:space:]][-[:space:]]*/-/g' -e 's/^-*//' -e 's/-*$//' | tr '[:upper:]' '[:lower:]').md
   if [ ! -f "$f" ] || [ "$(head -n 1 "$f")" != "---" ] || [ "$(sed -n '2,$p' "$f" | grep -c '^---$')" = 0 ]; then echo missing; return; fi
@@ -87,27 +115,44 @@ for t in %s; do
     mark stale "$s" "$t"
     n=$((n + 1))
     mark explore "$n" "$t"
-    %s "/ll:explore-api $t" </dev/null
+    %s "/ll:explore-api $t" </dev/null 3>&-
   done
   if [ "$s" = refuted ]; then mark refuted "$t"; mark blocked refuted "$t"; exit 0; fi
   mark proven "$t"
 done
 mark complete
-`, learningMark, retries, strings.Join(quoted, " "), strings.Join(agent, " "))
+`, interpolate.ShellQuote(path.Dir(marks)), interpolate.ShellQuote(marks), learningMark, retries, strings.Join(quoted, " "), strings.Join(agent, " "))
 	return b.String(), nil
 }
 
-// learningVerdict reads the mark lines of a learning gate's output, records
-// them as little-loops' learning events, and gives the gate's verdict.
-func (t *turn) learningVerdict(st *v1alpha1.State, output string, exit int) evaluate.Result {
+// learningVerdict reads the marks a learning gate wrote (the probe's
+// output, see learningMarks), records them as little-loops' learning
+// events, and gives the gate's verdict. The action's output is not read: a
+// gate that did not end well, or left no marks, has not decided. The gate
+// ends right after its one complete or blocked mark, so such a mark
+// before the last line was not the gate's: nothing is decided then either.
+func (t *turn) learningVerdict(st *v1alpha1.State, res *ActionResult) evaluate.Result {
 	state := t.run.CurrentState
-	var targets []string
-	for _, line := range strings.Split(output, "\n") {
-		rest, ok := strings.CutPrefix(line, learningMark+" ")
-		if !ok {
-			continue
+	exit := 0
+	if res != nil {
+		exit = res.ExitCode
+	}
+	undecided := func(why string) evaluate.Result {
+		return evaluate.Result{Verdict: v1alpha1.VerdictError, Details: map[string]any{"exit_code": exit, "error": why}}
+	}
+	p := probeOf(res)
+	if exit != 0 || p == nil || p.ExitCode != 0 {
+		return undecided("the learning gate ended before it decided")
+	}
+	lines := strings.Split(strings.TrimSuffix(p.Output, "\n"), "\n")
+	for _, line := range lines[:len(lines)-1] {
+		if what, _, _ := strings.Cut(line, " "); what == "complete" || what == "blocked" {
+			return undecided("the learning gate's marks have an end before their last line: something other than the gate wrote them")
 		}
-		what, rest, _ := strings.Cut(rest, " ")
+	}
+	var targets []string
+	for _, line := range lines {
+		what, rest, _ := strings.Cut(line, " ")
 		switch what {
 		case "stale":
 			cause, target, _ := strings.Cut(rest, " ")
@@ -137,6 +182,5 @@ func (t *turn) learningVerdict(st *v1alpha1.State, output string, exit int) eval
 			return evaluate.Result{Verdict: v1alpha1.VerdictSuccess, Details: map[string]any{"targets": targets}}
 		}
 	}
-	return evaluate.Result{Verdict: v1alpha1.VerdictError, Details: map[string]any{
-		"exit_code": exit, "error": "the learning gate ended before it decided"}}
+	return undecided("the learning gate ended before it decided")
 }

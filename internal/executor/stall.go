@@ -36,10 +36,14 @@ func isStall(t v1alpha1.EvaluatorType) bool {
 }
 
 // probe is the shell command a state's evaluator needs run where its
-// action runs; "" for none.
+// action runs (a learning gate's without one: reading its marks); "" for
+// none.
 func probe(st *v1alpha1.State, vars *interpolate.Vars) string {
 	e := st.Evaluate
 	if e == nil {
+		if st.Learning != nil {
+			return learningProbe(vars)
+		}
 		return ""
 	}
 	switch e.Type {
