@@ -364,3 +364,50 @@ func TestLearningState(t *testing.T) {
 		}
 	}
 }
+
+// In a manifest, an unquoted y or n key is a boolean to kubectl (YAML 1.1):
+// looprun keeps the word and says so, as it does for little-loops files.
+func TestManifestYAML11BooleanKeys(t *testing.T) {
+	manifest := `apiVersion: looprun.io/v1alpha1
+kind: Loop
+metadata:
+  name: ask
+spec:
+  initial: ask
+  states:
+    ask:
+      action: "echo y"
+      evaluate: {type: classify}
+      route:
+        y: done
+        n: ask
+    done: {terminal: true}
+`
+	f, err := Parse([]byte(manifest), "", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	route := f.Loop.Spec.States["ask"].Route
+	if route["y"] != "done" || route["n"] != "ask" || len(route) != 2 {
+		t.Errorf("route %v: want the words y and n", route)
+	}
+	var found int
+	for _, w := range f.Warnings {
+		if strings.Contains(w, "kubectl") && (strings.Contains(w, "key y ") || strings.Contains(w, "key n ")) {
+			found++
+		}
+	}
+	if found != 2 {
+		t.Errorf("warnings %v: want one for y and one for n", f.Warnings)
+	}
+	// In a little-loops file PyYAML reads y and n as words: nothing to say.
+	lf, err := Parse([]byte("name: ask\ninitial: ask\nstates:\n  ask:\n    action: echo y\n    evaluate: {type: classify}\n    route:\n      y: done\n      n: ask\n  done: {terminal: true}\n"), "", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range lf.Warnings {
+		if strings.Contains(w, "kubectl") {
+			t.Errorf("a little-loops file warned: %s", w)
+		}
+	}
+}

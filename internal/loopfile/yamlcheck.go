@@ -18,6 +18,25 @@ var pyYAMLBools = map[string]bool{
 	"on": true, "On": true, "ON": true, "off": true, "Off": true, "OFF": true,
 }
 
+// yaml11Bools are the plain words YAML 1.1 readers other than PyYAML
+// (kubectl's among them) take for booleans besides pyYAMLBools.
+var yaml11Bools = map[string]bool{"y": true, "Y": true, "n": true, "N": true}
+
+// isManifest reports whether a document is a Kubernetes manifest (it has
+// apiVersion or kind at the top), which kubectl reads as YAML 1.1.
+func isManifest(doc *yaml.Node) bool {
+	if len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
+		return false
+	}
+	top := doc.Content[0].Content
+	for i := 0; i+1 < len(top); i += 2 {
+		if top[i].Value == "apiVersion" || top[i].Value == "kind" {
+			return true
+		}
+	}
+	return false
+}
+
 // checkYAML reads a loop file's YAML strictly, before it is decoded: one
 // document only, no key twice in a mapping. A key PyYAML would read as a
 // boolean (an unquoted yes: or no: route key) is kept as the word written,
@@ -41,6 +60,7 @@ func checkYAML(data []byte) ([]byte, []string, error) {
 	}
 	var warnings []string
 	changed := false
+	manifest := isManifest(&doc)
 	var walk func(n *yaml.Node, path string) error
 	walk = func(n *yaml.Node, path string) error {
 		switch n.Kind {
@@ -57,6 +77,11 @@ func checkYAML(data []byte) ([]byte, []string, error) {
 				if k.Kind == yaml.ScalarNode && k.Style == 0 && pyYAMLBools[k.Value] {
 					warnings = append(warnings, fmt.Sprintf("line %d: %s: the key %s is unquoted; PyYAML (little-loops) reads it as a boolean, looprun as the word %q: quote it ('%s')",
 						k.Line, trimPath(path), k.Value, k.Value, k.Value))
+					k.Tag, k.Style, changed = "!!str", yaml.SingleQuotedStyle, true
+				}
+				if k.Kind == yaml.ScalarNode && k.Style == 0 && manifest && yaml11Bools[k.Value] {
+					warnings = append(warnings, fmt.Sprintf("line %d: %s: the key %s is unquoted; kubectl and other YAML 1.1 readers read it as the boolean %s, looprun as the word %q: quote it ('%s')",
+						k.Line, trimPath(path), k.Value, map[bool]string{true: "true", false: "false"}[strings.EqualFold(k.Value, "y")], k.Value, k.Value))
 					k.Tag, k.Style, changed = "!!str", yaml.SingleQuotedStyle, true
 				}
 				if first, dup := seen[k.Value]; dup {
