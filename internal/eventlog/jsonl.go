@@ -13,6 +13,7 @@ import (
 	"os"
 
 	"github.com/looprun/looprun/internal/executor"
+	"github.com/looprun/looprun/internal/safefile"
 )
 
 // File is a JSONL event log.
@@ -23,9 +24,11 @@ type File struct {
 	unsynced bool
 }
 
-// Open opens (creating it if needed) the log at path for appending.
+// Open opens (creating it if needed) the log at path for appending; a
+// symbolic link or anything but a regular file there is refused
+// (safefile.OpenFile).
 func Open(path string) (*File, error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	f, err := safefile.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
 	}
@@ -102,7 +105,7 @@ func Read(path string) ([]executor.Event, error) {
 // line: they were written for a step whose state was never saved, and that
 // step will run again.
 func TruncateAfter(path string, seq int64) error {
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	f, err := safefile.OpenFile(path, os.O_RDWR, 0)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}

@@ -51,7 +51,10 @@ func (s *Store) WriteAnswer(approved bool, by, message string, now time.Time) (*
 	if err != nil {
 		return nil, err
 	}
-	return ans, writeFileAtomic(s.AnswerPath(), data)
+	if err := s.mkdir(); err != nil {
+		return nil, err
+	}
+	return ans, safefile.WriteFile(s.AnswerPath(), data)
 }
 
 // AnswerPath is where an answer to the run's approval is written.

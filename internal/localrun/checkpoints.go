@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/history"
+	"github.com/looprun/looprun/internal/safefile"
 )
 
 // checkpointFile appends checkpoints to <name>.checkpoints.jsonl. Appends
@@ -31,7 +31,7 @@ func (c *checkpointFile) append(cp *history.Checkpoint) error {
 			return err
 		}
 		c.count = bytes.Count(data, []byte("\n"))
-		if c.f, err = os.OpenFile(c.path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err != nil {
+		if c.f, err = safefile.OpenFile(c.path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err != nil {
 			return err
 		}
 	}
@@ -57,12 +57,12 @@ func (c *checkpointFile) compact() error {
 		return err
 	}
 	kept, n := lastLines(data, c.max)
-	if err := writeFileAtomic(c.path, kept); err != nil {
+	if err := safefile.WriteFile(c.path, kept); err != nil {
 		return err
 	}
 	c.count = n
 	old := c.f
-	c.f, err = os.OpenFile(c.path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	c.f, err = safefile.OpenFile(c.path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	return errors.Join(err, old.Close())
 }
 
@@ -109,30 +109,7 @@ func writeCheckpoints(path string, cps []history.Checkpoint) error {
 		}
 		b.Write(line)
 	}
-	return writeFileAtomic(path, b.Bytes())
-}
-
-// writeFileAtomic replaces the file at path with data: a temporary file,
-// fsynced, renamed over it.
-func writeFileAtomic(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	_, err = tmp.Write(data)
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		_ = os.Remove(tmp.Name())
-	}
-	return err
+	return safefile.WriteFile(path, b.Bytes())
 }
 
 // Checkpoints reads the run's checkpoints, oldest first, each checked.
@@ -169,7 +146,7 @@ func (s *Store) LastGoodCheckpoint() (*history.Checkpoint, error) {
 
 // WriteCheckpoints replaces the run's checkpoints (an import).
 func (s *Store) WriteCheckpoints(cps []history.Checkpoint) error {
-	if err := os.MkdirAll(s.dir, 0o755); err != nil {
+	if err := s.mkdir(); err != nil {
 		return err
 	}
 	return writeCheckpoints(s.CheckpointsPath(), cps)
@@ -211,7 +188,7 @@ func (s *Store) repairCheckpoints(saved int64) error {
 		return nil
 	}
 	kept := data[:end]
-	f, err := os.OpenFile(s.CheckpointsPath(), os.O_WRONLY, 0)
+	f, err := safefile.OpenFile(s.CheckpointsPath(), os.O_WRONLY, 0)
 	if err != nil {
 		return err
 	}

@@ -155,6 +155,9 @@ func (d *Driver) openWriter() (*writer, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := w.openNote(); err != nil {
+		return nil, errors.Join(err, w.close())
+	}
 	w.cps.max = d.Machine.Spec().GetMaxCheckpoints()
 	return w, nil
 }

@@ -20,9 +20,13 @@ import (
 )
 
 // Store is where one loop's local run lives: <loops-dir>/.running/<name>.*.
+// Every file a run writes there is opened through internal/safefile: a
+// symbolic link in its place, or as .running or the loops directory, is
+// refused, never written through.
 type Store struct {
-	dir  string
-	name string
+	loops string
+	dir   string
+	name  string
 }
 
 // MaxNameLength bounds a local run's name: its files' names add at most
@@ -56,7 +60,14 @@ func NewStore(loopsDir, name string) (*Store, error) {
 	if err := ValidateName(name); err != nil {
 		return nil, err
 	}
-	return &Store{dir: filepath.Join(loopsDir, ".running"), name: name}, nil
+	return &Store{loops: loopsDir, dir: filepath.Join(loopsDir, ".running"), name: name}, nil
+}
+
+// mkdir makes the directory of the run's files, .running under the loops
+// directory, neither of them a symbolic link.
+func (s *Store) mkdir() error {
+	_, err := safefile.Dir(s.loops, ".running")
+	return err
 }
 
 // StatePath is the state file.
@@ -86,17 +97,17 @@ func (s *Store) StderrPath() string { return filepath.Join(s.dir, s.name+".stder
 // OpenOutputs opens the output logs for an action runner: a fresh run
 // starts them empty, a resumed one appends.
 func (s *Store) OpenOutputs(fresh bool) (stdout, stderr *os.File, err error) {
-	if err := os.MkdirAll(s.dir, 0o755); err != nil {
+	if err := s.mkdir(); err != nil {
 		return nil, nil, err
 	}
 	mode := os.O_CREATE | os.O_RDWR | os.O_APPEND
 	if fresh {
 		mode |= os.O_TRUNC
 	}
-	if stdout, err = os.OpenFile(s.StdoutPath(), mode, 0o644); err != nil {
+	if stdout, err = safefile.OpenFile(s.StdoutPath(), mode, 0o644); err != nil {
 		return nil, nil, err
 	}
-	if stderr, err = os.OpenFile(s.StderrPath(), mode, 0o644); err != nil {
+	if stderr, err = safefile.OpenFile(s.StderrPath(), mode, 0o644); err != nil {
 		_ = stdout.Close()
 		return nil, nil, err
 	}
@@ -108,10 +119,10 @@ func (s *Store) lockPath() string { return filepath.Join(s.dir, s.name+".lock") 
 // Lock makes sure only one process runs this loop. The lock goes with the
 // process, however it ends.
 func (s *Store) Lock() (unlock func(), err error) {
-	if err := os.MkdirAll(s.dir, 0o755); err != nil {
+	if err := s.mkdir(); err != nil {
 		return nil, err
 	}
-	f, err := os.OpenFile(s.lockPath(), os.O_CREATE|os.O_RDWR, 0o644)
+	f, err := safefile.OpenFile(s.lockPath(), os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
 		return nil, err
 	}
@@ -125,6 +136,9 @@ func (s *Store) Lock() (unlock func(), err error) {
 // Clear removes the state and events of a previous run. (The output logs
 // are truncated by OpenOutputs for the new run.)
 func (s *Store) Clear() error {
+	if err := s.mkdir(); err != nil {
+		return err // nothing is removed through a link either
+	}
 	var errs []error
 	for _, p := range append([]string{s.StatePath(), s.EventsPath(), s.CheckpointsPath()}, safefile.Slots(s.StatePath())...) {
 		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -166,7 +180,7 @@ type writer struct {
 }
 
 func (s *Store) openWriter(loopFile string, ctx map[string]any) (*writer, error) {
-	if err := os.MkdirAll(s.dir, 0o755); err != nil {
+	if err := s.mkdir(); err != nil {
 		return nil, err
 	}
 	log, err := eventlog.Open(s.EventsPath())
@@ -251,17 +265,26 @@ func (w *writer) wait() error {
 	return w.err
 }
 
+// openNote opens the note of the action that runs (a run opens it before
+// its first action, so that a link in its place stops the run at once).
+func (w *writer) openNote() error {
+	if w.note != nil {
+		return nil
+	}
+	n, err := process.OpenGroupNote(w.store.ActionPath())
+	if err != nil {
+		return err
+	}
+	w.note = n
+	return nil
+}
+
 // recordAction notes the process group of the action that runs, so that a
 // resume can kill it should this process die without taking it along.
 func (w *writer) recordAction(pgid int) {
-	if w.note == nil {
-		n, err := process.OpenGroupNote(w.store.ActionPath())
-		if err != nil {
-			return
-		}
-		w.note = n
+	if w.openNote() == nil {
+		w.note.Record(pgid)
 	}
-	w.note.Record(pgid)
 }
 
 // forgetAction clears the note: the action ended.
@@ -291,7 +314,7 @@ func (s *Store) Import(manifest []byte, run *v1alpha1.RunState, events []executo
 	if err := s.Clear(); err != nil {
 		return err
 	}
-	if err := os.WriteFile(s.LoopPath(), manifest, 0o644); err != nil {
+	if err := safefile.WriteFile(s.LoopPath(), manifest); err != nil {
 		return err
 	}
 	if err := s.WriteCheckpoints(cps); err != nil {

@@ -50,7 +50,7 @@ func (s *Store) sibling(name string) (*Store, error) {
 	if err := ValidateName(name); err != nil {
 		return nil, err
 	}
-	return &Store{dir: s.dir, name: name}, nil
+	return &Store{loops: s.loops, dir: s.dir, name: name}, nil
 }
 
 // runSubLoop runs the child of a sub-loop state to its end (or until ctx

@@ -63,6 +63,13 @@ func Slots(path string) []string {
 // written and before it is synced, and must succeed for the rename to
 // happen (it syncs the event log).
 func (a *Atomic) Write(data []byte, before func() error) error {
+	if a.current == nil {
+		// The first save: a link at the path would be exchanged into a
+		// slot's name, and written through AtomicSlots saves later.
+		if st, err := os.Lstat(a.path); err == nil && st.Mode()&os.ModeSymlink != 0 {
+			return &LinkError{Path: a.path}
+		}
+	}
 	i := a.next
 	a.next = (a.next + 1) % AtomicSlots
 	tmp := a.slot(i)
@@ -70,7 +77,7 @@ func (a *Atomic) Write(data []byte, before func() error) error {
 	a.slotFiles[i] = nil
 	if f == nil {
 		var err error
-		if f, err = os.OpenFile(tmp, os.O_CREATE|os.O_RDWR, 0o644); err != nil {
+		if f, err = OpenFile(tmp, os.O_CREATE|os.O_RDWR, 0o644); err != nil {
 			return err
 		}
 		size = -1 // unknown: cut it to size

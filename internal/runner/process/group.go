@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/looprun/looprun/internal/safefile"
 )
 
 // RecordGroup notes a running action's process group in path, with the
@@ -76,9 +78,10 @@ type GroupNote struct{ f *os.File }
 // blankNote is a cleared note: it names no process.
 var blankNote = append([]byte(strings.Repeat(" ", noteSize-1)), '\n')
 
-// OpenGroupNote opens (creating it, emptying what was in it) the note at path.
+// OpenGroupNote opens (creating it, emptying what was in it) the note at
+// path; a symbolic link there is refused, not written through.
 func OpenGroupNote(path string) (*GroupNote, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := safefile.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return nil, err
 	}
