@@ -25,7 +25,7 @@ func entries(t *testing.T, dir string) []string {
 // Links planted in .loops/.running (or as .running) pointing outside are
 // refused by looprun run, naming them; the files outside keep their bytes.
 func TestRunRefusesPlantedLinks(t *testing.T) {
-	for _, planted := range []string{".running/fixer.stdout.log", ".running/fixer.stderr.log", ".running/fixer.action", ".running/fixer.lock", ".running"} {
+	for _, planted := range []string{".running/fixer.stdout.log", ".running/fixer.stderr.log", ".running/fixer.action", ".running/fixer.lock", ".running", "runs"} {
 		t.Run(planted, func(t *testing.T) {
 			dir, outside := t.TempDir(), t.TempDir()
 			write(t, dir, "fix.yaml", fixLoop)

@@ -76,6 +76,13 @@ func newRunCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			// The name names the run's files: one that is not a name
+			// is refused before anything is made.
+			store, unlock, err := lockStore(g, lf.Loop.Name)
+			if err != nil {
+				return err
+			}
+			defer unlock()
 			spec := &lf.Loop.Spec
 			if len(args) == 2 {
 				setInput(spec, lf.InputKey, args[1])
@@ -83,7 +90,16 @@ func newRunCommand(g *globals) *cobra.Command {
 			if err := f.apply(spec); err != nil {
 				return err
 			}
-			runID := fmt.Sprintf("%s-%s", lf.Loop.Name, time.Now().Format("20060102T150405"))
+			runID, release, err := reserveRunID(g.loopsDir, lf.Loop.Name, time.Now())
+			if err != nil {
+				return err
+			}
+			started := false
+			defer func() {
+				if !started {
+					release()
+				}
+			}()
 			runDir, err := setRunContext(spec, g.loopsDir, runID)
 			if err != nil {
 				return err
@@ -97,13 +113,14 @@ func newRunCommand(g *globals) *cobra.Command {
 			if err := makeRunDir(runDir); err != nil {
 				return err
 			}
-			d, unlock, err := newDriver(g, lf.Path, lf, cmd.ErrOrStderr(), f.quiet, true)
+			d, closeLogs, err := newDriver(g, store, lf.Path, lf, cmd.ErrOrStderr(), f.quiet, true)
 			if err != nil {
 				return err
 			}
-			defer unlock()
+			defer closeLogs()
 			ctx, stop := signal.NotifyContext(cmd.Context(), stopSignals...)
 			defer stop()
+			started = true
 			run, err := d.Start(ctx, runID)
 			if err != nil {
 				return err
@@ -138,11 +155,16 @@ func newResumeCommand(g *globals, k *kube) *cobra.Command {
 				return err
 			}
 			lf.Loop.Name = args[0]
-			d, unlock, err := newDriver(g, saved.State.LoopFile, lf, cmd.ErrOrStderr(), f.quiet, false)
+			store, unlock, err := lockStore(g, args[0])
 			if err != nil {
 				return err
 			}
 			defer unlock()
+			d, closeLogs, err := newDriver(g, store, saved.State.LoopFile, lf, cmd.ErrOrStderr(), f.quiet, false)
+			if err != nil {
+				return err
+			}
+			defer closeLogs()
 			ctx, stop := signal.NotifyContext(cmd.Context(), stopSignals...)
 			defer stop()
 			if err := d.Resume(ctx, run); err != nil {
@@ -188,9 +210,24 @@ func printWarnings(stderr io.Writer, path string, lf *loopfile.File, quiet bool)
 	}
 }
 
-// newDriver builds everything a local run needs, and takes the loop's lock.
-// A fresh run starts new output logs; a resumed one appends to them.
-func newDriver(g *globals, path string, lf *loopfile.File, stderr io.Writer, quiet, fresh bool) (*localrun.Driver, func(), error) {
+// lockStore is the store of the local run called name, locked: only this
+// process runs the loop until unlock.
+func lockStore(g *globals, name string) (*localrun.Store, func(), error) {
+	store, err := localStore(g, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	unlock, err := store.Lock()
+	if err != nil {
+		return nil, nil, err
+	}
+	return store, unlock, nil
+}
+
+// newDriver builds everything a local run needs in its (locked) store. A
+// fresh run starts new output logs; a resumed one appends to them. The
+// returned func closes the logs.
+func newDriver(g *globals, store *localrun.Store, path string, lf *loopfile.File, stderr io.Writer, quiet, fresh bool) (*localrun.Driver, func(), error) {
 	loop := lf.Loop
 	m, err := newMachine(lf)
 	if err != nil {
@@ -200,17 +237,8 @@ func newDriver(g *globals, path string, lf *loopfile.File, stderr io.Writer, qui
 	if err != nil {
 		return nil, nil, err
 	}
-	store, err := localStore(g, loop.Name)
-	if err != nil {
-		return nil, nil, err
-	}
-	unlock, err := store.Lock()
-	if err != nil {
-		return nil, nil, err
-	}
 	outLog, errLog, err := store.OpenOutputs(fresh)
 	if err != nil {
-		unlock()
 		return nil, nil, err
 	}
 	abs, err := filepath.Abs(path)
@@ -229,7 +257,7 @@ func newDriver(g *globals, path string, lf *loopfile.File, stderr io.Writer, qui
 	if !quiet {
 		d.OnEvents = newProgress(stderr).print
 	}
-	return d, func() { _ = outLog.Close(); _ = errLog.Close(); unlock() }, nil
+	return d, func() { _ = outLog.Close(); _ = errLog.Close() }, nil
 }
 
 // inDir runs a sub-loop's actions in its worktree.

@@ -4,16 +4,19 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/executor/interpolate"
 	"github.com/looprun/looprun/internal/loopfile"
+	"github.com/looprun/looprun/internal/safefile"
 )
 
 // A local run's context gets what little-loops' runner gives it, in its
@@ -121,6 +124,39 @@ func preflight(lf *loopfile.File, name string) error {
 	}
 	return nil
 }
+
+// reserveRunID picks the id of a new run of the loop called name,
+// NAME-YYYYMMDDTHHMMSS, and reserves it by making its directory,
+// <loops-dir>/runs/<id>/, exclusively: a run started in the same second as
+// one before gets the first free suffix (-2, -3, ...), so no two runs share
+// an id, and with it a sub-loop's child or a run_dir. runs/ is refused if
+// it is a symbolic link. release removes the directory while it is empty
+// (a run refused before it started).
+func reserveRunID(loopsDir, name string, now time.Time) (id string, release func(), err error) {
+	runs, err := safefile.Dir(loopsDir, "runs")
+	if err != nil {
+		return "", nil, fmt.Errorf("create run_dir: %w", err)
+	}
+	base := name + "-" + now.Format("20060102T150405")
+	for n := 1; n <= maxSameSecondRuns; n++ {
+		id = base
+		if n > 1 {
+			id = fmt.Sprintf("%s-%d", base, n)
+		}
+		dir := filepath.Join(runs, id)
+		err := os.Mkdir(dir, 0o755)
+		if err == nil {
+			return id, func() { _ = os.Remove(dir) }, nil
+		}
+		if !errors.Is(err, os.ErrExist) {
+			return "", nil, fmt.Errorf("create run_dir: %w", err)
+		}
+	}
+	return "", nil, fmt.Errorf("create run_dir: %d runs of %s started in the second %s; wait a second", maxSameSecondRuns, name, now.Format(time.DateTime))
+}
+
+// maxSameSecondRuns bounds the runs of one loop that may start in one second.
+const maxSameSecondRuns = 1000
 
 // makeRunDir creates run_dir, as little-loops does before a run.
 func makeRunDir(dir string) error {

@@ -141,7 +141,7 @@ func TestMigratesLittleLoopsStateFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sf.FormatVersion != FormatVersion || sf.RunID != "fixer-20260102T030405" || sf.CurrentState != "fix" {
+	if sf.FormatVersion != FormatVersion || sf.RunID != "fixer-20260102T030405.123456" || sf.CurrentState != "fix" {
 		t.Errorf("migrated: version %d, run id %q, state %q", sf.FormatVersion, sf.RunID, sf.CurrentState)
 	}
 	if err := os.WriteFile(store.StatePath(), []byte(`{"loop_name": "fixer", "status": "running", "format_version": 99}`), 0o644); err != nil {

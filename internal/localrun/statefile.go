@@ -72,11 +72,27 @@ func (f *StateFile) migrate(path string) error {
 		// 1 -> 2: a run id (little-loops has none) so that actions and
 		// exports can name the run.
 		if f.RunID == "" {
-			f.RunID = f.LoopName + "-" + strings.NewReplacer("-", "", ":", "", ".", "").Replace(strings.SplitN(f.StartedAt, ".", 2)[0])
+			f.RunID = legacyRunID(f.LoopName, f.StartedAt)
 		}
 		f.FormatVersion = 2
 	}
 	return nil
+}
+
+// legacyRunID names a run little-loops started, which has no id: its loop
+// and its start to the microsecond, as little-loops writes started_at, so
+// that runs started in the same second get different ids (and different
+// sub-loop children).
+func legacyRunID(name, startedAt string) string {
+	if t, err := time.Parse(time.RFC3339Nano, startedAt); err == nil {
+		return name + "-" + t.Format("20060102T150405.000000")
+	}
+	return name + "-" + strings.Map(func(r rune) rune {
+		if r >= '0' && r <= '9' || r == 'T' {
+			return r
+		}
+		return -1
+	}, startedAt)
 }
 
 // CapturedFile is one captured result. A sub-loop state's entry is as

@@ -76,3 +76,21 @@ func TestAtomicFileBeforeFailureKeepsOldContent(t *testing.T) {
 		t.Errorf("content %q after a failed save", b)
 	}
 }
+
+// A little-loops state file has no run id; the one it is given keeps
+// started_at to the microsecond, so runs started in the same second get
+// different ids (and so different sub-loop children), and has no zone
+// sign or other character a run id does not hold.
+func TestLegacyRunID(t *testing.T) {
+	for _, tc := range []struct{ startedAt, want string }{
+		{"2026-01-02T03:04:05.123456+00:00", "fixer-20260102T030405.123456"},
+		{"2026-01-02T03:04:05.654321+00:00", "fixer-20260102T030405.654321"},
+		{"2026-01-02T03:04:05+00:00", "fixer-20260102T030405.000000"},
+		{"2026-01-02T03:04:05.5Z", "fixer-20260102T030405.500000"},
+		{"2026-01-02T03:04:05.123456", "fixer-20260102T030405123456"}, // no zone: as written
+	} {
+		if got := legacyRunID("fixer", tc.startedAt); got != tc.want {
+			t.Errorf("legacyRunID(%q) = %q, want %q", tc.startedAt, got, tc.want)
+		}
+	}
+}
