@@ -11,6 +11,7 @@ package executor
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -291,7 +292,7 @@ func (m *Machine) Resume(run *v1alpha1.RunState, now time.Time) ([]Event, bool) 
 			since = run.ResumedAt
 		}
 		if since != nil && run.UpdatedAt.After(since.Time) {
-			run.AccumulatedMs += run.UpdatedAt.Sub(since.Time).Milliseconds()
+			run.AccumulatedMs = addMs(run.AccumulatedMs, run.UpdatedAt.Sub(since.Time).Milliseconds())
 		}
 	}
 	ts := metav1.NewTime(now)
@@ -323,11 +324,40 @@ func Elapsed(run *v1alpha1.RunState, now time.Time) time.Duration {
 	if run.ResumedAt != nil {
 		since = run.ResumedAt
 	}
-	d := time.Duration(run.AccumulatedMs) * time.Millisecond
+	d := msDuration(run.AccumulatedMs)
 	if since != nil {
-		d += now.Sub(since.Time)
+		d = addDuration(d, now.Sub(since.Time))
 	}
 	return d
+}
+
+// maxDuration is the longest time.Duration, some 292 years.
+const maxDuration = time.Duration(math.MaxInt64)
+
+// msDuration is ms milliseconds, saturated at maxDuration: an
+// accumulated_ms near the int64 bound (a state file, an import) is a very
+// long time, never a negative one that would disable the loop's timeout.
+func msDuration(ms int64) time.Duration {
+	if ms > int64(maxDuration/time.Millisecond) {
+		return maxDuration
+	}
+	return time.Duration(ms) * time.Millisecond
+}
+
+// addDuration is a+b for a >= 0, saturated at maxDuration.
+func addDuration(a, b time.Duration) time.Duration {
+	if b > 0 && a > maxDuration-b {
+		return maxDuration
+	}
+	return a + b
+}
+
+// addMs is a+b milliseconds for b >= 0, saturated at the int64 bound.
+func addMs(a, b int64) int64 {
+	if b > 0 && a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
 }
 
 // vars builds the template variables for the current state.
