@@ -4,8 +4,10 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"maps"
 	"slices"
+	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -381,13 +383,69 @@ func (t *turn) capture(st *v1alpha1.State, res *ActionResult, verdict string) {
 	t.run.Captured[st.Capture] = c
 	if res.OutputTruncated || len(c.Output) < len(output) {
 		t.emit(EventCaptureTruncated, map[string]any{"capture": st.Capture, "kept_bytes": len(c.Output), "bound": "capture"})
+		t.m.cuts.record(t.run.RunID, st.Capture, keptHash(c.Output, c.Stderr))
 	}
 	t.keepCapturesWithinBudget()
 }
 
+// cutLog remembers, for the run its Machine runs, the captures reported cut
+// (capture_truncated) and a hash of what each kept then. A capture cut
+// again while it still holds just that is not reported again: past the
+// budget every step shrinks every capture, and each is reported once per
+// truncation, when it first keeps less than its action printed, not once
+// per step. A capture its state wrote again holds something else, and its
+// next cut is reported. This is memory for the log only, never for the
+// run: a Machine built anew (a resumed run, each reconcile) reports a
+// capture cut once more.
+type cutLog struct {
+	mu    sync.Mutex
+	runID string
+	kept  map[string]uint64
+}
+
+// record notes that capture name keeps content of hash h, reported cut.
+func (l *cutLog) record(runID, name string, h uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.runID != runID || l.kept == nil {
+		l.runID, l.kept = runID, map[string]uint64{}
+	}
+	l.kept[name] = h
+}
+
+// reported says whether capture name, holding content of hash h, was
+// reported cut already with just that content.
+func (l *cutLog) reported(runID, name string, h uint64) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	k, ok := l.kept[name]
+	return l.runID == runID && ok && k == h
+}
+
+// keptHash identifies what a capture keeps.
+func keptHash(parts ...string) uint64 {
+	h := fnv.New64a()
+	for _, p := range parts {
+		_, _ = h.Write([]byte(p))
+		_, _ = h.Write([]byte{0})
+	}
+	return h.Sum64()
+}
+
+// cut reports capture name cut to kept bytes (bound run_state) unless it
+// was reported already holding what it held before (before), and records
+// what it keeps now (after).
+func (t *turn) cut(name string, kept int, before, after uint64) {
+	if !t.m.cuts.reported(t.run.RunID, name, before) {
+		t.emit(EventCaptureTruncated, map[string]any{"capture": name, "kept_bytes": kept, "bound": "run_state"})
+	}
+	t.m.cuts.record(t.run.RunID, name, after)
+}
+
 // keepCapturesWithinBudget shrinks the captures, each to an equal share of
 // MaxCapturedBytes (its tail), once together they hold more; each one cut
-// is recorded, so that no capture used in a template is cut silently.
+// is recorded when it first keeps less (see cutLog), so that no capture
+// used in a template is cut silently.
 func (t *turn) keepCapturesWithinBudget() {
 	total := 0
 	for _, c := range t.run.Captured {
@@ -406,21 +464,23 @@ func (t *turn) keepCapturesWithinBudget() {
 			// A sub-loop's captures share what the entry may keep.
 			l = l.DeepCopy()
 			each := share / len(l.Captured)
-			for k, cc := range l.Captured {
-				if len(cc.Output) > each {
+			for _, k := range slices.Sorted(maps.Keys(l.Captured)) {
+				if cc := l.Captured[k]; len(cc.Output) > each {
+					before := keptHash(cc.Output)
 					cc.Output = Tail(cc.Output, each)
 					l.Captured[k] = cc
-					t.emit(EventCaptureTruncated, map[string]any{"capture": name + "." + k, "kept_bytes": len(cc.Output), "bound": "run_state"})
+					t.cut(name+"."+k, len(cc.Output), before, keptHash(cc.Output))
 				}
 			}
 			c.Loop = l
 			t.run.Captured[name] = c
 			continue
 		}
+		before := keptHash(c.Output, c.Stderr)
 		c.Stderr = Tail(c.Stderr, min(len(c.Stderr), share/4))
 		c.Output = Tail(c.Output, share-len(c.Stderr))
 		t.run.Captured[name] = c
-		t.emit(EventCaptureTruncated, map[string]any{"capture": name, "kept_bytes": len(c.Output), "bound": "run_state"})
+		t.cut(name, len(c.Output), before, keptHash(c.Output, c.Stderr))
 	}
 }
 

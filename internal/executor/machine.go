@@ -59,12 +59,14 @@ type Options struct {
 	ContextDefaults map[string]any
 }
 
-// Machine runs one loop spec. It holds no run state and is safe for concurrent use.
+// Machine runs one loop spec. It holds no run state (only what its log
+// reported, cuts) and is safe for concurrent use.
 type Machine struct {
 	name    string
 	spec    *v1alpha1.LoopSpec
 	context map[string]any
 	opts    Options
+	cuts    cutLog
 }
 
 // New checks spec and returns a Machine for the loop called name.
