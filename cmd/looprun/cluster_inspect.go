@@ -298,7 +298,7 @@ func eventLine(e executor.Event) string {
 	for _, k := range slices.Sorted(maps.Keys(e.Data)) {
 		parts = append(parts, fmt.Sprintf("%s=%s", k, compact(e.Data[k])))
 	}
-	return strings.TrimRight(fmt.Sprintf("%4d  %s  %-16s %s", e.Seq, e.Time.UTC().Format("15:04:05.000"), e.Type, strings.Join(parts, " ")), " ")
+	return printable(strings.TrimRight(fmt.Sprintf("%4d  %s  %-16s %s", e.Seq, e.Time.UTC().Format("15:04:05.000"), e.Type, strings.Join(parts, " ")), " "))
 }
 
 func newWatchCommand(k *kube) *cobra.Command {

@@ -48,7 +48,7 @@ func newStatusCommand(g *globals) *cobra.Command {
 				return nil
 			}
 			w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-			row := func(k string, v any) { fmt.Fprintf(w, "%s:\t%v\n", k, v) }
+			row := func(k string, v any) { fmt.Fprintf(w, "%s:\t%s\n", k, printable(fmt.Sprint(v))) }
 			row("Loop", sf.LoopName)
 			row("Status", sf.Status)
 			row("State", sf.CurrentState)
@@ -94,7 +94,7 @@ func newListCommand(g *globals) *cobra.Command {
 				if running && s.Status != localrun.StatusRunning {
 					continue
 				}
-				fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\n", s.LoopName, s.Status, s.CurrentState, s.Iteration, s.UpdatedAt)
+				fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\n", printable(s.LoopName), printable(s.Status), printable(s.CurrentState), s.Iteration, printable(s.UpdatedAt))
 			}
 			// An unreadable state file is listed too, and the command
 			// fails after the list, naming each (as ls does).

@@ -24,44 +24,59 @@ func newProgress(w io.Writer) *progress {
 
 func (p *progress) print(events []executor.Event) {
 	for _, e := range events {
-		d := e.Data
-		depth := fmt.Sprint(d["depth"])
-		indent := ""
-		if n, err := strconv.Atoi(depth); err == nil {
-			indent = strings.Repeat("  ", min(n, 16))
-		}
-		switch e.Type {
-		case executor.EventLoopStart:
-			fmt.Fprintf(p.w, "%sloop %v started\n", indent, d["loop"])
-		case executor.EventLoopResume:
-			fmt.Fprintf(p.w, "%sloop %v resumed in %v at iteration %v\n", indent, d["loop"], d["from_state"], d["iteration"])
-		case executor.EventActionRestarted:
-			fmt.Fprintf(p.w, "%s  running the action of %v again (it was cut off)\n", indent, d["state"])
-		case executor.EventStateEnter:
-			p.iteration[depth], p.verdict[depth] = d["iteration"], nil
-		case executor.EventEvaluate:
-			p.verdict[depth] = d["verdict"]
-		case executor.EventSubLoopComplete:
-			p.verdict[depth] = d["verdict"]
-			if d["error"] != nil {
-				fmt.Fprintf(p.w, "%s  sub-loop %v: %v\n", indent, d["loop"], d["error"])
-			}
-		case executor.EventRoute:
-			line := fmt.Sprintf("%s[%v] %v -> %v", indent, p.iteration[depth], d["from"], d["to"])
-			if d["reason"] != nil {
-				line = fmt.Sprintf("%s    %v -> %v (%v)", indent, d["from"], d["to"], d["reason"])
-			} else if p.verdict[depth] != nil {
-				line += fmt.Sprintf(" (%v)", p.verdict[depth])
-			}
-			fmt.Fprintln(p.w, line)
-		case executor.EventActionError, executor.EventRetryExhausted, executor.EventCycleDetected:
-			fmt.Fprintf(p.w, "%s  %s: %v\n", indent, e.Type, d)
-		case executor.EventLoopComplete:
-			fmt.Fprintf(p.w, "%sloop ended in %v after %v iterations: %v", indent, d["final_state"], d["iterations"], d["terminated_by"])
-			if d["error"] != nil {
-				fmt.Fprintf(p.w, " (%v)", d["error"])
-			}
-			fmt.Fprintln(p.w)
+		if line, ok := p.line(e); ok {
+			// Event data may hold what an action printed: no escape
+			// sequence of it reaches the terminal.
+			fmt.Fprintln(p.w, printable(line))
 		}
 	}
+}
+
+// line is the line an event prints, if any; it notes the iteration and the
+// verdict of the state in progress for the route line that follows.
+func (p *progress) line(e executor.Event) (string, bool) {
+	d := e.Data
+	depth := fmt.Sprint(d["depth"])
+	indent := ""
+	if n, err := strconv.Atoi(depth); err == nil {
+		indent = strings.Repeat("  ", min(n, 16))
+	}
+	switch e.Type {
+	case executor.EventLoopStart:
+		return fmt.Sprintf("%sloop %v started", indent, d["loop"]), true
+	case executor.EventLoopResume:
+		// The state resumed in was entered before: its iteration is
+		// the run's, for its route line.
+		p.iteration[depth], p.verdict[depth] = d["iteration"], nil
+		return fmt.Sprintf("%sloop %v resumed in %v at iteration %v", indent, d["loop"], d["from_state"], d["iteration"]), true
+	case executor.EventActionRestarted:
+		return fmt.Sprintf("%s  running the action of %v again (it was cut off)", indent, d["state"]), true
+	case executor.EventStateEnter:
+		p.iteration[depth], p.verdict[depth] = d["iteration"], nil
+	case executor.EventEvaluate:
+		p.verdict[depth] = d["verdict"]
+	case executor.EventSubLoopComplete:
+		p.verdict[depth] = d["verdict"]
+		if d["error"] != nil {
+			return fmt.Sprintf("%s  sub-loop %v: %v", indent, d["loop"], d["error"]), true
+		}
+	case executor.EventRoute:
+		if d["reason"] != nil {
+			return fmt.Sprintf("%s    %v -> %v (%v)", indent, d["from"], d["to"], d["reason"]), true
+		}
+		line := fmt.Sprintf("%s[%v] %v -> %v", indent, p.iteration[depth], d["from"], d["to"])
+		if p.verdict[depth] != nil {
+			line += fmt.Sprintf(" (%v)", p.verdict[depth])
+		}
+		return line, true
+	case executor.EventActionError, executor.EventRetryExhausted, executor.EventCycleDetected:
+		return fmt.Sprintf("%s  %s: %v", indent, e.Type, d), true
+	case executor.EventLoopComplete:
+		line := fmt.Sprintf("%sloop ended in %v after %v iterations: %v", indent, d["final_state"], d["iterations"], d["terminated_by"])
+		if d["error"] != nil {
+			line += fmt.Sprintf(" (%v)", d["error"])
+		}
+		return line, true
+	}
+	return "", false
 }

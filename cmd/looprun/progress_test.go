@@ -1,0 +1,32 @@
+package main
+
+import (
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/looprun/looprun/test/proc"
+)
+
+// looprun resume of a run cut off in the middle of an action prints the
+// state's route line with its iteration, not [<nil>].
+func TestResumeProgressShowsTheIteration(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "slow.yaml", "name: slow\ninitial: a\nstates:\n  a:\n    action: \"true\"\n    next: b\n  b:\n    action: echo $$ > pid; test -f go-on || exec sleep 60\n    next: done\n  done:\n    terminal: true\n")
+	cmd := exec.Command(binary, "run", "slow.yaml")
+	cmd.Dir = dir
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := proc.WaitPid(t, filepath.Join(dir, "pid"))
+	_ = cmd.Process.Signal(syscall.SIGINT)
+	_ = cmd.Wait()
+	proc.WaitGone(t, pid)
+	write(t, dir, "go-on", "")
+	r := looprun(t, dir, "resume", "slow")
+	if r.code != 0 || !strings.Contains(r.stderr, "[2] b -> done") || strings.Contains(r.stderr, "<nil>") {
+		t.Errorf("exit %d, progress:\n%s\nwant the line [2] b -> done", r.code, r.stderr)
+	}
+}
