@@ -141,12 +141,38 @@ func (s *step) judge(req evaluate.JudgeRequest) (evaluate.Result, bool) {
 	return res, ok
 }
 
+// searched is res (a new result for a state without an action) with the
+// verdict of a pattern search; ok is false while the search runs. It runs
+// in the background as a judge call does, so that a pattern that
+// backtracks costs its own Loop time, never a worker.
+func (s *step) searched(q executor.Search, res *executor.ActionResult) (*executor.ActionResult, bool) {
+	j := s.r.Judges
+	if j == nil || j.Runner == nil {
+		return executor.Searched(res, evaluate.Result{Verdict: v1alpha1.VerdictError,
+			Details: map[string]any{"error": "the operator has no background runner for pattern searches"}}), true
+	}
+	key := requestKey(s.loop, "search", q)
+	verdict, ok := j.Runner.Decide(s.loop, key, func(context.Context) evaluate.Result { return q.Verdict() })
+	if !ok {
+		s.out.health.searching = true
+		return res, false
+	}
+	s.out.afterSave = append(s.out.afterSave, func() { j.Runner.Release(key) })
+	return executor.Searched(res, verdict), true
+}
+
 // judgeKey names a question: the Loop, its run and iteration, and what is asked.
 func judgeKey(loop *v1alpha1.Loop, req evaluate.JudgeRequest) string {
+	return requestKey(loop, "judge", req)
+}
+
+// requestKey names a request of a kind made in the background for the
+// Loop's current iteration: the same request has the same key.
+func requestKey(loop *v1alpha1.Loop, kind string, req any) string {
 	h := sha256.New()
 	b, _ := json.Marshal(req)
 	h.Write(b)
-	return runner.ActionKey(loop, loop.Status.Iteration) + "/" + hex.EncodeToString(h.Sum(nil)[:8])
+	return runner.ActionKey(loop, loop.Status.Iteration) + "/" + kind + "/" + hex.EncodeToString(h.Sum(nil)[:8])
 }
 
 // lazyJudge builds the judge when the call runs.

@@ -2,12 +2,14 @@ package controllers
 
 import (
 	"encoding/json"
+	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -142,5 +144,43 @@ var _ = Describe("A judge that never answers", func() {
 		loop := waitFinished(createLoop(ns, "patient", spec))
 		Expect(loop.Status.Phase).To(Equal(v1alpha1.PhaseFailed))
 		Expect(judgeError(loop)).To(ContainSubstring("within 1s"))
+	})
+})
+
+var _ = Describe("A pattern that backtracks", func() {
+	It("is searched in the background: it costs its own Loop time, never a worker", func() {
+		ns := newNamespace()
+		op := startOperator(Config{Workers: 2})
+		DeferCleanup(op.stop)
+		hostile := v1alpha1.LoopSpec{Initial: "check",
+			Context: map[string]apiextensionsv1.JSON{"log": {Raw: []byte(`"` + strings.Repeat("a", 40) + `!"`)}},
+			States: map[string]v1alpha1.State{
+				"check": {Evaluate: &v1alpha1.Evaluate{Type: v1alpha1.EvalOutputContains, Pattern: "(a+)+$", Source: "${context.log}"},
+					OnSuccess: "done", OnFailure: "done", OnError: "failed"},
+				"done":   {Terminal: true},
+				"failed": {Terminal: true, Failure: ptr.To(true)},
+			}}
+		var slow []client.ObjectKey
+		for _, name := range []string{"slow-1", "slow-2", "slow-3", "slow-4"} {
+			slow = append(slow, createLoop(ns, name, hostile))
+		}
+		Eventually(func(g Gomega) {
+			for _, key := range slow {
+				c := condition(getLoop(g, key), v1alpha1.ReadyCondition)
+				g.Expect(c).NotTo(BeNil())
+				g.Expect(c.Message).To(ContainSubstring("searching the output of state check"))
+			}
+		}, 30*time.Second).Should(Succeed())
+
+		// Four searches run on two workers; an unrelated Loop runs meanwhile.
+		other := waitFinished(createLoop(ns, "unrelated", fixUntilClean()))
+		Expect(other.Status.Phase).To(Equal(v1alpha1.PhaseCompleted))
+		for _, key := range slow {
+			loop := waitFinished(key)
+			Expect(loop.Status.Phase).To(Equal(v1alpha1.PhaseFailed))
+			Expect(judgeError(loop)).To(ContainSubstring("took too long"))
+			Expect(loop.Status.UpdatedAt.After(other.Status.UpdatedAt.Time)).To(BeTrue(),
+				"the unrelated Loop ended before the searches gave up")
+		}
 	})
 })

@@ -37,6 +37,7 @@ func (r *LoopReconciler) reconcileLoop(ctx context.Context, loop *v1alpha1.Loop)
 	m, err := executor.New(loop.Name, &loop.Spec, executor.Options{
 		Env:             func(string) (string, bool) { return "", false },
 		ContextDefaults: runContext(loop),
+		SearchApart:     true, // a pattern may backtrack for seconds: not in a worker
 	})
 	if err != nil {
 		r.announceInvalid(loop, err)
@@ -90,6 +91,8 @@ type step struct {
 	// answer is a person's answer to the approval the Loop waits for
 	// (an approve or reject request); nil for none.
 	approvalAnswer *executor.ApprovalAnswer
+	// planned is what the status and events were before the last plan.
+	planned *planMark
 }
 
 func (s *step) add(evs []executor.Event) { s.events = append(s.events, evs...) }
@@ -158,7 +161,12 @@ func (s *step) answer(ctx context.Context, next executor.Step, res *executor.Act
 	case executor.StepJudge:
 		var ok bool
 		if res, ok = s.judged(*next.Judge, res); !ok {
-			return nil, &reconcile.Result{}, nil
+			return s.awaitVerdict(res)
+		}
+	case executor.StepSearch:
+		var ok bool
+		if res, ok = s.searched(*next.Search, res); !ok {
+			return s.awaitVerdict(res)
 		}
 	case executor.StepLoop:
 		if res, err = s.child(ctx, next.Loop); err != nil || res == nil {
@@ -175,6 +183,16 @@ func (s *step) answer(ctx context.Context, next executor.Step, res *executor.Act
 	return res, nil, nil
 }
 
+// awaitVerdict ends the reconcile while a verdict is made in the
+// background; its end wakes the Loop. A state without an action (res nil)
+// is not saved as entered (see unplan).
+func (s *step) awaitVerdict(res *executor.ActionResult) (*executor.ActionResult, *reconcile.Result, error) {
+	if res == nil {
+		s.unplan()
+	}
+	return nil, &reconcile.Result{}, nil
+}
+
 // afterCompletion is the next step once a state is complete: the plan
 // after the action in flight was collected, so that the next action starts
 // in the same reconcile; any other completion is saved in a reconcile of
@@ -186,9 +204,33 @@ func (s *step) afterCompletion(ctx context.Context, collected bool) (next execut
 	if hold, err := s.suspended(ctx); hold || err != nil {
 		return next, &reconcile.Result{}, err
 	}
-	next, evs := s.m.Plan(&s.loop.Status.RunState, s.now)
+	next, evs := s.plan()
 	s.add(evs)
 	return next, nil, nil
+}
+
+// plan asks the machine for the next step, noting what the status and
+// events were before it (see unplan).
+func (s *step) plan() (executor.Step, []executor.Event) {
+	s.planned = &planMark{status: *s.loop.Status.DeepCopy(), events: len(s.events)}
+	return s.m.Plan(&s.loop.Status.RunState, s.now)
+}
+
+// unplan takes back the last plan: a state without an action that waits
+// for its verdict (the judge, a pattern search) is entered again, the same
+// way, once the verdict is there; saving the entry would enter it once more
+// on every wake.
+func (s *step) unplan() {
+	if m := s.planned; m != nil {
+		s.loop.Status = m.status
+		s.events = s.events[:m.events]
+	}
+}
+
+// planMark is the status and the count of events before a plan.
+type planMark struct {
+	status v1alpha1.LoopStatus
+	events int
 }
 
 // stepHold is first's answer when the reconcile has nothing more to do:
@@ -226,7 +268,7 @@ func (s *step) first(ctx context.Context) (executor.Step, *executor.ActionResult
 		}
 		lost = out.State == runner.Lost
 	}
-	next, evs := s.m.Plan(run, s.now)
+	next, evs := s.plan()
 	s.add(evs)
 	if lost && next.Kind == executor.StepAction {
 		// The process that ran it is gone (the operator restarted): run it again.
@@ -275,6 +317,8 @@ func (s *step) start(ctx context.Context, a executor.Action) (*executor.ActionRe
 		// Its end woke the Loop before this status said it runs: look again.
 		s.recheck = time.Millisecond
 		return nil, nil
+	case permanent(err):
+		return rejected("the action cannot start", err), nil
 	case !errors.As(err, &refused):
 		return nil, err
 	}

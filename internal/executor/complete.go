@@ -47,6 +47,9 @@ func (t *turn) complete(res *ActionResult) Step {
 		if q := t.question(&st, res); q != nil {
 			return Step{Kind: StepJudge, Judge: q}
 		}
+		if q := t.search(&st, res); q != nil {
+			return Step{Kind: StepSearch, Search: q}
+		}
 	}
 	run.Action = nil
 	if res != nil && st.Action != "" {
@@ -93,9 +96,9 @@ func (t *turn) completing(res *ActionResult) (v1alpha1.State, *ActionResult, boo
 		return st, nil, false
 	}
 	if res != nil {
-		t.answer = res.Judgement
-		if st.Action == "" && st.Loop == "" && st.Learning == nil && res.Judgement != nil {
-			res = nil // only the judge's answer
+		t.answer, t.decided = res.Judgement, res.Verdict
+		if st.Action == "" && st.Loop == "" && st.Learning == nil && (res.Judgement != nil || res.Verdict != nil) {
+			res = nil // only the judge's answer, or a search's verdict
 		}
 	}
 	if (st.Action != "" || st.Loop != "") && res == nil {
@@ -269,8 +272,8 @@ func (t *turn) evaluate(st *v1alpha1.State, res *ActionResult) (result evaluate.
 			"reason": res.Failure.Reason, "error": res.Failure.Message,
 		}}, typ, true
 	}
-	if res != nil && res.Verdict != nil {
-		return *res.Verdict, typ, true
+	if t.decided != nil {
+		return *t.decided, typ, true
 	}
 	if cfg != nil && isStall(cfg.Type) {
 		return t.evaluateStall(cfg, res), typ, true
@@ -333,7 +336,7 @@ func (t *turn) llmVerdict(in evaluate.Input) evaluate.Result {
 // question is what the LLM judge is to be asked about the state's result;
 // nil when its verdict is decided without the judge (see evaluate).
 func (t *turn) question(st *v1alpha1.State, res *ActionResult) *evaluate.JudgeRequest {
-	if res != nil && (res.Failure != nil || res.Verdict != nil) || !judgedByLLM(st) || !t.m.spec.LLMEnabled() {
+	if res != nil && res.Failure != nil || t.decided != nil || !judgedByLLM(st) || !t.m.spec.LLMEnabled() {
 		return nil
 	}
 	in := t.judged(st, res)

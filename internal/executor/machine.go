@@ -57,6 +57,11 @@ type Options struct {
 	// ContextDefaults are context variables the runner gives a run (the
 	// operator: run_dir, max_steps, input_hash), each unless the loop sets it.
 	ContextDefaults map[string]any
+	// SearchApart asks for pattern searches over an action's output (an
+	// output_contains the runner did not judge) as a step of their own,
+	// StepSearch, instead of running them inside Complete: the operator runs
+	// them away from its workers, since a pattern may backtrack for seconds.
+	SearchApart bool
 }
 
 // Machine runs one loop spec. It holds no run state (only what its log
@@ -142,10 +147,16 @@ const (
 	StepJudge
 	// StepNext is Complete's answer when the state is complete: call Plan.
 	StepNext
+	// StepSearch is Complete's answer, with Options.SearchApart, when the
+	// state's verdict is a pattern search the runner did not make: nothing
+	// changed; the driver runs Step.Search (away from its own loop) and
+	// calls Complete again with the same result, its Verdict set (see
+	// Searched).
+	StepSearch
 )
 
 func (k StepKind) String() string {
-	return [...]string{"Action", "Evaluate", "Wait", "Done", "Loop", "Approval", "Judge", "Next"}[k]
+	return [...]string{"Action", "Evaluate", "Wait", "Done", "Loop", "Approval", "Judge", "Next", "Search"}[k]
 }
 
 // Action is an action to run.
@@ -185,6 +196,7 @@ type Step struct {
 	Loop     *SubLoop
 	Judge    *evaluate.JudgeRequest
 	Approval *ApprovalRequest
+	Search   *Search
 	// WaitUntil is when a StepWait's wait is over.
 	WaitUntil time.Time
 }
@@ -249,6 +261,9 @@ type turn struct {
 	events []Event
 	// answer is the LLM judge's verdict Complete was given.
 	answer *evaluate.Result
+	// decided is the verdict Complete was given, made where the action ran
+	// or by a StepSearch.
+	decided *evaluate.Result
 }
 
 func (m *Machine) begin(run *v1alpha1.RunState, now time.Time) *turn {

@@ -116,6 +116,50 @@ func TestAnswersFromOutsideAreSteps(t *testing.T) {
 			t.Errorf("timed out: in %s, %+v", run.CurrentState, run.LastResult)
 		}
 	})
+	t.Run("pattern search apart", func(t *testing.T) {
+		spec := &v1alpha1.LoopSpec{Initial: "test", Context: map[string]apiextensionsJSON{"log": jsonValue("aaaa!")},
+			States: map[string]v1alpha1.State{
+				"test": {Action: "make test", Evaluate: &v1alpha1.Evaluate{Type: v1alpha1.EvalOutputContains, Pattern: "PASS"},
+					OnSuccess: "check", OnFailure: "no"},
+				"check": {Evaluate: &v1alpha1.Evaluate{Type: v1alpha1.EvalOutputContains, Pattern: "(a+)+$", Source: "${context.log}"},
+					OnSuccess: "no", OnFailure: "done"},
+				"done": {Terminal: true}, "no": {Terminal: true},
+			}}
+		m, run := startRun(t, "searched", spec, Options{SearchApart: true})
+		m.Plan(run, t0)
+		res := &ActionResult{Output: "ok\nPASS\n"}
+		before := run.DeepCopy()
+		ask, evs := m.Complete(run, res, t0)
+		if ask.Kind != StepSearch || ask.Search.Output != res.Output || ask.Search.Evaluate.Pattern != "PASS" {
+			t.Fatalf("complete: %v %+v", ask.Kind, ask.Search)
+		}
+		if len(evs) != 0 || !reflect.DeepEqual(before, run) {
+			t.Fatalf("asking for a search changed the run (%d events)", len(evs))
+		}
+		next, evs := m.Complete(run, Searched(res, ask.Search.Verdict()), t0)
+		if next.Kind != StepNext || run.CurrentState != "check" || run.LastResult.Verdict != v1alpha1.VerdictSuccess {
+			t.Fatalf("searched: %v, in %s, last %+v", next.Kind, run.CurrentState, run.LastResult)
+		}
+		if kinds := eventKinds(evs); !reflect.DeepEqual(kinds, []string{EventActionComplete, EventEvaluate, EventRoute}) {
+			t.Errorf("events %v", kinds)
+		}
+		if step, _ := m.Plan(run, t0); step.Kind != StepEvaluate {
+			t.Fatalf("plan: %v", step.Kind)
+		}
+		ask, _ = m.Complete(run, nil, t0)
+		if ask.Kind != StepSearch || ask.Search.Output != "aaaa!" {
+			t.Fatalf("a state without an action: %v %+v", ask.Kind, ask.Search)
+		}
+		m.Complete(run, Searched(nil, ask.Search.Verdict()), t0)
+		if run.CurrentState != "done" || run.LastResult.Verdict != v1alpha1.VerdictFailure {
+			t.Errorf("in %s, last %+v", run.CurrentState, run.LastResult)
+		}
+		local, lrun := startRun(t, "inline", spec, Options{})
+		local.Plan(lrun, t0)
+		if next, _ := local.Complete(lrun, &ActionResult{Output: "PASS"}, t0); next.Kind != StepNext || lrun.CurrentState != "check" {
+			t.Errorf("without SearchApart the search runs in Complete: %v, in %s", next.Kind, lrun.CurrentState)
+		}
+	})
 	t.Run("no judge needed", func(t *testing.T) {
 		spec := &v1alpha1.LoopSpec{Initial: "fix", States: map[string]v1alpha1.State{
 			"fix":  {Action: "/fix", OnSuccess: "done", OnError: "done", RetryPolicy: &v1alpha1.RetryPolicy{Limit: 2}},

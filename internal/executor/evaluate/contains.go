@@ -11,9 +11,10 @@ import (
 	"github.com/looprun/looprun/api/v1alpha1"
 )
 
-// matchTimeout bounds one search of a pattern: a pattern that backtracks
+// MatchBudget bounds the searches of a pattern for one verdict, however many
+// they are (one per line of a streamed output): a pattern that backtracks
 // without end (Python's re would too) gives an error verdict, not a hang.
-const matchTimeout = 5 * time.Second
+const MatchBudget = 5 * time.Second
 
 // Pattern is output_contains' pattern as little-loops reads it: a regular
 // expression in Python's re syntax (lookarounds, backreferences, named
@@ -29,7 +30,7 @@ func CompilePattern(pattern string) Pattern {
 	if err != nil {
 		return Pattern{literal: pattern}
 	}
-	re.MatchTimeout = matchTimeout
+	re.MatchTimeout = MatchBudget
 	return Pattern{re: re}
 }
 
@@ -51,11 +52,18 @@ func pythonSyntax(p string) string {
 }
 
 // Match reports whether the pattern occurs in text; an error when the
-// search took longer than matchTimeout.
+// search took longer than MatchBudget.
 func (p Pattern) Match(text string) (bool, error) {
+	return p.MatchWithin(text, MatchBudget)
+}
+
+// MatchWithin is Match with the search given up after limit. It sets the
+// compiled pattern's limit: calls on one Pattern must not run at once.
+func (p Pattern) MatchWithin(text string, limit time.Duration) (bool, error) {
 	if p.re == nil {
 		return strings.Contains(text, p.literal), nil
 	}
+	p.re.MatchTimeout = max(limit, time.Millisecond)
 	ok, err := p.re.MatchString(text)
 	if err != nil {
 		return false, fmt.Errorf("pattern %q: %w", p.re.String(), err)

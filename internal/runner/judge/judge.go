@@ -40,17 +40,24 @@ func NewRunner(maxTimeout time.Duration) *Runner {
 // then it starts the call, unless it runs already, and ok is false: the
 // Loop is woken when the verdict is there.
 func (r *Runner) Ask(loop *v1alpha1.Loop, key string, j evaluate.Judge, req evaluate.JudgeRequest) (res evaluate.Result, ok bool) {
-	if res, state := r.jobs.Result(key); state == background.Done {
-		return res, true
-	}
-	owner := types.NamespacedName{Namespace: loop.Namespace, Name: loop.Name}
-	r.jobs.Start(key, owner, r.MaxTimeout, func(ctx context.Context) evaluate.Result {
+	return r.Decide(loop, key, func(ctx context.Context) evaluate.Result {
 		res := j.Judge(ctx, req)
 		if ctx.Err() != nil && res.Verdict == v1alpha1.VerdictError {
 			res.Details = map[string]any{"error": "the judge did not answer within " + r.MaxTimeout.String() + " (the operator's cap)", "timeout": true}
 		}
 		return res
 	})
+}
+
+// Decide is Ask for any verdict made in the background (a pattern search
+// over an action's output): work runs once under key, capped in time as a
+// judge call is.
+func (r *Runner) Decide(loop *v1alpha1.Loop, key string, work func(ctx context.Context) evaluate.Result) (res evaluate.Result, ok bool) {
+	if res, state := r.jobs.Result(key); state == background.Done {
+		return res, true
+	}
+	owner := types.NamespacedName{Namespace: loop.Namespace, Name: loop.Name}
+	r.jobs.Start(key, owner, r.MaxTimeout, work)
 	return evaluate.Result{}, false
 }
 

@@ -2,7 +2,9 @@ package process
 
 import (
 	"bytes"
+	"fmt"
 	"sync"
+	"time"
 
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/executor/evaluate"
@@ -20,10 +22,14 @@ type lineJudge struct {
 	key     *evaluate.KeyMatcher
 	buf     []byte
 	seen    evaluate.Streamed
+	// searched is the time the pattern's searches took so far: all of
+	// them together get evaluate.MatchBudget, however many lines come.
+	searched time.Duration
+	now      func() time.Time
 }
 
 func newLineJudge(e *v1alpha1.Evaluate) *lineJudge {
-	j := &lineJudge{}
+	j := &lineJudge{now: time.Now}
 	if e == nil {
 		return j
 	}
@@ -65,10 +71,16 @@ func (j *lineJudge) Write(p []byte) (int, error) {
 func (j *lineJudge) judge(line []byte) {
 	switch {
 	case j.pattern != nil && !j.seen.PatternMatched && j.seen.PatternError == "":
-		ok, err := j.pattern.Match(string(line))
+		left := evaluate.MatchBudget - j.searched
+		start := j.now()
+		ok, err := j.pattern.MatchWithin(string(line), left)
+		j.searched += j.now().Sub(start)
 		j.seen.PatternMatched = ok
-		if err != nil {
-			j.seen.PatternError = err.Error()
+		switch {
+		case err != nil:
+			j.seen.PatternError = fmt.Sprintf("%v (the searches of all lines get %s together)", err, evaluate.MatchBudget)
+		case !ok && j.searched >= evaluate.MatchBudget:
+			j.seen.PatternError = fmt.Sprintf("the pattern's searches of the output's lines took more than %s together", evaluate.MatchBudget)
 		}
 	case j.key != nil:
 		if v, ok := j.key.Last(string(line)); ok {
