@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -26,8 +27,8 @@ import (
 
 // RBAC of sub-loops:
 // loops: create the child Loops of sub-loop states; patch them to pass on
-// suspend and stop.
-// +kubebuilder:rbac:groups=looprun.io,resources=loops,verbs=create;patch
+// suspend and stop; delete finished ones beyond spec.history.keepChildren.
+// +kubebuilder:rbac:groups=looprun.io,resources=loops,verbs=create;patch;delete
 // looptemplates: read the template a child is made from (uncached).
 // +kubebuilder:rbac:groups=looprun.io,resources=looptemplates,verbs=get
 
@@ -38,31 +39,61 @@ import (
 // changes wake it (it owns the child), nothing polls.
 func (s *step) child(ctx context.Context, sub *executor.SubLoop) (*executor.ActionResult, error) {
 	child, failure, err := s.r.ensureChild(ctx, s.loop, sub)
+	if permanent(err) {
+		return rejected("the child Loop cannot be made", err), nil
+	}
 	if err != nil {
 		return nil, err
 	}
-	switch {
-	case failure != nil:
+	if failure != nil {
 		return &executor.ActionResult{Failure: failure}, nil
-	case !child.Status.Phase.IsFinished():
+	}
+	if a := s.loop.Status.Action; a != nil && a.ChildUID == "" {
+		a.ChildUID = string(child.UID) // from now on, a child gone was deleted
+	}
+	if !child.Status.Phase.IsFinished() {
 		return nil, s.r.passOn(ctx, s.loop, child)
 	}
 	return &executor.ActionResult{Child: executor.ChildResultOf(&child.Status.RunState)}, nil
 }
 
 // ensureChild gets the child Loop of the sub-loop, creating it from its
-// LoopTemplate when there is none. failure says why no child can run (no
-// template, a cycle, too deep, a name taken): the state ends in error.
+// LoopTemplate when there is none yet. failure says why no child can run
+// (no template, a cycle, too deep, a name taken, the child deleted): the
+// state ends in error.
 func (r *LoopReconciler) ensureChild(ctx context.Context, parent *v1alpha1.Loop, sub *executor.SubLoop) (*v1alpha1.Loop, *executor.ActionFailure, error) {
 	key := types.NamespacedName{Namespace: parent.Namespace, Name: sub.Child}
 	child := &v1alpha1.Loop{}
 	err := r.Client.Get(ctx, key, child)
+	if apierrors.IsNotFound(err) && madeChild(parent) != "" {
+		// Made before: the cache may be behind, or it was deleted.
+		err = r.APIReader.Get(ctx, key, child)
+		if apierrors.IsNotFound(err) {
+			return nil, childFailure(ReasonChildDeleted, "child Loop %s was deleted before it ended", sub.Child), nil
+		}
+	}
 	if err == nil {
 		return adopt(parent, child)
 	}
 	if !apierrors.IsNotFound(err) {
 		return nil, nil, err
 	}
+	return r.createChild(ctx, parent, sub)
+}
+
+// madeChild is the uid of the child Loop the parent's status says it made
+// for the step in flight; "" for none yet.
+func madeChild(parent *v1alpha1.Loop) string {
+	if a := parent.Status.Action; a != nil {
+		return a.ChildUID
+	}
+	return ""
+}
+
+// createChild creates the child Loop of the sub-loop from its LoopTemplate,
+// or adopts it when it was created before a restart.
+func (r *LoopReconciler) createChild(ctx context.Context, parent *v1alpha1.Loop, sub *executor.SubLoop) (*v1alpha1.Loop, *executor.ActionFailure, error) {
+	key := types.NamespacedName{Namespace: parent.Namespace, Name: sub.Child}
 	child, failure, err := r.newChild(ctx, parent, sub)
 	if child == nil {
 		return nil, failure, err
@@ -114,11 +145,18 @@ func adopt(parent, child *v1alpha1.Loop) (*v1alpha1.Loop, *executor.ActionFailur
 	if !metav1.IsControlledBy(child, parent) {
 		return nil, childFailure("ChildNameTaken", "Loop %s exists and is not a child of this Loop", child.Name), nil
 	}
+	if uid := madeChild(parent); uid != "" && string(child.UID) != uid {
+		return nil, childFailure(ReasonChildDeleted, "child Loop %s was deleted before it ended (a Loop of that name was made again)", child.Name), nil
+	}
 	if !child.DeletionTimestamp.IsZero() {
-		return nil, childFailure("ChildDeleted", "child Loop %s was deleted before it ended", child.Name), nil
+		return nil, childFailure(ReasonChildDeleted, "child Loop %s was deleted before it ended", child.Name), nil
 	}
 	return child, nil, nil
 }
+
+// ReasonChildDeleted ends a sub-loop state whose child Loop was deleted
+// before it ended: the child is never made again for the same step.
+const ReasonChildDeleted = "ChildDeleted"
 
 func childFailure(reason, format string, args ...any) *executor.ActionFailure {
 	return &executor.ActionFailure{Reason: reason, Message: fmt.Sprintf(format, args...)}
@@ -279,6 +317,44 @@ func (r *LoopReconciler) stopLoop(ctx context.Context, parent, child *v1alpha1.L
 	}
 	child.Annotations[v1alpha1.RequestAnnotation] = v1alpha1.StopRequest(string(parent.UID) + "-" + parent.Status.LastRequest)
 	return client.IgnoreNotFound(r.Client.Patch(ctx, child, patch))
+}
+
+// pruneChildren deletes the parent's finished child Loops beyond the
+// newest spec.history.keepChildren (their event logs go with them), never
+// the child in flight nor one still running.
+func (r *LoopReconciler) pruneChildren(ctx context.Context, parent *v1alpha1.Loop) error {
+	list := &v1alpha1.LoopList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(parent.Namespace), client.MatchingLabels{v1alpha1.LabelParent: v1alpha1.LabelValue(parent.Name)}); err != nil {
+		return fmt.Errorf("list child Loops: %w", err)
+	}
+	var done []*v1alpha1.Loop
+	for i := range list.Items {
+		c := &list.Items[i]
+		if !metav1.IsControlledBy(c, parent) || !c.DeletionTimestamp.IsZero() || !c.Status.Phase.IsFinished() {
+			continue
+		}
+		if a := parent.Status.Action; a != nil && a.Child == c.Name {
+			continue
+		}
+		done = append(done, c)
+	}
+	keep := int(parent.Spec.GetKeepChildren())
+	if len(done) <= keep {
+		return nil
+	}
+	slices.SortFunc(done, func(a, b *v1alpha1.Loop) int { // newest first
+		if c := b.CreationTimestamp.Compare(a.CreationTimestamp.Time); c != 0 {
+			return c
+		}
+		return strings.Compare(b.Name, a.Name)
+	})
+	var errs []error
+	for _, c := range done[keep:] {
+		if err := r.Client.Delete(ctx, c, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // childLoops is the background work of sub-loop states: child Loops, each

@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"encoding/json"
+	"fmt"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -104,6 +105,67 @@ var _ = Describe("Sub-loops", func() {
 		cs := childrenOf(Default, ns, "waiter")
 		Expect(cs).To(HaveLen(1))
 		Expect(cs[0].UID).To(Equal(first.UID), "the child was not created again")
+	})
+
+	It("ends the state in error when its running child is deleted, and never runs it again", func() {
+		op := startOperator(Config{})
+		DeferCleanup(func() { op.stop() })
+		createTemplate(ns, "long", v1alpha1.LoopSpec{Initial: "wait", States: map[string]v1alpha1.State{
+			"wait": {Action: "sleep 30", Next: "done"},
+			"done": {Terminal: true},
+		}}, nil)
+		key := createLoop(ns, "orphaned", v1alpha1.LoopSpec{Initial: "run", States: map[string]v1alpha1.State{
+			"run":    {Loop: "long", OnSuccess: "done", OnError: "failed"},
+			"done":   {Terminal: true},
+			"failed": {Terminal: true, Failure: new(true)},
+		}})
+		var first v1alpha1.Loop
+		Eventually(func(g Gomega) {
+			cs := childrenOf(g, ns, "orphaned")
+			g.Expect(cs).To(HaveLen(1))
+			g.Expect(cs[0].Status.Action).NotTo(BeNil(), "the child's action runs")
+			first = cs[0]
+			g.Expect(getLoop(g, key).Status.Action.ChildUID).To(Equal(string(first.UID)), "the parent recorded its child")
+		}, 30*time.Second, 20*time.Millisecond).Should(Succeed())
+		Expect(k8sClient.Delete(bg, &first)).To(Succeed())
+
+		parent := waitFinished(key)
+		Expect(parent.Status.Phase).To(Equal(v1alpha1.PhaseFailed))
+		Expect(parent.Status.CurrentState).To(Equal("failed"))
+		var said []string
+		for _, e := range loopEvents(parent) {
+			if e.Type == executor.EventSubLoopComplete {
+				said = append(said, fmt.Sprint(e.Data["error"]))
+			}
+		}
+		Expect(said).To(ConsistOf(ContainSubstring("was deleted before it ended")))
+		Consistently(func(g Gomega) {
+			for _, c := range childrenOf(g, ns, "orphaned") {
+				g.Expect(c.UID).To(Equal(first.UID), "no child was made again")
+			}
+		}, time.Second, 100*time.Millisecond).Should(Succeed())
+	})
+
+	It("keeps only the newest finished children (spec.history.keepChildren)", func() {
+		op := startOperator(Config{})
+		DeferCleanup(func() { op.stop() })
+		createTemplate(ns, "tick", v1alpha1.LoopSpec{Initial: "t", States: map[string]v1alpha1.State{
+			"t":    {Action: "true", Next: "done"},
+			"done": {Terminal: true},
+		}}, nil)
+		key := createLoop(ns, "maintainer", v1alpha1.LoopSpec{Initial: "count", MaxIterations: i32(100),
+			History: &v1alpha1.HistorySpec{KeepChildren: i32(2)},
+			States: map[string]v1alpha1.State{
+				"count": {Action: "echo x >> n; test $(wc -l < n) -ge 6", OnSuccess: "done", OnFailure: "run"},
+				"run":   {Loop: "tick", OnSuccess: "count"},
+				"done":  {Terminal: true},
+			}})
+		parent := waitFinished(key)
+		Expect(parent.Status.Phase).To(Equal(v1alpha1.PhaseCompleted), parent.Status.Message)
+		Expect(parent.Status.Iteration).To(BeNumerically(">=", 11), "five sub-loops ran")
+		Eventually(func(g Gomega) {
+			g.Expect(childrenOf(g, ns, "maintainer")).To(HaveLen(2))
+		}, 10*time.Second, 50*time.Millisecond).Should(Succeed())
 	})
 
 	It("passes suspend and stop on to the child", func() {

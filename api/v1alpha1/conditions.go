@@ -35,6 +35,10 @@ const (
 	// ReasonEventLogFailed: the step's events could not be written; the
 	// step is not kept and is taken again.
 	ReasonEventLogFailed = "EventLogFailed"
+	// ReasonRetrying: the step failed for a reason that may pass (the API
+	// server unavailable, a quota full); it is taken again with backoff and
+	// the message says why.
+	ReasonRetrying = "Retrying"
 	// ReasonSuspended: spec.suspend holds the loop between states.
 	ReasonSuspended = "Suspended"
 	// ReasonNoRunner: no way to run actions is available to the operator.

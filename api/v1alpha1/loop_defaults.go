@@ -65,6 +65,14 @@ func (s *LoopSpec) GetShell() string {
 	return DefaultShell
 }
 
+// GetKeepChildren returns how many finished child Loops are kept.
+func (s *LoopSpec) GetKeepChildren() int32 {
+	if s.History != nil && s.History.KeepChildren != nil && *s.History.KeepChildren >= 0 {
+		return *s.History.KeepChildren
+	}
+	return DefaultKeepChildren
+}
+
 // GetKeepPods returns how many finished action Pods are kept.
 func (s *LoopSpec) GetKeepPods() int32 {
 	if s.History != nil && s.History.KeepPods != nil && *s.History.KeepPods >= 0 {

@@ -95,6 +95,9 @@ const DefaultWorkspacePath = "/workspace"
 // DefaultKeepPods is how many finished action Pods are kept for kubectl logs.
 const DefaultKeepPods int32 = 5
 
+// DefaultKeepChildren is how many finished child Loops are kept.
+const DefaultKeepChildren int32 = 5
+
 // DefaultRunAsUser is the user action Pods run as unless runner.securityContext says otherwise.
 const DefaultRunAsUser int64 = 65532
 
@@ -193,6 +196,12 @@ type HistorySpec struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	KeepPods *int32 `json:"keepPods,omitempty"`
+
+	// keepChildren is how many finished child Loops of sub-loop states are
+	// kept (with their event logs); older ones are deleted. Default 5.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	KeepChildren *int32 `json:"keepChildren,omitempty"`
 
 	// maxEventBytes bounds the event log: past it the oldest ConfigMap
 	// segments are deleted (the one being written is always kept). Unset:

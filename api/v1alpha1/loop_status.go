@@ -191,6 +191,12 @@ type ActionStatus struct {
 	// run's name on a laptop.
 	// +optional
 	Child string `json:"child,omitempty"`
+	// childUID is the uid of the child Loop once it was made: a child of
+	// that name that is gone, or is another object, was deleted, and the
+	// state ends in error (ChildDeleted) rather than run it again.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	ChildUID string `json:"childUID,omitempty"`
 	// approval is the question of an approval state waiting for a person.
 	// +optional
 	Approval *ApprovalWait `json:"approval,omitempty"`

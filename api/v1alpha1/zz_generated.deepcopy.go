@@ -343,6 +343,11 @@ func (in *HistorySpec) DeepCopyInto(out *HistorySpec) {
 		*out = new(int32)
 		**out = **in
 	}
+	if in.KeepChildren != nil {
+		in, out := &in.KeepChildren, &out.KeepChildren
+		*out = new(int32)
+		**out = **in
+	}
 	if in.MaxEventBytes != nil {
 		in, out := &in.MaxEventBytes, &out.MaxEventBytes
 		*out = new(int64)

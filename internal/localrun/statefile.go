@@ -216,6 +216,8 @@ type ActionFile struct {
 	// Loop and Child: the sub-loop in flight and its run's name.
 	Loop  string `json:"loop,omitempty"`
 	Child string `json:"child,omitempty"`
+	// ChildUID: the child Loop's uid, for a run that came from a cluster.
+	ChildUID string `json:"child_uid,omitempty"`
 	// Flush: run once before the loop's timeout ends it.
 	Flush bool `json:"flush,omitempty"`
 	// Approval: the question of an approval state waiting for a person.
@@ -323,7 +325,7 @@ func encodeState(name, loopFile string, ctx map[string]any, run *v1alpha1.RunSta
 	}
 	if a := run.Action; a != nil {
 		f.ActiveAction = &ActionFile{State: a.State, Iteration: a.Iteration, Command: a.Command, Agent: a.Agent,
-			TimeoutSeconds: a.TimeoutSeconds, StartedAt: fmtTime(a.StartedAt), Loop: a.Loop, Child: a.Child, Flush: a.Flush}
+			TimeoutSeconds: a.TimeoutSeconds, StartedAt: fmtTime(a.StartedAt), Loop: a.Loop, Child: a.Child, ChildUID: a.ChildUID, Flush: a.Flush}
 		if w := a.Approval; w != nil {
 			f.ActiveAction.Approval = &ApprovalFile{Message: w.Message, Deadline: fmtTime(w.Deadline)}
 		}
@@ -376,7 +378,7 @@ func (f *StateFile) RunState() (*v1alpha1.RunState, error) {
 		started, err := parseTime(a.StartedAt)
 		errs = append(errs, err)
 		run.Action = &v1alpha1.ActionStatus{State: a.State, Iteration: a.Iteration, Command: a.Command, Agent: a.Agent,
-			TimeoutSeconds: a.TimeoutSeconds, StartedAt: started, Loop: a.Loop, Child: a.Child, Flush: a.Flush}
+			TimeoutSeconds: a.TimeoutSeconds, StartedAt: started, Loop: a.Loop, Child: a.Child, ChildUID: a.ChildUID, Flush: a.Flush}
 		if w := a.Approval; w != nil {
 			deadline, err := parseTime(w.Deadline)
 			errs = append(errs, err)

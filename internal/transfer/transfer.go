@@ -50,6 +50,9 @@ func portable(loop *v1alpha1.Loop) v1alpha1.Loop {
 		delete(out.Annotations, k)
 	}
 	out.Status.RunState = *loop.Status.RunState.DeepCopy()
+	if a := out.Status.Action; a != nil {
+		a.ChildUID = "" // a uid names an object of one cluster: the child moves with a new one
+	}
 	out.Status.LastRequest = loop.Status.LastRequest
 	return out
 }
