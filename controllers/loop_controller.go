@@ -5,9 +5,11 @@ package controllers
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"golang.org/x/time/rate"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -118,7 +120,15 @@ func (r *LoopReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 		loop.Status = *before.Status.DeepCopy()
 		out = outcome{health: health{eventLog: out.health.eventLog}}
 	}
-	if err := r.patchStatus(ctx, before, loop, out.health, stepErr); err != nil {
+	if stepErr != nil && !errors.Is(stepErr, reconcile.TerminalError(nil)) {
+		out.health.retrying = retryMessage(stepErr)
+		r.event(loop, corev1.EventTypeWarning, v1alpha1.ReasonRetrying, "Reconcile", "%s", out.health.retrying)
+	}
+	err = r.patchStatus(ctx, before, loop, out.health, stepErr)
+	if tooLarge(err) {
+		err = r.endTooLarge(ctx, before, loop, err)
+	}
+	if err != nil {
 		recordReconcileError("status")
 		return reconcile.Result{}, errors.Join(stepErr, err)
 	}
@@ -132,12 +142,38 @@ func (r *LoopReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 	}
 	if stepErr == nil && actionEnded(before, loop) {
 		// The status now says the action ended: what it left may go.
-		if err := r.Actions.Prune(ctx, loop); err != nil {
+		if err := r.prune(ctx, before.Status.Action, loop); err != nil {
 			recordReconcileError("prune")
 			logger.Error(err, "Pruning finished actions failed")
 		}
 	}
 	return result, stepErr
+}
+
+// prune deletes what finished steps left beyond the history policy: action
+// Pods, and child Loops once a sub-loop state ended.
+func (r *LoopReconciler) prune(ctx context.Context, ended *v1alpha1.ActionStatus, loop *v1alpha1.Loop) error {
+	if ended.Child != "" {
+		return r.pruneChildren(ctx, loop)
+	}
+	if r.Actions == nil {
+		return nil
+	}
+	return r.Actions.Prune(ctx, loop)
+}
+
+// endTooLarge ends a run whose status the API server cannot store (the
+// Loop over etcd's size limit): retrying would fail for ever. The last
+// saved status is kept, its outputs dropped, and the run failed with why.
+func (r *LoopReconciler) endTooLarge(ctx context.Context, before, loop *v1alpha1.Loop, cause error) error {
+	loop.Status = *before.Status.DeepCopy()
+	run := &loop.Status.RunState
+	run.Captured, run.PrevResult, run.LastResult, run.Action = nil, nil, nil, nil
+	run.Phase, run.TerminatedBy = v1alpha1.PhaseFailed, v1alpha1.TerminatedError
+	run.Message = fmt.Sprintf("the Loop's status cannot be saved, the object is larger than the API server stores "+
+		"(capture less, or make spec.context smaller): %v", cause)
+	r.event(loop, corev1.EventTypeWarning, v1alpha1.ReasonError, "Reconcile", "%s", run.Message)
+	return r.patchStatus(ctx, before, loop, health{}, nil)
 }
 
 // actionEnded reports whether the action that was in flight is no more.

@@ -25,6 +25,10 @@ type health struct {
 	forkBlocked bool
 	// judging: the LLM judge weighs the current state's result.
 	judging bool
+	// searching: the current state's pattern search runs in the background.
+	searching bool
+	// retrying is why the step failed, when it is taken again with backoff.
+	retrying string
 	// eventLog is why the step's events could not be written: the step
 	// is not kept.
 	eventLog string
@@ -77,16 +81,21 @@ func setConditions(loop *v1alpha1.Loop, h health) {
 			"no action runner is available: start the operator with an --entrypoint-image (actions as Pods), or with --allow-local-actions", true)
 	case run.Phase == v1alpha1.PhaseSuspended:
 		// Suspended is where the Loop was asked to be: it needs nothing
-		// from the operator until resumed, so GitOps tools (kstatus) read
-		// it as current instead of waiting on it. Its phase says it is not
-		// complete.
-		finished(loop, metav1.ConditionTrue, v1alpha1.ReasonSuspended,
+		// from the operator until resumed, so neither Reconciling nor
+		// Stalled, and GitOps tools (kstatus) read it as current instead
+		// of waiting on it. It is not Ready: it has not done its work, and
+		// `kubectl wait --for=condition=Ready` must not return for it.
+		finished(loop, metav1.ConditionFalse, v1alpha1.ReasonSuspended,
 			fmt.Sprintf("suspended by spec.suspend in state %s, iteration %d; not complete", run.CurrentState, run.Iteration), false)
 	default:
 		reason, msg := v1alpha1.ReasonProgressing, fmt.Sprintf("in state %s, iteration %d", run.CurrentState, run.Iteration)
 		switch {
+		case h.retrying != "":
+			reason, msg = v1alpha1.ReasonRetrying, h.retrying
 		case h.judging:
 			reason, msg = v1alpha1.ReasonJudging, fmt.Sprintf("the LLM judge weighs the result of state %s, iteration %d", run.CurrentState, run.Iteration)
+		case h.searching:
+			msg = fmt.Sprintf("searching the output of state %s, iteration %d, for its pattern", run.CurrentState, run.Iteration)
 		case run.Action != nil && run.Action.Approval != nil:
 			reason, msg = v1alpha1.ReasonAwaitingApproval, fmt.Sprintf("state %s waits for approval (looprun approve or reject): %s", run.Action.State, run.Action.Approval.Message)
 		case run.Action != nil:

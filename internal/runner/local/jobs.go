@@ -53,6 +53,9 @@ func (l *Actions) Start(_ context.Context, loop *v1alpha1.Loop, a executor.Actio
 	r := l.Runner
 	r.Dir = filepath.Join(l.BaseDir, owner.Namespace, owner.Name)
 	r.Loop = owner.Name
+	if err := os.MkdirAll(r.Dir, 0o755); err != nil {
+		return 0, fmt.Errorf("the working directory of the Loop's actions: %w", err)
+	}
 	// The group of an action an earlier operator process left running
 	// goes before this one starts; this one's is noted for the next.
 	note := filepath.Join(l.BaseDir, ".groups", owner.Namespace, owner.Name)
