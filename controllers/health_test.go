@@ -88,7 +88,9 @@ func TestGitOpsHealth(t *testing.T) {
 		{name: "spec not yet seen", run: v1alpha1.RunState{Phase: v1alpha1.PhaseCompleted, TerminatedBy: v1alpha1.TerminatedTerminal}, stale: true, kstatus: "InProgress", argo: "Progressing"},
 		{name: "running", run: v1alpha1.RunState{Phase: v1alpha1.PhaseRunning, Action: &v1alpha1.ActionStatus{State: "check", Iteration: 2}}, kstatus: "InProgress", argo: "Progressing"},
 		{name: "backoff", run: v1alpha1.RunState{Phase: v1alpha1.PhaseRunning, NextStepAt: &metav1.Time{}}, kstatus: "InProgress", argo: "Progressing"},
-		{name: "suspended", run: v1alpha1.RunState{Phase: v1alpha1.PhaseSuspended}, kstatus: "Current", argo: "Suspended"},
+		// Paused, not done: kstatus reads Ready=False as in progress (a
+		// health check waits for it, or times out), Argo CD as Suspended.
+		{name: "suspended", run: v1alpha1.RunState{Phase: v1alpha1.PhaseSuspended}, kstatus: "InProgress", argo: "Suspended"},
 		{name: "judging", run: v1alpha1.RunState{Phase: v1alpha1.PhaseRunning}, h: health{judging: true}, kstatus: "InProgress", argo: "Progressing"},
 		{name: "event log failing", run: v1alpha1.RunState{Phase: v1alpha1.PhaseRunning}, h: health{eventLog: "forbidden"}, kstatus: "InProgress", argo: "Progressing"},
 		{name: "stopped", run: v1alpha1.RunState{Phase: v1alpha1.PhaseInterrupted, TerminatedBy: v1alpha1.TerminatedStopped}, kstatus: "Failed", argo: "Degraded"},

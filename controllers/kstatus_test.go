@@ -36,7 +36,11 @@ var _ = Describe("GitOps health, read by kstatus from the API server", func() {
 		}
 		op := startOperator(Config{})
 		DeferCleanup(op.stop)
-		want := map[string]status.Status{"completes": status.CurrentStatus, "suspended": status.CurrentStatus, "fails": status.FailedStatus}
+		// A suspended Loop is paused, not done: in progress for kstatus.
+		want := map[string]status.Status{"completes": status.CurrentStatus, "suspended": status.InProgressStatus, "fails": status.FailedStatus}
+		Eventually(func(g Gomega) {
+			g.Expect(condition(getLoop(g, keys["suspended"]), v1alpha1.ReadyCondition)).To(HaveField("Reason", v1alpha1.ReasonSuspended))
+		}, "60s").Should(Succeed())
 		for name, key := range keys {
 			Eventually(func(g Gomega) { g.Expect(kstatusOf(g, key)).To(Equal(want[name])) }, "60s").Should(Succeed(), name)
 		}

@@ -32,7 +32,7 @@ func TestSetConditions(t *testing.T) {
 		{"action running", v1alpha1.RunState{Phase: v1alpha1.PhaseRunning, Action: &v1alpha1.ActionStatus{State: "check", Iteration: 1}}, health{},
 			metav1.ConditionUnknown, v1alpha1.ReasonActionRunning, true, false},
 		{"backoff", v1alpha1.RunState{Phase: v1alpha1.PhaseRunning, NextStepAt: &metav1.Time{}}, health{}, metav1.ConditionUnknown, v1alpha1.ReasonBackoff, true, false},
-		{"suspended", run(v1alpha1.PhaseSuspended, "", "check"), health{}, metav1.ConditionTrue, v1alpha1.ReasonSuspended, false, false},
+		{"suspended", run(v1alpha1.PhaseSuspended, "", "check"), health{}, metav1.ConditionFalse, v1alpha1.ReasonSuspended, false, false},
 		{"completed", run(v1alpha1.PhaseCompleted, v1alpha1.TerminatedTerminal, "done"), health{}, metav1.ConditionTrue, v1alpha1.ReasonCompleted, false, false},
 		{"failure state", run(v1alpha1.PhaseFailed, v1alpha1.TerminatedTerminal, "failed"), health{}, metav1.ConditionFalse, v1alpha1.ReasonFailureState, false, true},
 		{"max iterations", run(v1alpha1.PhaseInterrupted, v1alpha1.TerminatedMaxIterations, "a"), health{}, metav1.ConditionFalse, v1alpha1.ReasonMaxIterations, false, true},
