@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -39,6 +40,19 @@ func newSuspendCommand(k *kube) *cobra.Command {
 func (k *kube) setSuspend(ctx context.Context, out io.Writer, name string, suspend bool) error {
 	loop, err := k.getLoop(ctx, name)
 	if err != nil {
+		return err
+	}
+	if run := loop.Status.RunState; run.Phase.IsFinished() {
+		return fmt.Errorf("loop/%s has ended (phase %s, terminated by %s in state %s): suspend and resume act on a running Loop; "+
+			"to go on from where it ended, rewind it (looprun rewind %s --iteration N) or fork it (looprun fork %s)",
+			name, run.Phase, cmp.Or(string(run.TerminatedBy), "-"), run.CurrentState, name, name)
+	}
+	if loop.Spec.Suspend == suspend {
+		state := "not suspended"
+		if suspend {
+			state = "already suspended"
+		}
+		_, err = fmt.Fprintf(out, "loop/%s is %s: nothing changed\n", name, state)
 		return err
 	}
 	patch := client.MergeFrom(loop.DeepCopy())

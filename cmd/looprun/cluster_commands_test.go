@@ -140,6 +140,11 @@ func TestClusterSuspendResumeStopWatch(t *testing.T) {
 	if r.code != 1 || !strings.Contains(r.stdout, "ended: stopped") {
 		t.Errorf("watch of a stopped loop: exit %d, %q", r.code, r.stdout)
 	}
+	// Resuming an ended Loop says it cannot, and how to go on.
+	r = f.run(t, dir, ns, "resume", "loop/slow")
+	if r.code == 0 || !strings.Contains(r.stderr, "has ended (phase Interrupted") || !strings.Contains(r.stderr, "looprun rewind slow") {
+		t.Errorf("resume of a stopped loop: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
 }
 
 // TestClusterExportImport moves a run between namespaces, and between this
