@@ -104,7 +104,7 @@ func parseFlags(args []string, getenv func(string) string) (*settings, error) {
 	c.LLM.AllowedBaseURLs = splitList(allowed)
 	for _, u := range c.LLM.AllowedBaseURLs {
 		if _, err := baseurl.Parse(u); err != nil {
-			return nil, fmt.Errorf("--llm-allowed-base-urls: %q %v", u, err)
+			return nil, fmt.Errorf("--llm-allowed-base-urls: %q %w", u, err)
 		}
 	}
 	return s, nil

@@ -22,6 +22,24 @@ var pyYAMLBools = map[string]bool{
 // (kubectl's among them) take for booleans besides pyYAMLBools.
 var yaml11Bools = map[string]bool{"y": true, "Y": true, "n": true, "N": true}
 
+// booleanKeyWarning is the warning for a mapping key k that a YAML reader of the
+// file takes for a boolean (PyYAML for a little-loops file, kubectl's YAML
+// 1.1 for a manifest) while looprun keeps the word; "" for any other key.
+func booleanKeyWarning(k *yaml.Node, path string, manifest bool) string {
+	if k.Kind != yaml.ScalarNode || k.Style != 0 {
+		return ""
+	}
+	switch {
+	case pyYAMLBools[k.Value]:
+		return fmt.Sprintf("line %d: %s: the key %s is unquoted; PyYAML (little-loops) reads it as a boolean, looprun as the word %q: quote it ('%s')",
+			k.Line, trimPath(path), k.Value, k.Value, k.Value)
+	case manifest && yaml11Bools[k.Value]:
+		return fmt.Sprintf("line %d: %s: the key %s is unquoted; kubectl and other YAML 1.1 readers read it as the boolean %t, looprun as the word %q: quote it ('%s')",
+			k.Line, trimPath(path), k.Value, strings.EqualFold(k.Value, "y"), k.Value, k.Value)
+	}
+	return ""
+}
+
 // isManifest reports whether a document is a Kubernetes manifest (it has
 // apiVersion or kind at the top), which kubectl reads as YAML 1.1.
 func isManifest(doc *yaml.Node) bool {
@@ -74,14 +92,8 @@ func checkYAML(data []byte) ([]byte, []string, error) {
 			seen := map[string]int{}
 			for i := 0; i+1 < len(n.Content); i += 2 {
 				k := n.Content[i]
-				if k.Kind == yaml.ScalarNode && k.Style == 0 && pyYAMLBools[k.Value] {
-					warnings = append(warnings, fmt.Sprintf("line %d: %s: the key %s is unquoted; PyYAML (little-loops) reads it as a boolean, looprun as the word %q: quote it ('%s')",
-						k.Line, trimPath(path), k.Value, k.Value, k.Value))
-					k.Tag, k.Style, changed = "!!str", yaml.SingleQuotedStyle, true
-				}
-				if k.Kind == yaml.ScalarNode && k.Style == 0 && manifest && yaml11Bools[k.Value] {
-					warnings = append(warnings, fmt.Sprintf("line %d: %s: the key %s is unquoted; kubectl and other YAML 1.1 readers read it as the boolean %s, looprun as the word %q: quote it ('%s')",
-						k.Line, trimPath(path), k.Value, map[bool]string{true: "true", false: "false"}[strings.EqualFold(k.Value, "y")], k.Value, k.Value))
+				if w := booleanKeyWarning(k, path, manifest); w != "" {
+					warnings = append(warnings, w)
 					k.Tag, k.Style, changed = "!!str", yaml.SingleQuotedStyle, true
 				}
 				if first, dup := seen[k.Value]; dup {

@@ -70,12 +70,12 @@ func OpenFile(path string, flag int, perm os.FileMode) (*os.File, error) {
 
 // openError names why path could not be opened.
 func openError(path string, err error) error {
-	switch err {
-	case unix.ELOOP:
+	switch {
+	case errors.Is(err, unix.ELOOP):
 		if st, lerr := os.Lstat(path); lerr == nil && st.Mode()&os.ModeSymlink != 0 {
 			return &LinkError{Path: path}
 		}
-	case unix.ENXIO:
+	case errors.Is(err, unix.ENXIO):
 		return fmt.Errorf("%s is not a regular file", path) // a FIFO no one reads
 	}
 	return &os.PathError{Op: "open", Path: path, Err: err}
