@@ -17,9 +17,8 @@ import (
 const ReasonStepRejected = "StepRejected"
 
 // permanent reports whether an error of a step can never pass by asking
-// again: the API server found the object invalid or too large, or refused
-// it for a reason other than a full quota (a LimitRange, a security
-// policy); or the operator's files cannot be used (a working directory
+// again: the API server found the object invalid or too large, or a
+// policy refused it (a LimitRange, Pod Security admission); or the operator's files cannot be used (a working directory
 // that is not one). Such a step ends in error with the message; any other
 // error is retried with backoff.
 func permanent(err error) bool {
@@ -29,9 +28,22 @@ func permanent(err error) bool {
 	case apierrors.IsInvalid(err), apierrors.IsBadRequest(err), apierrors.IsRequestEntityTooLargeError(err):
 		return true
 	case apierrors.IsForbidden(err):
-		return !strings.Contains(err.Error(), "quota") // a full quota may be lifted
+		return refusedByPolicy(err.Error())
 	}
 	return errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.EACCES) || errors.Is(err, syscall.EROFS)
+}
+
+// refusedByPolicy reports whether a Forbidden answer comes from a policy
+// that refuses the object as it is: a LimitRange, Pod Security admission.
+// Other refusals may pass (a quota full, a service account not made yet in
+// a new namespace) and are retried.
+func refusedByPolicy(msg string) bool {
+	for _, s := range []string{"violates PodSecurity", " per Container is ", " per Pod is ", " per PersistentVolumeClaim is ", "limit to request ratio"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // rejected is the result that ends a step whose object cannot be made.

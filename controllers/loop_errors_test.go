@@ -1,18 +1,22 @@
 package controllers
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 
 	"github.com/looprun/looprun/api/v1alpha1"
@@ -98,3 +102,14 @@ var _ = Describe("A step that can never be taken", func() {
 		Expect(loop.Status.Phase).To(Equal(v1alpha1.PhaseCompleted), loop.Status.Message)
 	})
 })
+
+var _ = DescribeTable("which errors of a step are permanent",
+	func(err error, want bool) { Expect(permanent(err)).To(Equal(want)) },
+	Entry("invalid", apierrors.NewInvalid(schema.GroupKind{Kind: "Pod"}, "p", nil), true),
+	Entry("a LimitRange", apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "p", errors.New("maximum cpu usage per Container is 1, but limit is 2")), true),
+	Entry("Pod Security", apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "p", errors.New(`violates PodSecurity "restricted:latest": privileged`)), true),
+	Entry("a full quota", apierrors.NewForbidden(schema.GroupResource{Resource: "loops"}, "c", errors.New("exceeded quota: loops")), false),
+	Entry("a service account not made yet", apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "p", errors.New(`error looking up service account ns/default: serviceaccount "default" not found`)), false),
+	Entry("a conflict", apierrors.NewConflict(schema.GroupResource{Resource: "pods"}, "p", errors.New("changed")), false),
+	Entry("a working directory that is a file", &os.PathError{Op: "mkdir", Path: "/x", Err: syscall.ENOTDIR}, true),
+)

@@ -40,7 +40,11 @@ func TestKilledRunNeverRerunsAFinishedAction(t *testing.T) {
 			// Until the run has a state, there is nothing to resume.
 			proc.WaitFile(t, filepath.Join(dir, ".loops/.running/count.state.json"))
 		}
-		time.Sleep(time.Duration(5+r.IntN(60)) * time.Millisecond) // a random moment, not a wait for something
+		// Once this run has taken a step (on a busy machine a resume can
+		// take longer than the moments below to start), a random moment.
+		ran := traceLines(dir)
+		proc.Until(t, time.Minute, "the resumed run takes a step", func() bool { return traceLines(dir) > ran })
+		time.Sleep(time.Duration(r.IntN(40)) * time.Millisecond) // a random moment, not a wait for something
 		_ = cmd.Process.Signal(syscall.SIGKILL)
 		_ = cmd.Wait()
 		if _, err := localrun.ReadStateFile(filepath.Join(dir, ".loops/.running/count.state.json")); err != nil {
@@ -62,6 +66,11 @@ func TestKilledRunNeverRerunsAFinishedAction(t *testing.T) {
 		t.Errorf("only %d iterations in %d rounds", last, killRounds)
 	}
 	t.Logf("%d kills, %d actions run, %d iterations: no finished action ran again", killRounds, steps, last)
+}
+
+// traceLines counts the actions the run recorded in its trace file.
+func traceLines(dir string) int {
+	return strings.Count(readFile(dir, "trace"), "\n")
 }
 
 // A run killed outright (SIGKILL) or hung up on (SIGHUP) takes its action
