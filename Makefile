@@ -48,7 +48,7 @@ lint: golangci-lint ## Run golangci-lint.
 
 .PHONY: test
 test: verify envtest helm ## Run every check and test (what CI runs), and a short run of every fuzz target.
-	HELM=$(HELM) KUBEBUILDER_ASSETS="$$(hack/setup-envtest.sh)" go test -race -count=1 ./...
+	HELM=$(HELM) KUBEBUILDER_ASSETS="$$(hack/setup-envtest.sh)" go test -race -count=1 -timeout 30m ./...
 	$(MAKE) fuzz FUZZTIME=$(SHORT_FUZZTIME)
 
 .PHONY: test-e2e

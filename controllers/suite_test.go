@@ -42,6 +42,9 @@ const (
 
 func TestControllers(t *testing.T) {
 	RegisterFailHandler(Fail)
+	// A step of a real API server on a busy 2-core machine can take more
+	// than Gomega's default second; an Eventually returns once it holds.
+	SetDefaultEventuallyTimeout(15 * time.Second)
 	RunSpecs(t, "Loop controller")
 }
 
