@@ -151,6 +151,9 @@ func newHistoryCommand(g *globals, k *kube) *cobra.Command {
 			if len(events) == 0 {
 				return &exitError{code: 1, msg: fmt.Sprintf("no events for %q", args[0])}
 			}
+			if err := knownTypes(types, events); err != nil {
+				return err
+			}
 			events = eventlog.Filter(events, types, state)
 			if tail > 0 && len(events) > tail {
 				events = events[len(events)-tail:]
@@ -175,6 +178,25 @@ func newHistoryCommand(g *globals, k *kube) *cobra.Command {
 	cmd.Flags().StringSliceVar(&types, "type", nil, "only events of these types (route, action_complete, ...; repeatable)")
 	cmd.Flags().StringVar(&state, "state", "", "only events about this state (entered, run, routed from or to)")
 	return cmd
+}
+
+// knownTypes checks the types history is asked for: each one the engine
+// writes, or one the log holds (a little-loops log may hold others). A
+// misspelt type is an error, not an empty answer.
+func knownTypes(types []string, events []executor.Event) error {
+	known := map[string]bool{localrun.EventWorktreeAttached: true, localrun.EventWorktreeDetached: true, localrun.EventWorktreeError: true}
+	for _, t := range executor.EventTypes {
+		known[t] = true
+	}
+	for _, e := range events {
+		known[e.Type] = true
+	}
+	for _, t := range types {
+		if !known[t] {
+			return &exitError{code: 1, msg: fmt.Sprintf("--type %q: no such event type (known: %s)", t, strings.Join(slices.Sorted(maps.Keys(known)), ", "))}
+		}
+	}
+	return nil
 }
 
 // compact renders a value on one short line.

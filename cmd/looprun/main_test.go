@@ -133,6 +133,15 @@ func TestRunCompletes(t *testing.T) {
 	if r := looprun(t, dir, "history", "fixer", "-o", "json"); !strings.HasPrefix(r.stdout, `{"event":"loop_start","seq":1,`) {
 		t.Errorf("history json %q", r.stdout[:min(len(r.stdout), 80)])
 	}
+	if r := looprun(t, dir, "history", "fixer", "--type", "routee"); r.code != 1 || !strings.Contains(r.stderr, `--type "routee": no such event type`) {
+		t.Errorf("history of a misspelt type: exit %d, %q", r.code, r.stderr)
+	}
+	if r := looprun(t, dir, "history", "fixer", "--type", "loop_fork"); r.code != 0 || r.stdout != "" {
+		t.Errorf("history of a type the log lacks: exit %d, %q %q", r.code, r.stdout, r.stderr)
+	}
+	if r := looprun(t, dir, "run", "fix.yaml", "--max-iterations", "0"); r.code == 0 || !strings.Contains(r.stderr, "--max-iterations 0") {
+		t.Errorf("--max-iterations 0: exit %d, %q", r.code, r.stderr)
+	}
 	if r := looprun(t, dir, "run", "-q", "fix.yaml"); r.code != 0 || r.stderr != "" {
 		t.Errorf("-q printed %q (exit %d)", r.stderr, r.code)
 	}

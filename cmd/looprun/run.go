@@ -30,7 +30,9 @@ type runFlags struct {
 	set           []string
 	context       []string
 	maxIterations int32
-	quiet         bool
+	// maxIterationsSet says whether --max-iterations was given.
+	maxIterationsSet func() bool
+	quiet            bool
 }
 
 // bind adds the flags. Loop variables are --set KEY=VALUE; run, which
@@ -42,7 +44,8 @@ func (f *runFlags) bind(cmd *cobra.Command, contextAlias bool) {
 	if contextAlias {
 		cmd.Flags().StringArrayVar(&f.context, "context", nil, "the same as --set (little-loops' spelling)")
 	}
-	cmd.Flags().Int32Var(&f.maxIterations, "max-iterations", 0, "cap on state executions (overrides the loop's)")
+	cmd.Flags().Int32Var(&f.maxIterations, "max-iterations", 0, "cap on state executions (overrides the loop's; at least 1)")
+	f.maxIterationsSet = func() bool { return cmd.Flags().Changed("max-iterations") }
 	cmd.Flags().BoolVarP(&f.quiet, "quiet", "q", false, "print nothing but errors")
 }
 
@@ -55,8 +58,11 @@ func (f *runFlags) apply(spec *v1alpha1.LoopSpec) error {
 		}
 		spec.SetContext(k, v)
 	}
-	if f.maxIterations > 0 {
+	switch {
+	case f.maxIterations > 0:
 		spec.MaxIterations = ptr.To(f.maxIterations)
+	case f.maxIterationsSet != nil && f.maxIterationsSet():
+		return fmt.Errorf("--max-iterations %d: a run takes at least one step (leave the flag out for the loop's own cap)", f.maxIterations)
 	}
 	return nil
 }

@@ -32,6 +32,17 @@ const (
 	EventCaptureTruncated = "capture_truncated"
 )
 
+// EventTypes are the types of the events the engine writes.
+var EventTypes = []string{
+	EventLoopStart, EventLoopResume, EventStateEnter, EventActionStart, EventActionComplete, EventActionRestarted,
+	EventActionError, EventEvaluate, EventRoute, EventRetryExhausted, EventActionRetry, EventCycleDetected,
+	EventLoopComplete, EventSpecChanged, EventLoopFork, EventLoopRewind, EventCaptureTruncated,
+	EventApprovalRequested, EventApprovalAnswered, EventStallDetected,
+	EventLearningTargetStale, EventLearningExploreInvoked, EventLearningTargetProven, EventLearningTargetRefuted,
+	EventLearningBlocked, EventLearningComplete, EventSubLoopStart, EventSubLoopComplete,
+	EventThrottleWarn, EventThrottleHard, EventThrottleStop,
+}
+
 // Event is one entry of a loop's event log. Seq numbers events of a run from 1
 // without gaps, so an append that is repeated can be recognised and skipped.
 type Event struct {
