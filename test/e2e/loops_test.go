@@ -164,13 +164,18 @@ var _ = Describe("Loops on a real node", func() {
 		}
 	})
 
-	It("holds a suspended Loop, Current for kstatus, and runs it when resumed", func() {
+	It("holds a suspended Loop, not Ready (in progress for kstatus), and runs it when resumed", func() {
 		ns := newNamespace()
 		key := create(ns, "held", v1alpha1.LoopSpec{Initial: "a", Suspend: true, States: map[string]v1alpha1.State{
 			"a": {Action: "echo ran", Capture: "a", Next: "done"}, "done": {Terminal: true},
 		}})
 		Eventually(func(g Gomega) { g.Expect(getLoop(g, key).Status.Phase).To(Equal(v1alpha1.PhaseSuspended)) }, time.Minute).Should(Succeed())
-		Expect(kstatusOf(Default, key)).To(Equal(status.CurrentStatus))
+		// Paused, not done: kubectl wait --for=condition=Ready goes on waiting.
+		Expect(kstatusOf(Default, key)).To(Equal(status.InProgressStatus))
+		ready := findCondition(getLoop(Default, key), v1alpha1.ReadyCondition)
+		Expect(ready).NotTo(BeNil())
+		Expect(ready.Status).To(Equal(metav1.ConditionFalse))
+		Expect(ready.Reason).To(Equal(v1alpha1.ReasonSuspended))
 		Expect(loopPods(ns, "held")).To(BeEmpty())
 		run(looprun, "resume", "-n", ns, "loop/held")
 		loop := waitFinished(key, 2*time.Minute)
