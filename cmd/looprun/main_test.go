@@ -416,6 +416,11 @@ func TestStateFileSurvivesKills(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
+		if i == 0 {
+			// Until the run has a state file, a kill tests nothing (and a
+			// busy machine can take longer than the moments below to start).
+			proc.WaitFile(t, filepath.Join(dir, ".loops/.running/spin.state.json"))
+		}
 		time.Sleep(time.Duration(150+37*i) * time.Millisecond)
 		_ = cmd.Process.Signal(syscall.SIGKILL)
 		_ = cmd.Wait()
