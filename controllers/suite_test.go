@@ -45,7 +45,18 @@ func TestControllers(t *testing.T) {
 	// A step of a real API server on a busy 2-core machine can take more
 	// than Gomega's default second; an Eventually returns once it holds.
 	SetDefaultEventuallyTimeout(15 * time.Second)
-	RunSpecs(t, "Loop controller")
+	// A spec that hangs is named, with where it waits, before go test's own
+	// timeout (make test: 30 minutes) kills the package without a word of
+	// which spec it was; a spec that is slow says so as it goes.
+	suite, reporter := GinkgoConfiguration()
+	if suite.Timeout == time.Hour { // Ginkgo's default: not set by a flag
+		suite.Timeout = 20 * time.Minute
+	}
+	if suite.PollProgressAfter == 0 {
+		suite.PollProgressAfter = 2 * time.Minute
+		suite.PollProgressInterval = time.Minute
+	}
+	RunSpecs(t, "Loop controller", suite, reporter)
 }
 
 var _ = BeforeSuite(func() {
