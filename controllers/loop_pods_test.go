@@ -281,7 +281,8 @@ var _ = Describe("Actions as Pods", func() {
 	})
 
 	It("runs every step exactly once across ten operator restarts", func() {
-		spec := withWorkspace(v1alpha1.LoopSpec{Initial: "append", MaxIterations: i32(20), States: map[string]v1alpha1.State{
+		const steps = 30
+		spec := withWorkspace(v1alpha1.LoopSpec{Initial: "append", MaxIterations: i32(steps), States: map[string]v1alpha1.State{
 			"append": {Action: "echo ${state.iteration} >> lines; sleep 0.4", OnSuccess: "$current"},
 			"done":   {Terminal: true},
 		}})
@@ -294,13 +295,22 @@ var _ = Describe("Actions as Pods", func() {
 		op = startPodOperator(Config{})
 		key := createLoop(ns, "steps", spec)
 		restarts := 0
-		for {
-			time.Sleep(time.Duration(rand.IntN(700)) * time.Millisecond)
-			loop := getLoop(Default, key)
+		for restarts < 10 {
+			// Each kill comes after the Loop moved on since the last start,
+			// at a random point of the next step (mid-action,
+			// mid-reconcile): kills that come faster than a slow machine
+			// starts an operator would keep the Loop from ever finishing.
+			since := getLoop(Default, key).Status.Iteration
+			var loop *v1alpha1.Loop
+			Eventually(func(g Gomega) {
+				loop = getLoop(g, key)
+				g.Expect(loop.Status.Phase.IsFinished() || loop.Status.Iteration > since).To(BeTrue(), "the Loop moves on after a restart")
+			}, time.Minute).Should(Succeed())
 			if loop.Status.Phase.IsFinished() {
 				break
 			}
-			op.stop() // killed at a random point: mid-action, mid-reconcile
+			time.Sleep(time.Duration(rand.IntN(500)) * time.Millisecond)
+			op.stop()
 			op = startPodOperator(Config{})
 			restarts++
 		}
@@ -312,7 +322,7 @@ var _ = Describe("Actions as Pods", func() {
 		data, err := os.ReadFile(filepath.Join(claimDir(ns, pod.WorkspaceClaim("steps")), "lines"))
 		Expect(err).NotTo(HaveOccurred())
 		var lines []string
-		for i := 1; i <= 20; i++ {
+		for i := 1; i <= steps; i++ {
 			lines = append(lines, strconv.Itoa(i))
 		}
 		Expect(string(data)).To(Equal(strings.Join(lines, "\n") + "\n"))
