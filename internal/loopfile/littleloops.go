@@ -29,14 +29,28 @@ type reader struct {
 	requiredInputs []string
 	// parameters are the file's typed inputs (parameters:).
 	parameters map[string]v1alpha1.Parameter
+	// lines are the lines of the file's keys by path (states.a.action).
+	lines map[string]int
 }
 
+// warn and fail record a warning and an error. Each message starts with
+// the path of what it is about (states.a.timeout: ...); when the file
+// itself has that key, its line goes first. (A key that came from a
+// library, a parent loop or flow: has no line here.)
 func (r *reader) warn(format string, args ...any) {
-	r.warnings = append(r.warnings, fmt.Sprintf(format, args...))
+	r.warnings = append(r.warnings, r.located(fmt.Sprintf(format, args...)))
 }
 
 func (r *reader) fail(format string, args ...any) {
-	r.errs = append(r.errs, fmt.Sprintf(format, args...))
+	r.errs = append(r.errs, r.located(fmt.Sprintf(format, args...)))
+}
+
+// located puts the line of the path msg starts with before it.
+func (r *reader) located(msg string) string {
+	if path, _, ok := strings.Cut(msg, ": "); ok && r.lines[path] > 0 {
+		return fmt.Sprintf("line %d: %s", r.lines[path], msg)
+	}
+	return msg
 }
 
 // Top-level keys little-loops knows that looprun does not use.
@@ -100,7 +114,7 @@ func (r *reader) littleLoops(doc map[string]any, dir string) (*v1alpha1.Loop, er
 	for _, sn := range slices.Sorted(maps.Keys(states)) {
 		sm, ok := states[sn].(map[string]any)
 		if !ok {
-			r.fail("states.%s: must be a mapping", sn)
+			r.fail("states.%s: must be a mapping%s", sn, notAStateHint(sn, states[sn]))
 			continue
 		}
 		st := r.state(sn, sm)
@@ -117,6 +131,21 @@ func (r *reader) littleLoops(doc map[string]any, dir string) (*v1alpha1.Loop, er
 		loop.Annotations = map[string]string{"looprun.io/description": strings.TrimSpace(d)}
 	}
 	return loop, nil
+}
+
+// notAStateHint says why what stands where a state goes may not be one: a
+// state's key at the indentation of the state names (terminal: true), or a
+// state whose keys are not indented under it.
+func notAStateHint(name string, v any) string {
+	_, read := stateKeys.keys[name]
+	_, ignored := stateKeys.ignored[name]
+	switch {
+	case read || ignored || strings.HasPrefix(name, "on_"):
+		return fmt.Sprintf(" (a state); %s is a key of a state: is it indented a level too little? Indent it under the state above", name)
+	case v == nil:
+		return " (a state), not empty: are its keys indented under it?"
+	}
+	return ""
 }
 
 // topLevelKeys are the keys of a little-loops file's top level.

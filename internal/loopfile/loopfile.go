@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 
@@ -125,25 +126,25 @@ func Resolve(nameOrPath string, opts Options) (string, error) {
 }
 
 func parse(data []byte, dir string, opts Options) (*File, error) {
-	data, warnings, err := checkYAML(data)
+	checked, err := checkYAML(data)
 	if err != nil {
 		return nil, err
 	}
-	doc, err := decodeYAML(data)
+	doc, err := decodeYAML(checked.data)
 	if err != nil {
 		return nil, err
 	}
 	_, kind := doc["kind"]
 	_, apiVersion := doc["apiVersion"]
 	if kind || apiVersion {
-		f, err := parseManifest(data)
+		f, err := parseManifest(checked)
 		if err != nil {
 			return nil, err
 		}
-		f.Warnings = warnings
+		f.Warnings = checked.warnings
 		return f, nil
 	}
-	r := &reader{opts: opts, warnings: warnings}
+	r := &reader{opts: opts, warnings: checked.warnings, lines: checked.lines}
 	loop, err := r.littleLoops(doc, dir)
 	if err != nil {
 		return nil, err
@@ -168,13 +169,21 @@ func decodeYAML(data []byte) (map[string]any, error) {
 
 // parseManifest reads a Loop, or a LoopTemplate (a loop other loops run
 // as a sub-loop), from a manifest.
-func parseManifest(data []byte) (*File, error) {
+func parseManifest(checked *checkedYAML) (*File, error) {
+	data := checked.data
 	var meta metav1.TypeMeta
 	if err := yaml.Unmarshal(data, &meta); err != nil {
 		return nil, fmt.Errorf("loop manifest: %w", err)
 	}
 	if meta.APIVersion != v1alpha1.GroupVersion.String() || (meta.Kind != "Loop" && meta.Kind != "LoopTemplate") {
 		return nil, fmt.Errorf("expected apiVersion %s and kind Loop or LoopTemplate, got %q and %q", v1alpha1.GroupVersion, meta.APIVersion, meta.Kind)
+	}
+	into := reflect.TypeFor[v1alpha1.Loop]()
+	if meta.Kind == "LoopTemplate" {
+		into = reflect.TypeFor[v1alpha1.LoopTemplate]()
+	}
+	if errs := checkManifestFields(checked.doc, into, meta.Kind); len(errs) > 0 {
+		return nil, fmt.Errorf("loop manifest: %s", strings.Join(errs, "; "))
 	}
 	f := &File{Format: FormatManifest, InputKey: DefaultInputKey}
 	if meta.Kind == "LoopTemplate" {

@@ -54,14 +54,14 @@ func (r *reader) findFile(ref, dir string) (string, error) {
 // decode reads a file a loop refers to, as strictly as the loop itself;
 // its warnings name the file.
 func (r *reader) decode(path string, data []byte) (map[string]any, error) {
-	data, warnings, err := checkYAML(data)
+	checked, err := checkYAML(data)
 	if err != nil {
 		return nil, err
 	}
-	for _, w := range warnings {
+	for _, w := range checked.warnings {
 		r.warn("%s: %s", path, w)
 	}
-	return decodeYAML(data)
+	return decodeYAML(checked.data)
 }
 
 // inherit resolves from: PARENT, parent first, child winning.

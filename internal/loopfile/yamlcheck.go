@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
 	"strings"
 
 	yaml "go.yaml.in/yaml/v3"
@@ -55,28 +56,40 @@ func isManifest(doc *yaml.Node) bool {
 	return false
 }
 
+// checkedYAML is a loop file's YAML, read and checked.
+type checkedYAML struct {
+	// data is the YAML to decode.
+	data []byte
+	// doc is the document as written (lines as in the file).
+	doc      *yaml.Node
+	warnings []string
+	// lines are the lines of the document's keys and list items by path
+	// (states.a.action, import[0]).
+	lines map[string]int
+}
+
 // checkYAML reads a loop file's YAML strictly, before it is decoded: one
 // document only, no key twice in a mapping. A key PyYAML would read as a
 // boolean (an unquoted yes: or no: route key) is kept as the word written,
-// which is what a loop means by it, with a warning. It returns the YAML to
-// decode.
-func checkYAML(data []byte) ([]byte, []string, error) {
+// which is what a loop means by it, with a warning.
+func checkYAML(data []byte) (*checkedYAML, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {
 		if errors.Is(err, io.EOF) {
-			return nil, nil, errors.New("the file is empty")
+			return nil, errors.New("the file is empty")
 		}
-		return nil, nil, fmt.Errorf("not valid YAML: %w", err)
+		return nil, syntaxError(data, err)
 	}
 	var extra yaml.Node
 	switch err := dec.Decode(&extra); {
 	case err == nil && !emptyDocument(&extra):
-		return nil, nil, fmt.Errorf("line %d: a second YAML document: a loop file holds one loop (split it into files)", extra.Line)
+		return nil, fmt.Errorf("line %d: a second YAML document: a loop file holds one loop (split it into files)", extra.Line)
 	case err != nil && !errors.Is(err, io.EOF):
-		return nil, nil, fmt.Errorf("not valid YAML: %w", err)
+		return nil, syntaxError(data, err)
 	}
 	var warnings []string
+	lines := map[string]int{}
 	changed := false
 	manifest := isManifest(&doc)
 	var walk func(n *yaml.Node, path string) error
@@ -84,7 +97,11 @@ func checkYAML(data []byte) ([]byte, []string, error) {
 		switch n.Kind {
 		case yaml.DocumentNode, yaml.SequenceNode:
 			for i, c := range n.Content {
-				if err := walk(c, fmt.Sprintf("%s[%d]", path, i)); err != nil {
+				p := fmt.Sprintf("%s[%d]", path, i)
+				if n.Kind == yaml.SequenceNode {
+					lines[trimPath(p)] = c.Line
+				}
+				if err := walk(c, p); err != nil {
 					return err
 				}
 			}
@@ -100,6 +117,7 @@ func checkYAML(data []byte) ([]byte, []string, error) {
 					return fmt.Errorf("line %d: %s: the key %s appears twice (first on line %d); YAML readers disagree on which one wins", k.Line, trimPath(path), k.Value, first)
 				}
 				seen[k.Value] = k.Line
+				lines[trimPath(path+"."+k.Value)] = k.Line
 				if err := walk(n.Content[i+1], path+"."+k.Value); err != nil {
 					return err
 				}
@@ -108,16 +126,17 @@ func checkYAML(data []byte) ([]byte, []string, error) {
 		return nil
 	}
 	if err := walk(&doc, ""); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	if !changed {
-		return data, warnings, nil
+	c := &checkedYAML{data: data, doc: &doc, warnings: warnings, lines: lines}
+	if changed {
+		out, err := yaml.Marshal(&doc)
+		if err != nil {
+			return nil, err
+		}
+		c.data = out
 	}
-	out, err := yaml.Marshal(&doc)
-	if err != nil {
-		return nil, nil, err
-	}
-	return out, warnings, nil
+	return c, nil
 }
 
 func emptyDocument(n *yaml.Node) bool {
@@ -129,4 +148,54 @@ func trimPath(p string) string {
 		return "the top level"
 	}
 	return p
+}
+
+var yamlErrorLine = regexp.MustCompile(`^yaml: (?:line \d+: )?`)
+
+// syntaxError is the error for YAML that does not parse, at the line where
+// it stops parsing. The YAML reader names the line where the mapping that
+// failed began (line 3 for a key at a wrong indentation on line 7); the
+// line meant is the first one whose text makes the file fail as it does.
+func syntaxError(data []byte, err error) error {
+	problem := yamlErrorLine.ReplaceAllString(err.Error(), "")
+	lines := bytes.SplitAfter(data, []byte("\n"))
+	fails := func(n int) bool { return yamlProblem(bytes.Join(lines[:n], nil)) == problem }
+	if !fails(len(lines)) {
+		return fmt.Errorf("not valid YAML: %w", err)
+	}
+	lo, hi := 1, len(lines) // fails(hi); find the first n that fails
+	for lo < hi {
+		if mid := (lo + hi) / 2; fails(mid) {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	text := strings.TrimRight(string(lines[lo-1]), "\r\n")
+	msg := fmt.Sprintf("not valid YAML: line %d: %s", lo, problem)
+	if problem == "did not find expected key" {
+		indent := len(text) - len(strings.TrimLeft(text, " "))
+		spaces := "spaces"
+		if indent == 1 {
+			spaces = "space"
+		}
+		msg += fmt.Sprintf(": %q is indented %d %s, which lines up with no key above it: indent it as the keys of the mapping it belongs to", strings.TrimSpace(text), indent, spaces)
+	}
+	return errors.New(msg)
+}
+
+// yamlProblem is the problem of YAML that does not parse, without its
+// line; "" when it parses.
+func yamlProblem(data []byte) string {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	for {
+		var n yaml.Node
+		err := dec.Decode(&n)
+		if errors.Is(err, io.EOF) {
+			return ""
+		}
+		if err != nil {
+			return yamlErrorLine.ReplaceAllString(err.Error(), "")
+		}
+	}
 }
