@@ -414,7 +414,12 @@ type LoopStatus struct {
 // +kubebuilder:printcolumn:name="Iteration",type=integer,JSONPath=`.status.iteration`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Verdict",type=string,JSONPath=`.status.lastResult.verdict`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,description="Why the Loop is where it is: what it waits for while it runs, how it ended (Completed, FailureState, Error, Timeout, MaxIterations, ...)"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`,priority=1
+// +kubebuilder:printcolumn:name="Run",type=string,JSONPath=`.status.runID`,priority=1
+// +kubebuilder:printcolumn:name="Pod",type=string,JSONPath=`.status.action.pod`,priority=1
+// +kubebuilder:printcolumn:name="Updated",type=date,JSONPath=`.status.updatedAt`,priority=1
 
 // Loop runs a state machine: each state runs an action, judges the result and
 // routes to the next state, until a terminal state or a limit.
