@@ -32,6 +32,9 @@ func newApprovalCommand(g *globals, k *kube, approve bool) *cobra.Command {
 			if cluster {
 				return k.answerApproval(cmd.Context(), cmd.OutOrStdout(), name, approve, message)
 			}
+			if !localRunExists(g.loopsDir, name) {
+				return k.noLocalRun(cmd.Context(), "nothing to "+verb, g.loopsDir, name)
+			}
 			store, err := localStore(g, name)
 			if err != nil {
 				return err

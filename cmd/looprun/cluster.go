@@ -30,6 +30,9 @@ type kube struct {
 	plugin bool
 	// now is the clock (tests fix it).
 	now func() time.Time
+	// loopsDir is where local runs are (--loops-dir), named when a Loop
+	// is not found but a local run of its name is.
+	loopsDir string
 
 	scheme *runtime.Scheme
 	c      client.WithWatch
@@ -86,12 +89,15 @@ func (k *kube) clock() time.Time {
 // getLoop connects and reads a Loop, with an error a user can act on.
 func (k *kube) getLoop(ctx context.Context, name string) (*v1alpha1.Loop, error) {
 	if err := k.connect(); err != nil {
+		if k.loopsDir != "" && localRunExists(k.loopsDir, name) {
+			return nil, fmt.Errorf("%w; %s has a local run %q (looprun status %s, looprun history %s)", err, k.loopsDir, name, name, name)
+		}
 		return nil, err
 	}
 	loop := &v1alpha1.Loop{}
 	if err := k.c.Get(ctx, k.key(name), loop); err != nil {
 		if client.IgnoreNotFound(err) == nil {
-			return nil, &exitError{code: 1, msg: fmt.Sprintf("loop %q not found in namespace %s", name, k.ns)}
+			return nil, k.notInCluster(name)
 		}
 		return nil, err
 	}

@@ -139,6 +139,9 @@ func newHistoryCommand(g *globals, k *kube) *cobra.Command {
 				}
 				events, err = configmaps.Read(cmd.Context(), k.c, loop)
 			} else {
+				if !localRunExists(g.loopsDir, name) {
+					return k.noLocalRun(cmd.Context(), "no history", g.loopsDir, name)
+				}
 				var store *localrun.Store
 				if store, err = localStore(g, name); err != nil {
 					return err

@@ -52,6 +52,7 @@ func newRootCommand(k *kube) *cobra.Command {
 	root.PersistentFlags().StringVar(&g.libraryPath, "library-path", os.Getenv("LOOPRUN_LIBRARY_PATH"),
 		"more directories of loops and libraries, searched after --loops-dir, separated by ':' (default $LOOPRUN_LIBRARY_PATH); a little-loops install's scripts/little_loops/loops makes its bundled loops and lib/ found")
 	k.bind(root)
+	root.PersistentPreRun = func(*cobra.Command, []string) { k.loopsDir = g.loopsDir }
 	root.AddGroup(&cobra.Group{ID: "local", Title: "Local runs (no cluster):"}, &cobra.Group{ID: "cluster", Title: "Loops in a cluster (kubeconfig as kubectl):"})
 	for _, c := range []*cobra.Command{
 		newRunCommand(g), newStatusCommand(g), newListCommand(g), newValidateCommand(g),

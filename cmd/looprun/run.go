@@ -150,7 +150,7 @@ func newResumeCommand(g *globals, k *kube) *cobra.Command {
 			}
 			saved, err := localrun.OpenWith(g.fileOptions(), args[0])
 			if errors.Is(err, os.ErrNotExist) {
-				return &exitError{code: 1, msg: fmt.Sprintf("nothing to resume: no saved run of %q in %s", args[0], g.loopsDir)}
+				return k.noLocalRun(cmd.Context(), "nothing to resume", g.loopsDir, args[0])
 			}
 			if err != nil {
 				return err
