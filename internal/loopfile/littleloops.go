@@ -329,6 +329,7 @@ func (r *reader) state(name string, m map[string]any) v1alpha1.State {
 	_, hasRoute := m["route"]
 	st := stateRead{hasRoute: hasRoute, extra: map[string]string{}}
 	stateKeys.read(r, m, "states."+name, &st)
+	r.checkRouteKeys(name, m, &st.State)
 	if len(st.extra) > 0 {
 		if st.Route == nil {
 			st.Route = map[string]v1alpha1.StateName{}

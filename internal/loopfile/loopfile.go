@@ -141,7 +141,7 @@ func parse(data []byte, dir string, opts Options) (*File, error) {
 		if err != nil {
 			return nil, err
 		}
-		f.Warnings = checked.warnings
+		f.Warnings = append(checked.warnings, manifestRouteWarnings(&f.Loop.Spec, checked.lines)...)
 		return f, nil
 	}
 	r := &reader{opts: opts, warnings: checked.warnings, lines: checked.lines}
