@@ -276,7 +276,8 @@ func inDir(r localrun.ActionRunner, dir string) localrun.ActionRunner {
 
 // newMachine builds the machine that runs a loop file here.
 func newMachine(lf *loopfile.File) (*executor.Machine, error) {
-	return executor.New(lf.Loop.Name, &lf.Loop.Spec, executor.Options{Env: os.LookupEnv, LittleLoops: lf.LittleLoops()})
+	return executor.New(lf.Loop.Name, &lf.Loop.Spec, executor.Options{Env: os.LookupEnv, LittleLoops: lf.LittleLoops(),
+		MaxCaptureBytes: executor.LocalCaptureBytes, MaxCapturedBytes: executor.LocalCapturedBytes})
 }
 
 // fileJudge is the LLM judge of a loop file's runs.

@@ -446,7 +446,7 @@ func (t *turn) cut(name string, kept int, before, after uint64) {
 }
 
 // keepCapturesWithinBudget shrinks the captures, each to an equal share of
-// MaxCapturedBytes (its tail), once together they hold more; each one cut
+// Options.MaxCapturedBytes (its tail), once together they hold more; each one cut
 // is recorded when it first keeps less (see cutLog), so that no capture
 // used in a template is cut silently.
 func (t *turn) keepCapturesWithinBudget() {
@@ -454,10 +454,10 @@ func (t *turn) keepCapturesWithinBudget() {
 	for _, c := range t.run.Captured {
 		total += capturedSize(c)
 	}
-	if total <= MaxCapturedBytes {
+	if total <= t.m.opts.MaxCapturedBytes {
 		return
 	}
-	share := MaxCapturedBytes / len(t.run.Captured)
+	share := t.m.opts.MaxCapturedBytes / len(t.run.Captured)
 	for _, name := range slices.Sorted(maps.Keys(t.run.Captured)) {
 		c := t.run.Captured[name]
 		if capturedSize(c) <= share {

@@ -26,12 +26,23 @@ import (
 // DefaultMaxCaptureBytes bounds every output kept in the run state.
 const DefaultMaxCaptureBytes = 4096
 
+// The bounds of a run on a laptop: its state is a file, not a Loop's status
+// in etcd, so a captured output is kept as a loop file expects (little-loops
+// keeps all of it) up to a size that keeps the state file and checkpoints
+// sane; past it the capture_truncated event says what was cut.
+const (
+	// LocalCaptureBytes bounds each output a local run keeps.
+	LocalCaptureBytes = 256 << 10
+	// LocalCapturedBytes bounds all captures of a local run together.
+	LocalCapturedBytes = 1 << 20
+)
+
 // Bounds on what a run state holds, whatever the loop: a Loop's status
 // stays well under 64 KiB, and an action a Pod can carry.
 const (
-	// MaxCapturedBytes bounds all captures together (output and stderr):
-	// past it, each capture keeps an equal share of its tail.
-	MaxCapturedBytes = 32 << 10
+	// DefaultMaxCapturedBytes bounds all captures together (output and
+	// stderr): past it, each capture keeps an equal share of its tail.
+	DefaultMaxCapturedBytes = 32 << 10
 	// MaxVerdictBytes bounds a verdict (a classify line, a judge's
 	// answer): a longer one is an error verdict.
 	MaxVerdictBytes = 253
@@ -48,8 +59,13 @@ const previewBytes = 2000
 type Options struct {
 	// Env resolves ${env.NAME}; nil means no variable is visible.
 	Env func(string) (string, bool)
-	// MaxCaptureBytes bounds each output kept in the run state (the tail).
+	// MaxCaptureBytes bounds each output kept in the run state (the tail);
+	// default DefaultMaxCaptureBytes, what a Loop's status can carry.
 	MaxCaptureBytes int
+	// MaxCapturedBytes bounds all captures together; default
+	// DefaultMaxCapturedBytes. A run on a laptop keeps far more (see
+	// LocalCaptureBytes).
+	MaxCapturedBytes int
 	// LittleLoops names things in events as little-loops does, for a loop
 	// read from a little-loops file: a run stopped by its step cap ends
 	// with terminated_by max_steps (the run state keeps max_iterations).
@@ -93,6 +109,9 @@ func New(name string, spec *v1alpha1.LoopSpec, opts Options) (*Machine, error) {
 	}
 	if opts.MaxCaptureBytes <= 0 {
 		opts.MaxCaptureBytes = DefaultMaxCaptureBytes
+	}
+	if opts.MaxCapturedBytes <= 0 {
+		opts.MaxCapturedBytes = DefaultMaxCapturedBytes
 	}
 	return &Machine{name: name, spec: spec, context: ctx, opts: opts}, nil
 }
