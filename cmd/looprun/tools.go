@@ -115,6 +115,9 @@ func newSimulateCommand(g *globals) *cobra.Command {
 				spec.MaxIterations = ptr.To[int32](20)
 			}
 			spec.Backoff = nil
+			if err := setSimulationContext(spec, g.loopsDir, lf.Loop.Name); err != nil {
+				return err
+			}
 			m, err := executor.New(lf.Loop.Name, spec, executor.Options{LittleLoops: lf.LittleLoops()})
 			if err != nil {
 				return fmt.Errorf("%s: invalid loop: %w", args[0], err)

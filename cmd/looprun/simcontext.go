@@ -1,0 +1,31 @@
+package main
+
+import (
+	"path/filepath"
+
+	"github.com/looprun/looprun/api/v1alpha1"
+)
+
+// setSimulationContext gives a simulated walk the context a run's runner
+// gives it, so that a template naming ${context.run_dir} or
+// ${context.input_hash} reads as it would in a run: run_dir is
+// DIR/runs/NAME-simulate/ under the loops directory (nothing is made
+// there), input_hash is that of the input. As in little-loops, a walk gets
+// no max_steps variable.
+func setSimulationContext(spec *v1alpha1.LoopSpec, loopsDir, name string) error {
+	if _, ok := spec.Context["run_dir"]; !ok {
+		abs, err := filepath.Abs(loopsDir)
+		if err != nil {
+			return err
+		}
+		spec.SetContext("run_dir", filepath.Join(abs, "runs", name+"-simulate")+"/")
+	}
+	_, hadMaxSteps := spec.Context["max_steps"]
+	if _, err := setRunContext(spec, loopsDir, ""); err != nil {
+		return err
+	}
+	if !hadMaxSteps {
+		delete(spec.Context, "max_steps")
+	}
+	return nil
+}
