@@ -381,7 +381,7 @@ func (t *turn) capture(st *v1alpha1.State, res *ActionResult, verdict string) {
 		Stderr:     Tail(res.Stderr, t.m.opts.MaxCaptureBytes),
 		ExitCode:   exitCode32(res.ExitCode),
 		DurationMs: res.Duration.Milliseconds(),
-		Verdict:    verdict,
+		Verdict:    t.verdictName(verdict), // ${captured.X.verdict}: yes and no in a little-loops file
 	}
 	t.run.Captured[st.Capture] = c
 	if res.OutputTruncated || len(c.Output) < len(output) {

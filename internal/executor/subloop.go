@@ -319,6 +319,16 @@ func (t *turn) completeSubLoop(st *v1alpha1.State, res *ActionResult) {
 	t.routeTo(st, subLoopTarget(st, verdict), verdict, "no route for the sub-loop's ending %s (verdict %q)", by, verdict)
 }
 
+// childVerdictName spells a sub-loop state's verdict as its capture keeps
+// it: in a little-loops file yes, no or error, a child stopped by a limit
+// being no.
+func (t *turn) childVerdictName(v string) string {
+	if t.m.opts.LittleLoops && v == VerdictTimeout {
+		return "no"
+	}
+	return t.verdictName(v)
+}
+
 // VerdictTimeout is the verdict of a sub-loop state whose child a limit
 // cut off; route "timeout" (little-loops: on_timeout) takes it.
 const VerdictTimeout = v1alpha1.VerdictTimeout
@@ -364,7 +374,7 @@ func (t *turn) storeChild(st *v1alpha1.State, c *ChildResult, by, verdict string
 	run.Captured[run.CurrentState] = v1alpha1.CapturedResult{Loop: sl}
 	if st.Capture != "" {
 		out := Tail(c.Events, t.m.opts.MaxCaptureBytes)
-		run.Captured[st.Capture] = v1alpha1.CapturedResult{Output: out, Verdict: verdict, Loop: run.Captured[st.Capture].Loop}
+		run.Captured[st.Capture] = v1alpha1.CapturedResult{Output: out, Verdict: t.childVerdictName(verdict), Loop: run.Captured[st.Capture].Loop}
 		if len(out) < len(c.Events) {
 			t.emit(EventCaptureTruncated, map[string]any{"capture": st.Capture, "kept_bytes": len(out), "bound": "capture"})
 		}
