@@ -433,7 +433,7 @@ func checkNumberField(j *apiextensionsv1.JSON, rules int, captured map[string]bo
 		return nil
 	case string:
 		if !interpolate.HasReferences(t) {
-			if _, err := json.Number(strings.TrimSpace(t)).Float64(); err != nil {
+			if _, ok := evaluate.ParsePyFloat(t); !ok { // as little-loops reads it, with Python's float()
 				return field.ErrorList{field.Invalid(p, t, "must be a number or a ${...} template")}
 			}
 		}

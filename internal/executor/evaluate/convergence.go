@@ -36,9 +36,9 @@ func convergence(cfg *v1alpha1.Evaluate, in Input) Result {
 	if direction == "" {
 		direction = "minimize"
 	}
-	details := map[string]any{"current": current, "target": target, "direction": direction, "previous": nil, "delta": nil}
+	details := map[string]any{"current": detailNumber(current), "target": detailNumber(target), "direction": direction, "previous": nil, "delta": nil}
 	if previous != nil {
-		details["previous"] = *previous
+		details["previous"] = detailNumber(*previous)
 	}
 	if math.Abs(current-target) <= tolerance {
 		details["delta"] = 0.0
@@ -48,7 +48,7 @@ func convergence(cfg *v1alpha1.Evaluate, in Input) Result {
 		return Result{Verdict: v1alpha1.VerdictProgress, Details: details}
 	}
 	delta := current - *previous
-	details["delta"] = delta
+	details["delta"] = detailNumber(delta)
 	if (direction == "maximize" && delta > 0) || (direction != "maximize" && delta < 0) {
 		return Result{Verdict: v1alpha1.VerdictProgress, Details: details}
 	}

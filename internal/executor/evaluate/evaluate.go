@@ -140,7 +140,7 @@ func harborScorer(in Input) Result {
 	if err != nil {
 		return errorResult("score is not a number: %q", truncate(strings.TrimSpace(in.Output), 80))
 	}
-	return Result{Verdict: v1alpha1.VerdictSuccess, Details: map[string]any{"score": score}}
+	return Result{Verdict: v1alpha1.VerdictSuccess, Details: map[string]any{"score": detailNumber(score)}}
 }
 
 func boolVerdict(ok bool) string {

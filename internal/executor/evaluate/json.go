@@ -24,7 +24,10 @@ func LookupPath(doc any, path string) (any, bool) {
 	return interpolate.Walk(doc, strings.Split(path, "."))
 }
 
+// decodeJSON reads JSON as Python's json module does: numbers as written
+// (json.Number), and the words NaN, Infinity and -Infinity as numbers.
 func decodeJSON(s string) (any, error) {
+	s, nan := pyJSONConstants(s)
 	d := json.NewDecoder(strings.NewReader(s))
 	d.UseNumber()
 	var v any
@@ -34,7 +37,105 @@ func decodeJSON(s string) (any, error) {
 	if d.More() {
 		return nil, fmt.Errorf("extra data after the JSON value")
 	}
+	if nan != "" {
+		v = withNaN(v, json.Number(nan))
+	}
 	return v, nil
+}
+
+// pyJSONConstants writes the NaN, Infinity and -Infinity outside the
+// strings of s as numbers JSON can hold: an infinity as a number past the
+// range of a double (which reads as one), NaN as a number that is not in s
+// (returned, "" when s has no NaN) for withNaN to replace.
+func pyJSONConstants(s string) (string, string) {
+	if !strings.Contains(s, "NaN") && !strings.Contains(s, "Infinity") {
+		return s, ""
+	}
+	nan := "0e-31415926535"
+	for strings.Contains(s, nan) {
+		nan += "9"
+	}
+	var b strings.Builder
+	found := false
+	inString := false
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case inString:
+			if c == '\\' && i+1 < len(s) {
+				b.WriteByte(c)
+				i++
+				c = s[i]
+			} else if c == '"' {
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case strings.HasPrefix(s[i:], "NaN"):
+			b.WriteString(nan)
+			i += len("NaN") - 1
+			found = true
+			continue
+		case strings.HasPrefix(s[i:], "Infinity"):
+			b.WriteString("1e999999")
+			i += len("Infinity") - 1
+			continue
+		case strings.HasPrefix(s[i:], "-Infinity"):
+			b.WriteString("-1e999999")
+			i += len("-Infinity") - 1
+			continue
+		}
+		b.WriteByte(c)
+	}
+	if !found {
+		nan = ""
+	}
+	return b.String(), nan
+}
+
+// withNaN is v with the number nan replaced by NaN.
+func withNaN(v any, nan json.Number) any {
+	switch t := v.(type) {
+	case json.Number:
+		if t == nan {
+			return math.NaN()
+		}
+	case []any:
+		for i := range t {
+			t[i] = withNaN(t[i], nan)
+		}
+	case map[string]any:
+		for k := range t {
+			t[k] = withNaN(t[k], nan)
+		}
+	}
+	return v
+}
+
+// detailValue is a decoded JSON value as a verdict's details hold it: the
+// numbers JSON cannot hold (NaN, the infinities) as Python prints them.
+func detailValue(v any) any {
+	switch t := v.(type) {
+	case float64:
+		return detailNumber(t)
+	case json.Number:
+		if f, err := t.Float64(); err != nil && math.IsInf(f, 0) {
+			return detailNumber(f)
+		}
+	case []any:
+		out := make([]any, len(t))
+		for i := range t {
+			out[i] = detailValue(t[i])
+		}
+		return out
+	case map[string]any:
+		out := make(map[string]any, len(t))
+		for k := range t {
+			out[k] = detailValue(t[k])
+		}
+		return out
+	}
+	return v
 }
 
 // pyNumber is a JSON number as Python holds it: an integer exactly, a
@@ -42,14 +143,28 @@ func decodeJSON(s string) (any, error) {
 // an int with an int, or with a float, exactly; so does cmp.
 type pyNumber struct {
 	r   *big.Rat
-	inf int // -1 or +1 for an infinity; r is nil then
+	inf int  // -1 or +1 for an infinity; r is nil then
+	nan bool // NaN; r is nil then
 }
 
+// cmp orders two numbers that are not NaN.
 func (a pyNumber) cmp(b pyNumber) int {
 	if a.inf != 0 || b.inf != 0 {
 		return cmp.Compare(a.inf, b.inf)
 	}
 	return a.r.Cmp(b.r)
+}
+
+// compare applies op to a and b as Python does: NaN is equal to nothing,
+// and neither less nor greater than anything.
+func (a pyNumber) compare(op string, b pyNumber) (bool, error) {
+	if a.nan || b.nan {
+		if _, err := compareOrder(op, 0); err != nil {
+			return false, err
+		}
+		return opName(op) == "ne", nil
+	}
+	return compareOrder(op, a.cmp(b))
 }
 
 // asNumber reads a JSON number as little-loops does: Python counts true
@@ -70,6 +185,11 @@ func asNumber(v any) (pyNumber, bool) {
 			return pyNumber{}, false
 		}
 		return pyNumber{r: new(big.Rat).SetFloat64(f)}, true
+	case float64: // NaN (withNaN)
+		if math.IsNaN(n) {
+			return pyNumber{nan: true}, true
+		}
+		return pyNumber{r: new(big.Rat).SetFloat64(n)}, true
 	case bool:
 		if n {
 			return pyNumber{r: big.NewRat(1, 1)}, true
@@ -84,7 +204,7 @@ func asNumber(v any) (pyNumber, bool) {
 func pyEqual(a, b any) bool {
 	if x, ok := asNumber(a); ok {
 		y, ok := asNumber(b)
-		return ok && x.cmp(y) == 0
+		return ok && !x.nan && !y.nan && x.cmp(y) == 0
 	}
 	switch x := a.(type) {
 	case []any:
@@ -136,11 +256,11 @@ func outputJSON(cfg *v1alpha1.Evaluate, in Input) Result {
 		}
 		target = s
 	}
-	details := map[string]any{"value": value, "path": cfg.Path, "target": target, "operator": opName(cfg.Operator)}
+	details := map[string]any{"value": detailValue(value), "path": cfg.Path, "target": detailValue(target), "operator": opName(cfg.Operator)}
 	a, aNum := asNumber(value)
 	b, bNum := asNumber(target)
 	if aNum && bNum {
-		ok, err := compareOrder(cfg.Operator, a.cmp(b))
+		ok, err := a.compare(cfg.Operator, b)
 		if err != nil {
 			return errorResult("%v", err)
 		}

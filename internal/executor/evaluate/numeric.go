@@ -1,24 +1,38 @@
 package evaluate
 
 import (
-	"cmp"
 	"encoding/json"
 	"fmt"
 	"math"
 	"regexp"
-	"strconv"
-	"strings"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
 	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/internal/executor/interpolate"
 )
 
 // Operators lists the comparison operators.
 var Operators = []string{"eq", "ne", "lt", "le", "gt", "ge"}
 
+// compare applies op to two floats as Python does: NaN is equal to
+// nothing, not even itself, and neither less nor greater than anything.
 func compare(op string, a, b float64) (bool, error) {
-	return compareOrder(op, cmp.Compare(a, b))
+	switch op {
+	case "", "eq":
+		return a == b, nil
+	case "ne":
+		return a != b, nil
+	case "lt":
+		return a < b, nil
+	case "le":
+		return a <= b, nil
+	case "gt":
+		return a > b, nil
+	case "ge":
+		return a >= b, nil
+	}
+	return false, fmt.Errorf("unknown operator %q", op)
 }
 
 // compareOrder applies op to the order of two values (c as cmp.Compare
@@ -48,12 +62,12 @@ func opName(op string) string {
 	return op
 }
 
-// parseNumber reads a float the way a person writes one: surrounding space is
-// ignored, NaN and infinities are not numbers.
+// parseNumber reads a number as little-loops reads one, with Python's
+// float() (ParsePyFloat): inf and nan are numbers too.
 func parseNumber(s string) (float64, error) {
-	f, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
-	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
-		return 0, fmt.Errorf("%q is not a number", truncate(strings.TrimSpace(s), 80))
+	f, ok := ParsePyFloat(s)
+	if !ok {
+		return 0, fmt.Errorf("%q is not a number", truncate(PyStrip(s), 80))
 	}
 	return f, nil
 }
@@ -80,8 +94,12 @@ func numberValue(j *apiextensionsv1.JSON, in Input) (float64, error) {
 	return 0, fmt.Errorf("%s is neither a number nor a template", string(j.Raw))
 }
 
+// keyPattern finds KEY = NUMBER as little-loops does: any Unicode white
+// space around the "=", a signed number whose whole part may be left out
+// (+5, .5, 1e3).
 func keyPattern(key string) *regexp.Regexp {
-	return regexp.MustCompile(regexp.QuoteMeta(key) + `\s*=\s*(-?[0-9]+(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?)`)
+	const space = `[\t\n\v\f\r\x1c-\x1f\x{85}\p{Z}]*`
+	return regexp.MustCompile(regexp.QuoteMeta(key) + space + "=" + space + `([-+]?[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)`)
 }
 
 // KeyMatcher finds "KEY = NUMBER" in text, for output_numeric with a key.
@@ -127,7 +145,16 @@ func outputNumeric(cfg *v1alpha1.Evaluate, in Input) Result {
 	if err != nil {
 		return errorResult("%v", err)
 	}
-	return Result{Verdict: boolVerdict(ok), Details: map[string]any{"value": value, "target": target, "operator": opName(cfg.Operator)}}
+	return Result{Verdict: boolVerdict(ok), Details: map[string]any{"value": detailNumber(value), "target": detailNumber(target), "operator": opName(cfg.Operator)}}
+}
+
+// detailNumber is a number as a verdict's details hold it: an infinity or
+// NaN, which JSON cannot hold, as Python prints it (inf, -inf, nan).
+func detailNumber(f float64) any {
+	if math.IsInf(f, 0) || math.IsNaN(f) {
+		return interpolate.PyFloat(f)
+	}
+	return f
 }
 
 // truncate is the first n bytes of s (headOf) and "..." when it was cut.
