@@ -126,6 +126,7 @@ func (r *reader) littleLoops(doc map[string]any, dir string) (*v1alpha1.Loop, er
 	if len(r.errs) > 0 {
 		return nil, errors.New(strings.Join(r.errs, "; "))
 	}
+	r.structureWarnings(doc, states)
 	loop := NewLoop(name, spec)
 	if d, ok := doc["description"].(string); ok && d != "" {
 		loop.Annotations = map[string]string{"looprun.io/description": strings.TrimSpace(d)}

@@ -142,6 +142,7 @@ func parse(data []byte, dir string, opts Options) (*File, error) {
 			return nil, err
 		}
 		f.Warnings = append(checked.warnings, manifestRouteWarnings(&f.Loop.Spec, checked.lines)...)
+		f.Warnings = append(f.Warnings, manifestStructureWarnings(&f.Loop.Spec, checked.lines)...)
 		return f, nil
 	}
 	r := &reader{opts: opts, warnings: checked.warnings, lines: checked.lines}
