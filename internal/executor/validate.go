@@ -291,11 +291,7 @@ func validateTargets(spec *v1alpha1.LoopSpec, st *v1alpha1.State, p *field.Path)
 	check(p.Child("onThrottleHard"), st.OnThrottleHard, true)
 	seen := map[string]string{}
 	for _, k := range slices.Sorted(maps.Keys(st.Route)) {
-		fp := p.Child("route").Key(k)
-		if k == "" {
-			errs = append(errs, field.Invalid(fp, k, "a route key must name a verdict, or be _ or _error"))
-			continue
-		}
+		fp := p.Child("route").Key(k) // "" names the verdict "", which no evaluator gives: a route never taken, as in little-loops
 		if other, dup := seen[v1alpha1.CanonicalVerdict(k)]; dup {
 			errs = append(errs, field.Duplicate(fp, fmt.Sprintf("%s (same verdict as %s)", k, other)))
 		}
@@ -394,9 +390,8 @@ func validateEvaluatorFields(e *v1alpha1.Evaluate, captured map[string]bool, p *
 			errs = append(errs, field.Required(p.Child("target"), "output_json needs a target"))
 		}
 	case v1alpha1.EvalOutputContains:
-		if e.Pattern == "" {
-			errs = append(errs, field.Required(p.Child("pattern"), "output_contains needs a pattern"))
-		}
+		// No pattern is the empty one, which every output holds: a state
+		// that only runs its action and goes on, as in little-loops.
 	case v1alpha1.EvalLLMStructured:
 		errs = append(errs, checkSchema(e.Schema, p.Child("schema"))...)
 	}

@@ -77,9 +77,12 @@ func TestValidate(t *testing.T) {
 		{"json needs path", func(s *v1alpha1.LoopSpec) {
 			s.States["check"] = v1alpha1.State{Action: "x", OnSuccess: "done", Evaluate: &v1alpha1.Evaluate{Type: "output_json", Target: jsp(1)}}
 		}, []string{"spec.states[check].evaluate.path: Required"}},
-		{"contains needs pattern", func(s *v1alpha1.LoopSpec) {
+		{"contains without a pattern matches all", func(s *v1alpha1.LoopSpec) {
 			s.States["check"] = v1alpha1.State{Action: "x", OnSuccess: "done", Evaluate: &v1alpha1.Evaluate{Type: "output_contains"}}
-		}, []string{"spec.states[check].evaluate.pattern: Required"}},
+		}, nil},
+		{"route key empty", func(s *v1alpha1.LoopSpec) {
+			s.States["check"] = v1alpha1.State{Action: "x", Route: map[string]v1alpha1.StateName{"": "done", "yes": "done"}}
+		}, nil},
 		{"direction", func(s *v1alpha1.LoopSpec) {
 			s.States["check"] = v1alpha1.State{Action: "x", OnSuccess: "done", Evaluate: &v1alpha1.Evaluate{Type: "convergence", Target: jsp(1), Direction: "down"}}
 		}, []string{"spec.states[check].evaluate.direction"}},

@@ -26,29 +26,16 @@ type Pattern struct {
 
 // CompilePattern compiles a pattern once for many searches.
 func CompilePattern(pattern string) Pattern {
-	re, err := regexp2.Compile(pythonSyntax(pattern), regexp2.None)
+	expr, err := pythonSyntax(pattern)
+	if err != nil {
+		return Pattern{literal: pattern}
+	}
+	re, err := regexp2.Compile(expr, regexp2.None)
 	if err != nil {
 		return Pattern{literal: pattern}
 	}
 	re.MatchTimeout = MatchBudget
 	return Pattern{re: re}
-}
-
-// pythonSyntax writes Python's named-group forms (?P<name>...) and
-// (?P=name) as the regular expression engine spells them.
-func pythonSyntax(p string) string {
-	p = strings.ReplaceAll(p, "(?P<", "(?<")
-	for {
-		i := strings.Index(p, "(?P=")
-		if i < 0 {
-			return p
-		}
-		j := strings.IndexByte(p[i:], ')')
-		if j < 0 {
-			return p
-		}
-		p = p[:i] + `\k<` + p[i+4:i+j] + ">" + p[i+j+1:]
-	}
 }
 
 // Match reports whether the pattern occurs in text; an error when the
