@@ -301,18 +301,9 @@ var stateKeys = table[stateRead]{
 		"throttle":            func(r *reader, m map[string]any, k, fp string, s *stateRead) { s.Throttle = r.throttle(m[k], fp) },
 		"on_throttle_hard":    strKey(func(s *stateRead) *string { return &s.OnThrottleHard }),
 		"retryable_exit_codes": func(r *reader, m map[string]any, k, fp string, s *stateRead) {
-			list, ok := m[k].([]any)
-			if !ok {
-				r.fail("%s: must be a list of exit codes", fp)
-				return
-			}
-			s.RetryableExitCodes = []int32{}
-			for i := range list {
-				if c := r.int32p(map[string]any{k: list[i]}, k, fmt.Sprintf("%s[%d]", fp, i)); c != nil {
-					s.RetryableExitCodes = append(s.RetryableExitCodes, *c)
-				}
-			}
+			s.RetryableExitCodes = r.exitCodes(m, k, fp)
 		},
+		"retry_policy": retryPolicyKey,
 	},
 	ignored: ignoredStateKeys,
 	unknown: shorthandRoute,
