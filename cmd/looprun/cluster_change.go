@@ -6,14 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"os"
 	"time"
 
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/looprun/looprun/api/v1alpha1"
@@ -280,92 +277,4 @@ func newImportCommand(g *globals, k *kube) *cobra.Command {
 	cmd.Flags().BoolVar(&overwrite, "overwrite", false, "with --local: replace a local run of the same name")
 	cmd.Flags().StringVar(&name, "name", "", "the name to import under (default: the exported one)")
 	return cmd
-}
-
-func newApplyCommand(g *globals, k *kube) *cobra.Command {
-	var file string
-	cmd := &cobra.Command{
-		Use:   "apply -f FILE",
-		Short: "Create or update a Loop from a loop file (a Loop manifest or a little-loops YAML file), and the LoopTemplates of the loops it runs",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if file == "" {
-				return fmt.Errorf("apply needs -f FILE")
-			}
-			lf, err := loadLoop(file, g, cmd.ErrOrStderr(), false)
-			if err != nil {
-				return err
-			}
-			templates, err := subLoopTemplates(lf, g, cmd.ErrOrStderr())
-			if err != nil {
-				return err
-			}
-			if err := k.connect(); err != nil {
-				return err
-			}
-			want := lf.Loop
-			ns := k.ns
-			if want.Namespace != "" && k.namespace == "" {
-				ns = want.Namespace
-			}
-			// The loops it runs first: a sub-loop state finds its template.
-			for _, t := range templates {
-				verb, err := k.apply(cmd.Context(), &v1alpha1.LoopTemplate{
-					TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: "LoopTemplate"},
-					ObjectMeta: metav1.ObjectMeta{Name: t.Name, Namespace: ns, Annotations: t.Annotations},
-					Spec:       t.Spec,
-				})
-				if err != nil {
-					return fmt.Errorf("looptemplate/%s: %w", t.Name, err)
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "looptemplate/%s %s\n", t.Name, verb)
-			}
-			verb, err := k.apply(cmd.Context(), &v1alpha1.Loop{
-				TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: "Loop"},
-				ObjectMeta: metav1.ObjectMeta{Name: want.Name, Namespace: ns, Labels: want.Labels, Annotations: want.Annotations},
-				Spec:       want.Spec,
-			})
-			if err != nil {
-				return err
-			}
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "loop/%s %s\n", want.Name, verb)
-			return err
-		},
-	}
-	cmd.Flags().StringVarP(&file, "filename", "f", "", "the loop file")
-	return cmd
-}
-
-// applyManager is the field manager of looprun apply.
-const applyManager = "looprun"
-
-// apply applies a Loop or a LoopTemplate (its type meta set) server-side,
-// as kubectl apply --server-side does: its spec, labels and annotations are
-// the file's, the fields other managers own stay theirs. The verb says what
-// changed.
-func (k *kube) apply(ctx context.Context, obj client.Object) (string, error) {
-	existing := &unstructured.Unstructured{}
-	existing.SetGroupVersionKind(obj.GetObjectKind().GroupVersionKind())
-	err := k.c.Get(ctx, client.ObjectKeyFromObject(obj), existing)
-	if client.IgnoreNotFound(err) != nil {
-		return "", err
-	}
-	found := err == nil
-	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
-	if err != nil {
-		return "", err
-	}
-	delete(content, "status") // the operator's
-	unstructured.RemoveNestedField(content, "metadata", "creationTimestamp")
-	u := &unstructured.Unstructured{Object: content}
-	if err := k.c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(applyManager), client.ForceOwnership); err != nil {
-		return "", err
-	}
-	switch {
-	case !found:
-		return "created", nil
-	case u.GetGeneration() == existing.GetGeneration() && maps.Equal(u.GetLabels(), existing.GetLabels()) && maps.Equal(u.GetAnnotations(), existing.GetAnnotations()):
-		return "unchanged", nil
-	}
-	return "configured", nil
 }

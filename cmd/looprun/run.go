@@ -8,7 +8,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
-	"strings"
 	"syscall"
 	"time"
 
@@ -18,7 +17,6 @@ import (
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/executor"
 	"github.com/looprun/looprun/internal/executor/evaluate"
-	"github.com/looprun/looprun/internal/executor/interpolate"
 	"github.com/looprun/looprun/internal/llm"
 	"github.com/looprun/looprun/internal/localrun"
 	"github.com/looprun/looprun/internal/loopfile"
@@ -51,12 +49,8 @@ func (f *runFlags) bind(cmd *cobra.Command, contextAlias bool) {
 
 // apply puts the flags into the spec.
 func (f *runFlags) apply(spec *v1alpha1.LoopSpec) error {
-	for _, kv := range append(slices.Clone(f.context), f.set...) {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || !interpolate.IsName(k) {
-			return fmt.Errorf("--set %q: want KEY=VALUE, KEY a name (letters, digits, '_', '-'); ${context.KEY} reads it", kv)
-		}
-		spec.SetContext(k, v)
+	if err := setContext(spec, append(slices.Clone(f.context), f.set...)); err != nil {
+		return err
 	}
 	switch {
 	case f.maxIterations > 0:
@@ -110,11 +104,11 @@ func newRunCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := preflight(lf, args[0]); err != nil {
+			if err := preflight(lf, runHow(args[0])); err != nil {
 				return err
 			}
 			if err := loopfile.CheckSubLoops(lf, g.fileOptions()); err != nil {
-				return fmt.Errorf("%s: %w", lf.Path, err)
+				return err
 			}
 			if err := makeRunDir(runDir); err != nil {
 				return err

@@ -43,6 +43,19 @@ func setInput(spec *v1alpha1.LoopSpec, key, raw string) {
 	spec.SetContext(key, raw)
 }
 
+// setContext sets the context variables of --set KEY=VALUE (and run's
+// --context), each KEY a name; the value is text.
+func setContext(spec *v1alpha1.LoopSpec, kvs []string) error {
+	for _, kv := range kvs {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || !interpolate.IsName(k) {
+			return fmt.Errorf("--set %q: want KEY=VALUE, KEY a name (letters, digits, '_', '-'); ${context.KEY} reads it", kv)
+		}
+		spec.SetContext(k, v)
+	}
+	return nil
+}
+
 // setRunContext adds run_dir (DIR/runs/RUN_ID/ under the loops directory),
 // input_hash (the first 12 hex digits of the SHA-256 of a text input) and
 // max_steps, unless set; it returns run_dir.
@@ -83,10 +96,24 @@ func contextValue(spec *v1alpha1.LoopSpec, key string) any {
 	return v
 }
 
+// setHow says, in preflight's refusal, how a command gives a loop a
+// context variable and its input.
+type setHow struct {
+	cmd   string // the command line up to its flags: looprun run FILE
+	set   string // the flag that sets a variable: --context
+	input string // how the input is given: VALUE
+}
+
+// runHow says how looprun run gives a loop a variable or its input.
+func runHow(name string) setHow {
+	return setHow{cmd: "looprun run " + name, set: "--context", input: "VALUE"}
+}
+
 // preflight refuses a run that would stop at its first missing variable:
 // every ${context.X} of an action or a judge's prompt without a default
-// must be set, and every required input must be set and not empty.
-func preflight(lf *loopfile.File, name string) error {
+// must be set, and every required input must be set and not empty. given
+// are the variables the run gets besides the loop's context.
+func preflight(lf *loopfile.File, how setHow, given ...string) error {
 	spec := &lf.Loop.Spec
 	missing := map[string][]string{} // variable -> where it is used
 	for _, sn := range slices.Sorted(maps.Keys(spec.States)) {
@@ -100,7 +127,7 @@ func preflight(lf *loopfile.File, name string) error {
 				if r.Namespace != "context" || r.Guarded || len(r.Path) == 0 {
 					continue
 				}
-				if _, ok := spec.Context[r.Path[0]]; !ok {
+				if _, ok := spec.Context[r.Path[0]]; !ok && !slices.Contains(given, r.Path[0]) {
 					where := fmt.Sprintf("state %q %s", sn, f)
 					if !slices.Contains(missing[r.Path[0]], where) {
 						missing[r.Path[0]] = append(missing[r.Path[0]], where)
@@ -111,12 +138,12 @@ func preflight(lf *loopfile.File, name string) error {
 	}
 	var msgs []string
 	for _, k := range slices.Sorted(maps.Keys(missing)) {
-		msgs = append(msgs, fmt.Sprintf("${context.%s} is not set (%s): run with looprun run %s --context %s=VALUE",
-			k, strings.Join(missing[k], ", "), name, k))
+		msgs = append(msgs, fmt.Sprintf("${context.%s} is not set (%s): set it with %s %s %s=VALUE",
+			k, strings.Join(missing[k], ", "), how.cmd, how.set, k))
 	}
 	for _, k := range lf.RequiredInputs {
 		if v := contextValue(spec, k); v == nil || v == "" {
-			msgs = append(msgs, fmt.Sprintf("loop %s needs input %q: pass it as looprun run %s VALUE (or --context %s=VALUE)", lf.Loop.Name, k, name, k))
+			msgs = append(msgs, fmt.Sprintf("loop %s needs input %q: pass it as %s %s (or %s %s=VALUE)", lf.Loop.Name, k, how.cmd, how.input, how.set, k))
 		}
 	}
 	if len(msgs) > 0 {

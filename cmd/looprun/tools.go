@@ -31,8 +31,8 @@ func newValidateCommand(g *globals) *cobra.Command {
 			for _, e := range errs {
 				fmt.Fprintf(out, "%s: %s\n", args[0], e.Error())
 			}
-			if err := loopfile.ValidateSubLoops(lf, g.fileOptions()); err != nil {
-				fmt.Fprintf(out, "%s: %v\n", args[0], err)
+			if err := loopfile.CheckSubLoops(lf, g.fileOptions()); err != nil {
+				fmt.Fprintln(out, err)
 				errs = append(errs, field.Invalid(nil, "", err.Error()))
 			}
 			for _, w := range executor.ShellWarnings(&lf.Loop.Spec) {
@@ -57,7 +57,7 @@ func newConvertCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			templates, err := subLoopTemplates(lf, g, cmd.ErrOrStderr())
+			loop, templates, err := forCluster(lf, g, cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
@@ -71,7 +71,7 @@ func newConvertCommand(g *globals) *cobra.Command {
 					return err
 				}
 			}
-			b, err := loopfile.ManifestYAML(lf.Loop)
+			b, err := loopfile.ManifestYAML(loop)
 			if err != nil {
 				return err
 			}
@@ -81,14 +81,19 @@ func newConvertCommand(g *globals) *cobra.Command {
 	}
 }
 
-// subLoopTemplates finds the loops lf runs as sub-loops, as LoopTemplates,
-// and warns of the ones it cannot follow.
-func subLoopTemplates(lf *loopfile.File, g *globals, stderr io.Writer) ([]*v1alpha1.LoopTemplate, error) {
+// forCluster is lf as a cluster runs it: its Loop, whose loop: states
+// name LoopTemplates, and the templates of the loops it runs as
+// sub-loops, however deep; it warns of the ones it cannot follow.
+func forCluster(lf *loopfile.File, g *globals, stderr io.Writer) (*v1alpha1.Loop, []*v1alpha1.LoopTemplate, error) {
+	loop, err := loopfile.ClusterLoop(lf)
+	if err != nil {
+		return nil, nil, err
+	}
 	templates, skipped, err := loopfile.Templates(lf, g.fileOptions())
 	for _, s := range skipped {
 		fmt.Fprintf(stderr, "warning: %s\n", s)
 	}
-	return templates, err
+	return loop, templates, err
 }
 
 func newSimulateCommand(g *globals) *cobra.Command {

@@ -3,7 +3,6 @@ package localrun
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strings"
 
@@ -129,21 +128,13 @@ func (d *Driver) childDriver(sub *executor.SubLoop) (*Driver, func(), error) {
 	if d.Depth+1 > executor.MaxSubLoopDepth {
 		return nil, nil, fmt.Errorf("sub-loop %s: sub-loops nest deeper than %d", sub.Loop, executor.MaxSubLoopDepth)
 	}
-	path, err := loopfile.Resolve(sub.Loop, d.SubLoops.Files)
-	if err != nil {
-		return nil, nil, err
-	}
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		return nil, nil, err
-	}
 	chain := append(slices.Clone(d.Ancestors), d.LoopFile)
+	lf, abs, err := loopfile.LoadSubLoop(sub.Loop, chain, d.SubLoops.Files)
+	if err != nil {
+		return nil, nil, err
+	}
 	if slices.Contains(chain, abs) {
 		return nil, nil, fmt.Errorf("sub-loop %s runs a loop that is already running above it: %s -> %s", sub.Loop, strings.Join(chain, " -> "), abs)
-	}
-	lf, err := loopfile.Load(abs, d.SubLoops.Files)
-	if err != nil {
-		return nil, nil, err
 	}
 	own, err := executor.DecodeContext(lf.Loop.Spec.Context)
 	if err != nil {

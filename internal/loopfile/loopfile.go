@@ -64,18 +64,6 @@ type Options struct {
 	// after LoopsDir: a little-loops install's bundled loops directory
 	// (which holds lib/) makes its from: and import: references resolve.
 	LibraryPath []string
-	// beside: a sub-loop is also looked for beside the file naming it.
-	beside bool
-}
-
-// besideOf is opts for the references of f: with beside, f's directory is
-// searched too (after LoopsDir, before the library path).
-func (o Options) besideOf(f *File) Options {
-	if !o.beside || f.Path == "" {
-		return o
-	}
-	o.LibraryPath = append([]string{filepath.Dir(f.Path)}, o.LibraryPath...)
-	return o
 }
 
 // searchDirs are the directories a name or a reference is looked up in,
