@@ -88,7 +88,11 @@ func RunLooprun(bin, corpus, name string) (Outcome, error) {
 		return Outcome{}, err
 	}
 	defer os.RemoveAll(dir)
-	code, err := run(dir, withTools(corpus, os.Environ()), bin, "run", "-q", name+".yaml")
+	args, err := runArgs(corpus, name)
+	if err != nil {
+		return Outcome{}, err
+	}
+	code, err := run(dir, withTools(corpus, os.Environ()), bin, append([]string{"run", "-q", name + ".yaml"}, args...)...)
 	if err != nil {
 		return Outcome{}, err
 	}
@@ -109,7 +113,11 @@ func RunOriginal(python, scripts, corpus, name string) (Outcome, error) {
 	}
 	defer os.RemoveAll(dir)
 	env := append(withTools(corpus, os.Environ()), "PYTHONPATH="+scripts)
-	code, err := run(dir, env, python, "-m", "little_loops.cli.loop", "run", name+".yaml", "--no-lock")
+	args, err := runArgs(corpus, name)
+	if err != nil {
+		return Outcome{}, err
+	}
+	code, err := run(dir, env, python, append([]string{"-m", "little_loops.cli.loop", "run", name + ".yaml", "--no-lock"}, args...)...)
 	if err != nil {
 		return Outcome{}, err
 	}
@@ -127,6 +135,20 @@ func RunOriginal(python, scripts, corpus, name string) (Outcome, error) {
 		return read(dir, code, states[0], strings.TrimSuffix(states[0], ".state.json")+".events.jsonl")
 	}
 	return Outcome{}, fmt.Errorf("%s: more than one state file of the run (%v)", name, states)
+}
+
+// runArgs are the arguments both CLIs' run gets after the loop file: the
+// lines of NAME.args, one argument a line, as written (spaces kept), when
+// the corpus has that file.
+func runArgs(corpus, name string) ([]string, error) {
+	b, err := os.ReadFile(filepath.Join(corpus, name+".args"))
+	if os.IsNotExist(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return strings.Split(strings.TrimSuffix(string(b), "\n"), "\n"), nil
 }
 
 // withTools puts the corpus's programs (bin: an mcp-call) first on the
