@@ -96,3 +96,28 @@ func TestClosest(t *testing.T) {
 		}
 	}
 }
+
+// An unknown key of a little-loops file is warned of with the key nearest
+// to it, or, for a state's key at the top level, with what that suggests.
+func TestUnknownKeySuggestions(t *testing.T) {
+	f, err := Parse([]byte("name: x\ninitial: s\nmax_step: 3\nstates:\n  s:\n    action: echo\n    evaluate: {type: output_contains, patern: x}\n"+
+		"    on_yes: done\n    on_no: done\n    nxet: done\n  done:\n    terminal: true\n    tiemout: 3\nterminal: true\nfrobnicate: 1\n"), "", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{
+		"line 3: max_step: unknown key; ignored (did you mean max_steps?)",
+		"line 14: terminal: unknown key; ignored (a key of a state, at the top level: is it indented too little?)",
+		"line 7: states.s.evaluate.patern: unknown evaluator key; ignored (did you mean pattern?)",
+		"line 10: states.s.nxet: unknown key; ignored (did you mean next?)",
+		"line 13: states.done.tiemout: unknown key; ignored (did you mean timeout?)",
+		"line 15: frobnicate: unknown key; ignored",
+	} {
+		if !hasWarning(f, w) {
+			t.Errorf("no warning %q in %q", w, f.Warnings)
+		}
+	}
+	if hasWarning(f, "frobnicate: unknown key; ignored (") {
+		t.Errorf("a suggestion for a key like no other: %q", f.Warnings)
+	}
+}

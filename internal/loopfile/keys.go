@@ -22,8 +22,16 @@ type table[T any] struct {
 	// ignored are the keys little-loops knows and looprun does not use,
 	// with why ("": silently).
 	ignored map[string]string
-	// unknown handles any other key; nil warns that it is unknown.
-	unknown func(r *reader, m map[string]any, k, fp string, into *T)
+	// unknown handles any other key, given the nearest known key as
+	// didYouMean says it; nil warns that it is unknown.
+	unknown func(r *reader, m map[string]any, k, fp, hint string, into *T)
+}
+
+// names are the keys the table knows, read or ignored, sorted.
+func (tb *table[T]) names() []string {
+	names := append(slices.Collect(maps.Keys(tb.keys)), slices.Collect(maps.Keys(tb.ignored))...)
+	slices.Sort(names)
+	return names
 }
 
 // read reads m into into, key by key in sorted order; path is where m is.
@@ -45,11 +53,12 @@ func (tb *table[T]) read(r *reader, m map[string]any, path string, into *T) {
 			}
 			continue
 		}
+		hint := didYouMean(k, tb.names())
 		if tb.unknown != nil {
-			tb.unknown(r, m, k, fp, into)
+			tb.unknown(r, m, k, fp, hint, into)
 			continue
 		}
-		r.warn("%s: unknown key; ignored", fp)
+		r.warn("%s: unknown key; ignored%s", fp, hint)
 	}
 }
 

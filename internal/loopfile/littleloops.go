@@ -189,10 +189,14 @@ var topLevelKeys = table[v1alpha1.LoopSpec]{
 		},
 	},
 	ignored: ignoredTopLevel,
-	unknown: func(r *reader, _ map[string]any, k, fp string, _ *v1alpha1.LoopSpec) {
-		if !strings.HasSuffix(k, "_ok") {
-			r.warn("%s: unknown key; ignored", fp)
+	unknown: func(r *reader, _ map[string]any, k, fp, hint string, _ *v1alpha1.LoopSpec) {
+		if strings.HasSuffix(k, "_ok") {
+			return // little-loops' switches that silence its validator's rules
 		}
+		if _, state := stateKeys.keys[k]; state && hint == "" {
+			hint = " (a key of a state, at the top level: is it indented too little?)"
+		}
+		r.warn("%s: unknown key; ignored%s", fp, hint)
 	},
 }
 
@@ -336,9 +340,9 @@ func (r *reader) state(name string, m map[string]any) v1alpha1.State {
 // shorthandRoute reads a state's other keys: on_VERDICT shorthand routes
 // (ignored beside a route table, as in little-loops); anything else is
 // unknown.
-func shorthandRoute(r *reader, m map[string]any, k, fp string, st *stateRead) {
+func shorthandRoute(r *reader, m map[string]any, k, fp, hint string, st *stateRead) {
 	if !strings.HasPrefix(k, "on_") {
-		r.warn("%s: unknown key; ignored", fp)
+		r.warn("%s: unknown key; ignored%s", fp, hint)
 		return
 	}
 	if st.hasRoute {
@@ -592,8 +596,8 @@ var evaluateKeys = table[v1alpha1.Evaluate]{
 			e.Line = r.line(m, k, fp)
 		},
 	},
-	unknown: func(r *reader, _ map[string]any, _, fp string, _ *v1alpha1.Evaluate) {
-		r.warn("%s: unknown evaluator key; ignored", fp)
+	unknown: func(r *reader, _ map[string]any, _, fp, hint string, _ *v1alpha1.Evaluate) {
+		r.warn("%s: unknown evaluator key; ignored%s", fp, hint)
 	},
 }
 
