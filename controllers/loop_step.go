@@ -38,6 +38,9 @@ func (r *LoopReconciler) reconcileLoop(ctx context.Context, loop *v1alpha1.Loop)
 		Env:             func(string) (string, bool) { return "", false },
 		ContextDefaults: runContext(loop),
 		SearchApart:     true, // a pattern may backtrack for seconds: not in a worker
+		// A sub-loop's child is deaf to the signals its actions print, as
+		// in little-loops (and as a child runs locally).
+		IgnoreSignals: loop.Labels[v1alpha1.LabelParent] != "",
 	})
 	if err != nil {
 		r.announceInvalid(loop, err)
@@ -379,6 +382,10 @@ func (s *step) announce(ctx context.Context) {
 			s.r.event(s.loop, corev1.EventTypeWarning, "ActionRestarted", "Restart", "the action of state %s (iteration %d) runs again: the process running it was lost", r.State, r.Iteration)
 		case executor.EventApprovalRequested, executor.EventApprovalAnswered:
 			s.announceApproval(e)
+		case executor.EventHandoffDetected:
+			run := s.loop.Status.RunState
+			logger.Info("Loop paused by a handoff", "finalState", run.CurrentState)
+			s.r.event(s.loop, corev1.EventTypeNormal, "Handoff", "Pause", "the action of state %s asked for a handoff (CONTEXT_HANDOFF:): %s; resume the Loop to go on", run.CurrentState, run.Message)
 		case executor.EventLoopComplete:
 			run := s.loop.Status.RunState
 			logger.Info("Loop finished", "phase", run.Phase, "terminatedBy", run.TerminatedBy, "finalState", run.CurrentState)

@@ -26,7 +26,7 @@ func (p Phase) IsFinished() bool {
 }
 
 // TerminationReason says why a loop ended.
-// +kubebuilder:validation:Enum=terminal;max_iterations;timeout;error;cycle_detected;retry_exhausted;stopped;max_passes;system_signal;stall_detected
+// +kubebuilder:validation:Enum=terminal;max_iterations;timeout;error;cycle_detected;retry_exhausted;stopped;max_passes;system_signal;stall_detected;handoff;interrupted
 type TerminationReason string
 
 // The termination reasons.
@@ -45,6 +45,13 @@ const (
 	TerminatedSystemSignal TerminationReason = "system_signal"
 	// TerminatedStallDetected: the repeated-failure circuit tripped (spec.circuit).
 	TerminatedStallDetected TerminationReason = "stall_detected"
+	// TerminatedHandoff: an action printed CONTEXT_HANDOFF: (its agent's
+	// context is used up); the run is Interrupted, status.message holds
+	// the text after the marker, and a resume runs the state again.
+	TerminatedHandoff TerminationReason = "handoff"
+	// TerminatedInterrupted: an action printed LOOP_STOP:; the run took its
+	// route, then stopped (Interrupted, resumable).
+	TerminatedInterrupted TerminationReason = "interrupted"
 )
 
 // The deterministic verdicts; little-loops spells success and failure yes and no.

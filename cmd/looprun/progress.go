@@ -71,6 +71,8 @@ func (p *progress) line(e executor.Event) (string, bool) {
 		return line, true
 	case executor.EventActionError, executor.EventRetryExhausted, executor.EventCycleDetected:
 		return fmt.Sprintf("%s  %s: %v", indent, e.Type, d), true
+	case executor.EventHandoffDetected:
+		return fmt.Sprintf("%shandoff in %v: %v (looprun resume goes on)", indent, d["state"], d["continuation"]), true
 	case executor.EventLoopComplete:
 		line := fmt.Sprintf("%sloop ended in %v after %v iterations: %v", indent, d["final_state"], d["iterations"], d["terminated_by"])
 		if d["error"] != nil {

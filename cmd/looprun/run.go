@@ -291,6 +291,8 @@ func outcome(run *v1alpha1.RunState, name string, littleLoops bool) error {
 	switch {
 	case run.Phase == v1alpha1.PhaseCompleted:
 		return nil
+	case run.TerminatedBy == v1alpha1.TerminatedHandoff || run.TerminatedBy == v1alpha1.TerminatedInterrupted:
+		return nil // paused by its action (CONTEXT_HANDOFF:, LOOP_STOP:), as ll-loop: resume goes on
 	case executor.IsFailureTerminal(run):
 		return &exitError{code: 2}
 	}

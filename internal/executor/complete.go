@@ -36,7 +36,7 @@ func (m *Machine) Complete(run *v1alpha1.RunState, res *ActionResult, now time.T
 func (t *turn) complete(res *ActionResult) Step {
 	run := t.run
 	next := Step{Kind: StepNext}
-	st, res, ok := t.completing(res)
+	st, res, ok := t.completing(t.asText(res))
 	if ok && st.Approval != nil {
 		return t.completeApproval(&st, res)
 	}
@@ -54,12 +54,14 @@ func (t *turn) complete(res *ActionResult) Step {
 	run.Action = nil
 	if res != nil && st.Action != "" {
 		t.actionComplete(&st, res)
+		t.noteSignal(res)
 		if t.retry(&st, res) || t.throttled(&st) {
 			return next
 		}
 	}
 	if st.Next != "" {
 		t.completeNext(&st, res)
+		t.stopAfterRoute()
 		return next
 	}
 	progress := takeProgress(res)
@@ -75,10 +77,13 @@ func (t *turn) complete(res *ActionResult) Step {
 	}
 	t.capture(&st, res, result.Verdict)
 	t.setPrev(&st, res)
-	if t.circuitTripped(res, result.Verdict, progress) {
+	if t.signalEnds() {
 		return next
 	}
-	t.routeVerdict(&st, res, result.Verdict)
+	if !t.circuitTripped(res, result.Verdict, progress) {
+		t.routeVerdict(&st, res, result.Verdict)
+	}
+	t.stopAfterRoute()
 	return next
 }
 
@@ -152,6 +157,10 @@ func (t *turn) routeVerdict(st *v1alpha1.State, res *ActionResult, verdict strin
 // other run ends in error: "state S: " and why (a format and its args).
 func (t *turn) routeTo(st *v1alpha1.State, target, verdict, why string, args ...any) {
 	if target == "" {
+		if !t.m.spec.Maintain && t.stopping() {
+			t.finish(v1alpha1.TerminatedInterrupted, "") // LOOP_STOP: wins over a missing route
+			return
+		}
 		if !t.m.spec.Maintain {
 			t.finish(v1alpha1.TerminatedError, fmt.Sprintf("state %q: ", t.run.CurrentState)+fmt.Sprintf(why, args...))
 			return
@@ -240,6 +249,9 @@ func (t *turn) setPrev(st *v1alpha1.State, res *ActionResult) {
 func (t *turn) completeNext(st *v1alpha1.State, res *ActionResult) {
 	t.capture(st, res, "")
 	t.setPrev(st, res)
+	if t.signalEnds() {
+		return
+	}
 	if res != nil && res.Failure != nil {
 		if st.OnError != "" {
 			t.transition(st.OnError, "")

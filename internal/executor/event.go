@@ -30,6 +30,9 @@ const (
 	// EventCaptureTruncated: a capture keeps less than the action printed
 	// (the per-capture bound, or the run state's budget for captures).
 	EventCaptureTruncated = "capture_truncated"
+	// EventHandoffDetected: an action printed CONTEXT_HANDOFF:; the run
+	// pauses (state, iteration, continuation).
+	EventHandoffDetected = "handoff_detected"
 )
 
 // EventTypes are the types of the events the engine writes.
@@ -40,7 +43,7 @@ var EventTypes = []string{
 	EventApprovalRequested, EventApprovalAnswered, EventStallDetected,
 	EventLearningTargetStale, EventLearningExploreInvoked, EventLearningTargetProven, EventLearningTargetRefuted,
 	EventLearningBlocked, EventLearningComplete, EventSubLoopStart, EventSubLoopComplete,
-	EventThrottleWarn, EventThrottleHard, EventThrottleStop,
+	EventThrottleWarn, EventThrottleHard, EventThrottleStop, EventHandoffDetected,
 }
 
 // Event is one entry of a loop's event log. Seq numbers events of a run from 1

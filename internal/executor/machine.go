@@ -78,6 +78,10 @@ type Options struct {
 	// StepSearch, instead of running them inside Complete: the operator runs
 	// them away from its workers, since a pattern may backtrack for seconds.
 	SearchApart bool
+	// IgnoreSignals makes the machine deaf to the signals actions print
+	// (FATAL_ERROR:, CONTEXT_HANDOFF:, LOOP_STOP:): a sub-loop's child, as
+	// little-loops runs its children.
+	IgnoreSignals bool
 }
 
 // Machine runs one loop spec. It holds no run state (only what its log
@@ -114,6 +118,14 @@ func New(name string, spec *v1alpha1.LoopSpec, opts Options) (*Machine, error) {
 		opts.MaxCapturedBytes = DefaultMaxCapturedBytes
 	}
 	return &Machine{name: name, spec: spec, context: ctx, opts: opts}, nil
+}
+
+// AsChild is the machine for m's loop run as a sub-loop's child: deaf to
+// the signals its actions print, as little-loops runs a child.
+func (m *Machine) AsChild() *Machine {
+	opts := m.opts
+	opts.IgnoreSignals = true
+	return &Machine{name: m.name, spec: m.spec, context: m.context, opts: opts}
 }
 
 // Spec returns the spec the machine runs.
@@ -247,6 +259,12 @@ type ActionResult struct {
 	Approval *ApprovalAnswer
 	// Probe is what Action.Probe printed.
 	Probe *ProbeResult
+	// Signal is the signal (FATAL_ERROR:, CONTEXT_HANDOFF:, LOOP_STOP:)
+	// the runner found in the complete stdout, nil for none; with
+	// SignalScanned false the runner did not look and the machine scans
+	// Output.
+	Signal        *Signal
+	SignalScanned bool
 }
 
 // Judged is res with the LLM judge's answer to the StepJudge question
@@ -283,6 +301,8 @@ type turn struct {
 	// decided is the verdict Complete was given, made where the action ran
 	// or by a StepSearch.
 	decided *evaluate.Result
+	// signal is the signal the state's action printed (see signals.go).
+	signal *Signal
 }
 
 func (m *Machine) begin(run *v1alpha1.RunState, now time.Time) *turn {
@@ -331,6 +351,10 @@ func (m *Machine) Resume(run *v1alpha1.RunState, now time.Time) ([]Event, bool) 
 			run.AccumulatedMs = addMs(run.AccumulatedMs, run.UpdatedAt.Sub(since.Time).Milliseconds())
 		}
 	}
+	resumed := map[string]any{"loop": m.name, "from_state": run.CurrentState, "iteration": run.Iteration}
+	if run.TerminatedBy == v1alpha1.TerminatedHandoff && run.Message != "" {
+		resumed["from_handoff"], resumed["continuation_prompt"] = true, run.Message
+	}
 	ts := metav1.NewTime(now)
 	run.ResumedAt = &ts
 	run.CapSummary = "" // as little-loops: a resumed run may summarise again
@@ -338,7 +362,7 @@ func (m *Machine) Resume(run *v1alpha1.RunState, now time.Time) ([]Event, bool) 
 	run.Phase = v1alpha1.PhaseRunning
 	run.TerminatedBy = ""
 	run.Message = ""
-	t.emit(EventLoopResume, map[string]any{"loop": m.name, "from_state": run.CurrentState, "iteration": run.Iteration})
+	t.emit(EventLoopResume, resumed)
 	if a := run.Action; a.IsAction() {
 		t.emit(EventActionRestarted, RestartedEvent{State: a.State, Iteration: a.Iteration, Action: a.Command}.Data())
 		a.StartedAt = &ts
@@ -456,7 +480,8 @@ func (t *turn) finish(by v1alpha1.TerminationReason, message string) {
 		if failureTerminal {
 			run.Phase = v1alpha1.PhaseFailed
 		}
-	case v1alpha1.TerminatedMaxIterations, v1alpha1.TerminatedMaxPasses, v1alpha1.TerminatedStopped:
+	case v1alpha1.TerminatedMaxIterations, v1alpha1.TerminatedMaxPasses, v1alpha1.TerminatedStopped,
+		v1alpha1.TerminatedInterrupted, v1alpha1.TerminatedHandoff:
 		run.Phase = v1alpha1.PhaseInterrupted
 	default:
 		run.Phase = v1alpha1.PhaseFailed

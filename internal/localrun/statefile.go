@@ -33,6 +33,9 @@ type StateFile struct {
 	UpdatedAt     string                  `json:"updated_at"`
 	Status        string                  `json:"status"`
 	AccumulatedMs int64                   `json:"accumulated_ms"`
+	// ContinuationPrompt is the text of the CONTEXT_HANDOFF: that paused
+	// the run (status awaiting_continuation).
+	ContinuationPrompt string `json:"continuation_prompt,omitempty"`
 
 	RunID             string               `json:"run_id,omitempty"`
 	TerminatedBy      string               `json:"terminated_by,omitempty"`
@@ -238,6 +241,8 @@ const (
 	StatusInterrupted = "interrupted"
 	// StatusTimedOut: the loop's timeout ended the run.
 	StatusTimedOut = "timed_out"
+	// StatusAwaitingContinuation: an action's CONTEXT_HANDOFF: paused the run.
+	StatusAwaitingContinuation = "awaiting_continuation"
 )
 
 // runStatus is the status a state file gives the run: as phaseToStatus,
@@ -245,6 +250,9 @@ const (
 func runStatus(run *v1alpha1.RunState) string {
 	if run.Phase == v1alpha1.PhaseFailed && run.TerminatedBy == v1alpha1.TerminatedTimeout {
 		return StatusTimedOut
+	}
+	if run.Phase == v1alpha1.PhaseInterrupted && run.TerminatedBy == v1alpha1.TerminatedHandoff {
+		return StatusAwaitingContinuation
 	}
 	return phaseToStatus(run.Phase)
 }
@@ -269,7 +277,7 @@ func statusToPhase(s string) (v1alpha1.Phase, error) {
 		return v1alpha1.PhaseCompleted, nil
 	case StatusFailed, StatusTimedOut:
 		return v1alpha1.PhaseFailed, nil
-	case StatusInterrupted, "user_stopped", "awaiting_continuation":
+	case StatusInterrupted, "user_stopped", StatusAwaitingContinuation:
 		return v1alpha1.PhaseInterrupted, nil
 	}
 	return "", fmt.Errorf("unknown status %q", s)
@@ -304,6 +312,9 @@ func encodeState(name, loopFile string, ctx map[string]any, run *v1alpha1.RunSta
 		EdgeRevisitCounts: run.EdgeRevisits, RetryCounts: run.RetryCounts, ActionRetries: run.Retries, NextStepAt: fmtTime(run.NextStepAt),
 		ResumedAt: fmtTime(run.ResumedAt), LastSeq: run.LastSeq, LoopFile: loopFile, Context: ctx,
 		FormatVersion: FormatVersion,
+	}
+	if run.TerminatedBy == v1alpha1.TerminatedHandoff {
+		f.ContinuationPrompt = run.Message
 	}
 	for k, c := range run.Captured {
 		f.Captured[k] = capturedFile(c)
@@ -343,6 +354,9 @@ func (f *StateFile) RunState() (*v1alpha1.RunState, error) {
 		RunID: f.RunID, CurrentState: f.CurrentState, Iteration: f.Iteration, Passes: f.IterationCount, CapSummary: v1alpha1.TerminationReason(f.CapSummary), Routed: f.Routed,
 		Phase: phase, TerminatedBy: v1alpha1.TerminationReason(f.TerminatedBy), Message: f.Error,
 		EdgeRevisits: f.EdgeRevisitCounts, RetryCounts: f.RetryCounts, Retries: f.ActionRetries, AccumulatedMs: f.AccumulatedMs, LastSeq: f.LastSeq,
+	}
+	if f.Status == StatusAwaitingContinuation && f.TerminatedBy == "" { // little-loops' own file
+		run.TerminatedBy, run.Message = v1alpha1.TerminatedHandoff, f.ContinuationPrompt
 	}
 	var errs []error
 	for _, t := range []struct {

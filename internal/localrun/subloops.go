@@ -153,6 +153,7 @@ func (d *Driver) childDriver(sub *executor.SubLoop) (*Driver, func(), error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: invalid loop: %w", abs, err)
 	}
+	m = m.AsChild()
 	store, err := d.Store.sibling(sub.Child)
 	if err != nil {
 		return nil, nil, err

@@ -32,6 +32,10 @@ type Result struct {
 	// the shell or the agent CLI, say.
 	CannotStart string           `json:"cannotStart,omitempty"`
 	Verdict     *evaluate.Result `json:"verdict,omitempty"`
+	// Signal is the signal in the complete stdout (FATAL_ERROR:, ...);
+	// SignalScanned says the wrapper looked (an older one did not).
+	Signal        *executor.Signal `json:"signal,omitempty"`
+	SignalScanned bool             `json:"signalScanned,omitempty"`
 	// Probe is what the action's probe printed (ProbeEnv), its output
 	// cut to ProbeOutputBytes; the hash is of all of it.
 	Probe *Probe `json:"probe,omitempty"`
@@ -85,6 +89,7 @@ func NewResult(r process.Result) Result {
 		Stdout: r.Stdout, StdoutTruncated: r.StdoutTruncated,
 		Stderr: r.Stderr, StderrTruncated: r.StderrTruncated,
 		TimedOut: r.TimedOut, CannotStart: r.CannotStart, Verdict: r.Verdict,
+		Signal: r.Signal, SignalScanned: true,
 	}
 }
 
@@ -164,7 +169,7 @@ func Decode(msg string) (executor.ActionResult, error) {
 		Output: r.Stdout, Stderr: r.Stderr, ExitCode: r.ExitCode,
 		Duration:        time.Duration(r.DurationMs) * time.Millisecond,
 		OutputTruncated: r.StdoutTruncated, StderrTruncated: r.StderrTruncated,
-		Verdict: r.Verdict,
+		Verdict: r.Verdict, Signal: r.Signal, SignalScanned: r.SignalScanned,
 	}
 	if p := r.Probe; p != nil {
 		res.Probe = &executor.ProbeResult{ExitCode: p.ExitCode, SHA256: p.SHA256, Output: p.Output, Stderr: p.Stderr}

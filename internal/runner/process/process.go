@@ -100,6 +100,9 @@ type Result struct {
 	// Verdict is the deterministic evaluator's, over the complete stdout;
 	// nil without one.
 	Verdict *evaluate.Result
+	// Signal is the signal (FATAL_ERROR:, ...) in the complete stdout; nil
+	// for none.
+	Signal *executor.Signal
 }
 
 // ActionResult is the result as the executor takes it.
@@ -107,6 +110,7 @@ func (r Result) ActionResult() executor.ActionResult {
 	return executor.ActionResult{
 		Output: r.Stdout, Stderr: r.Stderr, ExitCode: r.ExitCode, Duration: r.Duration,
 		OutputTruncated: r.StdoutTruncated, StderrTruncated: r.StderrTruncated, Verdict: r.Verdict,
+		Signal: r.Signal, SignalScanned: true,
 	}
 }
 
@@ -122,7 +126,8 @@ func Run(ctx context.Context, s Spec) Result {
 	out := newTail(cmp.Or(max(s.OutputWindow, 0), DefaultOutputWindow))
 	errs := newTail(cmp.Or(max(s.StderrWindow, 0), DefaultStderrWindow))
 	lines := newLineJudge(s.Evaluate)
-	stdout := &fanout{sinks: []io.Writer{writerOr(s.Stdout), out, lines}}
+	signals := &executor.SignalScanner{}
+	stdout := &fanout{sinks: []io.Writer{writerOr(s.Stdout), out, lines, signals}}
 	stderr := &fanout{sinks: []io.Writer{writerOr(s.Stderr), errs}}
 	var files *outputFiles
 	if s.OwnFiles {
@@ -133,7 +138,7 @@ func Run(ctx context.Context, s Spec) Result {
 	res := Result{}
 	var err error
 	if files != nil {
-		err = files.run(ctx, s, &res, out, errs, lines)
+		err = files.run(ctx, s, &res, out, errs, lines, signals)
 	} else {
 		err = runPiped(ctx, s, &res, stdout, stderr)
 	}
@@ -150,6 +155,7 @@ func Run(ctx context.Context, s Spec) Result {
 	res.Duration = time.Since(start)
 	res.Stdout, res.StdoutTruncated = out.String(), out.truncated()
 	res.Stderr, res.StderrTruncated = errs.String(), errs.truncated()
+	res.Signal = signals.Signal()
 	if e := s.Evaluate; e != nil && evaluate.IsDeterministic(e.Type) {
 		in := evaluate.Input{Output: res.Stdout, ExitCode: res.ExitCode}
 		if res.StdoutTruncated {
@@ -211,7 +217,7 @@ func ownFiles(stdout, stderr io.Writer) *outputFiles {
 
 // run runs the command writing into the files, then reads back what it
 // wrote: the tails, and every line for the line judge.
-func (f *outputFiles) run(ctx context.Context, s Spec, res *Result, out, errs *tail, lines *lineJudge) error {
+func (f *outputFiles) run(ctx context.Context, s Spec, res *Result, out, errs *tail, lines *lineJudge, signals io.Writer) error {
 	outStart, errStart := fileSize(f.out), fileSize(f.err)
 	cmd, err := startCommand(s, f.out, f.err)
 	if err != nil {
@@ -220,27 +226,30 @@ func (f *outputFiles) run(ctx context.Context, s Spec, res *Result, out, errs *t
 	res.TimedOut = supervise(ctx, cmd, s.Timeout, s.Signals)
 	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // whatever it left behind
 	res.ExitCode = exitCode(cmd.ProcessState)
-	readBack(f.out, outStart, out, lines)
-	readBack(f.err, errStart, errs, nil)
+	readBack(f.out, outStart, out, lines, signals)
+	readBack(f.err, errStart, errs, nil, nil)
 	return nil
 }
 
 // readBack feeds what was written to f after start to the tail (its end
-// only) and to the line judge (all of it, when it needs lines), in bounded
-// chunks.
-func readBack(f *os.File, start int64, t *tail, lines *lineJudge) {
+// only), and to the line judge (when it needs lines) and the signal
+// scanner (when given) all of it, in bounded chunks.
+func readBack(f *os.File, start int64, t *tail, lines *lineJudge, signals io.Writer) {
 	end := fileSize(f)
 	if end <= start {
 		return
 	}
 	from := start
-	if lines == nil || !lines.active() {
+	if (lines == nil || !lines.active()) && signals == nil {
 		from = max(start, end-int64(t.max))
 		t.total += from - start // what the tail skipped counts as written
 	}
 	sinks := []io.Writer{t}
 	if lines != nil {
 		sinks = append(sinks, lines)
+	}
+	if signals != nil {
+		sinks = append(sinks, signals)
 	}
 	_, _ = io.Copy(&fanout{sinks: sinks}, io.NewSectionReader(f, from, end-from))
 }
