@@ -146,9 +146,15 @@ func clusterObjects(lf *loopfile.File, g *globals, stderr io.Writer) ([]client.O
 			Spec:       t.Spec,
 		})
 	}
+	name := loop.Name
+	if lf.LittleLoops() {
+		// A little-loops name (my_loop) is made a Kubernetes name as
+		// convert makes it (my-loop).
+		name = loopfile.KubernetesName(name)
+	}
 	return append(objs, &v1alpha1.Loop{
 		TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: "Loop"},
-		ObjectMeta: metav1.ObjectMeta{Name: loop.Name, Labels: loop.Labels, Annotations: loop.Annotations},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: loop.Labels, Annotations: loop.Annotations},
 		Spec:       loop.Spec,
 	}), nil
 }
