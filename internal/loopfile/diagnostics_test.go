@@ -66,6 +66,14 @@ func TestErrorsNamePathAndLine(t *testing.T) {
 	}
 }
 
+// A line that lines up with keys above it is not said to line up with none.
+func TestSyntaxErrorHintIsTrue(t *testing.T) {
+	_, err := Parse([]byte("name: x\ninitial: s\nstates:\n  s:\n    action: echo hi\n  - done\n"), "", Options{})
+	if want := "not valid YAML: line 6: did not find expected key"; err == nil || err.Error() != want {
+		t.Errorf("err %v, want %q", err, want)
+	}
+}
+
 // A LoopTemplate declares parameters; a Loop manifest without mistakes reads.
 func TestManifestFieldsThatBelong(t *testing.T) {
 	for _, doc := range []string{

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"slices"
 	"strings"
 
 	yaml "go.yaml.in/yaml/v3"
@@ -173,8 +174,7 @@ func syntaxError(data []byte, err error) error {
 	}
 	text := strings.TrimRight(string(lines[lo-1]), "\r\n")
 	msg := fmt.Sprintf("not valid YAML: line %d: %s", lo, problem)
-	if problem == "did not find expected key" {
-		indent := len(text) - len(strings.TrimLeft(text, " "))
+	if indent := indentOf(text); problem == "did not find expected key" && !indentedAs(lines[:lo-1], indent) {
 		spaces := "spaces"
 		if indent == 1 {
 			spaces = "space"
@@ -182,6 +182,20 @@ func syntaxError(data []byte, err error) error {
 		msg += fmt.Sprintf(": %q is indented %d %s, which lines up with no key above it: indent it as the keys of the mapping it belongs to", strings.TrimSpace(text), indent, spaces)
 	}
 	return errors.New(msg)
+}
+
+// indentedAs reports whether a line of lines that is neither blank nor a
+// comment starts with indent spaces.
+func indentedAs(lines [][]byte, indent int) bool {
+	return slices.ContainsFunc(lines, func(l []byte) bool {
+		t := strings.TrimSpace(string(l))
+		return t != "" && !strings.HasPrefix(t, "#") && indentOf(string(l)) == indent
+	})
+}
+
+// indentOf is how many spaces a line starts with.
+func indentOf(line string) int {
+	return len(line) - len(strings.TrimLeft(line, " "))
 }
 
 // yamlProblem is the problem of YAML that does not parse, without its
