@@ -1,6 +1,7 @@
 package loopfile
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -178,8 +179,9 @@ func neverTaken(vs verdicts, fp, key, v string, littleLoops bool, others ...stri
 	if hint == "" && prefix == "" && (key == "default" || key == "_default" || key == "*") {
 		hint = " (did you mean _, the route of any other verdict?)"
 	}
+	word := cmp.Or(key[len(prefix):], `""`) // an empty route key
 	return fmt.Sprintf("%s: %s never gives the verdict %s, so this route is never taken; it gives %s%s",
-		fp, vs.by, key[len(prefix):], vs.told(littleLoops), hint)
+		fp, vs.by, word, vs.told(littleLoops), hint)
 }
 
 // stateRouteKeys are the state keys that start with on_ and route no
