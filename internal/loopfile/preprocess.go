@@ -135,8 +135,9 @@ func flow(doc map[string]any) error {
 				next = next[:q]
 			}
 			st["next"] = next
-		} else {
-			st["terminal"] = true
+		}
+		if i == len(list)-1 {
+			st["terminal"] = true // the last entry, a ternary too, as in little-loops
 		}
 		if d, ok := defs[name].(map[string]any); ok {
 			st = deepMerge(st, d)
