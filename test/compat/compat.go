@@ -1,5 +1,6 @@
 // Package compat runs loop files of the compatibility corpus (this
-// directory's *.yaml, whose sub-loops are in lib/) with looprun, and with
+// directory's *.yaml, whose sub-loops are in lib/; NAME.args, when there,
+// holds further arguments of run, one a line) with looprun, and with
 // little-loops' ll-loop when it is at hand (hack/compat), and sums up what
 // each run did in a form both give: exit code, final state, iterations,
 // terminated_by, routes, captures and files written. The outcomes
