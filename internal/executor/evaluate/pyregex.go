@@ -2,7 +2,10 @@ package evaluate
 
 import (
 	"errors"
+	"regexp"
+	"strconv"
 	"strings"
+	"unicode"
 )
 
 // errNotPython says a pattern does not compile in Python's re: little-loops
@@ -81,9 +84,17 @@ func (t *pyTranslator) escape() error {
 		return errNotPython
 	}
 	t.atom = t.out.Len()
-	if e == 'Z' {
+	switch e {
+	case 'Z':
 		t.out.WriteString(`\z`)
-	} else {
+	case 'U': // \UXXXXXXXX, a code point the engine has no escape for
+		n, err := strconv.ParseUint(t.p[t.i+2:min(t.i+10, len(t.p))], 16, 32)
+		if err != nil || t.i+10 > len(t.p) || n > unicode.MaxRune {
+			return errNotPython
+		}
+		t.out.WriteString(regexp.QuoteMeta(string(rune(n))))
+		t.i += 8
+	default:
 		t.out.WriteString(t.p[t.i : t.i+2])
 	}
 	t.i++

@@ -35,6 +35,9 @@ func TestPythonPatterns(t *testing.T) {
 		{`[\]a]++]`, "]a]", false}, // the class takes the last ] too
 		{`(?>a|ab)c`, "abc", false},
 		{`a)`, "a)", true},
+		{`\U0001F600+!`, "\U0001F600\U0001F600!", true},
+		{`\U0000002a`, "*", true},
+		{`\U1F600`, `\U1F600`, true},
 	} {
 		got, err := CompilePattern(tc.pattern).Match(tc.text)
 		if err != nil || got != tc.want {
