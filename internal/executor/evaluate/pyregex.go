@@ -24,7 +24,7 @@ const pyEscapes = "abfnrtvABZdDsSwWxuUN"
 // Python does not know (\z, \k, \p, \G), a (?<name> or (?'name' group, a
 // flag group such as (?i) after the start.
 func pythonSyntax(p string) (string, error) {
-	t := &pyTranslator{p: p, atom: -1}
+	t := &pyTranslator{p: p, atom: -1, verbose: isFlagGroup(p) && strings.Contains(p[:strings.IndexByte(p, ')')], "x")}
 	for ; t.i < len(p); t.i++ {
 		if err := t.step(); err != nil {
 			return "", err
@@ -43,10 +43,30 @@ type pyTranslator struct {
 	out    strings.Builder
 	groups []int // where each open group starts in out
 	atom   int   // where the last atom starts in out; -1: none
+	// verbose is (?x) at the start: white space is no atom and a # starts
+	// a comment to the end of the line.
+	verbose bool
 }
 
 func (t *pyTranslator) step() error {
-	switch c := t.p[t.i]; c {
+	switch c := t.p[t.i]; {
+	case t.verbose && strings.IndexByte(" \t\n\r\v\f", c) >= 0:
+		t.out.WriteByte(c)
+	case t.verbose && c == '#':
+		end := strings.IndexByte(t.p[t.i:], '\n')
+		if end < 0 {
+			end = len(t.p) - t.i
+		}
+		t.out.WriteString(t.p[t.i : t.i+end])
+		t.i += end - 1
+	default:
+		return t.piece(c)
+	}
+	return nil
+}
+
+func (t *pyTranslator) piece(c byte) error {
+	switch c {
 	case '\\':
 		return t.escape()
 	case '[':

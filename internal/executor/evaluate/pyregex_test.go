@@ -38,6 +38,8 @@ func TestPythonPatterns(t *testing.T) {
 		{`\U0001F600+!`, "\U0001F600\U0001F600!", true},
 		{`\U0000002a`, "*", true},
 		{`\U1F600`, `\U1F600`, true},
+		{"(?x) ^a ++ # takes all the a's (and \\z is no escape here)\n a", "aaa", false},
+		{"(?x) ^a + # one or more\n b", "aab", true},
 	} {
 		got, err := CompilePattern(tc.pattern).Match(tc.text)
 		if err != nil || got != tc.want {
