@@ -251,6 +251,10 @@ type RunState struct {
 	// captured holds results stored by states with capture.
 	// +optional
 	Captured map[string]CapturedResult `json:"captured,omitempty"`
+	// messages is the run's messages log (states' appendToMessages), the
+	// oldest entries dropped past the run's bound for captures.
+	// +optional
+	Messages []string `json:"messages,omitempty"`
 	// prevResult is the result of the previously executed state.
 	// +optional
 	PrevResult *PrevResult `json:"prevResult,omitempty"`

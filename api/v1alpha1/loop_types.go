@@ -262,6 +262,13 @@ type State struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	Capture string `json:"capture,omitempty"`
+	// appendToMessages is a template appended, once the action ran, to the
+	// run's messages log, which templates read as ${messages} (all of it,
+	// one entry a line), ${messages.last(N)} and ${messages.summary}
+	// (little-loops' append_to_messages). It must hold a ${...}.
+	// +kubebuilder:validation:MaxLength=4096
+	// +optional
+	AppendToMessages string `json:"appendToMessages,omitempty"`
 
 	// timeout bounds the action; when hit the process group is killed and the
 	// exit code is 124. Default 120s.

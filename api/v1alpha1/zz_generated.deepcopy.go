@@ -879,6 +879,11 @@ func (in *RunState) DeepCopyInto(out *RunState) {
 			(*out)[key] = *val.DeepCopy()
 		}
 	}
+	if in.Messages != nil {
+		in, out := &in.Messages, &out.Messages
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	if in.PrevResult != nil {
 		in, out := &in.PrevResult, &out.PrevResult
 		*out = new(PrevResult)

@@ -55,6 +55,9 @@ func (t *turn) complete(res *ActionResult) Step {
 	if res != nil && st.Action != "" {
 		t.actionComplete(&st, res)
 		t.noteSignal(res)
+		if !t.appendMessage(&st, res) {
+			return next
+		}
 		if t.retry(&st, res) || t.throttled(&st) {
 			return next
 		}

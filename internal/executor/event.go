@@ -43,7 +43,7 @@ var EventTypes = []string{
 	EventApprovalRequested, EventApprovalAnswered, EventStallDetected,
 	EventLearningTargetStale, EventLearningExploreInvoked, EventLearningTargetProven, EventLearningTargetRefuted,
 	EventLearningBlocked, EventLearningComplete, EventSubLoopStart, EventSubLoopComplete,
-	EventThrottleWarn, EventThrottleHard, EventThrottleStop, EventHandoffDetected,
+	EventThrottleWarn, EventThrottleHard, EventThrottleStop, EventHandoffDetected, EventMessagesAppend,
 }
 
 // Event is one entry of a loop's event log. Seq numbers events of a run from 1

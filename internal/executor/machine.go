@@ -431,6 +431,7 @@ func (t *turn) vars() *interpolate.Vars {
 		LoopName:  t.m.name,
 		Elapsed:   Elapsed(t.run, t.now),
 		Env:       t.m.opts.Env,
+		Messages:  t.run.Messages,
 	}
 	if t.run.StartedAt != nil {
 		v.StartedAt = t.run.StartedAt.Time
@@ -543,6 +544,7 @@ func (m *Machine) Restore(run *v1alpha1.RunState, from *v1alpha1.RunState, now t
 	run.Iteration = from.Iteration
 	run.Passes = from.Passes
 	run.Captured = from.Captured
+	run.Messages = from.Messages
 	run.PrevResult = from.PrevResult
 	run.LastResult = from.LastResult
 	run.EdgeRevisits = from.EdgeRevisits

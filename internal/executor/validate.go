@@ -145,6 +145,12 @@ func validateState(spec *v1alpha1.LoopSpec, name string, st *v1alpha1.State, cap
 		errs = append(errs, field.Invalid(p.Child("timeout"), st.Timeout.Duration.String(), "must be positive"))
 	}
 	errs = append(errs, checkTemplate(st.Action, captured, p.Child("action"))...)
+	if m := st.AppendToMessages; m != "" {
+		if !strings.Contains(m, "${") {
+			errs = append(errs, field.Invalid(p.Child("appendToMessages"), m, "must hold a ${...} template (little-loops refuses a fixed text)"))
+		}
+		errs = append(errs, checkTemplate(m, captured, p.Child("appendToMessages"))...)
+	}
 	errs = append(errs, checkParams(st, p)...)
 	errs = append(errs, validateSubLoop(st, captured, p)...)
 	errs = append(errs, validateTargets(spec, st, p)...)

@@ -36,6 +36,8 @@ type StateFile struct {
 	// ContinuationPrompt is the text of the CONTEXT_HANDOFF: that paused
 	// the run (status awaiting_continuation).
 	ContinuationPrompt string `json:"continuation_prompt,omitempty"`
+	// Messages is the run's messages log (append_to_messages).
+	Messages []string `json:"messages,omitempty"`
 
 	RunID             string               `json:"run_id,omitempty"`
 	TerminatedBy      string               `json:"terminated_by,omitempty"`
@@ -308,7 +310,8 @@ func encodeState(name, loopFile string, ctx map[string]any, run *v1alpha1.RunSta
 		LoopName: name, CurrentState: run.CurrentState, Iteration: run.Iteration,
 		Captured: map[string]CapturedFile{}, StartedAt: fmtTime(run.StartedAt), UpdatedAt: fmtTime(run.UpdatedAt),
 		Status: runStatus(run), AccumulatedMs: run.AccumulatedMs,
-		RunID: run.RunID, TerminatedBy: string(run.TerminatedBy), Error: run.Message, IterationCount: run.Passes, CapSummary: string(run.CapSummary), Routed: run.Routed,
+		Messages: run.Messages,
+		RunID:    run.RunID, TerminatedBy: string(run.TerminatedBy), Error: run.Message, IterationCount: run.Passes, CapSummary: string(run.CapSummary), Routed: run.Routed,
 		EdgeRevisitCounts: run.EdgeRevisits, RetryCounts: run.RetryCounts, ActionRetries: run.Retries, NextStepAt: fmtTime(run.NextStepAt),
 		ResumedAt: fmtTime(run.ResumedAt), LastSeq: run.LastSeq, LoopFile: loopFile, Context: ctx,
 		FormatVersion: FormatVersion,
@@ -354,6 +357,7 @@ func (f *StateFile) RunState() (*v1alpha1.RunState, error) {
 		RunID: f.RunID, CurrentState: f.CurrentState, Iteration: f.Iteration, Passes: f.IterationCount, CapSummary: v1alpha1.TerminationReason(f.CapSummary), Routed: f.Routed,
 		Phase: phase, TerminatedBy: v1alpha1.TerminationReason(f.TerminatedBy), Message: f.Error,
 		EdgeRevisits: f.EdgeRevisitCounts, RetryCounts: f.RetryCounts, Retries: f.ActionRetries, AccumulatedMs: f.AccumulatedMs, LastSeq: f.LastSeq,
+		Messages: f.Messages,
 	}
 	if f.Status == StatusAwaitingContinuation && f.TerminatedBy == "" { // little-loops' own file
 		run.TerminatedBy, run.Message = v1alpha1.TerminatedHandoff, f.ContinuationPrompt

@@ -68,7 +68,7 @@ var ignoredTopLevel = map[string]string{
 
 // State keys little-loops knows that looprun does not use.
 var ignoredStateKeys = map[string]string{
-	"idle_timeout": "idle timeouts", "append_to_messages": "the messages log",
+	"idle_timeout":            "idle timeouts",
 	"max_rate_limit_retries":  "rate-limit retries",
 	"on_rate_limit_exhausted": "rate-limit retries", "rate_limit_backoff_base_seconds": "rate-limit retries",
 	"rate_limit_max_wait_seconds": "rate-limit retries", "rate_limit_long_wait_ladder": "rate-limit retries",
@@ -292,6 +292,7 @@ var stateKeys = table[stateRead]{
 		"terminal":            boolKey(func(s *stateRead) *bool { return &s.Terminal }),
 		"failure":             boolPtrKey(func(s *stateRead) **bool { return &s.Failure }),
 		"capture":             strKey(func(s *stateRead) *string { return &s.Capture }),
+		"append_to_messages":  strKey(func(s *stateRead) *string { return &s.AppendToMessages }),
 		"timeout":             durationKey(func(s *stateRead) **metav1.Duration { return &s.Timeout }),
 		"on_maintain":         strKey(func(s *stateRead) *string { return &s.OnMaintain }),
 		"max_retries":         int32Key(func(s *stateRead) **int32 { return &s.MaxRetries }),

@@ -65,15 +65,23 @@ func parseRef(raw string) (ref, error) {
 	if strings.Contains(body, ":-") {
 		return r, &Error{Var: raw, Reason: "bash-style default is not supported: write ${ns.path:default=VALUE}, or $${VAR:-x} for a bash variable"}
 	}
+	if body == "messages" { // the whole messages log
+		r.namespace, r.path = body, []string{""}
+		return r, nil
+	}
 	ns, path, ok := strings.Cut(body, ".")
 	if !ok || ns == "" || path == "" {
 		return r, &Error{Var: raw, Reason: "a reference needs a namespace and a path, as in ${context.name}"}
 	}
 	if !knownNamespace(ns) {
-		return r, &Error{Var: raw, Reason: fmt.Sprintf("unknown namespace %q (context, captured, prev, result, state, loop, env, param)", ns)}
+		return r, &Error{Var: raw, Reason: fmt.Sprintf("unknown namespace %q (context, captured, prev, result, state, loop, env, param, messages)", ns)}
 	}
 	r.namespace = ns
 	r.path = strings.Split(path, ".")
+	if ns == "messages" {
+		r.path = []string{path} // last(N) may not be split
+		return r, nil
+	}
 	for _, p := range r.path {
 		if p == "" {
 			return r, &Error{Var: raw, Reason: "empty path segment"}
@@ -84,7 +92,7 @@ func parseRef(raw string) (ref, error) {
 
 func knownNamespace(ns string) bool {
 	switch ns {
-	case "context", "captured", "prev", "result", "state", "loop", "env", "param":
+	case "context", "captured", "prev", "result", "state", "loop", "env", "param", "messages":
 		return true
 	}
 	return false

@@ -117,7 +117,7 @@ func TestExpandErrors(t *testing.T) {
 		{"missing nested", "${context.nested.a.zz}", "context.nested.a.zz", "not defined"},
 		{"nothing captured", "${captured.other.output}", "captured.other.output", "nothing captured"},
 		{"unknown namespace", "${foo.bar}", "foo.bar", "unknown namespace"},
-		{"no dot", "${messages}", "messages", "namespace and a path"},
+		{"no dot", "${nodot}", "nodot", "namespace and a path"},
 		{"bash default", "${context.x:-y}", "context.x:-y", "bash-style default"},
 		{"ambiguous", "${context.x?:default=y}", "context.x?:default=y", "ambiguous"},
 		{"ambiguous shell", "${context.x:shell:default=y}", "context.x:shell:default=y", "ambiguous"},

@@ -3,7 +3,9 @@ package interpolate
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/looprun/looprun/api/v1alpha1"
@@ -30,12 +32,41 @@ type Vars struct {
 	Env func(string) (string, bool)
 	// Param holds the state's fragment parameters, ${param.NAME}.
 	Param map[string]any
+	// Messages is the run's messages log: ${messages}, ${messages.output},
+	// ${messages.last(N)}, ${messages.summary}.
+	Messages []string
+}
+
+// lastN matches ${messages.last(N)}.
+var lastN = regexp.MustCompile(`^last\((\d+)\)$`)
+
+// messages resolves ${messages.PATH} as little-loops does: the entries one
+// a line; last(0) is all of them (Python's [-0:]); the summary is empty
+// (little-loops never writes one).
+func (v *Vars) messages(path string) (any, error) {
+	switch path {
+	case "", "output":
+		return strings.Join(v.Messages, "\n"), nil
+	case "summary":
+		return "", nil
+	}
+	m := lastN.FindStringSubmatch(path)
+	if m == nil {
+		return nil, fmt.Errorf("unknown messages property %q (output, last(N), summary)", path)
+	}
+	n, err := strconv.Atoi(m[1])
+	if err != nil || n == 0 || n > len(v.Messages) {
+		n = len(v.Messages)
+	}
+	return strings.Join(v.Messages[len(v.Messages)-n:], "\n"), nil
 }
 
 var errNotFound = errors.New("not defined")
 
 func (v *Vars) resolve(ns string, path []string) (any, error) {
 	switch ns {
+	case "messages":
+		return v.messages(strings.Join(path, "."))
 	case "context":
 		return walk(anyMap(v.Context), path)
 	case "captured":
