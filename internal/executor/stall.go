@@ -117,10 +117,7 @@ func (t *turn) evaluateStall(cfg *v1alpha1.Evaluate, res *ActionResult) evaluate
 		raw = p.Output // a missing file is no history yet
 	}
 	lowerIsBetter := cfg.Type == v1alpha1.EvalOpenQuestionStall
-	epsilon := 0.5
-	if lowerIsBetter {
-		epsilon = 0
-	}
+	epsilon := 0.5 // for open_question_stall too: little-loops gives both its evaluate default
 	if cfg.Epsilon != nil {
 		epsilon = *cfg.Epsilon
 	}
