@@ -149,6 +149,9 @@ func (t *turn) skipsEvaluation(st *v1alpha1.State, res *ActionResult) bool {
 // restarts a maintain loop.
 func (t *turn) routeVerdict(st *v1alpha1.State, res *ActionResult, verdict string) {
 	target, _ := Route(st, verdict) // "" for none
+	if held, ok := t.abstentionTarget(st, verdict); ok {
+		target = held
+	}
 	if verdict == v1alpha1.VerdictError && res != nil && nonRetryable(st, res) && (st.OnRetryExhausted != "" || st.OnError != "") {
 		target = errorTarget(st, res)
 	}
