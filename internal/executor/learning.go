@@ -5,6 +5,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/executor/evaluate"
@@ -88,28 +89,31 @@ func learningScript(spec *v1alpha1.LoopSpec, st *v1alpha1.State, vars *interpola
 	for _, w := range spec.GetAgentCommand() {
 		agent = append(agent, interpolate.ShellQuote(w))
 	}
-	quoted := make([]string, 0, len(targets))
+	quoted := make([]string, 0, 2*len(targets))
 	for _, t := range targets {
 		if strings.ContainsAny(t, "\r\n") {
 			return "", fmt.Errorf("learning target %q has a line break", t)
 		}
-		quoted = append(quoted, interpolate.ShellQuote(t))
+		quoted = append(quoted, interpolate.ShellQuote(LearningSlug(t)), interpolate.ShellQuote(t))
 	}
 	marks := learningMarks(vars)
 	var b strings.Builder
 	fmt.Fprintf(&b, `mkdir -p -- %s && exec 3>%s || exit 1
 mark() { printf '%%s\n' "$*" >&3; printf '%s %%s\n' "$*"; }
 record() {
-  f=.ll/learning-tests/$(printf '%%s' "$1" | sed -e 's/[^[:alnum:]_[:space:]-]//g' -e 's/[-[:space:]][-[:space:]]*/-/g' -e 's/^-*//' -e 's/-*$//' | tr '[:upper:]' '[:lower:]').md
+  f=.ll/learning-tests/$1.md
   if [ ! -f "$f" ] || [ "$(head -n 1 "$f")" != "---" ] || [ "$(sed -n '2,$p' "$f" | grep -c '^---$')" = 0 ]; then echo missing; return; fi
   s=$(sed -n '2,/^---$/p' "$f" | sed -n 's/^status:[[:space:]]*//p' | head -n 1 | sed -e 's/[[:space:]]*$//' -e "s/^[\"']//" -e "s/[\"']$//")
   echo "${s:-proven}"
 }
 max=%d
-for t in %s; do
+set -- %s
+while [ "$#" -gt 0 ]; do
+  slug=$1 t=$2
+  shift 2
   n=0
   while :; do
-    s=$(record "$t")
+    s=$(record "$slug")
     case $s in missing|stale) ;; *) break ;; esac
     if [ "$n" -ge "$max" ]; then mark blocked retries_exhausted "$t"; exit 0; fi
     mark stale "$s" "$t"
@@ -183,4 +187,28 @@ func (t *turn) learningVerdict(st *v1alpha1.State, res *ActionResult) evaluate.R
 		}
 	}
 	return undecided("the learning gate ended before it decided")
+}
+
+// LearningSlug is the file name (without .md) of a learning target's
+// record, made as little-loops makes it: characters other than Unicode
+// letters, digits, '_', white space and '-' dropped, each run of white
+// space and '-' one '-', '-' trimmed from both ends, then lower case.
+func LearningSlug(target string) string {
+	var b strings.Builder
+	dash := false
+	for _, r := range target {
+		switch {
+		case r == '-' || isPythonSpace(r):
+			dash = true
+			continue
+		case r != '_' && !unicode.IsLetter(r) && !unicode.IsNumber(r):
+			continue
+		}
+		if dash && b.Len() > 0 {
+			b.WriteByte('-')
+		}
+		dash = false
+		b.WriteRune(r)
+	}
+	return strings.ToLower(b.String())
 }

@@ -43,7 +43,7 @@ func TestLearningState(t *testing.T) {
 			m, run := startRun(t, "test", learningSpec(tc.route), Options{})
 			step, _ := m.Plan(run, t0)
 			a := step.Action
-			if a == nil || a.Agent || !a.CallsAgent || !strings.Contains(a.Command, `for t in 'A b' 'it'"'"'s'; do`) ||
+			if a == nil || a.Agent || !a.CallsAgent || !strings.Contains(a.Command, `set -- a-b 'A b' its 'it'"'"'s'`) ||
 				!strings.Contains(a.Command, "max=2\n") || !strings.Contains(a.Command, `claude --dangerously-skip-permissions -p "/ll:explore-api $t" </dev/null 3>&-`) ||
 				a.Probe != "cat -- .ll/.looprun-learning && rm -f -- .ll/.looprun-learning" {
 				t.Fatalf("action %+v", a)
@@ -149,4 +149,22 @@ func TestLearningTargetWithALineBreak(t *testing.T) {
 		}
 	}
 	t.Errorf("no action_error names the target: %+v", evs)
+}
+
+// A target's record is found under the name little-loops gives it,
+// whatever its characters.
+func TestLearningSlug(t *testing.T) {
+	for target, want := range map[string]string{
+		"Alpha SDK":                        "alpha-sdk",
+		"  Café_Ünïcode -- Über.Straße!  ": "café_ünïcode-überstraße",
+		"a . b":                            "a-b",
+		"--x--":                            "x",
+		"pkg.Func(arg)":                    "pkgfuncarg",
+		"数据 ２":                             "数据-２",
+		"e\u0301":                          "e",
+	} {
+		if got := LearningSlug(target); got != want {
+			t.Errorf("LearningSlug(%q) = %q, want %q", target, got, want)
+		}
+	}
 }
