@@ -55,7 +55,7 @@ func (r *reader) located(msg string) string {
 
 // Top-level keys little-loops knows that looprun does not use.
 var ignoredTopLevel = map[string]string{
-	"scope": "scope locks", "singleton": "scope locks", "on_handoff": "context handoff",
+	"scope": "scope locks", "singleton": "scope locks",
 	"category": "catalogue metadata", "labels": "catalogue metadata", "visibility": "catalogue metadata",
 	"commands": "catalogue metadata", "targets": "catalogue metadata",
 	"config":            "ll-config overrides",
@@ -186,6 +186,17 @@ var topLevelKeys = table[v1alpha1.LoopSpec]{
 		"parameters":      func(r *reader, m map[string]any, k, _ string, _ *v1alpha1.LoopSpec) { r.params(m[k]) },
 		"circuit": func(r *reader, m map[string]any, k, _ string, spec *v1alpha1.LoopSpec) {
 			spec.Circuit = r.circuit(m[k])
+		},
+		// A CONTEXT_HANDOFF: pauses the run whatever on_handoff says; only
+		// spawn would do more in ll-loop (start a claude session to resume).
+		"on_handoff": func(r *reader, m map[string]any, k, fp string, _ *v1alpha1.LoopSpec) {
+			switch h := r.str(m, k, fp); h {
+			case "pause", "terminate":
+			case "spawn":
+				r.warn("%s: spawn starts no agent session here: a handoff pauses the run, and looprun resume goes on", fp)
+			default:
+				r.fail("%s: %q is not pause, terminate or spawn", fp, h)
+			}
 		},
 	},
 	ignored: ignoredTopLevel,
