@@ -2,8 +2,6 @@ package controllers
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -470,10 +468,11 @@ func runContext(loop *v1alpha1.Loop) map[string]any {
 		"run_dir":   RunDirBase + "/" + runID(loop) + "/",
 		"max_steps": loop.Spec.GetMaxIterations(),
 	}
-	var input string
+	var input any
 	if raw, ok := loop.Spec.Context["input"]; ok && json.Unmarshal(raw.Raw, &input) == nil {
-		sum := sha256.Sum256([]byte(input))
-		ctx["input_hash"] = hex.EncodeToString(sum[:])[:12]
+		if h, ok := executor.InputHash(input); ok {
+			ctx["input_hash"] = h
+		}
 	}
 	return ctx
 }

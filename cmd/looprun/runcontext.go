@@ -1,8 +1,6 @@
 package main
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,6 +12,7 @@ import (
 	"time"
 
 	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/internal/executor"
 	"github.com/looprun/looprun/internal/executor/evaluate"
 	"github.com/looprun/looprun/internal/executor/interpolate"
 	"github.com/looprun/looprun/internal/loopfile"
@@ -70,9 +69,8 @@ func setRunContext(spec *v1alpha1.LoopSpec, loopsDir, runID string) (string, err
 		spec.SetContext("run_dir", filepath.Join(abs, "runs", runID)+"/")
 	}
 	if _, ok := spec.Context["input_hash"]; !ok {
-		if input, ok := contextValue(spec, loopfile.DefaultInputKey).(string); ok {
-			sum := sha256.Sum256([]byte(input))
-			spec.SetContext("input_hash", hex.EncodeToString(sum[:])[:12])
+		if h, ok := executor.InputHash(contextValue(spec, loopfile.DefaultInputKey)); ok {
+			spec.SetContext("input_hash", h)
 		}
 	}
 	if _, ok := spec.Context["max_steps"]; !ok {

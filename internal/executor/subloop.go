@@ -111,7 +111,8 @@ func dnsWord(s string, n int) string {
 // parameters over the child's own context (defaults for those left
 // unbound; a required one unbound is an error) and gives it the parent's
 // run_dir unless bound; passthrough lays the child's own context over the
-// parent's context and captured outputs.
+// parent's context and captured outputs. A text input gives the child its
+// input_hash (InputHash), unless bound.
 func ChildContext(sub *SubLoop, own map[string]any, params map[string]v1alpha1.Parameter) (map[string]any, error) {
 	out := map[string]any{}
 	switch {
@@ -148,6 +149,11 @@ func ChildContext(sub *SubLoop, own map[string]any, params map[string]v1alpha1.P
 		maps.Copy(out, own)
 	default:
 		maps.Copy(out, own)
+	}
+	if _, ok := out["input_hash"]; !ok {
+		if h, ok := InputHash(out["input"]); ok {
+			out["input_hash"] = h
+		}
 	}
 	return out, nil
 }
