@@ -131,6 +131,7 @@ func parse(data []byte, dir string, opts Options) (*File, error) {
 		}
 		f.Warnings = append(checked.warnings, manifestRouteWarnings(&f.Loop.Spec, checked.lines)...)
 		f.Warnings = append(f.Warnings, manifestStructureWarnings(&f.Loop.Spec, checked.lines)...)
+		f.Warnings = append(f.Warnings, manifestPatternWarnings(&f.Loop.Spec, checked.lines)...)
 		return f, nil
 	}
 	r := &reader{opts: opts, warnings: checked.warnings, lines: checked.lines}

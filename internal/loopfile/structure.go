@@ -176,6 +176,27 @@ func manifestStructureWarnings(spec *v1alpha1.LoopSpec, lines map[string]int) []
 	return out
 }
 
+// manifestPatternWarnings warn of an output_contains with no pattern in a
+// Loop manifest: a little-loops file may mean it (an empty pattern matches
+// every output, as in Python's re), but a manifest that leaves pattern out
+// has most likely forgotten it, and its state then always succeeds.
+func manifestPatternWarnings(spec *v1alpha1.LoopSpec, lines map[string]int) []string {
+	var out []string
+	for _, name := range slices.Sorted(maps.Keys(spec.States)) {
+		e := spec.States[name].Evaluate
+		if e == nil || e.Type != v1alpha1.EvalOutputContains || e.Pattern != "" {
+			continue
+		}
+		fp := "spec.states." + name + ".evaluate"
+		w := fp + ": output_contains has no pattern, and an empty pattern matches every output: the verdict is always success (negated: failure)"
+		if l := lines[fp]; l > 0 {
+			w = fmt.Sprintf("line %d: %s", l, w)
+		}
+		out = append(out, w)
+	}
+	return out
+}
+
 func str(v any) string {
 	s, _ := v.(string)
 	return s

@@ -37,9 +37,12 @@ func TestStructureWarnings(t *testing.T) {
 		{"classify with _", "name: x\ninitial: a\nstates:\n  a:\n    action: x\n    evaluate: {type: classify}\n    route: {red: done, _: a}\n  done:\n    terminal: true\n", nil},
 		{"manifest: a state nothing routes to", manifestHead + "  states:\n    s:\n      action: 'true'\n      next: done\n    orphan:\n      terminal: true\n    done:\n      terminal: true\n",
 			[]string{"line 11: spec.states.orphan: no route leads to this state from the initial state, so it never runs"}},
+		{"manifest: output_contains without a pattern", manifestHead + "  states:\n    s:\n      action: 'true'\n      evaluate:\n        type: output_contains\n      onSuccess: done\n      onFailure: done\n    done:\n      terminal: true\n",
+			[]string{"line 10: spec.states.s.evaluate: output_contains has no pattern, and an empty pattern matches every output: the verdict is always success (negated: failure)"}},
+		{"little-loops: an empty pattern is meant", "name: x\ninitial: a\nstates:\n  a:\n    action: 'true'\n    evaluate: {type: output_contains, pattern: ''}\n    on_yes: done\n    on_no: done\n  done:\n    terminal: true\n", nil},
 		{"manifest: reached by a route table", manifestHead + "  onMaxIterations: wrap\n  states:\n    s:\n      action: 'true'\n      route: {success: done, _: s}\n    wrap:\n      terminal: true\n    done:\n      terminal: true\n", nil},
 	}
-	kinds := []string{"no route leads", "no route takes", "classify gives"}
+	kinds := []string{"no route leads", "no route takes", "classify gives", "has no pattern"}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f, err := Parse([]byte(tt.doc), t.TempDir(), Options{})
