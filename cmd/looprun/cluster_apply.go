@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"slices"
 
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -78,7 +79,11 @@ func (f *applyFlags) run(cmd *cobra.Command, g *globals, k *kube) error {
 	if err := setContext(spec, f.set); err != nil {
 		return err
 	}
-	if err := preflight(lf, applyHow(f.file), operatorContext(spec)...); err != nil {
+	given := operatorContext(spec)
+	if lf.LittleLoops() {
+		given = append(given, slices.Collect(maps.Keys(loopfile.Thresholds))...) // written into what is sent
+	}
+	if err := preflight(lf, applyHow(f.file), given...); err != nil {
 		return err
 	}
 	objs, err := clusterObjects(lf, g, cmd.ErrOrStderr())

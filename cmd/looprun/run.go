@@ -104,6 +104,9 @@ func newRunCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if lf.LittleLoops() {
+				loopfile.SeedThresholds(spec)
+			}
 			if err := preflight(lf, runHow(args[0])); err != nil {
 				return err
 			}

@@ -123,6 +123,9 @@ func newSimulateCommand(g *globals) *cobra.Command {
 			if err := setSimulationContext(spec, g.loopsDir, lf.Loop.Name); err != nil {
 				return err
 			}
+			if lf.LittleLoops() {
+				loopfile.SeedThresholds(spec)
+			}
 			m, err := executor.New(lf.Loop.Name, spec, executor.Options{LittleLoops: lf.LittleLoops()})
 			if err != nil {
 				return fmt.Errorf("%s: invalid loop: %w", args[0], err)

@@ -148,6 +148,9 @@ func (d *Driver) childDriver(sub *executor.SubLoop) (*Driver, func(), error) {
 	for k, v := range cctx {
 		lf.Loop.Spec.SetContext(k, v)
 	}
+	if lf.LittleLoops() {
+		loopfile.SeedThresholds(&lf.Loop.Spec)
+	}
 	executor.ClampTimeout(&lf.Loop.Spec, sub.Timeout)
 	m, err := d.SubLoops.NewMachine(lf)
 	if err != nil {

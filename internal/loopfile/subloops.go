@@ -65,6 +65,9 @@ func ClusterLoop(f *File) (*v1alpha1.Loop, error) {
 // clusterSpec is a copy of f's spec whose loop: states name LoopTemplates.
 func clusterSpec(f *File) (*v1alpha1.LoopSpec, error) {
 	spec := f.Loop.Spec.DeepCopy()
+	if f.LittleLoops() {
+		seedUsedThresholds(spec)
+	}
 	for _, sn := range slices.Sorted(maps.Keys(spec.States)) {
 		st := spec.States[sn]
 		if st.Loop == "" || interpolate.HasReferences(st.Loop) {
