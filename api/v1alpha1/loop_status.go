@@ -72,6 +72,18 @@ const (
 	VerdictRejected = "rejected"
 )
 
+// LittleLoopsVerdict is how a little-loops file spells verdict v: yes for
+// success, no for failure, any other as it is.
+func LittleLoopsVerdict(v string) string {
+	switch v {
+	case VerdictSuccess:
+		return "yes"
+	case VerdictFailure:
+		return "no"
+	}
+	return v
+}
+
 // CurrentStateToken routes back to the state itself.
 const CurrentStateToken = "$current"
 

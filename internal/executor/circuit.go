@@ -183,11 +183,5 @@ func (t *turn) verdictName(v string) string {
 	if !t.m.opts.LittleLoops {
 		return v
 	}
-	switch v {
-	case v1alpha1.VerdictSuccess:
-		return "yes"
-	case v1alpha1.VerdictFailure:
-		return "no"
-	}
-	return v
+	return v1alpha1.LittleLoopsVerdict(v)
 }

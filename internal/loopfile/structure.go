@@ -1,13 +1,13 @@
 package loopfile
 
 import (
-	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
 
 	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/internal/executor/evaluate"
 )
 
 // The warnings little-loops' validator gives about a loop's shape, given
@@ -61,7 +61,7 @@ func (r *reader) structureWarnings(doc, states map[string]any) {
 			r.warn(unreachableWarning, "states."+name)
 		}
 	}
-	if truthy(doc["partial_route_ok"]) {
+	if evaluate.Truthy(doc["partial_route_ok"]) {
 		return // the loop says its dead ends are meant
 	}
 	for _, name := range slices.Sorted(maps.Keys(states)) {
@@ -83,7 +83,7 @@ func stateRefs(sm map[string]any) []string {
 	}
 	for k, v := range sm {
 		switch {
-		case k == "on_success" && truthy(sm["on_yes"]), k == "on_failure" && truthy(sm["on_no"]):
+		case k == "on_success" && evaluate.Truthy(sm["on_yes"]), k == "on_failure" && evaluate.Truthy(sm["on_no"]):
 		case strings.HasPrefix(k, "on_"), k == "next":
 			add(v)
 		}
@@ -112,14 +112,14 @@ func (r *reader) deadEnds(fp string, sm map[string]any) {
 		}
 		return
 	}
-	if next || route || !judged(sm, eval) || !truthy(or(sm["on_yes"], sm["on_success"])) {
+	if next || route || !judged(sm, eval) || !evaluate.Truthy(or(sm["on_yes"], sm["on_success"])) {
 		return
 	}
 	var missing, keys []string
-	if !truthy(or(sm["on_no"], sm["on_failure"])) {
+	if !evaluate.Truthy(or(sm["on_no"], sm["on_failure"])) {
 		missing, keys = append(missing, "no"), append(keys, "on_no")
 	}
-	if !truthy(sm["on_partial"]) {
+	if !evaluate.Truthy(sm["on_partial"]) {
 		missing, keys = append(missing, "partial"), append(keys, "on_partial")
 	}
 	if len(missing) > 0 {
@@ -204,28 +204,8 @@ func str(v any) string {
 
 // or is Python's a or b.
 func or(a, b any) any {
-	if truthy(a) {
+	if evaluate.Truthy(a) {
 		return a
 	}
 	return b
-}
-
-// truthy is a decoded YAML value's truth as Python has it.
-func truthy(v any) bool {
-	switch x := v.(type) {
-	case nil:
-		return false
-	case bool:
-		return x
-	case string:
-		return x != ""
-	case json.Number:
-		f, err := x.Float64()
-		return err != nil || f != 0
-	case []any:
-		return len(x) > 0
-	case map[string]any:
-		return len(x) > 0
-	}
-	return true
 }

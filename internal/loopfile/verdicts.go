@@ -125,12 +125,7 @@ func (vs verdicts) give(v string) bool {
 // little-loops file.
 func writtenVerdict(v string, littleLoops bool) string {
 	if littleLoops {
-		switch v {
-		case v1alpha1.VerdictSuccess:
-			return "yes"
-		case v1alpha1.VerdictFailure:
-			return "no"
-		}
+		return v1alpha1.LittleLoopsVerdict(v)
 	}
 	return v
 }

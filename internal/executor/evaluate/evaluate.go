@@ -180,15 +180,15 @@ func MCPResult(output string, exitCode int) Result {
 	if !ok {
 		isError = exitCode != 0
 	}
-	if truthy(isError) {
+	if Truthy(isError) {
 		return Result{Verdict: v1alpha1.VerdictToolError, Details: d}
 	}
 	return Result{Verdict: v1alpha1.VerdictSuccess, Details: d}
 }
 
-// truthy is a JSON value's truth as Python has it: false, null, 0, "",
-// [] and {} are false.
-func truthy(v any) bool {
+// Truthy is a decoded JSON or YAML value's truth as Python has it: false,
+// null, 0, "", [] and {} are false.
+func Truthy(v any) bool {
 	switch x := v.(type) {
 	case nil:
 		return false
@@ -196,6 +196,9 @@ func truthy(v any) bool {
 		return x
 	case float64:
 		return x != 0
+	case json.Number:
+		f, err := x.Float64()
+		return err != nil || f != 0
 	case string:
 		return x != ""
 	case []any:
