@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/internal/executor/evaluate"
 )
 
 // A route for a verdict the state never gives is never taken: on_success
@@ -29,8 +30,9 @@ type verdicts struct {
 }
 
 var (
-	yesNoError  = []string{v1alpha1.VerdictSuccess, v1alpha1.VerdictFailure, v1alpha1.VerdictError}
-	judgeAnswer = []string{v1alpha1.VerdictSuccess, v1alpha1.VerdictFailure, "blocked", "partial", "cannot_judge", v1alpha1.VerdictError}
+	yesNoError = []string{v1alpha1.VerdictSuccess, v1alpha1.VerdictFailure, v1alpha1.VerdictError}
+	// judgeAnswer is what the LLM judge's default schema gives, and error.
+	judgeAnswer = append(canonical(evaluate.DefaultVerdicts), v1alpha1.VerdictError)
 	mcpResult   = []string{v1alpha1.VerdictSuccess, v1alpha1.VerdictToolError, v1alpha1.VerdictNotFound, v1alpha1.VerdictTimeout, v1alpha1.VerdictError}
 )
 
@@ -67,7 +69,7 @@ func evaluatorVerdicts(e *v1alpha1.Evaluate) verdicts {
 	case v1alpha1.EvalMCPResult:
 		return verdicts{by: by, gives: mcpResult}
 	case v1alpha1.EvalLLMStructured:
-		answers := []string{"yes", "no", "blocked", "partial", "cannot_judge"}
+		answers := evaluate.DefaultVerdicts
 		if e.Schema != nil {
 			by += " with its own schema"
 			enum, ok := schemaVerdicts(e.Schema.Raw)
@@ -76,10 +78,7 @@ func evaluatorVerdicts(e *v1alpha1.Evaluate) verdicts {
 			}
 			answers = enum
 		}
-		var gives []string
-		for _, a := range answers {
-			gives = append(gives, v1alpha1.CanonicalVerdict(a))
-		}
+		gives := canonical(answers)
 		if e.UncertainSuffix {
 			for _, a := range answers {
 				gives = append(gives, a+"_uncertain")
@@ -88,6 +87,15 @@ func evaluatorVerdicts(e *v1alpha1.Evaluate) verdicts {
 		return verdicts{by: by, gives: append(gives, v1alpha1.VerdictError)}
 	}
 	return verdicts{by: by, open: true} // classify: any line of the output
+}
+
+// canonical are answers as verdicts (yes is success, no failure).
+func canonical(answers []string) []string {
+	out := make([]string, 0, len(answers))
+	for _, a := range answers {
+		out = append(out, v1alpha1.CanonicalVerdict(a))
+	}
+	return out
 }
 
 // schemaVerdicts are the answers a judge's own schema allows: the enum of

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	"github.com/looprun/looprun/api/v1alpha1"
 )
@@ -43,7 +44,8 @@ var DefaultSchema = json.RawMessage(`{"type":"object","properties":{` +
 	`"evidence":{"type":"string","description":"the lines of the output the verdict rests on, quoted"}},` +
 	`"required":["verdict","confidence","reason","evidence"]}`)
 
-var defaultVerdicts = map[string]bool{"yes": true, "no": true, "blocked": true, "partial": true, "cannot_judge": true}
+// DefaultVerdicts are the answers DefaultSchema allows, in its order.
+var DefaultVerdicts = []string{"yes", "no", "blocked", "partial", "cannot_judge"}
 
 // Interpret turns the judge's structured answer into a result: with the default
 // schema an unknown verdict is an error and a verdict without evidence counts as
@@ -69,7 +71,7 @@ func Interpret(req JudgeRequest, answer map[string]any) Result {
 	details["confidence"] = confidence
 	details["confident"] = confident
 	if req.Schema == nil {
-		if !defaultVerdicts[verdict] {
+		if !slices.Contains(DefaultVerdicts, verdict) {
 			details["error"] = fmt.Sprintf("invalid verdict %q", verdict)
 			return Result{Verdict: v1alpha1.VerdictError, Details: details}
 		}
