@@ -89,8 +89,8 @@ func (k *kube) clock() time.Time {
 // getLoop connects and reads a Loop, with an error a user can act on.
 func (k *kube) getLoop(ctx context.Context, name string) (*v1alpha1.Loop, error) {
 	if err := k.connect(); err != nil {
-		if k.loopsDir != "" && localRunExists(k.loopsDir, name) {
-			return nil, fmt.Errorf("%w; %s has a local run %q (looprun status %s, looprun history %s)", err, k.loopsDir, name, name, name)
+		if hint := k.localRunHint(name); hint != "" {
+			return nil, fmt.Errorf("%w%s", err, hint)
 		}
 		return nil, err
 	}

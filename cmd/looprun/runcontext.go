@@ -61,21 +61,42 @@ func setContext(spec *v1alpha1.LoopSpec, kvs []string) error {
 // input_hash (the first 12 hex digits of the SHA-256 of a text input) and
 // max_steps, unless set; it returns run_dir.
 func setRunContext(spec *v1alpha1.LoopSpec, loopsDir, runID string) (string, error) {
-	if _, ok := spec.Context["run_dir"]; !ok {
-		abs, err := filepath.Abs(loopsDir)
-		if err != nil {
-			return "", err
-		}
-		spec.SetContext("run_dir", filepath.Join(abs, "runs", runID)+"/")
+	if err := setRunDir(spec, loopsDir, runID); err != nil {
+		return "", err
 	}
-	if _, ok := spec.Context["input_hash"]; !ok {
-		if h, ok := executor.InputHash(contextValue(spec, loopfile.DefaultInputKey)); ok {
-			spec.SetContext("input_hash", h)
-		}
-	}
+	setInputHash(spec)
 	if _, ok := spec.Context["max_steps"]; !ok {
 		spec.SetContext("max_steps", spec.GetMaxIterations())
 	}
+	return runDirOf(spec)
+}
+
+// setRunDir sets run_dir, unless set, to DIR/runs/LEAF/ under the loops
+// directory, absolute.
+func setRunDir(spec *v1alpha1.LoopSpec, loopsDir, leaf string) error {
+	if _, ok := spec.Context["run_dir"]; ok {
+		return nil
+	}
+	abs, err := filepath.Abs(loopsDir)
+	if err != nil {
+		return err
+	}
+	spec.SetContext("run_dir", filepath.Join(abs, "runs", leaf)+"/")
+	return nil
+}
+
+// setInputHash sets input_hash, unless set, for a text input.
+func setInputHash(spec *v1alpha1.LoopSpec) {
+	if _, ok := spec.Context["input_hash"]; ok {
+		return
+	}
+	if h, ok := executor.InputHash(contextValue(spec, loopfile.DefaultInputKey)); ok {
+		spec.SetContext("input_hash", h)
+	}
+}
+
+// runDirOf is the run's run_dir, which must be a directory name.
+func runDirOf(spec *v1alpha1.LoopSpec) (string, error) {
 	runDir, ok := contextValue(spec, "run_dir").(string)
 	if !ok || runDir == "" {
 		return "", fmt.Errorf("context variable run_dir must be a directory name")

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"path/filepath"
-
 	"github.com/looprun/looprun/api/v1alpha1"
 )
 
@@ -13,19 +11,10 @@ import (
 // there), input_hash is that of the input. As in little-loops, a walk gets
 // no max_steps variable.
 func setSimulationContext(spec *v1alpha1.LoopSpec, loopsDir, name string) error {
-	if _, ok := spec.Context["run_dir"]; !ok {
-		abs, err := filepath.Abs(loopsDir)
-		if err != nil {
-			return err
-		}
-		spec.SetContext("run_dir", filepath.Join(abs, "runs", name+"-simulate")+"/")
-	}
-	_, hadMaxSteps := spec.Context["max_steps"]
-	if _, err := setRunContext(spec, loopsDir, ""); err != nil {
+	if err := setRunDir(spec, loopsDir, name+"-simulate"); err != nil {
 		return err
 	}
-	if !hadMaxSteps {
-		delete(spec.Context, "max_steps")
-	}
-	return nil
+	setInputHash(spec)
+	_, err := runDirOf(spec)
+	return err
 }

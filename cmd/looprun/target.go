@@ -60,9 +60,14 @@ func (k *kube) hasLoop(ctx context.Context, name string) (ns string, ok bool) {
 // notInCluster is the error of a cluster command for a Loop NAME that is
 // not in namespace ns; it points at a local run of that name, if any.
 func (k *kube) notInCluster(name string) error {
-	msg := fmt.Sprintf("loop %q not found in namespace %s", name, k.ns)
-	if k.loopsDir != "" && localRunExists(k.loopsDir, name) {
-		msg += fmt.Sprintf("; %s has a local run %q (looprun status %s, looprun history %s)", k.loopsDir, name, name, name)
+	return &exitError{code: 1, msg: fmt.Sprintf("loop %q not found in namespace %s", name, k.ns) + k.localRunHint(name)}
+}
+
+// localRunHint is "; DIR has a local run NAME (...)" when --loops-dir has a
+// run NAME, for the error of a cluster command; "" when it has none.
+func (k *kube) localRunHint(name string) string {
+	if k.loopsDir == "" || !localRunExists(k.loopsDir, name) {
+		return ""
 	}
-	return &exitError{code: 1, msg: msg}
+	return fmt.Sprintf("; %s has a local run %q (looprun status %s, looprun history %s)", k.loopsDir, name, name, name)
 }
