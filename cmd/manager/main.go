@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -42,6 +43,9 @@ type settings struct {
 	metricsAddr, probeAddr string
 	metricsSecure          bool
 	leaderElect            bool
+	leaseDuration          time.Duration
+	renewDeadline          time.Duration
+	retryPeriod            time.Duration
 	watchNamespaces        []string
 	reconciler             controllers.Config
 	zap                    zap.Options
@@ -57,6 +61,11 @@ func parseFlags(args []string, getenv func(string) string) (*settings, error) {
 		"serve metrics over HTTPS to clients the API server authenticates and authorizes (get on the /metrics URL)")
 	fs.StringVar(&s.probeAddr, "health-probe-bind-address", ":8081", "address of the health and readiness probes")
 	fs.BoolVar(&s.leaderElect, "leader-elect", false, "elect a leader, so that only one of several replicas runs Loops")
+	fs.DurationVar(&s.leaseDuration, "leader-elect-lease-duration", 15*time.Second,
+		"how long a standby waits, after the leader last renewed its lease, before taking over from a leader that died without releasing it")
+	fs.DurationVar(&s.renewDeadline, "leader-elect-renew-deadline", 10*time.Second,
+		"how long the leader keeps trying to renew its lease (while the API server cannot be reached, say) before it stops")
+	fs.DurationVar(&s.retryPeriod, "leader-elect-retry-period", 2*time.Second, "how often the lease is renewed or tried for")
 	fs.StringVar(&s.reconciler.Shard, "shard", "",
 		"run only the Loops labelled looprun.io/shard=SHARD (default: only the Loops without that label); each shard elects its own leader")
 	var watch string
@@ -100,6 +109,10 @@ func parseFlags(args []string, getenv func(string) string) (*settings, error) {
 		if err := controllers.ValidateShard(c.Shard); err != nil {
 			return nil, err
 		}
+	}
+	if !(s.leaseDuration > s.renewDeadline && s.renewDeadline > s.retryPeriod && s.retryPeriod > 0) {
+		return nil, fmt.Errorf("leader election: need lease duration (%s) > renew deadline (%s) > retry period (%s) > 0",
+			s.leaseDuration, s.renewDeadline, s.retryPeriod)
 	}
 	c.LLM.AllowedBaseURLs = splitList(allowed)
 	for _, u := range c.LLM.AllowedBaseURLs {
@@ -152,6 +165,9 @@ func (s *settings) options() ctrl.Options {
 		// The process exits as soon as the manager stops, so the lease can
 		// go at once: a restart or rollout does not wait out its expiry.
 		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 &s.leaseDuration,
+		RenewDeadline:                 &s.renewDeadline,
+		RetryPeriod:                   &s.retryPeriod,
 		Cache:                         cacheOpts,
 		Client:                        clientOpts,
 	}

@@ -47,6 +47,21 @@ func TestParseFlags(t *testing.T) {
 	if o.LeaderElectionID != "looprun-manager.looprun.io" {
 		t.Errorf("lease %s", o.LeaderElectionID)
 	}
+	if *o.LeaseDuration != 15*time.Second || *o.RenewDeadline != 10*time.Second || *o.RetryPeriod != 2*time.Second {
+		t.Errorf("leader election %s/%s/%s, want the defaults 15s/10s/2s", *o.LeaseDuration, *o.RenewDeadline, *o.RetryPeriod)
+	}
+	fast, err := parseFlags([]string{"--leader-elect-lease-duration=5s", "--leader-elect-renew-deadline=4s", "--leader-elect-retry-period=1s"}, func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := fast.options(); *o.LeaseDuration != 5*time.Second || *o.RenewDeadline != 4*time.Second || *o.RetryPeriod != time.Second {
+		t.Errorf("leader election %s/%s/%s, want 5s/4s/1s", *o.LeaseDuration, *o.RenewDeadline, *o.RetryPeriod)
+	}
+	for _, bad := range [][]string{{"--leader-elect-renew-deadline=20s"}, {"--leader-elect-retry-period=0s"}, {"--leader-elect-retry-period=10s"}} {
+		if _, err := parseFlags(bad, func(string) string { return "" }); err == nil || !strings.Contains(err.Error(), "leader election") {
+			t.Errorf("%v: %v", bad, err)
+		}
+	}
 	sharded, err := parseFlags([]string{"--shard", "blue"}, func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
