@@ -7,6 +7,8 @@
 #   hack/e2e/cluster.sh up      start it (images from $E2E_DIR/images/*.tar)
 #   hack/e2e/cluster.sh down    stop what up started, by PID, and remove its
 #                               mounts, bridge, iptables rules and cgroups
+#   hack/e2e/cluster.sh restart-apiserver [SECONDS]
+#                               stop the API server, wait, start it again
 #
 # Needs root, Debian's containerd, runc, containernetworking-plugins,
 # iptables and openssl, and the binaries of `hack/setup-envtest.sh node`.
@@ -143,13 +145,8 @@ load_images() {
 	done
 }
 
-control_plane_up() {
+apiserver_up() {
 	local p=$N/pki
-	mkdir -p "$N/data/etcd"
-	start etcd "$KUBE_BIN/etcd" --name e2e --data-dir "$N/data/etcd" --unsafe-no-fsync \
-		--listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
-		--listen-peer-urls http://127.0.0.1:$((ETCD_PORT + 10)) --initial-advertise-peer-urls http://127.0.0.1:$((ETCD_PORT + 10)) \
-		--initial-cluster e2e=http://127.0.0.1:$((ETCD_PORT + 10))
 	start kube-apiserver kube-apiserver --etcd-servers "http://127.0.0.1:$ETCD_PORT" \
 		--bind-address "$HOST_IP" --advertise-address "$HOST_IP" --secure-port $API_PORT \
 		--tls-cert-file "$p/apiserver.crt" --tls-private-key-file "$p/apiserver.key" --client-ca-file "$p/ca.crt" \
@@ -159,6 +156,16 @@ control_plane_up() {
 		--kubelet-client-certificate "$p/kubelet-client.crt" --kubelet-client-key "$p/kubelet-client.key" \
 		--kubelet-preferred-address-types InternalIP,Hostname --profiling=false
 	until_ok 120 kube-apiserver kubectl get --raw /readyz
+}
+
+control_plane_up() {
+	local p=$N/pki
+	mkdir -p "$N/data/etcd"
+	start etcd "$KUBE_BIN/etcd" --name e2e --data-dir "$N/data/etcd" --unsafe-no-fsync \
+		--listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
+		--listen-peer-urls http://127.0.0.1:$((ETCD_PORT + 10)) --initial-advertise-peer-urls http://127.0.0.1:$((ETCD_PORT + 10)) \
+		--initial-cluster e2e=http://127.0.0.1:$((ETCD_PORT + 10))
+	apiserver_up
 	start kube-controller-manager kube-controller-manager --kubeconfig "$KUBECONFIG" \
 		--authentication-kubeconfig "$KUBECONFIG" --authorization-kubeconfig "$KUBECONFIG" \
 		--bind-address 127.0.0.1 --secure-port 26257 --leader-elect=false \
@@ -329,8 +336,15 @@ case ${1:-} in
 up) up ;;
 down) down ;;
 load-images) load_images ;;
+restart-apiserver)
+	# What an upgrade or a crash of the control plane does to its clients:
+	# the API server goes for ${2:-0} seconds, then comes back.
+	stop kube-apiserver
+	sleep "${2:-0}"
+	apiserver_up
+	;;
 *)
-	echo "usage: $0 up|down|load-images" >&2
+	echo "usage: $0 up|down|load-images|restart-apiserver [SECONDS]" >&2
 	exit 2
 	;;
 esac

@@ -28,4 +28,4 @@ go run ./test/e2e/mkimages -out "$E2E_DIR/images" >/dev/null
 trap 'hack/e2e/cluster.sh down' EXIT
 hack/e2e/cluster.sh up
 KUBECONFIG=$E2E_DIR/admin.kubeconfig PATH=$kube:$PATH HELM=${HELM:-$PWD/bin/helm} \
-	go test -tags e2e -count=1 -timeout 30m ./test/e2e/ "$@"
+	go test -tags e2e -count=1 -timeout "${E2E_TIMEOUT:-30m}" ./test/e2e/ -ginkgo.label-filter="${E2E_LABELS:-!chaos}" "$@"
