@@ -57,6 +57,11 @@ func (s *LoopSpec) GetAgentCommand() []string {
 	return DefaultAgentCommand
 }
 
+// AgentStreams reports whether agent actions print stream-json.
+func (s *LoopSpec) AgentStreams() bool {
+	return s.Agent == nil || s.Agent.Output != AgentOutputText
+}
+
 // GetShell returns the shell that runs shell actions in a Pod.
 func (s *LoopSpec) GetShell() string {
 	if s.Runner != nil && s.Runner.Shell != "" {

@@ -55,10 +55,20 @@ type AgentSpec struct {
 	Image string `json:"image,omitempty"`
 
 	// command runs an agent action; the prompt is appended as the last argument.
-	// Default: claude --dangerously-skip-permissions -p.
+	// Default: claude --dangerously-skip-permissions --verbose --output-format stream-json -p.
 	// +optional
 	// +kubebuilder:validation:MaxItems=64
 	Command []string `json:"command,omitempty"`
+
+	// output is what the command prints: stream-json (one JSON record per
+	// line, as claude --output-format stream-json prints them: the
+	// assistant's text is the action's output and its log, the result
+	// record's usage is recorded; a line that is not a JSON object passes
+	// through) or text (the output as printed, usage unknown). Default
+	// stream-json.
+	// +optional
+	// +kubebuilder:validation:Enum=stream-json;text
+	Output AgentOutput `json:"output,omitempty"`
 
 	// apiKeySecretRef names the Secret key holding the agent's API key. In an
 	// action Pod it becomes the environment variable ANTHROPIC_API_KEY; the
@@ -66,6 +76,15 @@ type AgentSpec struct {
 	// +optional
 	APIKeySecretRef *SecretKeyRef `json:"apiKeySecretRef,omitempty"`
 }
+
+// AgentOutput is what an agent command prints.
+type AgentOutput string
+
+// The agent outputs.
+const (
+	AgentOutputStreamJSON AgentOutput = "stream-json"
+	AgentOutputText       AgentOutput = "text"
+)
 
 // MCPSpec configures mcp actions.
 type MCPSpec struct {

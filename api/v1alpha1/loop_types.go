@@ -27,7 +27,7 @@ const (
 )
 
 // DefaultAgentCommand runs agent actions: the prompt is appended as the last argument.
-var DefaultAgentCommand = []string{"claude", "--dangerously-skip-permissions", "-p"}
+var DefaultAgentCommand = []string{"claude", "--dangerously-skip-permissions", "--verbose", "--output-format", "stream-json", "-p"}
 
 // LoopSpec is the state machine a Loop runs.
 // +kubebuilder:validation:XValidation:rule="self.initial in self.states",messageExpression="'initial ' + self.initial + ' is not a state (initial must name a state)'"

@@ -20,9 +20,12 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
+	"time"
 
 	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/internal/agentstream"
 	"github.com/looprun/looprun/internal/runner/entrypoint"
 	"github.com/looprun/looprun/internal/runner/probe"
 	"github.com/looprun/looprun/internal/runner/process"
@@ -67,7 +70,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 	defer signal.Stop(signals)
 	res := entrypoint.NewResult(process.Run(context.Background(), process.Spec{
 		Argv: fs.Args(), Timeout: *timeout, Evaluate: eval, Stdout: stdout, Stderr: stderr, Signals: signals,
+		AgentStream: os.Getenv(entrypoint.AgentStreamEnv) != "",
 	}))
+	if dir := os.Getenv(entrypoint.RunDirEnv); dir != "" && res.Usage != nil {
+		iteration, _ := strconv.Atoi(os.Getenv("LOOPRUN_ITERATION"))
+		row := agentstream.UsageRow{Iteration: int32(iteration), State: os.Getenv("LOOPRUN_STATE"),
+			Prompt: os.Getenv(entrypoint.AgentStreamEnv) == entrypoint.AgentStreamPrompt, Usage: *res.Usage, Time: time.Now()}
+		if err := agentstream.AppendUsage(dir, row); err != nil {
+			fmt.Fprintf(stderr, "entrypoint: %s: %v\n", agentstream.UsageFile, err)
+		}
+	}
 	if cmd := os.Getenv(entrypoint.ProbeEnv); cmd != "" && res.CannotStart == "" {
 		res.Probe = entrypoint.NewProbe(probe.Run(context.Background(), "", nil, cmd))
 	}

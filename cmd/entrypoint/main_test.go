@@ -218,6 +218,37 @@ func TestWrapperRunsTheProbe(t *testing.T) {
 	}
 }
 
+// An agent printing stream-json: the container log and the result have its
+// text, the result its usage.
+func TestWrapperDecodesAgentStream(t *testing.T) {
+	bin := build(t)
+	dir := t.TempDir()
+	term := filepath.Join(dir, "termination-log")
+	script := `printf '%s\n' '{"type":"system","subtype":"init","model":"m1"}' '{"type":"assistant","message":{"content":[{"type":"text","text":"hello"}]}}' '{"type":"result","usage":{"input_tokens":7,"output_tokens":8}}'`
+	cmd := exec.Command(bin, "--termination-log", term, "--", "bash", "-c", script)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), entrypoint.AgentStreamEnv+"=prompt", "LOOPRUN_RUN_DIR=.loops/runs/r1/", "LOOPRUN_STATE=fix", "LOOPRUN_ITERATION=3")
+	out, err := cmd.Output()
+	if err != nil || string(out) != "hello\n" {
+		t.Fatalf("log %q, %v", out, err)
+	}
+	b, err := os.ReadFile(term)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := entrypoint.Decode(string(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Output != "hello\n" || res.Usage == nil || res.Usage.InputTokens != 7 || res.Usage.OutputTokens != 8 || res.Usage.Model != "m1" {
+		t.Fatalf("output %q usage %+v", res.Output, res.Usage)
+	}
+	row, err := os.ReadFile(filepath.Join(dir, ".loops/runs/r1/usage.jsonl"))
+	if err != nil || !strings.HasPrefix(string(row), `{"iteration": 3, "state": "fix", "action_type": "prompt", "input_tokens": 7, "output_tokens": 8, "cache_read_tokens": 0, "cache_creation_tokens": 0, "model": "m1", "timestamp": "`) {
+		t.Fatalf("usage.jsonl %q %v", row, err)
+	}
+}
+
 // The run's run_dir exists when the action starts, as little-loops makes it.
 func TestWrapperMakesTheRunDir(t *testing.T) {
 	bin := build(t)

@@ -232,6 +232,15 @@ func (t *turn) actionComplete(st *v1alpha1.State, res *ActionResult) {
 	if f := res.Failure; f != nil {
 		data["failure"], data["failure_message"] = f.Reason, f.Message
 	}
+	if u := res.Usage; u != nil {
+		// little-loops' keys; its model is null when the CLI named none.
+		data["input_tokens"], data["output_tokens"] = u.InputTokens, u.OutputTokens
+		data["cache_read_tokens"], data["cache_creation_tokens"] = u.CacheReadTokens, u.CacheCreationTokens
+		data["model"] = nil
+		if u.Model != "" {
+			data["model"] = u.Model
+		}
+	}
 	t.emit(EventActionComplete, data)
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/internal/agentstream"
 )
 
 // fixSpec is check -> fix -> check -> done.
@@ -263,6 +264,42 @@ func TestDefaultAndExplicitEvaluators(t *testing.T) {
 	}
 	if want := []string{"default", "default", "output_numeric"}; !slices.Equal(types, want) {
 		t.Errorf("evaluate types %v, want %v", types, want)
+	}
+}
+
+// An agent action's usage goes into its action_complete event with
+// little-loops' keys; an action that reported none has none of them.
+func TestActionCompleteUsage(t *testing.T) {
+	spec := &v1alpha1.LoopSpec{Initial: "agent", States: map[string]v1alpha1.State{
+		"agent": {Action: "/fix", ActionType: v1alpha1.ActionAgent, Evaluate: &v1alpha1.Evaluate{Type: v1alpha1.EvalExitCode}, Next: "plain"},
+		"plain": {Action: "/again", ActionType: v1alpha1.ActionAgent, Evaluate: &v1alpha1.Evaluate{Type: v1alpha1.EvalExitCode}, Next: "shell"},
+		"shell": {Action: "make", Next: "done"},
+		"done":  {Terminal: true},
+	}}
+	acts := &fakeActions{results: map[string][]ActionResult{
+		"/fix":   {{Output: "fixed", Usage: &agentstream.Usage{InputTokens: 1, OutputTokens: 2, CacheReadTokens: 3, CacheCreationTokens: 4, Model: "claude-x"}}},
+		"/again": {{Output: "plain text", Usage: &agentstream.Usage{InputTokens: 5}}},
+	}}
+	r := runLoop(t, spec, acts, Options{}, time.Millisecond)
+	var got []map[string]any
+	for _, e := range r.events {
+		if e.Type == EventActionComplete {
+			got = append(got, e.Data)
+		}
+	}
+	if len(got) != 3 {
+		t.Fatalf("%d action_complete events", len(got))
+	}
+	for k, want := range map[string]any{"input_tokens": int64(1), "output_tokens": int64(2), "cache_read_tokens": int64(3), "cache_creation_tokens": int64(4), "model": "claude-x"} {
+		if got[0][k] != want {
+			t.Errorf("%s = %v (%T), want %v", k, got[0][k], got[0][k], want)
+		}
+	}
+	if m, ok := got[1]["model"]; !ok || m != nil {
+		t.Errorf("an unnamed model is %v (present %v), want null as little-loops writes it", m, ok)
+	}
+	if _, ok := got[2]["input_tokens"]; ok {
+		t.Errorf("a shell action has usage keys: %v", got[2])
 	}
 }
 

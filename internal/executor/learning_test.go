@@ -44,7 +44,7 @@ func TestLearningState(t *testing.T) {
 			step, _ := m.Plan(run, t0)
 			a := step.Action
 			if a == nil || a.Agent || !a.CallsAgent || !strings.Contains(a.Command, `set -- a-b 'A b' its 'it'"'"'s'`) ||
-				!strings.Contains(a.Command, "max=2\n") || !strings.Contains(a.Command, `claude --dangerously-skip-permissions -p "/ll:explore-api $t" </dev/null 3>&-`) ||
+				!strings.Contains(a.Command, "max=2\n") || !strings.Contains(a.Command, `claude --dangerously-skip-permissions --verbose --output-format stream-json -p "/ll:explore-api $t" </dev/null 3>&-`) ||
 				a.Probe != "cat -- .ll/.looprun-learning && rm -f -- .ll/.looprun-learning" {
 				t.Fatalf("action %+v", a)
 			}

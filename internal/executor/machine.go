@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/internal/agentstream"
 	"github.com/looprun/looprun/internal/executor/evaluate"
 	"github.com/looprun/looprun/internal/executor/interpolate"
 )
@@ -205,6 +206,10 @@ type Action struct {
 	// CallsAgent is true for a shell command that runs the agent command
 	// itself (a learning state's gate): it runs where agent actions run.
 	CallsAgent bool
+	// AgentStream says the agent (of an agent action, or the one a
+	// CallsAgent command runs) prints stream-json: the runner decodes the
+	// output (agentstream) and reports the usage.
+	AgentStream bool
 	// AgentCommand runs an agent action, Command appended (spec.agent.command).
 	AgentCommand []string
 	Timeout      time.Duration
@@ -265,6 +270,9 @@ type ActionResult struct {
 	// Output.
 	Signal        *Signal
 	SignalScanned bool
+	// Usage is what an agent action reported it used (tokens, model);
+	// nil when it reported nothing.
+	Usage *agentstream.Usage
 }
 
 // Judged is res with the LLM judge's answer to the StepJudge question

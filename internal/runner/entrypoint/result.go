@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/looprun/looprun/internal/agentstream"
 	"github.com/looprun/looprun/internal/executor"
 	"github.com/looprun/looprun/internal/executor/evaluate"
 	"github.com/looprun/looprun/internal/runner/process"
@@ -39,6 +40,8 @@ type Result struct {
 	// Probe is what the action's probe printed (ProbeEnv), its output
 	// cut to ProbeOutputBytes; the hash is of all of it.
 	Probe *Probe `json:"probe,omitempty"`
+	// Usage is what an agent action reported it used (AgentStreamEnv).
+	Usage *agentstream.Usage `json:"usage,omitempty"`
 }
 
 // Probe is the result of an action's probe.
@@ -52,6 +55,18 @@ type Probe struct {
 // RunDirEnv names the run's run_dir (executor.Action.RunDir), which the
 // entrypoint makes before the action starts.
 const RunDirEnv = "LOOPRUN_RUN_DIR"
+
+// AgentStreamEnv says the command prints an agent CLI's stream-json
+// (process.Spec.AgentStream): AgentStreamPrompt for an agent action,
+// AgentStreamShell for a command that runs the agent. The wrapper appends
+// the usage to the run_dir's usage.jsonl as well.
+const AgentStreamEnv = "LOOPRUN_AGENT_STREAM"
+
+// The values of AgentStreamEnv.
+const (
+	AgentStreamPrompt = "prompt"
+	AgentStreamShell  = "shell"
+)
 
 // ProbeEnv carries an action's probe (executor.Action.Probe) to the
 // wrapper, which runs it after the action.
@@ -89,7 +104,7 @@ func NewResult(r process.Result) Result {
 		Stdout: r.Stdout, StdoutTruncated: r.StdoutTruncated,
 		Stderr: r.Stderr, StderrTruncated: r.StderrTruncated,
 		TimedOut: r.TimedOut, CannotStart: r.CannotStart, Verdict: r.Verdict,
-		Signal: r.Signal, SignalScanned: true,
+		Signal: r.Signal, SignalScanned: true, Usage: r.Usage,
 	}
 }
 
@@ -169,7 +184,7 @@ func Decode(msg string) (executor.ActionResult, error) {
 		Output: r.Stdout, Stderr: r.Stderr, ExitCode: r.ExitCode,
 		Duration:        time.Duration(r.DurationMs) * time.Millisecond,
 		OutputTruncated: r.StdoutTruncated, StderrTruncated: r.StderrTruncated,
-		Verdict: r.Verdict, Signal: r.Signal, SignalScanned: r.SignalScanned,
+		Verdict: r.Verdict, Signal: r.Signal, SignalScanned: r.SignalScanned, Usage: r.Usage,
 	}
 	if p := r.Probe; p != nil {
 		res.Probe = &executor.ProbeResult{ExitCode: p.ExitCode, SHA256: p.SHA256, Output: p.Output, Stderr: p.Stderr}

@@ -9,13 +9,16 @@ package local
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/internal/agentstream"
 	"github.com/looprun/looprun/internal/executor"
 	"github.com/looprun/looprun/internal/runner/probe"
 	"github.com/looprun/looprun/internal/runner/process"
@@ -59,12 +62,12 @@ func (r *Runner) Run(ctx context.Context, a *executor.Action) executor.ActionRes
 // command begins after. ready is told the process group; its error stops
 // the action unrun.
 func (r *Runner) RunWhenReady(ctx context.Context, a *executor.Action, ready func(pgid int) error) executor.ActionResult {
-	if a.RunDir != "" {
-		dir := a.RunDir
-		if !filepath.IsAbs(dir) {
-			dir = filepath.Join(r.Dir, dir)
+	runDir := a.RunDir
+	if runDir != "" {
+		if !filepath.IsAbs(runDir) {
+			runDir = filepath.Join(r.Dir, runDir)
 		}
-		_ = os.MkdirAll(dir, 0o755) // as little-loops makes it; an action that needs it says so
+		_ = os.MkdirAll(runDir, 0o755) // as little-loops makes it; an action that needs it says so
 	}
 	argv := r.argv(a)
 	if ready != nil {
@@ -82,10 +85,16 @@ func (r *Runner) RunWhenReady(ctx context.Context, a *executor.Action, ready fun
 	res := process.Run(ctx, process.Spec{
 		Argv: argv, Dir: r.Dir, Env: env, Timeout: a.Timeout, Evaluate: a.Evaluate,
 		Stdout: r.Stdout, Stderr: r.Stderr, OwnFiles: true, OutputWindow: r.OutputWindow, StderrWindow: r.StderrWindow,
-		Started: r.Started, Ready: ready,
+		Started: r.Started, Ready: ready, AgentStream: a.AgentStream,
 	}).ActionResult()
 	if a.Probe != "" && ctx.Err() == nil {
 		res.Probe = probe.Run(ctx, r.Dir, env, a.Probe)
+	}
+	if res.Usage != nil && runDir != "" {
+		row := agentstream.UsageRow{Iteration: a.Iteration, State: a.State, Prompt: a.Agent, Usage: *res.Usage, Time: time.Now()}
+		if err := agentstream.AppendUsage(runDir, row); err != nil && r.Stderr != nil {
+			fmt.Fprintf(r.Stderr, "looprun: %s: %v\n", agentstream.UsageFile, err)
+		}
 	}
 	return res
 }

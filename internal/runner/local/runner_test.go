@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/internal/agentstream"
 	"github.com/looprun/looprun/internal/executor"
 	"github.com/looprun/looprun/internal/executor/evaluate"
 	"github.com/looprun/looprun/internal/runner/process"
@@ -123,6 +125,47 @@ func TestBackgroundChildDoesNotHang(t *testing.T) {
 	}
 }
 
+// An agent printing stream-json: the action's output (and its log) is the
+// assistant's text as it came, and the result record's usage is reported.
+func TestAgentStream(t *testing.T) {
+	dir := t.TempDir()
+	stub := `#!/bin/sh
+echo '{"type":"system","subtype":"init","model":"claude-haiku-4-5"}'
+echo '{"type":"assistant","message":{"content":[{"type":"text","text":"working on: '"$1"'"}]}}'
+echo 'a plain line'
+printf '%s\n' '{"type":"assistant","message":{"content":[{"type":"tool_use","name":"Bash"},{"type":"text","text":"done\nVERDICT: ok"}]}}'
+echo '{"type":"result","is_error":false,"total_cost_usd":0.5,"usage":{"input_tokens":3,"output_tokens":4,"cache_read_input_tokens":5,"cache_creation_input_tokens":6}}'
+`
+	if err := os.WriteFile(filepath.Join(dir, "agent"), []byte(stub), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var log strings.Builder
+	r := &Runner{Stdout: &log, Dir: dir}
+	a := &executor.Action{State: "fix", Iteration: 2, RunDir: "runs/r1/", Command: "fix it", Agent: true, AgentStream: true, AgentCommand: []string{filepath.Join(dir, "agent")}, Timeout: 10 * time.Second,
+		Evaluate: &v1alpha1.Evaluate{Type: v1alpha1.EvalOutputContains, Pattern: "VERDICT: ok"}}
+	res := run(t, r, a)
+	want := "working on: fix it\na plain line\ndone\nVERDICT: ok\n"
+	if res.Output != want || log.String() != want {
+		t.Errorf("output %q, log %q, want %q", res.Output, log.String(), want)
+	}
+	if res.Verdict == nil || res.Verdict.Verdict != v1alpha1.VerdictSuccess {
+		t.Errorf("verdict %+v: the judge did not read the text", res.Verdict)
+	}
+	if u := res.Usage; u == nil || *u != (agentstream.Usage{InputTokens: 3, OutputTokens: 4, CacheReadTokens: 5, CacheCreationTokens: 6, Model: "claude-haiku-4-5", CLICostUSD: 0.5}) {
+		t.Errorf("usage %+v", u)
+	}
+	row, err := os.ReadFile(filepath.Join(dir, "runs/r1/usage.jsonl"))
+	if err != nil || !strings.HasPrefix(string(row), `{"iteration": 2, "state": "fix", "action_type": "prompt", "input_tokens": 3, "output_tokens": 4, "cache_read_tokens": 5, "cache_creation_tokens": 6, "model": "claude-haiku-4-5", "timestamp": "`) ||
+		!strings.HasSuffix(string(row), "+00:00\"}\n") {
+		t.Errorf("usage.jsonl %q %v", row, err)
+	}
+	// A plain-text agent: its output as printed, usage unknown.
+	a.AgentCommand = []string{"echo"}
+	if res := run(t, &Runner{}, a); res.Output != "fix it\n" || res.Usage != nil {
+		t.Errorf("plain agent: output %q usage %+v", res.Output, res.Usage)
+	}
+}
+
 func TestAgentCommandStub(t *testing.T) {
 	dir := t.TempDir()
 	stub := "#!/bin/sh\nprintf 'agent args:'; for a in \"$@\"; do printf ' [%s]' \"$a\"; done; echo\n"
@@ -131,7 +174,7 @@ func TestAgentCommandStub(t *testing.T) {
 	}
 	t.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
 	res := run(t, &Runner{}, &executor.Action{Command: "/fix the tests", Agent: true, Timeout: 10 * time.Second})
-	if res.Output != "agent args: [--dangerously-skip-permissions] [-p] [/fix the tests]\n" {
+	if res.Output != "agent args: [--dangerously-skip-permissions] [--verbose] [--output-format] [stream-json] [-p] [/fix the tests]\n" {
 		t.Errorf("output %q", res.Output)
 	}
 	res = run(t, &Runner{AgentCommand: []string{"claude", "--model", "x", "-p"}}, &executor.Action{Command: "hi", Agent: true})

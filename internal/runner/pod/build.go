@@ -144,6 +144,13 @@ func Build(loop *v1alpha1.Loop, run string, a executor.Action, o Options) (*core
 	}
 	env = appendIf(env, entrypoint.ProbeEnv, a.Probe)
 	env = appendIf(env, entrypoint.RunDirEnv, a.RunDir)
+	if a.AgentStream {
+		kind := entrypoint.AgentStreamShell
+		if a.Agent {
+			kind = entrypoint.AgentStreamPrompt
+		}
+		env = append(env, corev1.EnvVar{Name: entrypoint.AgentStreamEnv, Value: kind})
+	}
 	if (a.Agent || a.CallsAgent) && spec.Agent != nil && spec.Agent.APIKeySecretRef != nil {
 		ref := spec.Agent.APIKeySecretRef
 		env = append(env, corev1.EnvVar{Name: APIKeyEnv, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{

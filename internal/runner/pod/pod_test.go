@@ -194,7 +194,7 @@ func TestBuildFromRunnerSpec(t *testing.T) {
 func TestBuildAgent(t *testing.T) {
 	loop := testLoop()
 	loop.Spec.Agent = &v1alpha1.AgentSpec{Image: "agent:1", APIKeySecretRef: &v1alpha1.SecretKeyRef{Name: "keys", Key: "anthropic"}}
-	a := executor.Action{State: "check", Iteration: 1, Command: "/fix the lint", Agent: true, AgentCommand: []string{"claude", "-p"}}
+	a := executor.Action{State: "check", Iteration: 1, Command: "/fix the lint", Agent: true, AgentCommand: []string{"claude", "-p"}, AgentStream: true}
 	pod, err := Build(loop, "r", a, testOptions)
 	if err != nil {
 		t.Fatal(err)
@@ -202,6 +202,13 @@ func TestBuildAgent(t *testing.T) {
 	c := pod.Spec.Containers[0]
 	if c.Image != "agent:1" || strings.Join(c.Command[4:], " ") != "claude -p /fix the lint" {
 		t.Errorf("agent container %s %q", c.Image, c.Command)
+	}
+	if !slices.Contains(c.Env, corev1.EnvVar{Name: entrypoint.AgentStreamEnv, Value: entrypoint.AgentStreamPrompt}) {
+		t.Errorf("the entrypoint is not told the agent prints stream-json: %+v", c.Env)
+	}
+	a.AgentStream = false
+	if pod, _ := Build(loop, "r", a, testOptions); slices.ContainsFunc(pod.Spec.Containers[0].Env, func(e corev1.EnvVar) bool { return e.Name == entrypoint.AgentStreamEnv }) {
+		t.Error("a text agent is decoded as stream-json")
 	}
 	var key *corev1.EnvVar
 	for i := range c.Env {

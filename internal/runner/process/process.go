@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/internal/agentstream"
 	"github.com/looprun/looprun/internal/executor"
 	"github.com/looprun/looprun/internal/executor/evaluate"
 )
@@ -83,6 +84,10 @@ type Spec struct {
 	// sends the line; an error kills the process group unrun and is the
 	// Result's stderr, exit code 127.
 	Ready func(pgid int) error
+	// AgentStream says the command is an agent CLI printing stream-json
+	// (agentstream): Stdout, the tail and the verdict get the assistant's
+	// text, and the Result its usage. The output then comes through pipes.
+	AgentStream bool
 }
 
 // Result is how the process ended.
@@ -103,6 +108,9 @@ type Result struct {
 	// Signal is the signal (FATAL_ERROR:, ...) in the complete stdout; nil
 	// for none.
 	Signal *executor.Signal
+	// Usage is what an AgentStream command reported it used; nil when it
+	// reported nothing (a CLI printing plain text).
+	Usage *agentstream.Usage
 }
 
 // ActionResult is the result as the executor takes it.
@@ -110,7 +118,7 @@ func (r Result) ActionResult() executor.ActionResult {
 	return executor.ActionResult{
 		Output: r.Stdout, Stderr: r.Stderr, ExitCode: r.ExitCode, Duration: r.Duration,
 		OutputTruncated: r.StdoutTruncated, StderrTruncated: r.StderrTruncated, Verdict: r.Verdict,
-		Signal: r.Signal, SignalScanned: true,
+		Signal: r.Signal, SignalScanned: true, Usage: r.Usage,
 	}
 }
 
@@ -130,7 +138,11 @@ func Run(ctx context.Context, s Spec) Result {
 	stdout := &fanout{sinks: []io.Writer{writerOr(s.Stdout), out, lines, signals}}
 	stderr := &fanout{sinks: []io.Writer{writerOr(s.Stderr), errs}}
 	var files *outputFiles
-	if s.OwnFiles {
+	var agent *agentstream.Decoder
+	if s.AgentStream {
+		agent = agentstream.New(stdout, stderr)
+		stdout = &fanout{sinks: []io.Writer{agent}}
+	} else if s.OwnFiles {
 		files = ownFiles(s.Stdout, s.Stderr)
 	}
 
@@ -150,6 +162,10 @@ func Run(ctx context.Context, s Spec) Result {
 	if res.TimedOut {
 		res.ExitCode = evaluate.ExitTimeout
 		fmt.Fprintf(stderr, "\naction timed out after %s\n", s.Timeout)
+	}
+	if agent != nil {
+		agent.Flush()
+		res.Usage = agent.Usage()
 	}
 	lines.flush()
 	res.Duration = time.Since(start)
