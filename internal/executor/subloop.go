@@ -370,7 +370,11 @@ func (t *turn) storeChild(st *v1alpha1.State, c *ChildResult, by, verdict string
 	if run.Captured == nil {
 		run.Captured = map[string]v1alpha1.CapturedResult{}
 	}
-	sl := &v1alpha1.SubLoopResult{TerminatedBy: by, FailureTerminal: c.FailureTerminal, Error: Tail(c.Error, t.m.opts.MaxCaptureBytes)}
+	sl := &v1alpha1.SubLoopResult{TerminatedBy: by, FailureTerminal: c.FailureTerminal}
+	if c.TerminatedBy == v1alpha1.TerminatedError {
+		// As in little-loops: only a child that ended in error leaves one.
+		sl.Error = Tail(c.Error, t.m.opts.MaxCaptureBytes)
+	}
 	if st.ContextPassthrough || st.With != nil {
 		sl.Captured = childCaptures(c.Captured, t.m.opts.MaxCaptureBytes)
 	}

@@ -2,6 +2,7 @@ package executor
 
 import (
 	"testing"
+	"time"
 
 	"github.com/looprun/looprun/api/v1alpha1"
 )
@@ -44,5 +45,30 @@ func TestSubLoopWithoutBindingKeepsOnlyTheEnding(t *testing.T) {
 	m.Complete(run, &ActionResult{Child: child}, t0)
 	if l := run.Captured["run"].Loop; l == nil || l.TerminatedBy != "terminal" || l.Captured != nil {
 		t.Fatalf("captured[run].loop = %+v", l)
+	}
+}
+
+// captured.STATE.error is there only when the child ended in error, as in
+// little-loops: a child cut off by a limit, or by a cycle, has a message
+// but leaves no error.
+func TestSubLoopErrorOnlyForAnErrorEnding(t *testing.T) {
+	cases := []struct {
+		by   v1alpha1.TerminationReason
+		want string
+	}{
+		{v1alpha1.TerminatedError, "boom"},
+		{v1alpha1.TerminatedTimeout, ""},
+		{v1alpha1.TerminatedMaxIterations, ""},
+		{v1alpha1.TerminatedCycleDetected, ""},
+		{v1alpha1.TerminatedTerminal, ""},
+	}
+	for _, c := range cases {
+		t.Run(string(c.by), func(t *testing.T) {
+			m, run, _ := startSubLoop(t, parentSpec(nil))
+			m.Complete(run, &ActionResult{Child: &ChildResult{TerminatedBy: c.by, Error: "boom"}}, t0.Add(time.Second))
+			if got := run.Captured["run"].Loop.Error; got != c.want {
+				t.Fatalf("captured[run].loop.error = %q, want %q", got, c.want)
+			}
+		})
 	}
 }
