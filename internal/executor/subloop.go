@@ -202,7 +202,13 @@ func (t *turn) subLoop(st *v1alpha1.State, start bool) Step {
 	}
 	if sub.Passthrough {
 		sub.Context = maps.Clone(t.m.context)
+		// As little-loops: a capture gives its output; a sub-loop state's
+		// entry is passed whole (${context.STATE.terminated_by}).
 		for k, c := range run.Captured {
+			if c.Loop != nil {
+				sub.Context[k] = interpolate.ChildCaptured(c.Loop)
+				continue
+			}
 			sub.Context[k] = c.Output
 		}
 	}

@@ -72,3 +72,28 @@ func TestSubLoopErrorOnlyForAnErrorEnding(t *testing.T) {
 		})
 	}
 }
+
+// With contextPassthrough, an earlier sub-loop state's entry reaches the
+// next child whole (how its loop ended, its captures), as little-loops
+// passes a capture that is not an action's; an action's capture gives its
+// output.
+func TestSubLoopPassthroughGivesEarlierSubLoopEntries(t *testing.T) {
+	spec := parentSpec(func(st *v1alpha1.State) { st.ContextPassthrough = true })
+	m, run, _ := startSubLoop(t, spec)
+	run.Captured = map[string]v1alpha1.CapturedResult{
+		"first": {Loop: &v1alpha1.SubLoopResult{TerminatedBy: "terminal", Captured: map[string]v1alpha1.ChildCapture{"greeting": {Output: "hello"}}}},
+		"issue": {Output: "ENH-1", ExitCode: 0},
+	}
+	step, _ := m.Plan(run, t0)
+	got, err := ChildContext(step.Loop, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, ok := got["first"].(map[string]any)
+	if !ok || first["terminated_by"] != "terminal" || got["issue"] != "ENH-1" {
+		t.Fatalf("passthrough context %v", got)
+	}
+	if greeting, _ := first["greeting"].(map[string]any); greeting["output"] != "hello" {
+		t.Fatalf("the earlier child's capture: %v", first)
+	}
+}

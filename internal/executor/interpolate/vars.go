@@ -141,6 +141,16 @@ func capturedMap(c v1alpha1.CapturedResult) map[string]any {
 	return m
 }
 
+// ChildCaptured is a sub-loop state's entry as a value, as a child that
+// gets its parent's captures (contextPassthrough) reads it in its context:
+// how the child ended and its captures by name, like ${captured.STATE}.
+func ChildCaptured(l *v1alpha1.SubLoopResult) map[string]any {
+	m := map[string]any{}
+	addChildCaptures(m, l.Captured)
+	addEnding(m, l.TerminatedBy, l.FailureTerminal, l.Error)
+	return m
+}
+
 // addChildCaptures puts a child's captures into m by name: a capture at
 // inner.greeting (see v1alpha1.SubLoopResult) goes into inner's entry. The
 // entry of a sub-loop state of the child holds how its loop ended and
