@@ -54,7 +54,7 @@ func (t *turn) complete(res *ActionResult) Step {
 	run.Action = nil
 	if res != nil && st.Action != "" {
 		t.actionComplete(&st, res)
-		t.noteSignal(res)
+		t.noteSignal(&st, res)
 		if !t.appendMessage(&st, res) {
 			return next
 		}

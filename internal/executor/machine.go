@@ -265,6 +265,9 @@ type ActionResult struct {
 	// Output.
 	Signal        *Signal
 	SignalScanned bool
+	// TimedOut: the action ran out of its time and was killed (its exit
+	// code is then 124); Output is what it printed until then.
+	TimedOut bool
 }
 
 // Judged is res with the LLM judge's answer to the StepJudge question

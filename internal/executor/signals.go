@@ -205,9 +205,13 @@ func isPythonSpace(r rune) bool {
 
 // noteSignal looks for the signal the state's action printed: the runner
 // scanned the complete stdout, or else the machine scans what it was given.
-func (t *turn) noteSignal(res *ActionResult) {
+// An agent that ran out of its time has no signal: little-loops keeps no
+// output of an agent it killed, so it sees none (a shell action's output
+// until then counts, as there).
+func (t *turn) noteSignal(st *v1alpha1.State, res *ActionResult) {
 	switch {
 	case t.m.opts.IgnoreSignals || res == nil:
+	case res.TimedOut && (st.IsAgent() || st.Learning != nil):
 	case res.SignalScanned:
 		t.signal = res.Signal
 	default:

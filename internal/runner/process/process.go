@@ -110,7 +110,7 @@ func (r Result) ActionResult() executor.ActionResult {
 	return executor.ActionResult{
 		Output: r.Stdout, Stderr: r.Stderr, ExitCode: r.ExitCode, Duration: r.Duration,
 		OutputTruncated: r.StdoutTruncated, StderrTruncated: r.StderrTruncated, Verdict: r.Verdict,
-		Signal: r.Signal, SignalScanned: true,
+		Signal: r.Signal, SignalScanned: true, TimedOut: r.TimedOut,
 	}
 }
 
