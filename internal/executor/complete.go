@@ -62,6 +62,11 @@ func (t *turn) complete(res *ActionResult) Step {
 			return next
 		}
 	}
+	if res != nil && st.Learning != nil {
+		// The agent a learning gate runs may print a signal, as in
+		// little-loops; it is heeded once the gate's verdict is recorded.
+		t.noteSignal(&st, res)
+	}
 	if st.Next != "" {
 		t.completeNext(&st, res)
 		t.stopAfterRoute()

@@ -7,6 +7,28 @@ import (
 	"github.com/looprun/looprun/api/v1alpha1"
 )
 
+// The signal the agent of a learning gate prints counts, as in
+// little-loops, where the gate runs it as any action: FATAL_ERROR: ends the
+// run once the gate's verdict is recorded, before it routes.
+func TestLearningGateAgentSignal(t *testing.T) {
+	m, run := startRun(t, "test", learningSpec(nil), Options{})
+	m.Plan(run, t0)
+	res := &ActionResult{Output: "looprun-learning: explore 1 A b\nFATAL_ERROR: A b needs a person\n",
+		Probe: &ProbeResult{Output: "stale missing A b\nexplore 1 A b\nproven A b\nproven it's\ncomplete\n"}}
+	evs := eventsOf(m.Complete(run, res, t0))
+	if run.TerminatedBy != v1alpha1.TerminatedError || run.Message != "A b needs a person" || run.CurrentState != "gate" {
+		t.Fatalf("ended %s %q in %s", run.TerminatedBy, run.Message, run.CurrentState)
+	}
+	if got := learningEvents(evs); len(got) == 0 || got[len(got)-1] != EventLearningComplete {
+		t.Fatalf("learning events %v: the gate's verdict is recorded first", got)
+	}
+	for _, e := range evs {
+		if e.Type == EventRoute {
+			t.Fatalf("routed: %v", e.Data)
+		}
+	}
+}
+
 // An agent killed at its timeout has no signal: little-loops keeps no
 // output of it. A shell action's output until its timeout counts.
 func TestTimedOutActionSignal(t *testing.T) {
