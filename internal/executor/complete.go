@@ -55,10 +55,11 @@ func (t *turn) complete(res *ActionResult) Step {
 	if res != nil && st.Action != "" {
 		t.actionComplete(&st, res)
 		t.noteSignal(&st, res)
-		if !t.appendMessage(&st, res) {
+		if !t.appendMessage(&st, res) || t.signalEndsTry(&st, res) {
 			return next
 		}
 		if t.retry(&st, res) || t.throttled(&st) {
+			t.stopAfterRoute() // LOOP_STOP: stops a retry too
 			return next
 		}
 	}

@@ -236,6 +236,22 @@ func (t *turn) signalEnds() bool {
 	return true
 }
 
+// signalEndsTry ends the run for a FATAL_ERROR: or CONTEXT_HANDOFF: that a
+// try retryPolicy would run again printed, its result kept as the
+// state's: little-loops heeds the signal of every action it runs, a try it
+// runs again in place included. It reports whether it did.
+func (t *turn) signalEndsTry(st *v1alpha1.State, res *ActionResult) bool {
+	if t.signal == nil || t.signal.Kind == SignalStop {
+		return false
+	}
+	if _, transient := transientReason(st.RetryPolicy, res); !transient {
+		return false
+	}
+	t.capture(st, res, "")
+	t.setPrev(st, res)
+	return t.signalEnds()
+}
+
 // stopping reports whether the state's action printed LOOP_STOP:.
 func (t *turn) stopping() bool { return t.signal != nil && t.signal.Kind == SignalStop }
 

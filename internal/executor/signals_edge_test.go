@@ -51,3 +51,27 @@ func TestTimedOutActionSignal(t *testing.T) {
 		t.Errorf("a timed-out shell action: ended %s %q in %s", r.run.TerminatedBy, r.run.Message, r.run.CurrentState)
 	}
 }
+
+// A try that retryPolicy would run again still ends the run on its
+// FATAL_ERROR:, its result kept, and LOOP_STOP: stops the run instead of
+// trying again, as little-loops heeds every action's signal.
+func TestRetriedTrySignal(t *testing.T) {
+	spec := &v1alpha1.LoopSpec{Initial: "a", States: map[string]v1alpha1.State{
+		"a": {Action: "try", Capture: "try", RetryPolicy: &v1alpha1.RetryPolicy{Limit: 2, ExitCodes: []int32{3}},
+			OnSuccess: "done", OnFailure: "done", OnError: "done"},
+		"done": {Terminal: true},
+	}}
+	acts := &fakeActions{results: map[string][]ActionResult{"try": {{Output: "FATAL_ERROR: the disk is gone\n", ExitCode: 3}}}}
+	r := runLoop(t, spec, acts, Options{}, time.Minute)
+	if r.run.TerminatedBy != v1alpha1.TerminatedError || r.run.Message != "the disk is gone" || len(acts.ran) != 1 {
+		t.Errorf("FATAL_ERROR: ended %s %q after %d tries", r.run.TerminatedBy, r.run.Message, len(acts.ran))
+	}
+	if c := r.run.Captured["try"]; c.ExitCode != 3 || c.Output != "FATAL_ERROR: the disk is gone" {
+		t.Errorf("the try's capture %+v", c)
+	}
+	acts = &fakeActions{results: map[string][]ActionResult{"try": {{Output: "LOOP_STOP:\n", ExitCode: 3}}}}
+	r = runLoop(t, spec, acts, Options{}, time.Minute)
+	if r.run.Phase != v1alpha1.PhaseInterrupted || r.run.CurrentState != "a" || len(acts.ran) != 1 {
+		t.Errorf("LOOP_STOP: %s %s in %s after %d tries", r.run.Phase, r.run.TerminatedBy, r.run.CurrentState, len(acts.ran))
+	}
+}
