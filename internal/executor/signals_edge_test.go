@@ -75,3 +75,42 @@ func TestRetriedTrySignal(t *testing.T) {
 		t.Errorf("LOOP_STOP: %s %s in %s after %d tries", r.run.Phase, r.run.TerminatedBy, r.run.CurrentState, len(acts.ran))
 	}
 }
+
+// The action flushed before the loop's timeout ends it routes nowhere and
+// its signal is not heeded: the run ends by its timeout, as in little-loops.
+func TestFlushedActionSignalIgnored(t *testing.T) {
+	spec := &v1alpha1.LoopSpec{Initial: "slow", Timeout: dur(time.Second), States: map[string]v1alpha1.State{
+		"slow": {Action: "slow", OnSuccess: "done", OnFailure: "mark"},
+		"mark": {Action: "mark", Next: "slow"},
+		"done": {Terminal: true},
+	}}
+	m, run := startRun(t, "test", spec, Options{})
+	m.Plan(run, t0)
+	m.Complete(run, &ActionResult{ExitCode: 1}, t0.Add(1500*time.Millisecond))
+	step, _ := m.Plan(run, t0.Add(1500*time.Millisecond))
+	if step.Kind != StepAction || step.Action.Command != "mark" || run.Action == nil || !run.Action.Flush {
+		t.Fatalf("step %v %+v: want the flush of mark", step.Kind, step.Action)
+	}
+	m.Complete(run, &ActionResult{Output: "FATAL_ERROR: flushed\n"}, t0.Add(1600*time.Millisecond))
+	if run.TerminatedBy != v1alpha1.TerminatedTimeout || run.CurrentState != "mark" {
+		t.Fatalf("ended %s %q in %s", run.TerminatedBy, run.Message, run.CurrentState)
+	}
+}
+
+// FATAL_ERROR: with only a blank after it ends the run with no text (the
+// pattern's (.+) takes the blank, then it is stripped); with only line ends
+// after it, it is no signal.
+func TestEmptyFatalError(t *testing.T) {
+	acts := &fakeActions{results: map[string][]ActionResult{
+		"blank": {{Output: "FATAL_ERROR: \n"}},
+		"bare":  {{Output: "FATAL_ERROR:\n"}},
+	}}
+	r := runLoop(t, signalSpec("blank"), acts, Options{}, time.Millisecond)
+	if r.run.TerminatedBy != v1alpha1.TerminatedError || r.run.Message != "" || r.run.CurrentState != "a" {
+		t.Errorf("a blank text: ended %s %q in %s", r.run.TerminatedBy, r.run.Message, r.run.CurrentState)
+	}
+	r = runLoop(t, signalSpec("bare"), acts, Options{}, time.Millisecond)
+	if r.run.TerminatedBy != v1alpha1.TerminatedTerminal {
+		t.Errorf("no text: ended %s %q in %s", r.run.TerminatedBy, r.run.Message, r.run.CurrentState)
+	}
+}
