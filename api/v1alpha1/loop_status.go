@@ -134,7 +134,11 @@ type SubLoopResult struct {
 	// +optional
 	Error string `json:"error,omitempty"`
 	// captured are the child's captures, brought back when the state has
-	// contextPassthrough or with.
+	// contextPassthrough or with. A sub-loop state of the child is there
+	// too, with how its own child ended; that grandchild's captures (when
+	// the child's state brought them back) are under the path of state
+	// names that leads to them, joined with dots: inner.greeting is the
+	// capture greeting of the loop the child's state inner ran.
 	// +optional
 	Captured map[string]ChildCapture `json:"captured,omitempty"`
 }
@@ -150,6 +154,16 @@ type ChildCapture struct {
 	// verdict the child's state gave.
 	// +optional
 	Verdict string `json:"verdict,omitempty"`
+	// terminatedBy says why the loop a sub-loop state of the child ran
+	// ended; empty for any other capture.
+	// +optional
+	TerminatedBy string `json:"terminatedBy,omitempty"`
+	// failureTerminal is true when that loop ended in a failure state.
+	// +optional
+	FailureTerminal bool `json:"failureTerminal,omitempty"`
+	// error is that loop's error message, when it ended in error.
+	// +optional
+	Error string `json:"error,omitempty"`
 }
 
 // PrevResult is the result of the previously executed state.

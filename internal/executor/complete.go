@@ -54,13 +54,19 @@ func (t *turn) complete(res *ActionResult) Step {
 	run.Action = nil
 	if res != nil && st.Action != "" {
 		t.actionComplete(&st, res)
-		t.noteSignal(res)
-		if !t.appendMessage(&st, res) {
+		t.noteSignal(&st, res)
+		if !t.appendMessage(&st, res) || t.signalEndsTry(&st, res) {
 			return next
 		}
 		if t.retry(&st, res) || t.throttled(&st) {
+			t.stopAfterRoute() // LOOP_STOP: stops a retry too
 			return next
 		}
+	}
+	if res != nil && st.Learning != nil {
+		// The agent a learning gate runs may print a signal, as in
+		// little-loops; it is heeded once the gate's verdict is recorded.
+		t.noteSignal(&st, res)
 	}
 	if st.Next != "" {
 		t.completeNext(&st, res)

@@ -273,6 +273,9 @@ type ActionResult struct {
 	// Usage is what an agent action reported it used (tokens, model);
 	// nil when it reported nothing.
 	Usage *agentstream.Usage
+	// TimedOut: the action ran out of its time and was killed (its exit
+	// code is then 124); Output is what it printed until then.
+	TimedOut bool
 }
 
 // Judged is res with the LLM judge's answer to the StepJudge question

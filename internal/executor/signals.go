@@ -205,9 +205,13 @@ func isPythonSpace(r rune) bool {
 
 // noteSignal looks for the signal the state's action printed: the runner
 // scanned the complete stdout, or else the machine scans what it was given.
-func (t *turn) noteSignal(res *ActionResult) {
+// An agent that ran out of its time has no signal: little-loops keeps no
+// output of an agent it killed, so it sees none (a shell action's output
+// until then counts, as there).
+func (t *turn) noteSignal(st *v1alpha1.State, res *ActionResult) {
 	switch {
 	case t.m.opts.IgnoreSignals || res == nil:
+	case res.TimedOut && (st.IsAgent() || st.Learning != nil):
 	case res.SignalScanned:
 		t.signal = res.Signal
 	default:
@@ -230,6 +234,22 @@ func (t *turn) signalEnds() bool {
 		return false
 	}
 	return true
+}
+
+// signalEndsTry ends the run for a FATAL_ERROR: or CONTEXT_HANDOFF: that a
+// try retryPolicy would run again printed, its result kept as the
+// state's: little-loops heeds the signal of every action it runs, a try it
+// runs again in place included. It reports whether it did.
+func (t *turn) signalEndsTry(st *v1alpha1.State, res *ActionResult) bool {
+	if t.signal == nil || t.signal.Kind == SignalStop {
+		return false
+	}
+	if _, transient := transientReason(st.RetryPolicy, res); !transient {
+		return false
+	}
+	t.capture(st, res, "")
+	t.setPrev(st, res)
+	return t.signalEnds()
 }
 
 // stopping reports whether the state's action printed LOOP_STOP:.

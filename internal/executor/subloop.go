@@ -202,7 +202,13 @@ func (t *turn) subLoop(st *v1alpha1.State, start bool) Step {
 	}
 	if sub.Passthrough {
 		sub.Context = maps.Clone(t.m.context)
+		// As little-loops: a capture gives its output; a sub-loop state's
+		// entry is passed whole (${context.STATE.terminated_by}).
 		for k, c := range run.Captured {
+			if c.Loop != nil {
+				sub.Context[k] = interpolate.ChildCaptured(c.Loop)
+				continue
+			}
 			sub.Context[k] = c.Output
 		}
 	}
@@ -370,12 +376,13 @@ func (t *turn) storeChild(st *v1alpha1.State, c *ChildResult, by, verdict string
 	if run.Captured == nil {
 		run.Captured = map[string]v1alpha1.CapturedResult{}
 	}
-	sl := &v1alpha1.SubLoopResult{TerminatedBy: by, FailureTerminal: c.FailureTerminal, Error: Tail(c.Error, t.m.opts.MaxCaptureBytes)}
-	if (st.ContextPassthrough || st.With != nil) && len(c.Captured) > 0 {
-		sl.Captured = make(map[string]v1alpha1.ChildCapture, len(c.Captured))
-		for k, cc := range c.Captured {
-			sl.Captured[k] = v1alpha1.ChildCapture{Output: Tail(cc.Output, t.m.opts.MaxCaptureBytes), ExitCode: cc.ExitCode, Verdict: cc.Verdict}
-		}
+	sl := &v1alpha1.SubLoopResult{TerminatedBy: by, FailureTerminal: c.FailureTerminal}
+	if c.TerminatedBy == v1alpha1.TerminatedError {
+		// As in little-loops: only a child that ended in error leaves one.
+		sl.Error = Tail(c.Error, t.m.opts.MaxCaptureBytes)
+	}
+	if st.ContextPassthrough || st.With != nil {
+		sl.Captured = childCaptures(c.Captured, t.m.opts.MaxCaptureBytes)
 	}
 	run.Captured[run.CurrentState] = v1alpha1.CapturedResult{Loop: sl}
 	if st.Capture != "" {
@@ -386,6 +393,29 @@ func (t *turn) storeChild(st *v1alpha1.State, c *ChildResult, by, verdict string
 		}
 	}
 	t.keepCapturesWithinBudget()
+}
+
+// childCaptures are a child's captures as its parent keeps them (nil for
+// none): each of its sub-loop states with how its own child ended, and
+// that grandchild's captures under the state's name and a dot, however
+// deep, as little-loops nests the child's captures in its parent's.
+func childCaptures(captured map[string]v1alpha1.CapturedResult, limit int) map[string]v1alpha1.ChildCapture {
+	if len(captured) == 0 {
+		return nil
+	}
+	out := make(map[string]v1alpha1.ChildCapture, len(captured))
+	for k, c := range captured {
+		cc := v1alpha1.ChildCapture{Output: Tail(c.Output, limit), ExitCode: c.ExitCode, Verdict: c.Verdict}
+		if l := c.Loop; l != nil {
+			cc.TerminatedBy, cc.FailureTerminal, cc.Error = l.TerminatedBy, l.FailureTerminal, Tail(l.Error, limit)
+			for gk, gc := range l.Captured {
+				gc.Output, gc.Error = Tail(gc.Output, limit), Tail(gc.Error, limit)
+				out[k+"."+gk] = gc
+			}
+		}
+		out[k] = cc
+	}
+	return out
 }
 
 // Forward numbers a child's events as the parent's, each marked with its

@@ -8,8 +8,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -110,10 +112,10 @@ type CapturedFile struct {
 	DurationMs int64  `json:"duration_ms"`
 	Verdict    string `json:"verdict,omitempty"`
 
-	TerminatedBy    string                  `json:"terminated_by,omitempty"`
-	FailureTerminal bool                    `json:"failure_terminal,omitempty"`
-	Error           string                  `json:"error,omitempty"`
-	Children        map[string]CapturedFile `json:"-"`
+	TerminatedBy    string                   `json:"terminated_by,omitempty"`
+	FailureTerminal bool                     `json:"failure_terminal,omitempty"`
+	Error           string                   `json:"error,omitempty"`
+	Children        map[string]*CapturedFile `json:"-"`
 }
 
 // capturedFields is CapturedFile without its methods, for encoding/json.
@@ -152,24 +154,36 @@ func (c *CapturedFile) UnmarshalJSON(data []byte) error {
 			return fmt.Errorf("captured %s: %w", k, err)
 		}
 		if f.Children == nil {
-			f.Children = map[string]CapturedFile{}
+			f.Children = map[string]*CapturedFile{}
 		}
-		f.Children[k] = child
+		f.Children[k] = &child
 	}
 	*c = CapturedFile(f)
 	return nil
 }
 
-// capturedFile is a run state's capture as the state file keeps it.
+// capturedFile is a run state's capture as the state file keeps it: a
+// sub-loop's captures nested as little-loops nests them (the capture at
+// inner.greeting inside inner's entry).
 func capturedFile(c v1alpha1.CapturedResult) CapturedFile {
 	f := CapturedFile{Output: c.Output, Stderr: c.Stderr, ExitCode: c.ExitCode, DurationMs: c.DurationMs, Verdict: c.Verdict}
 	if l := c.Loop; l != nil {
 		f.TerminatedBy, f.FailureTerminal, f.Error = l.TerminatedBy, l.FailureTerminal, l.Error
-		for k, cc := range l.Captured {
-			if f.Children == nil {
-				f.Children = map[string]CapturedFile{}
+		for _, k := range slices.Sorted(maps.Keys(l.Captured)) {
+			cc := l.Captured[k]
+			at := &f
+			path := strings.Split(k, ".")
+			for _, p := range path {
+				if at.Children == nil {
+					at.Children = map[string]*CapturedFile{}
+				}
+				if at.Children[p] == nil {
+					at.Children[p] = &CapturedFile{}
+				}
+				at = at.Children[p]
 			}
-			f.Children[k] = CapturedFile{Output: cc.Output, ExitCode: cc.ExitCode, Verdict: cc.Verdict}
+			at.Output, at.ExitCode, at.Verdict = cc.Output, cc.ExitCode, cc.Verdict
+			at.TerminatedBy, at.FailureTerminal, at.Error = cc.TerminatedBy, cc.FailureTerminal, cc.Error
 		}
 	}
 	return f
@@ -180,14 +194,22 @@ func (f CapturedFile) capturedResult() v1alpha1.CapturedResult {
 	c := v1alpha1.CapturedResult{Output: f.Output, Stderr: f.Stderr, ExitCode: f.ExitCode, DurationMs: f.DurationMs, Verdict: f.Verdict}
 	if f.TerminatedBy != "" || len(f.Children) > 0 {
 		c.Loop = &v1alpha1.SubLoopResult{TerminatedBy: f.TerminatedBy, FailureTerminal: f.FailureTerminal, Error: f.Error}
-		for k, cc := range f.Children {
-			if c.Loop.Captured == nil {
-				c.Loop.Captured = map[string]v1alpha1.ChildCapture{}
-			}
-			c.Loop.Captured[k] = v1alpha1.ChildCapture{Output: cc.Output, ExitCode: cc.ExitCode, Verdict: cc.Verdict}
-		}
+		c.Loop.Captured = map[string]v1alpha1.ChildCapture{}
+		f.flattenChildren("", c.Loop.Captured)
 	}
 	return c
+}
+
+// flattenChildren puts f's child captures into into, each under its path
+// (the names that lead to it, joined with dots).
+func (f CapturedFile) flattenChildren(prefix string, into map[string]v1alpha1.ChildCapture) {
+	for k, cc := range f.Children {
+		into[prefix+k] = v1alpha1.ChildCapture{
+			Output: cc.Output, ExitCode: cc.ExitCode, Verdict: cc.Verdict,
+			TerminatedBy: cc.TerminatedBy, FailureTerminal: cc.FailureTerminal, Error: cc.Error,
+		}
+		cc.flattenChildren(prefix+k+".", into)
+	}
 }
 
 // StallFile is a stall evaluator's counter (little-loops keeps these in

@@ -9,6 +9,9 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/api/equality"
+
+	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/safefile"
 )
 
@@ -92,5 +95,44 @@ func TestLegacyRunID(t *testing.T) {
 		if got := legacyRunID("fixer", tc.startedAt); got != tc.want {
 			t.Errorf("legacyRunID(%q) = %q, want %q", tc.startedAt, got, tc.want)
 		}
+	}
+}
+
+// A grandchild's captures are nested in the state file as little-loops
+// nests them (captured.STATE.INNER.NAME), and read back as they were.
+func TestStateFileNestsGrandchildCaptures(t *testing.T) {
+	run := &v1alpha1.RunState{Captured: map[string]v1alpha1.CapturedResult{
+		"run": {Loop: &v1alpha1.SubLoopResult{TerminatedBy: "terminal", Captured: map[string]v1alpha1.ChildCapture{
+			"inner":          {TerminatedBy: "terminal"},
+			"inner.greeting": {Output: "hello", Verdict: "yes"},
+			"bare":           {TerminatedBy: "error", Error: "boom"},
+		}}},
+	}}
+	b, err := json.Marshal(encodeState("demo", "loop.yaml", nil, run))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m struct {
+		Captured map[string]map[string]any `json:"captured"`
+	}
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	inner, _ := m.Captured["run"]["inner"].(map[string]any)
+	greeting, _ := inner["greeting"].(map[string]any)
+	bare, _ := m.Captured["run"]["bare"].(map[string]any)
+	if inner["terminated_by"] != "terminal" || greeting["output"] != "hello" || bare["error"] != "boom" {
+		t.Fatalf("captured in the state file: %s", b)
+	}
+	var sf StateFile
+	if err := json.Unmarshal(b, &sf); err != nil {
+		t.Fatal(err)
+	}
+	back, err := sf.RunState()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !equality.Semantic.DeepEqual(run.Captured, back.Captured) {
+		t.Fatalf("read back %+v, want %+v", back.Captured, run.Captured)
 	}
 }

@@ -123,6 +123,7 @@ func (r *reader) littleLoops(doc map[string]any, dir string) (*v1alpha1.Loop, er
 		}
 		spec.States[sn] = st
 	}
+	r.subLoopCaptureRefs(doc, spec.States)
 	if len(r.errs) > 0 {
 		return nil, errors.New(strings.Join(r.errs, "; "))
 	}

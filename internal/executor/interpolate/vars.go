@@ -3,7 +3,9 @@ package interpolate
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -133,18 +135,62 @@ func capturedMap(c v1alpha1.CapturedResult) map[string]any {
 	// A sub-loop state's entry: the child's captures by name, and how it
 	// ended.
 	if l := c.Loop; l != nil {
-		for name, cc := range l.Captured {
-			m[name] = map[string]any{"output": cc.Output, "exit_code": cc.ExitCode, "exitCode": cc.ExitCode, "verdict": cc.Verdict}
-		}
-		m["terminated_by"] = l.TerminatedBy
-		if l.FailureTerminal {
-			m["failure_terminal"] = true
-		}
-		if l.Error != "" {
-			m["error"] = l.Error
-		}
+		addChildCaptures(m, l.Captured)
+		addEnding(m, l.TerminatedBy, l.FailureTerminal, l.Error)
 	}
 	return m
+}
+
+// ChildCaptured is a sub-loop state's entry as a value, as a child that
+// gets its parent's captures (contextPassthrough) reads it in its context:
+// how the child ended and its captures by name, like ${captured.STATE}.
+func ChildCaptured(l *v1alpha1.SubLoopResult) map[string]any {
+	m := map[string]any{}
+	addChildCaptures(m, l.Captured)
+	addEnding(m, l.TerminatedBy, l.FailureTerminal, l.Error)
+	return m
+}
+
+// addChildCaptures puts a child's captures into m by name: a capture at
+// inner.greeting (see v1alpha1.SubLoopResult) goes into inner's entry. The
+// entry of a sub-loop state of the child holds how its loop ended and
+// that loop's captures, as little-loops keeps it (no output of its own).
+func addChildCaptures(m map[string]any, captured map[string]v1alpha1.ChildCapture) {
+	for _, name := range slices.Sorted(maps.Keys(captured)) {
+		cc := captured[name]
+		at := m
+		path := strings.Split(name, ".")
+		for _, p := range path[:len(path)-1] {
+			next, ok := at[p].(map[string]any)
+			if !ok {
+				next = map[string]any{}
+				at[p] = next
+			}
+			at = next
+		}
+		entry, ok := at[path[len(path)-1]].(map[string]any)
+		if !ok {
+			entry = map[string]any{}
+			at[path[len(path)-1]] = entry
+		}
+		if cc.TerminatedBy != "" {
+			addEnding(entry, cc.TerminatedBy, cc.FailureTerminal, cc.Error)
+			continue
+		}
+		entry["output"], entry["exit_code"], entry["exitCode"], entry["verdict"] = cc.Output, cc.ExitCode, cc.ExitCode, cc.Verdict
+	}
+}
+
+// addEnding puts how a sub-loop ended into its entry m: terminated_by,
+// and failure_terminal and error when there are.
+func addEnding(m map[string]any, terminatedBy string, failureTerminal bool, err string) {
+	m["terminated_by"] = terminatedBy
+	if failureTerminal {
+		m["failure_terminal"] = true
+	}
+	if err != "" {
+		m["error"] = err
+	}
 }
 
 func walk(v any, path []string) (any, error) {

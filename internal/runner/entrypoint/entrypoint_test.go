@@ -19,7 +19,7 @@ func TestNewResult(t *testing.T) {
 		t.Fatal(err)
 	}
 	if r.DurationMs != 1500 || !r.TimedOut || back.ExitCode != 124 || back.Output != "o" || back.Stderr != "e" ||
-		!back.OutputTruncated || back.Verdict.Verdict != "error" || back.Duration != 1500*time.Millisecond {
+		!back.OutputTruncated || back.Verdict.Verdict != "error" || back.Duration != 1500*time.Millisecond || !back.TimedOut {
 		t.Errorf("result %+v, read back %+v", r, back)
 	}
 }

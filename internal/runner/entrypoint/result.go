@@ -184,7 +184,7 @@ func Decode(msg string) (executor.ActionResult, error) {
 		Output: r.Stdout, Stderr: r.Stderr, ExitCode: r.ExitCode,
 		Duration:        time.Duration(r.DurationMs) * time.Millisecond,
 		OutputTruncated: r.StdoutTruncated, StderrTruncated: r.StderrTruncated,
-		Verdict: r.Verdict, Signal: r.Signal, SignalScanned: r.SignalScanned, Usage: r.Usage,
+		Verdict: r.Verdict, Signal: r.Signal, SignalScanned: r.SignalScanned, Usage: r.Usage, TimedOut: r.TimedOut,
 	}
 	if p := r.Probe; p != nil {
 		res.Probe = &executor.ProbeResult{ExitCode: p.ExitCode, SHA256: p.SHA256, Output: p.Output, Stderr: p.Stderr}

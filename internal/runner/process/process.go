@@ -118,7 +118,7 @@ func (r Result) ActionResult() executor.ActionResult {
 	return executor.ActionResult{
 		Output: r.Stdout, Stderr: r.Stderr, ExitCode: r.ExitCode, Duration: r.Duration,
 		OutputTruncated: r.StdoutTruncated, StderrTruncated: r.StderrTruncated, Verdict: r.Verdict,
-		Signal: r.Signal, SignalScanned: true, Usage: r.Usage,
+		Signal: r.Signal, SignalScanned: true, Usage: r.Usage, TimedOut: r.TimedOut,
 	}
 }
 

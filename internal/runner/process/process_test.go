@@ -65,7 +65,7 @@ func TestTimeoutKillsTheGroup(t *testing.T) {
 	pidFile := t.TempDir() + "/child"
 	start := time.Now()
 	r := Run(context.Background(), Spec{Argv: bash("sleep 30 & echo $! > " + pidFile + "; sleep 30"), Timeout: 300 * time.Millisecond})
-	if r.ExitCode != evaluate.ExitTimeout || !r.TimedOut || !strings.Contains(r.Stderr, "timed out") || time.Since(start) > 5*time.Second {
+	if r.ExitCode != evaluate.ExitTimeout || !r.TimedOut || !r.ActionResult().TimedOut || !strings.Contains(r.Stderr, "timed out") || time.Since(start) > 5*time.Second {
 		t.Errorf("exit %d timedOut %v stderr %q after %v", r.ExitCode, r.TimedOut, r.Stderr, time.Since(start))
 	}
 	proc.WaitGone(t, proc.WaitPid(t, pidFile))
