@@ -87,8 +87,12 @@ func oneToN(n int) string {
 // summary is what two runs of one loop must agree on.
 func summary(l *v1alpha1.Loop) string {
 	s := l.Status
+	verdict := "<none>"
+	if s.LastResult != nil {
+		verdict = s.LastResult.Verdict
+	}
 	return fmt.Sprintf("phase=%s state=%s iteration=%d terminatedBy=%s verdict=%s lastSeq=%d", s.Phase, s.CurrentState, s.Iteration,
-		s.TerminatedBy, s.LastResult.Verdict, s.LastSeq)
+		s.TerminatedBy, verdict, s.LastSeq)
 }
 
 var _ = Describe("Loops on a real node", func() {
