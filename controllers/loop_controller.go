@@ -31,6 +31,7 @@ import (
 
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/eventlog/configmaps"
+	"github.com/looprun/looprun/internal/pricing"
 	"github.com/looprun/looprun/internal/runner"
 )
 
@@ -48,6 +49,8 @@ type LoopReconciler struct {
 	// Judges gives each Loop its LLM judge and runs the calls in the
 	// background; nil means none (llm_structured verdicts are errors).
 	Judges *Judges
+	// Prices cost agent actions (nil: pricing.Default).
+	Prices *pricing.Table
 	// MaxConcurrentReconciles bounds the workers (default 4).
 	MaxConcurrentReconciles int
 	// StartGrace is how long a new run's first status write may wait for

@@ -39,6 +39,7 @@ func (r *LoopReconciler) reconcileLoop(ctx context.Context, loop *v1alpha1.Loop)
 		// A sub-loop's child is deaf to the signals its actions print, as
 		// in little-loops (and as a child runs locally).
 		IgnoreSignals: loop.Labels[v1alpha1.LabelParent] != "",
+		Prices:        r.Prices,
 	})
 	if err != nil {
 		r.announceInvalid(loop, err)
@@ -341,6 +342,12 @@ func (s *step) complete(ctx context.Context, res *executor.ActionResult) executo
 		observeAction(res.Duration)
 		loop := s.loop
 		s.out.afterSave = append(s.out.afterSave, func() { s.r.Actions.Release(loop, action.Iteration) })
+		if u := res.Usage; u != nil {
+			prices := s.m.Prices()
+			cost, priced := prices.CostMicroUSD(*u)
+			model, _, _ := prices.Match(u.Model)
+			s.out.afterSave = append(s.out.afterSave, func() { observeUsage(loop.Namespace, model, *u, cost, priced) })
+		}
 	}
 	s.completed = true
 	s.takeCheckpoint(ctx)

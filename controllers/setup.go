@@ -18,6 +18,7 @@ import (
 
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/eventlog/configmaps"
+	"github.com/looprun/looprun/internal/pricing"
 	"github.com/looprun/looprun/internal/runner/judge"
 	"github.com/looprun/looprun/internal/runner/local"
 	"github.com/looprun/looprun/internal/runner/pod"
@@ -40,6 +41,8 @@ type Config struct {
 	// Shard is the value of looprun.io/shard of the Loops this operator
 	// runs ("": the Loops without the label). CacheOptions selects them.
 	Shard string
+	// Prices cost agent actions (nil: pricing.Default).
+	Prices *pricing.Table
 }
 
 // LLMConfig is the operator's side of the LLM judge.
@@ -68,6 +71,7 @@ func NewReconciler(mgr ctrl.Manager, cfg Config) *LoopReconciler {
 			Config: mgr.GetConfig(), Runner: judge.NewRunner(cfg.LLM.MaxTimeout)},
 		MaxConcurrentReconciles: cfg.Workers,
 		StartGrace:              cfg.StartGrace,
+		Prices:                  cfg.Prices,
 	}
 	switch {
 	case cfg.AllowLocalActions:

@@ -328,6 +328,52 @@ type RunState struct {
 	// lastSeq is the sequence number of the last event appended.
 	// +optional
 	LastSeq int64 `json:"lastSeq,omitempty"`
+	// usage is what the run's agent actions used and cost, in all and per
+	// state.
+	// +optional
+	Usage *UsageStatus `json:"usage,omitempty"`
+}
+
+// UsageTotals sums the tokens and cost of agent actions.
+type UsageTotals struct {
+	// calls is how many agent actions reported their usage.
+	// +optional
+	Calls int64 `json:"calls,omitempty"`
+	// inputTokens, outputTokens, cacheReadTokens and cacheCreationTokens
+	// are the tokens the agent CLI reported.
+	// +optional
+	InputTokens int64 `json:"inputTokens,omitempty"`
+	// +optional
+	OutputTokens int64 `json:"outputTokens,omitempty"`
+	// +optional
+	CacheReadTokens int64 `json:"cacheReadTokens,omitempty"`
+	// +optional
+	CacheCreationTokens int64 `json:"cacheCreationTokens,omitempty"`
+	// costMicroUSD is the cost in millionths of a US dollar, computed by
+	// looprun from the tokens and its price table.
+	// +optional
+	CostMicroUSD int64 `json:"costMicroUSD,omitempty"`
+	// unpricedCalls counts calls of a model the price table does not
+	// list: their tokens are counted, their cost is not.
+	// +optional
+	UnpricedCalls int64 `json:"unpricedCalls,omitempty"`
+	// cliCostMicroUSD is the agent CLI's own figure for the cost, kept
+	// beside looprun's (it is wrong behind a proxy, for one).
+	// +optional
+	CLICostMicroUSD int64 `json:"cliCostMicroUSD,omitempty"`
+	// model is the model of the last call.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Model string `json:"model,omitempty"`
+}
+
+// UsageStatus is what a run's agent actions used.
+type UsageStatus struct {
+	UsageTotals `json:",inline"`
+	// states holds the same per state (a Loop has at most 128 states).
+	// +optional
+	// +kubebuilder:validation:MaxProperties=128
+	States map[string]UsageTotals `json:"states,omitempty"`
 }
 
 // EventLogStatus locates a Loop's event log: ConfigMaps named

@@ -73,7 +73,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		AgentStream: os.Getenv(entrypoint.AgentStreamEnv) != "",
 	}))
 	if dir := os.Getenv(entrypoint.RunDirEnv); dir != "" && res.Usage != nil {
-		iteration, _ := strconv.Atoi(os.Getenv("LOOPRUN_ITERATION"))
+		iteration, _ := strconv.ParseInt(os.Getenv("LOOPRUN_ITERATION"), 10, 32)
 		row := agentstream.UsageRow{Iteration: int32(iteration), State: os.Getenv("LOOPRUN_STATE"),
 			Prompt: os.Getenv(entrypoint.AgentStreamEnv) == entrypoint.AgentStreamPrompt, Usage: *res.Usage, Time: time.Now()}
 		if err := agentstream.AppendUsage(dir, row); err != nil {

@@ -257,6 +257,13 @@ func describeRun(row rowFunc, loop *v1alpha1.Loop, now time.Time) {
 	if st.LastResult != nil {
 		row("Last verdict", "%s", st.LastResult.Verdict)
 	}
+	if u := st.Usage; u != nil {
+		row("Usage", "%s", describeUsage(&u.UsageTotals))
+		for _, name := range slices.Sorted(maps.Keys(u.States)) {
+			t := u.States[name]
+			row("  "+name, "%s", describeUsage(&t))
+		}
+	}
 	if a := st.Action; a != nil && a.Child != "" {
 		row("Action", "state %s, iteration %d: sub-loop %s, child loop/%s", a.State, a.Iteration, a.Loop, a.Child)
 	} else if a != nil {

@@ -70,6 +70,13 @@ func newStatusCommand(g *globals) *cobra.Command {
 			if len(sf.Captured) > 0 {
 				row("Captured", strings.Join(slices.Sorted(maps.Keys(sf.Captured)), ", "))
 			}
+			if u := sf.Usage.Status(); u != nil {
+				row("Usage", describeUsage(&u.UsageTotals))
+				for _, name := range slices.Sorted(maps.Keys(u.States)) {
+					t := u.States[name]
+					row("  "+name, describeUsage(&t))
+				}
+			}
 			return w.Flush()
 		},
 	}
@@ -218,6 +225,27 @@ func compact(v any) string {
 	}
 	if strings.ContainsAny(s, " \t") {
 		s = fmt.Sprintf("%q", s)
+	}
+	return s
+}
+
+// describeUsage says what agent calls used and cost, for people.
+func describeUsage(t *v1alpha1.UsageTotals) string {
+	tokens := t.InputTokens + t.OutputTokens + t.CacheReadTokens + t.CacheCreationTokens
+	s := fmt.Sprintf("%d agent call(s), %d tokens (input %d, output %d, cache read %d, cache write %d)",
+		t.Calls, tokens, t.InputTokens, t.OutputTokens, t.CacheReadTokens, t.CacheCreationTokens)
+	priced := t.Calls - t.UnpricedCalls
+	if priced > 0 {
+		s += fmt.Sprintf(", $%.4f", float64(t.CostMicroUSD)/1e6)
+	}
+	if t.UnpricedCalls > 0 {
+		s += fmt.Sprintf(", %d call(s) of a model without a price", t.UnpricedCalls)
+	}
+	if t.CLICostMicroUSD > 0 {
+		s += fmt.Sprintf(" (the agent CLI said $%.4f)", float64(t.CLICostMicroUSD)/1e6)
+	}
+	if t.Model != "" {
+		s += ", model " + t.Model
 	}
 	return s
 }

@@ -8,6 +8,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"sync"
 	"syscall"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	"github.com/looprun/looprun/internal/llm"
 	"github.com/looprun/looprun/internal/localrun"
 	"github.com/looprun/looprun/internal/loopfile"
+	"github.com/looprun/looprun/internal/pricing"
 	"github.com/looprun/looprun/internal/runner/local"
 )
 
@@ -273,9 +275,30 @@ func inDir(r localrun.ActionRunner, dir string) localrun.ActionRunner {
 
 // newMachine builds the machine that runs a loop file here.
 func newMachine(lf *loopfile.File) (*executor.Machine, error) {
+	prices, err := localPrices()
+	if err != nil {
+		return nil, err
+	}
 	return executor.New(lf.Loop.Name, &lf.Loop.Spec, executor.Options{Env: os.LookupEnv, LittleLoops: lf.LittleLoops(),
-		MaxCaptureBytes: executor.LocalCaptureBytes, MaxCapturedBytes: executor.LocalCapturedBytes})
+		MaxCaptureBytes: executor.LocalCaptureBytes, MaxCapturedBytes: executor.LocalCapturedBytes, Prices: prices})
 }
+
+// PricesEnv names a price table file (internal/pricing) that local runs
+// use over the defaults to cost agent actions.
+const PricesEnv = "LOOPRUN_PRICES"
+
+// localPrices reads $LOOPRUN_PRICES once; nil (the defaults) when unset.
+var localPrices = sync.OnceValues(func() (*pricing.Table, error) {
+	path := os.Getenv(PricesEnv)
+	if path == "" {
+		return nil, nil
+	}
+	t, err := pricing.Load(path)
+	if err != nil {
+		return nil, fmt.Errorf("$%s: %w", PricesEnv, err)
+	}
+	return t, nil
+})
 
 // fileJudge is the LLM judge of a loop file's runs.
 func fileJudge(lf *loopfile.File) evaluate.Judge { return newJudge(&lf.Loop.Spec) }

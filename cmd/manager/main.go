@@ -28,6 +28,7 @@ import (
 	"github.com/looprun/looprun/controllers"
 	"github.com/looprun/looprun/internal/eventlog/configmaps"
 	"github.com/looprun/looprun/internal/llm/baseurl"
+	"github.com/looprun/looprun/internal/pricing"
 	"github.com/looprun/looprun/internal/runner/judge"
 	"github.com/looprun/looprun/internal/runner/pod"
 )
@@ -93,6 +94,9 @@ func parseFlags(args []string, getenv func(string) string) (*settings, error) {
 	fs.StringVar(&allowed, "llm-allowed-base-urls", "",
 		"comma-separated endpoints a Loop may send its LLM judge calls to (spec.llm.baseURL); such a Loop brings its own key. Empty: none")
 	fs.DurationVar(&c.LLM.MaxTimeout, "llm-max-timeout", judge.DefaultMaxTimeout, "cap on every LLM judge call, whatever a Loop's spec.llm.timeout says")
+	var prices, pricesFile string
+	fs.StringVar(&prices, "prices", "", `price table of agent models over the defaults, as JSON or YAML: {"models": {"NAME": {"input": USD, "output": USD, "cacheRead": USD, "cacheCreation": USD}}}, dollars per million tokens`)
+	fs.StringVar(&pricesFile, "prices-file", "", "a file holding such a table (a mounted ConfigMap, say)")
 	// Logs are JSON lines unless --zap-devel; --zap-log-level sets the level.
 	s.zap.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -110,9 +114,25 @@ func parseFlags(args []string, getenv func(string) string) (*settings, error) {
 			return nil, err
 		}
 	}
-	if !(s.leaseDuration > s.renewDeadline && s.renewDeadline > s.retryPeriod && s.retryPeriod > 0) {
+	if s.leaseDuration <= s.renewDeadline || s.renewDeadline <= s.retryPeriod || s.retryPeriod <= 0 {
 		return nil, fmt.Errorf("leader election: need lease duration (%s) > renew deadline (%s) > retry period (%s) > 0",
 			s.leaseDuration, s.renewDeadline, s.retryPeriod)
+	}
+	switch {
+	case prices != "" && pricesFile != "":
+		return nil, errors.New("--prices and --prices-file: give one price table")
+	case prices != "":
+		t, err := pricing.Parse([]byte(prices))
+		if err != nil {
+			return nil, fmt.Errorf("--prices: %w", err)
+		}
+		c.Prices = t
+	case pricesFile != "":
+		t, err := pricing.Load(pricesFile)
+		if err != nil {
+			return nil, fmt.Errorf("--prices-file: %w", err)
+		}
+		c.Prices = t
 	}
 	c.LLM.AllowedBaseURLs = splitList(allowed)
 	for _, u := range c.LLM.AllowedBaseURLs {

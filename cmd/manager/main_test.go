@@ -62,6 +62,21 @@ func TestParseFlags(t *testing.T) {
 			t.Errorf("%v: %v", bad, err)
 		}
 	}
+	priced, err := parseFlags([]string{"--prices", `{"models": {"in-house": {"input": 1, "output": 2}}}`}, func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, ok := priced.reconciler.Prices.Rates("in-house"); !ok || r.Output != 2 {
+		t.Errorf("--prices: %+v %v", r, ok)
+	}
+	if _, ok := priced.reconciler.Prices.Rates("claude-opus-4-8"); !ok {
+		t.Error("--prices dropped the default table")
+	}
+	for _, bad := range [][]string{{"--prices", "models: {x: {input: -2}}"}, {"--prices-file", "/nonexistent"}, {"--prices", "{}", "--prices-file", "x"}} {
+		if _, err := parseFlags(bad, func(string) string { return "" }); err == nil || !strings.Contains(err.Error(), "price") {
+			t.Errorf("%v: %v", bad, err)
+		}
+	}
 	sharded, err := parseFlags([]string{"--shard", "blue"}, func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)

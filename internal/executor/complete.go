@@ -52,21 +52,8 @@ func (t *turn) complete(res *ActionResult) Step {
 		}
 	}
 	run.Action = nil
-	if res != nil && st.Action != "" {
-		t.actionComplete(&st, res)
-		t.noteSignal(&st, res)
-		if !t.appendMessage(&st, res) || t.signalEndsTry(&st, res) {
-			return next
-		}
-		if t.retry(&st, res) || t.throttled(&st) {
-			t.stopAfterRoute() // LOOP_STOP: stops a retry too
-			return next
-		}
-	}
-	if res != nil && st.Learning != nil {
-		// The agent a learning gate runs may print a signal, as in
-		// little-loops; it is heeded once the gate's verdict is recorded.
-		t.noteSignal(&st, res)
+	if t.recordAction(&st, res) {
+		return next
 	}
 	if st.Next != "" {
 		t.completeNext(&st, res)
@@ -75,12 +62,7 @@ func (t *turn) complete(res *ActionResult) Step {
 	}
 	progress := takeProgress(res)
 	result, typ, evaluated := t.evaluate(&st, res)
-	if len(result.Verdict) > MaxVerdictBytes {
-		result = evaluate.Result{Verdict: v1alpha1.VerdictError, Details: map[string]any{
-			"error":        fmt.Sprintf("the verdict is %d bytes; at most %d", len(result.Verdict), MaxVerdictBytes),
-			"verdict_tail": Tail(result.Verdict, 64),
-		}}
-	}
+	result = capVerdict(result)
 	if evaluated {
 		t.recordVerdict(typ, result)
 	}
@@ -94,6 +76,43 @@ func (t *turn) complete(res *ActionResult) Step {
 	}
 	t.stopAfterRoute()
 	return next
+}
+
+// recordAction records the result of a state's action (its event, its
+// signal, its message) and reports whether the turn ends there: a signal
+// ends the try, the action runs again, or the throttle stops the loop.
+func (t *turn) recordAction(st *v1alpha1.State, res *ActionResult) bool {
+	if res == nil {
+		return false
+	}
+	if st.Action != "" {
+		t.actionComplete(st, res)
+		t.noteSignal(st, res)
+		if !t.appendMessage(st, res) || t.signalEndsTry(st, res) {
+			return true
+		}
+		if t.retry(st, res) || t.throttled(st) {
+			t.stopAfterRoute() // LOOP_STOP: stops a retry too
+			return true
+		}
+	}
+	if st.Learning != nil {
+		// The agent a learning gate runs may print a signal, as in
+		// little-loops; it is heeded once the gate's verdict is recorded.
+		t.noteSignal(st, res)
+	}
+	return false
+}
+
+// capVerdict turns a verdict longer than MaxVerdictBytes into an error.
+func capVerdict(r evaluate.Result) evaluate.Result {
+	if len(r.Verdict) <= MaxVerdictBytes {
+		return r
+	}
+	return evaluate.Result{Verdict: v1alpha1.VerdictError, Details: map[string]any{
+		"error":        fmt.Sprintf("the verdict is %d bytes; at most %d", len(r.Verdict), MaxVerdictBytes),
+		"verdict_tail": Tail(r.Verdict, 64),
+	}}
 }
 
 // completing is the state to complete and the result of its action (nil
@@ -246,6 +265,11 @@ func (t *turn) actionComplete(st *v1alpha1.State, res *ActionResult) {
 		if u.Model != "" {
 			data["model"] = u.Model
 		}
+		cost, priced := t.m.Prices().CostMicroUSD(*u)
+		if priced {
+			data["cost_usd"] = float64(cost) / 1e6
+		}
+		t.run.Usage = addUsage(t.run.Usage, t.run.CurrentState, *u, cost, priced)
 	}
 	t.emit(EventActionComplete, data)
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/agentstream"
+	"github.com/looprun/looprun/internal/pricing"
 )
 
 // fixSpec is check -> fix -> check -> done.
@@ -300,6 +301,34 @@ func TestActionCompleteUsage(t *testing.T) {
 	}
 	if _, ok := got[2]["input_tokens"]; ok {
 		t.Errorf("a shell action has usage keys: %v", got[2])
+	}
+	if _, ok := got[1]["cost_usd"]; ok {
+		t.Errorf("an unnamed model was priced: %v", got[1])
+	}
+	// The run's totals, and per state; claude-x priced by a table of the run.
+	u := r.run.Usage
+	if u == nil || u.Calls != 2 || u.InputTokens != 6 || u.OutputTokens != 2 || u.UnpricedCalls != 2 || u.Model != "claude-x" {
+		t.Fatalf("usage %+v", u)
+	}
+	if s := u.States["agent"]; s.Calls != 1 || s.CacheReadTokens != 3 || s.CacheCreationTokens != 4 {
+		t.Errorf("state agent %+v", s)
+	}
+	if s := u.States["plain"]; s.Calls != 1 || s.InputTokens != 5 {
+		t.Errorf("state plain %+v", s)
+	}
+	prices, err := pricing.Parse([]byte("models: {claude-x: {input: 1, output: 1, cacheRead: 1, cacheCreation: 1}}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	acts.results["/fix"] = []ActionResult{{Usage: &agentstream.Usage{InputTokens: 1, OutputTokens: 2, CacheReadTokens: 3, CacheCreationTokens: 4, Model: "claude-x", CLICostUSD: 1.5}}}
+	r = runLoop(t, spec, acts, Options{Prices: prices}, time.Millisecond)
+	if u := r.run.Usage; u.CostMicroUSD != 10 || u.UnpricedCalls != 1 || u.CLICostMicroUSD != 1500000 {
+		t.Errorf("priced usage %+v", u.UsageTotals)
+	}
+	for _, e := range r.events {
+		if e.Type == EventActionComplete && e.Data["model"] == "claude-x" && e.Data["cost_usd"] != 10/1e6 {
+			t.Errorf("cost_usd %v", e.Data["cost_usd"])
+		}
 	}
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/looprun/looprun/internal/agentstream"
 	"github.com/looprun/looprun/internal/executor/evaluate"
 	"github.com/looprun/looprun/internal/executor/interpolate"
+	"github.com/looprun/looprun/internal/pricing"
 )
 
 // DefaultMaxCaptureBytes bounds every output kept in the run state.
@@ -83,6 +84,9 @@ type Options struct {
 	// (FATAL_ERROR:, CONTEXT_HANDOFF:, LOOP_STOP:): a sub-loop's child, as
 	// little-loops runs its children.
 	IgnoreSignals bool
+	// Prices turn an agent action's tokens into its cost; nil: the
+	// defaults (pricing.Default).
+	Prices *pricing.Table
 }
 
 // Machine runs one loop spec. It holds no run state (only what its log

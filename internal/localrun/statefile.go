@@ -57,6 +57,8 @@ type StateFile struct {
 	LastSeq           int64                `json:"last_seq"`
 	LoopFile          string               `json:"loop_file,omitempty"`
 	Context           map[string]any       `json:"context,omitempty"`
+	// Usage is what the run's agent actions used (looprun's own key).
+	Usage *UsageFile `json:"usage,omitempty"`
 
 	// FormatVersion is the state file's format: absent (1) in files
 	// little-loops and early looprun wrote, FormatVersion now.
@@ -336,7 +338,7 @@ func encodeState(name, loopFile string, ctx map[string]any, run *v1alpha1.RunSta
 		RunID:    run.RunID, TerminatedBy: string(run.TerminatedBy), Error: run.Message, IterationCount: run.Passes, CapSummary: string(run.CapSummary), Routed: run.Routed,
 		EdgeRevisitCounts: run.EdgeRevisits, RetryCounts: run.RetryCounts, ActionRetries: run.Retries, NextStepAt: fmtTime(run.NextStepAt),
 		ResumedAt: fmtTime(run.ResumedAt), LastSeq: run.LastSeq, LoopFile: loopFile, Context: ctx,
-		FormatVersion: FormatVersion,
+		FormatVersion: FormatVersion, Usage: usageFile(run.Usage),
 	}
 	if run.TerminatedBy == v1alpha1.TerminatedHandoff {
 		f.ContinuationPrompt = run.Message
@@ -369,6 +371,54 @@ func encodeState(name, loopFile string, ctx map[string]any, run *v1alpha1.RunSta
 	return f
 }
 
+// UsageTotalsFile is v1alpha1.UsageTotals as the state file writes it.
+type UsageTotalsFile struct {
+	Calls               int64  `json:"calls,omitempty"`
+	InputTokens         int64  `json:"input_tokens,omitempty"`
+	OutputTokens        int64  `json:"output_tokens,omitempty"`
+	CacheReadTokens     int64  `json:"cache_read_tokens,omitempty"`
+	CacheCreationTokens int64  `json:"cache_creation_tokens,omitempty"`
+	CostMicroUSD        int64  `json:"cost_micro_usd,omitempty"`
+	UnpricedCalls       int64  `json:"unpriced_calls,omitempty"`
+	CLICostMicroUSD     int64  `json:"cli_cost_micro_usd,omitempty"`
+	Model               string `json:"model,omitempty"`
+}
+
+// UsageFile is v1alpha1.UsageStatus as the state file writes it.
+type UsageFile struct {
+	UsageTotalsFile
+	States map[string]UsageTotalsFile `json:"states,omitempty"`
+}
+
+func usageFile(u *v1alpha1.UsageStatus) *UsageFile {
+	if u == nil {
+		return nil
+	}
+	f := &UsageFile{UsageTotalsFile: UsageTotalsFile(u.UsageTotals)}
+	for k, t := range u.States {
+		if f.States == nil {
+			f.States = map[string]UsageTotalsFile{}
+		}
+		f.States[k] = UsageTotalsFile(t)
+	}
+	return f
+}
+
+// Status is the usage as the run state holds it.
+func (f *UsageFile) Status() *v1alpha1.UsageStatus {
+	if f == nil {
+		return nil
+	}
+	u := &v1alpha1.UsageStatus{UsageTotals: v1alpha1.UsageTotals(f.UsageTotalsFile)}
+	for k, t := range f.States {
+		if u.States == nil {
+			u.States = map[string]v1alpha1.UsageTotals{}
+		}
+		u.States[k] = v1alpha1.UsageTotals(t)
+	}
+	return u
+}
+
 // RunState turns a state file back into a run state.
 func (f *StateFile) RunState() (*v1alpha1.RunState, error) {
 	phase, err := statusToPhase(f.Status)
@@ -379,7 +429,7 @@ func (f *StateFile) RunState() (*v1alpha1.RunState, error) {
 		RunID: f.RunID, CurrentState: f.CurrentState, Iteration: f.Iteration, Passes: f.IterationCount, CapSummary: v1alpha1.TerminationReason(f.CapSummary), Routed: f.Routed,
 		Phase: phase, TerminatedBy: v1alpha1.TerminationReason(f.TerminatedBy), Message: f.Error,
 		EdgeRevisits: f.EdgeRevisitCounts, RetryCounts: f.RetryCounts, Retries: f.ActionRetries, AccumulatedMs: f.AccumulatedMs, LastSeq: f.LastSeq,
-		Messages: f.Messages,
+		Messages: f.Messages, Usage: f.Usage.Status(),
 	}
 	if f.Status == StatusAwaitingContinuation && f.TerminatedBy == "" { // little-loops' own file
 		run.TerminatedBy, run.Message = v1alpha1.TerminatedHandoff, f.ContinuationPrompt

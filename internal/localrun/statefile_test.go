@@ -136,3 +136,30 @@ func TestStateFileNestsGrandchildCaptures(t *testing.T) {
 		t.Fatalf("read back %+v, want %+v", back.Captured, run.Captured)
 	}
 }
+
+// The run's usage is kept in the state file (snake_case, as the rest of it)
+// and read back as it was, so a resumed run goes on adding to it.
+func TestStateFileKeepsUsage(t *testing.T) {
+	run := &v1alpha1.RunState{Phase: v1alpha1.PhaseRunning, Usage: &v1alpha1.UsageStatus{
+		UsageTotals: v1alpha1.UsageTotals{Calls: 2, InputTokens: 10, OutputTokens: 20, CostMicroUSD: 330, UnpricedCalls: 1, CLICostMicroUSD: 400, Model: "m"},
+		States:      map[string]v1alpha1.UsageTotals{"fix": {Calls: 2, InputTokens: 10, CacheReadTokens: 7}},
+	}}
+	b, err := json.Marshal(encodeState("demo", "loop.yaml", nil, run))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"usage":{"calls":2,"input_tokens":10,"output_tokens":20,"cost_micro_usd":330,"unpriced_calls":1,"cli_cost_micro_usd":400,"model":"m","states":{"fix":{"calls":2,"input_tokens":10,"cache_read_tokens":7}}}`) {
+		t.Fatalf("state file %s", b)
+	}
+	var sf StateFile
+	if err := json.Unmarshal(b, &sf); err != nil {
+		t.Fatal(err)
+	}
+	back, err := sf.RunState()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !equality.Semantic.DeepEqual(run.Usage, back.Usage) {
+		t.Fatalf("read back %+v, want %+v", back.Usage, run.Usage)
+	}
+}

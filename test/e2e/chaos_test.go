@@ -389,7 +389,7 @@ var _ = Describe("Chaos on the real node", Serial, Label("chaos"), func() {
 			g.Expect(k8sClient.List(bg, pods, client.InNamespace(ns))).To(Succeed())
 			g.Expect(k8sClient.List(bg, claims, client.InNamespace(ns))).To(Succeed())
 			g.Expect(k8sClient.List(bg, cms, client.InNamespace(ns), client.HasLabels{v1alpha1.LabelLoop})).To(Succeed())
-			g.Expect(len(loops.Items) + len(pods.Items) + len(claims.Items) + len(cms.Items)).To(BeZero(),
+			g.Expect(len(loops.Items)+len(pods.Items)+len(claims.Items)+len(cms.Items)).To(BeZero(),
 				"left: %d Loops, %d Pods, %d claims, %d ConfigMaps", len(loops.Items), len(pods.Items), len(claims.Items), len(cms.Items))
 		}, 5*time.Minute, time.Second).Should(Succeed())
 		ops := &corev1.PodList{}

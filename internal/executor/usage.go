@@ -1,0 +1,64 @@
+package executor
+
+import (
+	"math"
+	"sync"
+
+	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/internal/agentstream"
+	"github.com/looprun/looprun/internal/pricing"
+)
+
+var defaultPrices = sync.OnceValue(pricing.Default)
+
+// Prices is the machine's price table.
+func (m *Machine) Prices() *pricing.Table {
+	if m.opts.Prices != nil {
+		return m.opts.Prices
+	}
+	return defaultPrices()
+}
+
+// addUsage adds one agent action's usage (and its cost, when priced) to the
+// run's totals and to its state's.
+func addUsage(s *v1alpha1.UsageStatus, state string, u agentstream.Usage, costMicro int64, priced bool) *v1alpha1.UsageStatus {
+	if s == nil {
+		s = &v1alpha1.UsageStatus{}
+	}
+	add := func(t *v1alpha1.UsageTotals) {
+		t.Calls++
+		t.InputTokens = satAdd(t.InputTokens, u.InputTokens)
+		t.OutputTokens = satAdd(t.OutputTokens, u.OutputTokens)
+		t.CacheReadTokens = satAdd(t.CacheReadTokens, u.CacheReadTokens)
+		t.CacheCreationTokens = satAdd(t.CacheCreationTokens, u.CacheCreationTokens)
+		if priced {
+			t.CostMicroUSD = satAdd(t.CostMicroUSD, costMicro)
+		} else {
+			t.UnpricedCalls++
+		}
+		t.CLICostMicroUSD = satAdd(t.CLICostMicroUSD, int64(math.Round(u.CLICostUSD*1e6)))
+		if u.Model != "" {
+			t.Model = u.Model
+		}
+	}
+	add(&s.UsageTotals)
+	if s.States == nil {
+		s.States = map[string]v1alpha1.UsageTotals{}
+	}
+	t := s.States[state]
+	add(&t)
+	s.States[state] = t
+	return s
+}
+
+// satAdd adds, stopping at the largest int64 instead of wrapping (a CLI's
+// figures are not to be trusted to be sane).
+func satAdd(a, b int64) int64 {
+	if b > 0 && a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	if b < 0 {
+		return a // a negative count is nonsense: ignored
+	}
+	return a + b
+}
