@@ -7,6 +7,9 @@ status=0
 echo "== local engine: per-iteration overhead (target: <= 0.3 ms above raw spawn)"
 go run ./bench/loopbench "$@" || status=1
 echo
+echo "== agent steps: stream-json over plain text per iteration (target: <= 0.5 ms), memory on 1 GiB"
+go run ./bench/agentbench || status=1
+echo
 echo "== operator: overhead per transition and throughput against a real API server"
 KUBEBUILDER_ASSETS="$(hack/setup-envtest.sh)" go run ./bench/operatorbench || status=1
 echo

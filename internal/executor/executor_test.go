@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"context"
 	"slices"
 	"strings"
 	"testing"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/agentstream"
+	"github.com/looprun/looprun/internal/executor/evaluate"
 	"github.com/looprun/looprun/internal/pricing"
 )
 
@@ -331,6 +333,33 @@ func TestActionCompleteUsage(t *testing.T) {
 		}
 	}
 }
+
+// A judge call's usage goes into its evaluate event and the run's totals.
+func TestJudgeUsage(t *testing.T) {
+	spec := &v1alpha1.LoopSpec{Initial: "agent", States: map[string]v1alpha1.State{
+		"agent": {Action: "/fix", OnSuccess: "done", OnFailure: "done"},
+		"done":  {Terminal: true},
+	}}
+	judge := usageJudge{evaluate.Result{Verdict: "success", Details: map[string]any{}, Usage: &agentstream.Usage{InputTokens: 1000, OutputTokens: 100, Model: "claude-haiku-4-5-20251001"}}}
+	r := runJudged(t, spec, &fakeActions{}, judge, Options{}, time.Millisecond)
+	var ev map[string]any
+	for _, e := range r.events {
+		if e.Type == EventEvaluate {
+			ev = e.Data
+		}
+	}
+	// 1000×0.8 + 100×4 micro-dollars.
+	if ev["input_tokens"] != int64(1000) || ev["output_tokens"] != int64(100) || ev["cost_usd"] != 1200/1e6 {
+		t.Errorf("evaluate event %v", ev)
+	}
+	if u := r.run.Usage; u == nil || u.Calls != 1 || u.CostMicroUSD != 1200 || u.States["agent"].InputTokens != 1000 {
+		t.Errorf("usage %+v", u)
+	}
+}
+
+type usageJudge struct{ r evaluate.Result }
+
+func (j usageJudge) Judge(context.Context, evaluate.JudgeRequest) evaluate.Result { return j.r }
 
 func TestAgentWithoutJudgeIsAnError(t *testing.T) {
 	spec := &v1alpha1.LoopSpec{Initial: "agent", States: map[string]v1alpha1.State{

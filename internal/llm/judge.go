@@ -18,6 +18,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/option"
 
 	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/internal/agentstream"
 	"github.com/looprun/looprun/internal/executor/evaluate"
 )
 
@@ -90,28 +91,41 @@ func (j *Judge) Judge(ctx context.Context, req evaluate.JudgeRequest) evaluate.R
 	if req.Model != "" {
 		model = req.Model
 	}
-	answer, err := j.ask(ctx, model, req)
+	answer, usage, err := j.ask(ctx, model, req)
 	if err != nil {
 		d := map[string]any{"error": err.Error(), "llm_model": model, "llm_latency_ms": time.Since(start).Milliseconds()}
 		if errors.Is(err, context.DeadlineExceeded) {
 			d["timeout"] = true
 		}
-		return evaluate.Result{Verdict: v1alpha1.VerdictError, Details: d}
+		return evaluate.Result{Verdict: v1alpha1.VerdictError, Details: d, Usage: usage}
 	}
 	r := evaluate.Interpret(req, answer)
 	r.Details["llm_model"] = model
 	r.Details["llm_latency_ms"] = time.Since(start).Milliseconds()
+	r.Usage = usage
 	return r
 }
 
-func (j *Judge) ask(ctx context.Context, model string, req evaluate.JudgeRequest) (map[string]any, error) {
+// usageOf is what a call used, as the API reported it (the model it
+// answered with, else the one asked).
+func usageOf(msg *anthropic.Message, asked string) *agentstream.Usage {
+	u := msg.Usage
+	model := string(msg.Model)
+	if model == "" {
+		model = asked
+	}
+	return &agentstream.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, CacheReadTokens: u.CacheReadInputTokens,
+		CacheCreationTokens: u.CacheCreationInputTokens, Model: model}
+}
+
+func (j *Judge) ask(ctx context.Context, model string, req evaluate.JudgeRequest) (map[string]any, *agentstream.Usage, error) {
 	schema := req.Schema
 	if schema == nil {
 		schema = evaluate.DefaultSchema
 	}
 	var input anthropic.ToolInputSchemaParam
 	if err := json.Unmarshal(schema, &input); err != nil {
-		return nil, fmt.Errorf("answer schema: %w", err)
+		return nil, nil, fmt.Errorf("answer schema: %w", err)
 	}
 	prompt := req.Prompt
 	if prompt == "" {
@@ -133,7 +147,7 @@ func (j *Judge) ask(ctx context.Context, model string, req evaluate.JudgeRequest
 	})
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("judge call timed out after %s: %w", j.cfg.Timeout, context.DeadlineExceeded)
+			return nil, nil, fmt.Errorf("judge call timed out after %s: %w", j.cfg.Timeout, context.DeadlineExceeded)
 		}
 		// What the endpoint answered stays out of the verdict (and so out of
 		// the Loop's status): only its status code is reported.
@@ -141,21 +155,22 @@ func (j *Judge) ask(ctx context.Context, model string, req evaluate.JudgeRequest
 		var urlErr *url.Error
 		switch {
 		case errors.As(err, &apiErr):
-			return nil, fmt.Errorf("judge call failed: the endpoint answered HTTP %d", apiErr.StatusCode)
+			return nil, nil, fmt.Errorf("judge call failed: the endpoint answered HTTP %d", apiErr.StatusCode)
 		case errors.As(err, &urlErr):
-			return nil, errors.New("judge call failed: the endpoint could not be reached")
+			return nil, nil, errors.New("judge call failed: the endpoint could not be reached")
 		}
-		return nil, errors.New("judge call failed: the endpoint's answer could not be read")
+		return nil, nil, errors.New("judge call failed: the endpoint's answer could not be read")
 	}
+	usage := usageOf(msg, model)
 	for _, block := range msg.Content {
 		if block.Type != "tool_use" || block.Name != toolName {
 			continue
 		}
 		var answer map[string]any
 		if err := json.Unmarshal(block.Input, &answer); err != nil {
-			return nil, fmt.Errorf("judge answer is not a JSON object: %w", err)
+			return nil, usage, fmt.Errorf("judge answer is not a JSON object: %w", err)
 		}
-		return answer, nil
+		return answer, usage, nil
 	}
-	return nil, fmt.Errorf("judge answered without a verdict (stop reason %q)", msg.StopReason)
+	return nil, usage, fmt.Errorf("judge answered without a verdict (stop reason %q)", msg.StopReason)
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/looprun/looprun/internal/agentstream"
 	"github.com/looprun/looprun/internal/executor/evaluate"
 )
 
@@ -45,7 +46,7 @@ func toolAnswer(input map[string]any) func(w http.ResponseWriter) {
 			"id": "msg_1", "type": "message", "role": "assistant", "model": "claude-sonnet-5-5",
 			"content":     []any{map[string]any{"type": "tool_use", "id": "toolu_1", "name": toolName, "input": input}},
 			"stop_reason": "tool_use", "stop_sequence": nil,
-			"usage": map[string]any{"input_tokens": 12, "output_tokens": 7},
+			"usage": map[string]any{"input_tokens": 12, "output_tokens": 7, "cache_read_input_tokens": 3, "cache_creation_input_tokens": 2},
 		})
 	}
 }
@@ -85,6 +86,9 @@ func TestJudgeVerdict(t *testing.T) {
 	}
 	if got := s.headers[0].Get("X-Api-Key"); got != "test-key" {
 		t.Errorf("api key header %q", got)
+	}
+	if u := r.Usage; u == nil || *u != (agentstream.Usage{InputTokens: 12, OutputTokens: 7, CacheReadTokens: 3, CacheCreationTokens: 2, Model: "claude-sonnet-5-5"}) {
+		t.Errorf("the call's usage %+v", u)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/internal/agentstream"
 )
 
 // ExitTimeout is the exit code of an action that hit its timeout.
@@ -22,6 +23,8 @@ const ExitTimeout = 124
 type Result struct {
 	Verdict string
 	Details map[string]any
+	// Usage is what an LLM judge's call used; nil for other evaluators.
+	Usage *agentstream.Usage `json:",omitempty"`
 }
 
 // Input is what an evaluator judges.
