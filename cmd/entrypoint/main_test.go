@@ -178,19 +178,25 @@ func TestSameRouteWithBothRunners(t *testing.T) {
 		if out, err := exec.Command(bin, "--termination-log", term, "--evaluate", string(eval), "--", "bash", "-c", a.Command).CombinedOutput(); err != nil {
 			t.Fatalf("%v: %.200s", err, out)
 		}
-		msg, err := os.ReadFile(term)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, err := entrypoint.Decode(string(msg))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return res
+		return readResult(t, term)
 	})
 	if onLaptop != "found" || inPod != "found" {
 		t.Errorf("routed to %s on a laptop, %s in a Pod; want found for both", onLaptop, inPod)
 	}
+}
+
+// readResult decodes the result the wrapper wrote to term.
+func readResult(t *testing.T, term string) executor.ActionResult {
+	t.Helper()
+	msg, err := os.ReadFile(term)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := entrypoint.Decode(string(msg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
 }
 
 // The wrapper runs the action's probe after it, where it ran, and puts
@@ -205,14 +211,7 @@ func TestWrapperRunsTheProbe(t *testing.T) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
-	b, err := os.ReadFile(term)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := entrypoint.Decode(string(b))
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := readResult(t, term)
 	if p := res.Probe; p == nil || p.ExitCode != 0 || p.Output != "3\n4\n" || len(p.SHA256) != 64 {
 		t.Fatalf("probe %+v", res.Probe)
 	}
@@ -232,14 +231,7 @@ func TestWrapperDecodesAgentStream(t *testing.T) {
 	if err != nil || string(out) != "hello\n" {
 		t.Fatalf("log %q, %v", out, err)
 	}
-	b, err := os.ReadFile(term)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := entrypoint.Decode(string(b))
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := readResult(t, term)
 	if res.Output != "hello\n" || res.Usage == nil || res.Usage.InputTokens != 7 || res.Usage.OutputTokens != 8 || res.Usage.Model != "m1" {
 		t.Fatalf("output %q usage %+v", res.Output, res.Usage)
 	}
