@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -206,7 +207,13 @@ func kill(pod string, hard bool) {
 	}
 	for _, s := range p.Status.ContainerStatuses {
 		if id, ok := strings.CutPrefix(s.ContainerID, "containerd://"); ok && s.State.Running != nil {
-			run("ctr", "--address", filepath.Join(e2eDir, "run", "containerd.sock"), "-n", "k8s.io", "tasks", "kill", "-s", "SIGKILL", id)
+			// The status may be behind: the container may have ended (and
+			// been restarted) since. Killed or gone, the Pod goes next.
+			out, err := exec.Command("ctr", "--address", filepath.Join(e2eDir, "run", "containerd.sock"), "-n", "k8s.io",
+				"tasks", "kill", "-s", "SIGKILL", id).CombinedOutput()
+			if err != nil {
+				GinkgoWriter.Printf("SIGKILL of %s: %v: %s", id, err, out)
+			}
 		}
 	}
 	Expect(client.IgnoreNotFound(k8sClient.Delete(bg, p, client.GracePeriodSeconds(0)))).To(Succeed())
@@ -323,11 +330,13 @@ var _ = Describe("Chaos on the real node", Serial, Label("chaos"), func() {
 				down := rand.IntN(6)
 				t0 := time.Now()
 				run(filepath.Join(root, "hack", "e2e", "cluster.sh"), "restart-apiserver", fmt.Sprint(down))
-				Eventually(func() bool { _, ok := watch.movedAfter(t0); return ok }, 5*time.Minute, 100*time.Millisecond).Should(BeTrue(),
+				back := time.Now()
+				Eventually(func() bool { _, ok := watch.movedAfter(back); return ok }, 5*time.Minute, 100*time.Millisecond).Should(BeTrue(),
 					"no Loop moved on after the API server came back")
-				at, _ := watch.movedAfter(t0)
+				at, _ := watch.movedAfter(back)
 				recovered["API server restart"] = append(recovered["API server restart"], at.Sub(t0))
-				GinkgoWriter.Printf("API server restart (%d s down): Loops moved again after %s\n", down, at.Sub(t0).Round(100*time.Millisecond))
+				GinkgoWriter.Printf("API server restart (%d s down, ready again after %s): Loops moved again %s after it stopped\n",
+					down, back.Sub(t0).Round(100*time.Millisecond), at.Sub(t0).Round(100*time.Millisecond))
 				Eventually(leader, 3*time.Minute, 100*time.Millisecond).ShouldNot(BeEmpty())
 			}
 			old := leader()
