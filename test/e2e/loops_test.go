@@ -211,7 +211,7 @@ var _ = Describe("Loops on a real node", func() {
 		Expect(loop.Status.Captured["a"].Output).To(Equal("hi from sh"))
 	})
 
-	It("gives actions envFrom a Secret, and an agent its key from a Secret", func() {
+	It("gives actions envFrom a Secret, and an agent its key from a Secret; the agent's text is its log and output, its usage in status", func() {
 		ns := newNamespace()
 		Expect(k8sClient.Create(bg, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "settings"},
 			StringData: map[string]string{"GREETING": "hello from a Secret"}})).To(Succeed())
@@ -228,7 +228,20 @@ var _ = Describe("Loops on a real node", func() {
 		loop := waitFinished(create(ns, "secrets", spec), 2*time.Minute)
 		Expect(loop.Status.Phase).To(Equal(v1alpha1.PhaseCompleted), describe(loop))
 		Expect(loop.Status.Captured["greet"].Output).To(Equal("hello from a Secret"))
-		Expect(loop.Status.Captured["ask"].Output).To(Equal("agent: say hi (key: yes)"))
+		Expect(loop.Status.Captured["ask"].Output).To(Equal("thinking\nagent: say hi (key: yes)"))
+		// The stream-json the agent printed is read in its Pod: its text is
+		// the Pod's log, its usage (priced by the default table) the Loop's.
+		Expect(loop.Status.Usage).NotTo(BeNil())
+		Expect(loop.Status.Usage.UsageTotals).To(Equal(v1alpha1.UsageTotals{Calls: 1, InputTokens: 1000, OutputTokens: 100,
+			CostMicroUSD: 1000*3 + 100*15, CLICostMicroUSD: 500000, Model: "claude-sonnet-4-6"}))
+		var askPod string
+		for _, p := range loopPods(ns, "secrets") {
+			if p.Labels[v1alpha1.LabelState] == "ask" {
+				askPod = p.Name
+			}
+		}
+		Expect(askPod).NotTo(BeEmpty())
+		Expect(run("kubectl", "logs", "-n", ns, askPod)).To(Equal("thinking\nagent: say hi (key: yes)\n"))
 	})
 
 	It("ends a step whose Pod cannot start, naming the cause", func() {
