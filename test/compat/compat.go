@@ -32,6 +32,9 @@ type Outcome struct {
 	Routes       []string          `json:"routes"`
 	Captured     map[string]string `json:"captured"`
 	Files        map[string]string `json:"files"`
+	// Usage is, per agent action that reported it, the token keys of its
+	// action_complete event.
+	Usage []string `json:"usage,omitempty"`
 }
 
 // Names lists the loops of the corpus in dir.
@@ -229,6 +232,11 @@ func read(dir string, code int, statePath, eventsPath string) (Outcome, error) {
 		switch e["event"] {
 		case "route":
 			o.Routes = append(o.Routes, fmt.Sprintf("%v->%v", e["from"], e["to"]))
+		case "action_complete":
+			if _, ok := e["input_tokens"]; ok {
+				o.Usage = append(o.Usage, fmt.Sprintf("input=%v output=%v cache_read=%v cache_creation=%v model=%v",
+					e["input_tokens"], e["output_tokens"], e["cache_read_tokens"], e["cache_creation_tokens"], e["model"]))
+			}
 		case "loop_complete":
 			o.TerminatedBy, _ = e["terminated_by"].(string)
 			if n, ok := e["iterations"].(float64); ok {
