@@ -110,7 +110,7 @@ func (j *Judge) Judge(ctx context.Context, req evaluate.JudgeRequest) evaluate.R
 // answered with, else the one asked).
 func usageOf(msg *anthropic.Message, asked string) *agentstream.Usage {
 	u := msg.Usage
-	model := string(msg.Model)
+	model := msg.Model
 	if model == "" {
 		model = asked
 	}
