@@ -1,6 +1,7 @@
 package v1alpha1
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -12,9 +13,17 @@ func TestDefaults(t *testing.T) {
 	if s.GetMaxIterations() != 50 || s.GetMaxEdgeRevisits() != 100 || s.GetTimeout() != 0 || s.GetBackoff() != 0 || !s.LLMEnabled() {
 		t.Errorf("defaults of an empty spec are wrong: %+v", s)
 	}
-	if got := s.GetAgentCommand(); len(got) != 3 || got[0] != "claude" {
+	if got := strings.Join(s.GetAgentCommand(), " "); got != "claude --dangerously-skip-permissions --verbose --output-format stream-json -p" {
 		t.Errorf("agent command %v", got)
 	}
+	if !s.AgentStreams() {
+		t.Error("agent actions of an empty spec are not read as stream-json")
+	}
+	s.Agent = &AgentSpec{Output: AgentOutputText}
+	if s.AgentStreams() {
+		t.Error("output: text is read as stream-json")
+	}
+	s.Agent = nil
 	var l *LLMSpec
 	if l.GetModel() != DefaultLLMModel || l.GetMaxTokens() != DefaultLLMMaxTokens || l.GetTimeout() != 2*time.Minute {
 		t.Errorf("llm defaults %s %d %v", l.GetModel(), l.GetMaxTokens(), l.GetTimeout())
