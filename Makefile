@@ -57,7 +57,7 @@ test-e2e: helm ## Run the end-to-end tests on a real one-node cluster built here
 
 .PHONY: test-chaos
 test-chaos: helm ## 50 Loops on the real node while the operator is killed 100 times and the API server restarted 5 times (root; not in CI; see docs/e2e.md).
-	HELM=$(HELM) E2E_LABELS=chaos E2E_TIMEOUT=150m hack/e2e/run.sh -ginkgo.v
+	HELM=$(HELM) E2E_LABELS=chaos E2E_TIMEOUT=150m hack/e2e/run.sh -ginkgo.v -ginkgo.timeout=145m
 
 .PHONY: envtest
 envtest: ## Build kube-apiserver, etcd and kubectl for the tests into bin/k8s (once).
