@@ -61,9 +61,11 @@ kind: Loop
 metadata: {name: agent-self}
 spec:
   initial: fix
+  maxEdgeRevisits: 100000
   agent: {command: [%q], output: %s}
   states:
-    fix: {action: "fix the tests", actionType: agent, evaluate: {type: exit_code}, next: fix}
+    fix: {action: "fix the tests", actionType: agent, evaluate: {type: exit_code}, onSuccess: fix, onFailure: done}
+    done: {terminal: true}
 `, stub, output)
 }
 
@@ -168,7 +170,7 @@ func memory() error {
 	// 1 GiB: a 64 MiB line without a newline-free end in sight, then
 	// assistant records until the total is reached.
 	record := `{"type":"assistant","message":{"content":[{"type":"text","text":"` + strings.Repeat("x", 1000) + `"}]}}`
-	script := fmt.Sprintf(`head -c %d /dev/zero | tr '\0' 'y'; echo; yes '%s' | head -c %d; echo '{"type":"result","usage":{"input_tokens":1}}'`,
+	script := fmt.Sprintf(`head -c %d /dev/zero | tr '\0' 'y'; echo; yes '%s' | head -c %d; echo; echo '{"type":"result","usage":{"input_tokens":1}}'`,
 		64<<20, record, (1<<30)-(64<<20))
 	debug.SetGCPercent(50)
 	var peak atomic.Uint64
