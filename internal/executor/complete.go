@@ -150,14 +150,7 @@ func (t *turn) recordVerdict(typ string, result evaluate.Result) {
 	data["type"] = typ
 	data["verdict"] = result.Verdict
 	if u := result.Usage; u != nil {
-		// The judge's call: its tokens, and its cost by the price table.
-		data["input_tokens"], data["output_tokens"] = u.InputTokens, u.OutputTokens
-		data["cache_read_tokens"], data["cache_creation_tokens"] = u.CacheReadTokens, u.CacheCreationTokens
-		cost, priced := t.m.Prices().CostMicroUSD(*u)
-		if priced {
-			data["cost_usd"] = float64(cost) / 1e6
-		}
-		t.run.Usage = addUsage(t.run.Usage, t.run.CurrentState, *u, cost, priced)
+		t.recordUsage(data, *u) // the judge's call
 	}
 	t.emit(EventEvaluate, data)
 	t.run.LastResult = &v1alpha1.EvaluationResult{Verdict: result.Verdict, Details: detailsJSON(result.Details)}
@@ -269,17 +262,11 @@ func (t *turn) actionComplete(st *v1alpha1.State, res *ActionResult) {
 	}
 	if u := res.Usage; u != nil {
 		// little-loops' keys; its model is null when the CLI named none.
-		data["input_tokens"], data["output_tokens"] = u.InputTokens, u.OutputTokens
-		data["cache_read_tokens"], data["cache_creation_tokens"] = u.CacheReadTokens, u.CacheCreationTokens
 		data["model"] = nil
 		if u.Model != "" {
 			data["model"] = u.Model
 		}
-		cost, priced := t.m.Prices().CostMicroUSD(*u)
-		if priced {
-			data["cost_usd"] = float64(cost) / 1e6
-		}
-		t.run.Usage = addUsage(t.run.Usage, t.run.CurrentState, *u, cost, priced)
+		t.recordUsage(data, *u)
 	}
 	t.emit(EventActionComplete, data)
 }

@@ -19,6 +19,19 @@ func (m *Machine) Prices() *pricing.Table {
 	return defaultPrices()
 }
 
+// recordUsage writes what one agent action or judge call used into its
+// event's data (little-loops' token keys, and cost_usd when the price
+// table prices its model) and adds it to the run's totals.
+func (t *turn) recordUsage(data map[string]any, u agentstream.Usage) {
+	data["input_tokens"], data["output_tokens"] = u.InputTokens, u.OutputTokens
+	data["cache_read_tokens"], data["cache_creation_tokens"] = u.CacheReadTokens, u.CacheCreationTokens
+	cost, priced := t.m.Prices().CostMicroUSD(u)
+	if priced {
+		data["cost_usd"] = float64(cost) / 1e6
+	}
+	t.run.Usage = addUsage(t.run.Usage, t.run.CurrentState, u, cost, priced)
+}
+
 // addUsage adds one agent action's usage (and its cost, when priced) to the
 // run's totals and to its state's.
 func addUsage(s *v1alpha1.UsageStatus, state string, u agentstream.Usage, costMicro int64, priced bool) *v1alpha1.UsageStatus {
