@@ -98,6 +98,30 @@ func TestLegacyRunID(t *testing.T) {
 	}
 }
 
+// writeState is run as the state file of a run named demo holds it.
+func writeState(t *testing.T, run *v1alpha1.RunState) []byte {
+	t.Helper()
+	b, err := json.Marshal(encodeState("demo", "loop.yaml", nil, run))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// readState reads a state file back into a run state.
+func readState(t *testing.T, b []byte) *v1alpha1.RunState {
+	t.Helper()
+	var sf StateFile
+	if err := json.Unmarshal(b, &sf); err != nil {
+		t.Fatal(err)
+	}
+	run, err := sf.RunState()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return run
+}
+
 // A grandchild's captures are nested in the state file as little-loops
 // nests them (captured.STATE.INNER.NAME), and read back as they were.
 func TestStateFileNestsGrandchildCaptures(t *testing.T) {
@@ -108,10 +132,7 @@ func TestStateFileNestsGrandchildCaptures(t *testing.T) {
 			"bare":           {TerminatedBy: "error", Error: "boom"},
 		}}},
 	}}
-	b, err := json.Marshal(encodeState("demo", "loop.yaml", nil, run))
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := writeState(t, run)
 	var m struct {
 		Captured map[string]map[string]any `json:"captured"`
 	}
@@ -124,14 +145,7 @@ func TestStateFileNestsGrandchildCaptures(t *testing.T) {
 	if inner["terminated_by"] != "terminal" || greeting["output"] != "hello" || bare["error"] != "boom" {
 		t.Fatalf("captured in the state file: %s", b)
 	}
-	var sf StateFile
-	if err := json.Unmarshal(b, &sf); err != nil {
-		t.Fatal(err)
-	}
-	back, err := sf.RunState()
-	if err != nil {
-		t.Fatal(err)
-	}
+	back := readState(t, b)
 	if !equality.Semantic.DeepEqual(run.Captured, back.Captured) {
 		t.Fatalf("read back %+v, want %+v", back.Captured, run.Captured)
 	}
@@ -144,21 +158,11 @@ func TestStateFileKeepsUsage(t *testing.T) {
 		UsageTotals: v1alpha1.UsageTotals{Calls: 2, InputTokens: 10, OutputTokens: 20, CostMicroUSD: 330, UnpricedCalls: 1, CLICostMicroUSD: 400, Model: "m"},
 		States:      map[string]v1alpha1.UsageTotals{"fix": {Calls: 2, InputTokens: 10, CacheReadTokens: 7}},
 	}}
-	b, err := json.Marshal(encodeState("demo", "loop.yaml", nil, run))
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := writeState(t, run)
 	if !strings.Contains(string(b), `"usage":{"calls":2,"input_tokens":10,"output_tokens":20,"cost_micro_usd":330,"unpriced_calls":1,"cli_cost_micro_usd":400,"model":"m","states":{"fix":{"calls":2,"input_tokens":10,"cache_read_tokens":7}}}`) {
 		t.Fatalf("state file %s", b)
 	}
-	var sf StateFile
-	if err := json.Unmarshal(b, &sf); err != nil {
-		t.Fatal(err)
-	}
-	back, err := sf.RunState()
-	if err != nil {
-		t.Fatal(err)
-	}
+	back := readState(t, b)
 	if !equality.Semantic.DeepEqual(run.Usage, back.Usage) {
 		t.Fatalf("read back %+v, want %+v", back.Usage, run.Usage)
 	}
