@@ -241,7 +241,7 @@ var _ = Describe("Loops on a real node", func() {
 			}
 		}
 		Expect(askPod).NotTo(BeEmpty())
-		Expect(run("kubectl", "logs", "-n", ns, askPod)).To(Equal("thinking\nagent: say hi (key: yes)\n"))
+		Expect(run("kubectl", "logs", "-n", ns, askPod, "-c", "action")).To(Equal("thinking\nagent: say hi (key: yes)\n"))
 	})
 
 	It("ends a step whose Pod cannot start, naming the cause", func() {
