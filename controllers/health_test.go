@@ -91,6 +91,9 @@ func TestGitOpsHealth(t *testing.T) {
 		// Paused, not done: kstatus reads Ready=False as in progress (a
 		// health check waits for it, or times out), Argo CD as Suspended.
 		{name: "suspended", run: v1alpha1.RunState{Phase: v1alpha1.PhaseSuspended}, kstatus: "InProgress", argo: "Suspended"},
+		// Paused on its budget: read as a suspended Loop, waiting for a person.
+		{name: "paused on its budget", run: v1alpha1.RunState{Phase: v1alpha1.PhasePaused, Budget: &v1alpha1.BudgetStatus{Exceeded: "the run spent $5.00 of its $5.00 budget before state fix"}}, kstatus: "InProgress", argo: "Suspended"},
+		{name: "stopped on its budget", run: v1alpha1.RunState{Phase: v1alpha1.PhaseFailed, TerminatedBy: v1alpha1.TerminatedBudgetExceeded}, kstatus: "Failed", argo: "Degraded"},
 		{name: "judging", run: v1alpha1.RunState{Phase: v1alpha1.PhaseRunning}, h: health{judging: true}, kstatus: "InProgress", argo: "Progressing"},
 		{name: "event log failing", run: v1alpha1.RunState{Phase: v1alpha1.PhaseRunning}, h: health{eventLog: "forbidden"}, kstatus: "InProgress", argo: "Progressing"},
 		{name: "stopped", run: v1alpha1.RunState{Phase: v1alpha1.PhaseInterrupted, TerminatedBy: v1alpha1.TerminatedStopped}, kstatus: "Failed", argo: "Degraded"},

@@ -87,26 +87,44 @@ func setConditions(loop *v1alpha1.Loop, h health) {
 		// `kubectl wait --for=condition=Ready` must not return for it.
 		finished(loop, metav1.ConditionFalse, v1alpha1.ReasonSuspended,
 			fmt.Sprintf("suspended by spec.suspend in state %s, iteration %d; not complete", run.CurrentState, run.Iteration), false)
+	case run.Phase == v1alpha1.PhasePaused:
+		// Paused on its budget, as a suspended Loop: it waits for a
+		// person (raise spec.budget), so neither Reconciling nor Stalled.
+		finished(loop, metav1.ConditionFalse, v1alpha1.ReasonBudgetExceeded, pausedMessage(&run), false)
 	default:
-		reason, msg := v1alpha1.ReasonProgressing, fmt.Sprintf("in state %s, iteration %d", run.CurrentState, run.Iteration)
-		switch {
-		case h.retrying != "":
-			reason, msg = v1alpha1.ReasonRetrying, h.retrying
-		case h.judging:
-			reason, msg = v1alpha1.ReasonJudging, fmt.Sprintf("the LLM judge weighs the result of state %s, iteration %d", run.CurrentState, run.Iteration)
-		case h.searching:
-			msg = fmt.Sprintf("searching the output of state %s, iteration %d, for its pattern", run.CurrentState, run.Iteration)
-		case run.Action != nil && run.Action.Approval != nil:
-			reason, msg = v1alpha1.ReasonAwaitingApproval, fmt.Sprintf("state %s waits for approval (looprun approve or reject): %s", run.Action.State, run.Action.Approval.Message)
-		case run.Action != nil:
-			reason, msg = v1alpha1.ReasonActionRunning, fmt.Sprintf("running the action of state %s, iteration %d", run.Action.State, run.Action.Iteration)
-		case run.NextStepAt != nil:
-			reason, msg = v1alpha1.ReasonBackoff, fmt.Sprintf("waiting until %s before state %s", run.NextStepAt.UTC().Format("15:04:05"), run.CurrentState)
-		}
-		set(loop, v1alpha1.ReadyCondition, metav1.ConditionUnknown, reason, msg)
-		set(loop, v1alpha1.ReconcilingCondition, metav1.ConditionTrue, reason, msg)
-		remove(loop, v1alpha1.StalledCondition)
+		progressing(loop, run, h)
 	}
+}
+
+// pausedMessage says why a Loop paused on its budget waits.
+func pausedMessage(run *v1alpha1.RunState) string {
+	why := "the budget is spent"
+	if run.Budget != nil && run.Budget.Exceeded != "" {
+		why = run.Budget.Exceeded
+	}
+	return "paused: " + why + "; raise spec.budget (looprun budget) to go on"
+}
+
+// progressing sets the conditions of a Loop that runs: what it does now.
+func progressing(loop *v1alpha1.Loop, run v1alpha1.RunState, h health) {
+	reason, msg := v1alpha1.ReasonProgressing, fmt.Sprintf("in state %s, iteration %d", run.CurrentState, run.Iteration)
+	switch {
+	case h.retrying != "":
+		reason, msg = v1alpha1.ReasonRetrying, h.retrying
+	case h.judging:
+		reason, msg = v1alpha1.ReasonJudging, fmt.Sprintf("the LLM judge weighs the result of state %s, iteration %d", run.CurrentState, run.Iteration)
+	case h.searching:
+		msg = fmt.Sprintf("searching the output of state %s, iteration %d, for its pattern", run.CurrentState, run.Iteration)
+	case run.Action != nil && run.Action.Approval != nil:
+		reason, msg = v1alpha1.ReasonAwaitingApproval, fmt.Sprintf("state %s waits for approval (looprun approve or reject): %s", run.Action.State, run.Action.Approval.Message)
+	case run.Action != nil:
+		reason, msg = v1alpha1.ReasonActionRunning, fmt.Sprintf("running the action of state %s, iteration %d", run.Action.State, run.Action.Iteration)
+	case run.NextStepAt != nil:
+		reason, msg = v1alpha1.ReasonBackoff, fmt.Sprintf("waiting until %s before state %s", run.NextStepAt.UTC().Format("15:04:05"), run.CurrentState)
+	}
+	set(loop, v1alpha1.ReadyCondition, metav1.ConditionUnknown, reason, msg)
+	set(loop, v1alpha1.ReconcilingCondition, metav1.ConditionTrue, reason, msg)
+	remove(loop, v1alpha1.StalledCondition)
 }
 
 // finished sets the conditions of a Loop that will not go on by itself.

@@ -138,6 +138,10 @@ func (s *step) drive(ctx context.Context) (reconcile.Result, error) {
 			return reconcile.Result{RequeueAfter: next.WaitUntil.Sub(s.now)}, nil
 		case executor.StepDone:
 			return s.r.reconcileFinished(ctx, s.loop)
+		case executor.StepPaused:
+			// The budget is spent: nothing runs until a spec edit raises
+			// it, and that edit wakes the Loop.
+			return reconcile.Result{}, nil
 		default:
 			if res, stop, err = s.answer(ctx, next, res); stop != nil || err != nil {
 				return ptr.Deref(stop, reconcile.Result{}), err
@@ -387,6 +391,8 @@ func (s *step) announce(ctx context.Context) {
 			s.r.event(s.loop, corev1.EventTypeWarning, "ActionRestarted", "Restart", "the action of state %s (iteration %d) runs again: the process running it was lost", r.State, r.Iteration)
 		case executor.EventApprovalRequested, executor.EventApprovalAnswered:
 			s.announceApproval(e)
+		case executor.EventBudgetWarning, executor.EventBudgetExceeded, executor.EventBudgetResumed, executor.EventCostCeiling:
+			s.announceBudget(ctx, e)
 		case executor.EventHandoffDetected:
 			run := s.loop.Status.RunState
 			logger.Info("Loop paused by a handoff", "finalState", run.CurrentState)

@@ -41,6 +41,9 @@ const (
 	ReasonRetrying = "Retrying"
 	// ReasonSuspended: spec.suspend holds the loop between states.
 	ReasonSuspended = "Suspended"
+	// ReasonBudgetExceeded: the run's budget is spent; a paused loop goes
+	// on when it is raised (looprun budget, or a spec edit).
+	ReasonBudgetExceeded = "BudgetExceeded"
 	// ReasonNoRunner: no way to run actions is available to the operator.
 	ReasonNoRunner = "NoRunnerAvailable"
 	// ReasonCompleted: the loop reached a terminal state.
@@ -85,6 +88,8 @@ func TerminationReasonToCondition(r TerminationReason, failureState bool) string
 		return ReasonRetryExhausted
 	case TerminatedStopped:
 		return ReasonStopped
+	case TerminatedBudgetExceeded:
+		return ReasonBudgetExceeded
 	}
 	return ReasonError
 }

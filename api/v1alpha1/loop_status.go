@@ -6,14 +6,16 @@ import (
 )
 
 // Phase is where a loop is in its life.
-// +kubebuilder:validation:Enum=Pending;Running;Suspended;Completed;Failed;Interrupted
+// +kubebuilder:validation:Enum=Pending;Running;Suspended;Paused;Completed;Failed;Interrupted
 type Phase string
 
 // The phases. The local state file spells them running, completed, failed, interrupted.
 const (
-	PhasePending     Phase = "Pending"
-	PhaseRunning     Phase = "Running"
-	PhaseSuspended   Phase = "Suspended"
+	PhasePending   Phase = "Pending"
+	PhaseRunning   Phase = "Running"
+	PhaseSuspended Phase = "Suspended"
+	// PhasePaused: the run's budget is spent; it goes on when it is raised.
+	PhasePaused      Phase = "Paused"
 	PhaseCompleted   Phase = "Completed"
 	PhaseFailed      Phase = "Failed"
 	PhaseInterrupted Phase = "Interrupted"
@@ -26,7 +28,7 @@ func (p Phase) IsFinished() bool {
 }
 
 // TerminationReason says why a loop ended.
-// +kubebuilder:validation:Enum=terminal;max_iterations;timeout;error;cycle_detected;retry_exhausted;stopped;max_passes;system_signal;stall_detected;handoff;interrupted
+// +kubebuilder:validation:Enum=terminal;max_iterations;timeout;error;cycle_detected;retry_exhausted;stopped;max_passes;system_signal;stall_detected;handoff;interrupted;budget_exceeded
 type TerminationReason string
 
 // The termination reasons.
@@ -52,6 +54,8 @@ const (
 	// TerminatedInterrupted: an action printed LOOP_STOP:; the run took its
 	// route, then stopped (Interrupted, resumable).
 	TerminatedInterrupted TerminationReason = "interrupted"
+	// TerminatedBudgetExceeded: spec.budget was spent and its onExceeded is Stop.
+	TerminatedBudgetExceeded TerminationReason = "budget_exceeded"
 )
 
 // The deterministic verdicts; little-loops spells success and failure yes and no.
@@ -332,6 +336,27 @@ type RunState struct {
 	// state.
 	// +optional
 	Usage *UsageStatus `json:"usage,omitempty"`
+	// budget is where the run stands against its budget.
+	// +optional
+	Budget *BudgetStatus `json:"budget,omitempty"`
+}
+
+// BudgetStatus is where a run stands against its budget.
+type BudgetStatus struct {
+	// runMaxCostMicroUSD is a ceiling of this run alone, in millionths of
+	// a dollar (looprun run --max-cost); it applies beside spec.budget.
+	// +optional
+	RunMaxCostMicroUSD *int64 `json:"runMaxCostMicroUSD,omitempty"`
+	// warned is the limit, as "cost:<micro-USD>" or "tokens:<n>", whose
+	// warning was given, so that it is given once per limit.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	Warned string `json:"warned,omitempty"`
+	// exceeded says what was spent against which limit while the run is
+	// paused or after it stopped on it.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Exceeded string `json:"exceeded,omitempty"`
 }
 
 // UsageTotals sums the tokens and cost of agent actions.

@@ -264,6 +264,7 @@ func describeRun(row rowFunc, loop *v1alpha1.Loop, now time.Time) {
 			row("  "+name, "%s", describeUsage(&t))
 		}
 	}
+	describeBudget(row, loop)
 	if a := st.Action; a != nil && a.Child != "" {
 		row("Action", "state %s, iteration %d: sub-loop %s, child loop/%s", a.State, a.Iteration, a.Loop, a.Child)
 	} else if a != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/looprun/looprun/internal/eventlog/configmaps"
 	"github.com/looprun/looprun/internal/executor"
 	"github.com/looprun/looprun/internal/localrun"
+	"github.com/looprun/looprun/internal/pricing"
 )
 
 func newStatusCommand(g *globals) *cobra.Command {
@@ -76,6 +77,12 @@ func newStatusCommand(g *globals) *cobra.Command {
 					t := u.States[name]
 					row("  "+name, describeUsage(&t))
 				}
+			}
+			if b := sf.Budget.Status(); b != nil && b.RunMaxCostMicroUSD != nil {
+				row("Budget", fmt.Sprintf("$%s (--max-cost)", pricing.FormatUSD(*b.RunMaxCostMicroUSD)))
+			}
+			if b := sf.Budget.Status(); b != nil && b.Exceeded != "" && sf.Status == localrun.StatusPaused {
+				row("Paused", b.Exceeded+" (looprun resume "+args[0]+" --max-cost USD)")
 			}
 			return w.Flush()
 		},

@@ -17,6 +17,9 @@ import (
 	"github.com/looprun/looprun/internal/loopfile"
 )
 
+// ExitPaused is the exit code of a local run paused on its budget.
+const ExitPaused = 3
+
 // exitError carries a process exit code out of a command.
 type exitError struct {
 	code int
@@ -65,7 +68,7 @@ func newRootCommand(k *kube) *cobra.Command {
 		newResumeCommand(g, k), newHistoryCommand(g, k), newCheckpointsCommand(g, k), newRewindCommand(g, k),
 		newExportCommand(g, k), newImportCommand(g, k),
 		newGetCommand(k), newDescribeCommand(k), newWatchCommand(k), newLogsCommand(k), newSuspendCommand(k),
-		newStopCommand(k), newForkCommand(k), newApplyCommand(g, k), newApprovalCommand(g, k, true), newApprovalCommand(g, k, false),
+		newStopCommand(k), newForkCommand(k), newApplyCommand(g, k), newApprovalCommand(g, k, true), newApprovalCommand(g, k, false), newBudgetCommand(k),
 	} {
 		c.GroupID = "cluster"
 		root.AddCommand(c)

@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/internal/agentstream"
 	"github.com/looprun/looprun/internal/executor"
 	"github.com/looprun/looprun/internal/executor/evaluate"
 	"github.com/looprun/looprun/internal/llm"
@@ -33,6 +34,11 @@ type runFlags struct {
 	// maxIterationsSet says whether --max-iterations was given.
 	maxIterationsSet func() bool
 	quiet            bool
+	// maxCost is --max-cost, the run's own cost ceiling in dollars.
+	maxCost string
+	// costOutputJSON is --cost-output-json: where the per-state cost
+	// table goes, as ll-loop writes it.
+	costOutputJSON string
 }
 
 // bind adds the flags. Loop variables are --set KEY=VALUE; run, which
@@ -47,6 +53,48 @@ func (f *runFlags) bind(cmd *cobra.Command, contextAlias bool) {
 	cmd.Flags().Int32Var(&f.maxIterations, "max-iterations", 0, "cap on state executions (overrides the loop's; at least 1)")
 	f.maxIterationsSet = func() bool { return cmd.Flags().Changed("max-iterations") }
 	cmd.Flags().BoolVarP(&f.quiet, "quiet", "q", false, "print nothing but errors")
+	cmd.Flags().StringVar(&f.maxCost, "max-cost", "", "the most this run may spend on agents and the judge, in US dollars (a paused run goes on when resumed with a higher one)")
+	cmd.Flags().StringVar(&f.costOutputJSON, "cost-output-json", "", "write the per-state cost table here as JSON when the run ends (ll-loop's shape)")
+}
+
+// maxCostMicro is --max-cost in millionths of a dollar, nil when not given.
+func (f *runFlags) maxCostMicro() (*int64, error) {
+	if f.maxCost == "" {
+		return nil, nil
+	}
+	micro, err := pricing.ParseUSD(f.maxCost)
+	if err != nil {
+		return nil, fmt.Errorf("--max-cost: %w", err)
+	}
+	return &micro, nil
+}
+
+// report prints the per-state cost table of the run's usage.jsonl, as
+// ll-loop does at the end of a run, and writes it to --cost-output-json.
+// A run whose agents reported nothing has no table. A table that cannot
+// be written is said, not fatal: the run's own outcome stands.
+func (f *runFlags) report(cmd *cobra.Command, d *localrun.Driver) {
+	dir := d.Machine.RunDir()
+	if dir == "" {
+		return
+	}
+	rep, err := pricing.ReadReport(filepath.Join(dir, agentstream.UsageFile), d.Machine.Prices())
+	if err != nil || len(rep.States) == 0 {
+		return
+	}
+	if !f.quiet {
+		_, _ = fmt.Fprint(cmd.OutOrStdout(), "\n"+rep.Table())
+	}
+	if f.costOutputJSON == "" {
+		return
+	}
+	err = os.MkdirAll(filepath.Dir(f.costOutputJSON), 0o755)
+	if err == nil {
+		err = os.WriteFile(f.costOutputJSON, []byte(rep.JSON()), 0o644)
+	}
+	if err != nil {
+		_, _ = fmt.Fprintf(cmd.ErrOrStderr(), "looprun: --cost-output-json: %v\n", err)
+	}
 }
 
 // apply puts the flags into the spec.
@@ -71,7 +119,8 @@ func newRunCommand(g *globals) *cobra.Command {
 		Long: "Run a loop file (a Loop manifest or a little-loops YAML file) in the current directory.\n" +
 			"A NAME is looked up as --loops-dir/NAME.yaml. INPUT goes to the context variable the loop's\n" +
 			"input_key names (default input); the run also gets run_dir, input_hash and max_steps.\n" +
-			"Exit code: 0 completed, 2 ended in a failure state, 1 otherwise.",
+			"Exit code: 0 completed, 2 ended in a failure state, 3 paused on its budget (--max-cost,\n" +
+			"spec.budget: resume it with a higher --max-cost), 1 otherwise.",
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			lf, err := loadLoop(args[0], g, cmd.ErrOrStderr(), f.quiet)
@@ -123,6 +172,9 @@ func newRunCommand(g *globals) *cobra.Command {
 				return err
 			}
 			defer closeLogs()
+			if d.MaxCost, err = f.maxCostMicro(); err != nil {
+				return err
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), stopSignals...)
 			defer stop()
 			started = true
@@ -130,6 +182,7 @@ func newRunCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			f.report(cmd, d)
 			return outcome(run, lf.Loop.Name, lf.LittleLoops())
 		},
 	}
@@ -170,6 +223,9 @@ func newResumeCommand(g *globals, k *kube) *cobra.Command {
 				return err
 			}
 			defer closeLogs()
+			if d.MaxCost, err = f.maxCostMicro(); err != nil {
+				return err
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), stopSignals...)
 			defer stop()
 			if err := d.Resume(ctx, run); err != nil {
@@ -178,6 +234,7 @@ func newResumeCommand(g *globals, k *kube) *cobra.Command {
 				}
 				return err
 			}
+			f.report(cmd, d)
 			return outcome(run, args[0], lf.LittleLoops())
 		},
 	}
@@ -317,6 +374,12 @@ func outcome(run *v1alpha1.RunState, name string, littleLoops bool) error {
 	switch {
 	case run.Phase == v1alpha1.PhaseCompleted:
 		return nil
+	case run.Phase == v1alpha1.PhasePaused:
+		why := "its budget is spent"
+		if run.Budget != nil && run.Budget.Exceeded != "" {
+			why = run.Budget.Exceeded
+		}
+		return &exitError{code: ExitPaused, msg: fmt.Sprintf("loop %s paused: %s; go on with: looprun resume %s --max-cost USD", name, why, name)}
 	case run.TerminatedBy == v1alpha1.TerminatedHandoff || run.TerminatedBy == v1alpha1.TerminatedInterrupted:
 		return nil // paused by its action (CONTEXT_HANDOFF:, LOOP_STOP:), as ll-loop: resume goes on
 	case executor.IsFailureTerminal(run):

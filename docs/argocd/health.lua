@@ -2,7 +2,8 @@
 --   resource.customizations.health.looprun.io_Loop: |
 --     <this file>
 -- It reads the Loop's kstatus conditions (Ready, Reconciling, Stalled):
--- running -> Progressing, suspended -> Suspended, completed -> Healthy,
+-- running -> Progressing, suspended or paused on its budget -> Suspended,
+-- completed -> Healthy,
 -- failed, stopped at a limit or invalid -> Degraded.
 local hs = {}
 if obj.status == nil then
@@ -32,6 +33,14 @@ end
 if obj.status.phase == "Suspended" then
   hs.status = "Suspended"
   hs.message = "Suspended by spec.suspend"
+  return hs
+end
+if obj.status.phase == "Paused" then
+  hs.status = "Suspended"
+  hs.message = "Paused: the budget is spent; raise spec.budget to go on"
+  if ready ~= nil and ready.message ~= nil then
+    hs.message = ready.message
+  end
   return hs
 end
 if ready ~= nil and ready.status == "True" then

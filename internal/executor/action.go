@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/executor/evaluate"
 	"github.com/looprun/looprun/internal/executor/interpolate"
+	"github.com/looprun/looprun/internal/pricing"
 )
 
 // What a runner gets for a state's action: the command rendered from the
@@ -25,10 +27,25 @@ func (t *turn) newAction(name string, st *v1alpha1.State, iteration int32, comma
 	spec := t.m.spec
 	return &Action{
 		State: name, Iteration: iteration, Retry: t.run.Retries, Command: command, Agent: st.IsAgent(),
-		CallsAgent: st.Learning != nil, RunDir: t.m.runDir(), AgentCommand: spec.GetAgentCommand(), Timeout: timeout,
+		CallsAgent: st.Learning != nil, RunDir: t.m.RunDir(), AgentCommand: t.agentCommand(st), Timeout: timeout,
 		AgentStream: (st.IsAgent() || st.Learning != nil) && spec.AgentStreams(),
 		Evaluate:    t.runnerEvaluate(st, vars), Probe: progressProbe(spec, st, vars, probe(st, vars)),
 	}
+}
+
+// agentCommand is the command an agent action runs (its prompt appended):
+// spec.agent.command, told the most it may spend when the run has a
+// budget or the state a cost ceiling (claude's --max-budget-usd, a
+// backstop to looprun's own check before the state).
+func (t *turn) agentCommand(st *v1alpha1.State) []string {
+	command := t.m.spec.GetAgentCommand()
+	micro, ok := t.agentBudget(st)
+	if !ok || !st.IsAgent() || len(command) == 0 || filepath.Base(command[0]) != "claude" {
+		return command
+	}
+	out := make([]string, 0, len(command)+2)
+	out = append(out, command[0], "--max-budget-usd", pricing.FormatUSD(max(micro, 1)))
+	return append(out, command[1:]...)
 }
 
 // expandAction expands a state's action, within MaxCommandBytes.

@@ -56,6 +56,13 @@ func (t *turn) complete(res *ActionResult) Step {
 		return next
 	}
 	if st.Next != "" {
+		if why, over := t.overCeiling(&st); over {
+			t.capture(&st, res, v1alpha1.VerdictError)
+			t.setPrev(&st, res)
+			t.routeTo(&st, st.OnError, v1alpha1.VerdictError, "%s (no onError)", why)
+			t.stopAfterRoute()
+			return next
+		}
 		t.completeNext(&st, res)
 		t.stopAfterRoute()
 		return next
@@ -65,6 +72,9 @@ func (t *turn) complete(res *ActionResult) Step {
 	result = capVerdict(result)
 	if evaluated {
 		t.recordVerdict(typ, result)
+	}
+	if why, over := t.overCeiling(&st); over {
+		result = evaluate.Result{Verdict: v1alpha1.VerdictError, Details: map[string]any{"error": why}}
 	}
 	t.capture(&st, res, result.Verdict)
 	t.setPrev(&st, res)

@@ -189,10 +189,14 @@ const (
 	// calls Complete again with the same result, its Verdict set (see
 	// Searched).
 	StepSearch
+	// StepPaused means the run's budget is spent (spec.budget, onExceeded
+	// Pause): the run is Paused, Step.Paused says why, and nothing runs
+	// until the budget is raised; call Plan again then.
+	StepPaused
 )
 
 func (k StepKind) String() string {
-	return [...]string{"Action", "Evaluate", "Wait", "Done", "Loop", "Approval", "Judge", "Next", "Search"}[k]
+	return [...]string{"Action", "Evaluate", "Wait", "Done", "Loop", "Approval", "Judge", "Next", "Search", "Paused"}[k]
 }
 
 // Action is an action to run.
@@ -239,6 +243,8 @@ type Step struct {
 	Search   *Search
 	// WaitUntil is when a StepWait's wait is over.
 	WaitUntil time.Time
+	// Paused says why a StepPaused run holds (what it spent of which limit).
+	Paused string
 }
 
 // ActionResult is what running an action produced. Output and Stderr are the
@@ -318,6 +324,12 @@ type turn struct {
 	decided *evaluate.Result
 	// signal is the signal the state's action printed (see signals.go).
 	signal *Signal
+	// budgetRouted: the budget sent the run to budget.state, which is
+	// entered whatever it spends.
+	budgetRouted bool
+	// visitCost is what the state's action and judge call completed in
+	// this turn cost, in millionths of a dollar (its cost ceiling).
+	visitCost int64
 }
 
 func (m *Machine) begin(run *v1alpha1.RunState, now time.Time) *turn {
@@ -353,7 +365,7 @@ func (m *Machine) Start(run *v1alpha1.RunState, runID string, now time.Time) []E
 // in flight will run again. ok is false when the run cannot be resumed
 // because it completed or failed.
 func (m *Machine) Resume(run *v1alpha1.RunState, now time.Time) ([]Event, bool) {
-	if run.Phase != v1alpha1.PhaseRunning && run.Phase != v1alpha1.PhaseInterrupted && run.Phase != v1alpha1.PhaseSuspended {
+	if run.Phase != v1alpha1.PhaseRunning && run.Phase != v1alpha1.PhaseInterrupted && run.Phase != v1alpha1.PhaseSuspended && run.Phase != v1alpha1.PhasePaused {
 		return nil, false
 	}
 	t := m.begin(run, now)
@@ -374,7 +386,9 @@ func (m *Machine) Resume(run *v1alpha1.RunState, now time.Time) ([]Event, bool) 
 	run.ResumedAt = &ts
 	run.CapSummary = "" // as little-loops: a resumed run may summarise again
 	run.Routed = false
-	run.Phase = v1alpha1.PhaseRunning
+	if run.Phase != v1alpha1.PhasePaused { // the budget check says when a paused run goes on
+		run.Phase = v1alpha1.PhaseRunning
+	}
 	run.TerminatedBy = ""
 	run.Message = ""
 	t.emit(EventLoopResume, resumed)
@@ -596,8 +610,8 @@ func RewoundRunID(id string) string {
 	return fmt.Sprintf("%s-w%d", base, n+1)
 }
 
-// runDir is the run's context.run_dir when it is a directory name.
-func (m *Machine) runDir() string {
+// RunDir is the run's context.run_dir when it is a directory name.
+func (m *Machine) RunDir() string {
 	d, _ := m.context["run_dir"].(string)
 	return d
 }

@@ -52,41 +52,48 @@ func (t *turn) plan() Step {
 			t.finish(v1alpha1.TerminatedError, fmt.Sprintf("state %q does not exist", run.CurrentState))
 			return Step{Kind: StepDone}
 		}
+		if !retrying {
+			if done, hopped := t.beforeEnter(&st); done {
+				return Step{Kind: StepDone}
+			} else if hopped {
+				continue
+			}
+		}
+		if step, hopped, stop := t.checkBudget(&st); stop {
+			return step
+		} else if hopped {
+			run.Retries = 0
+			continue
+		}
 		if retrying {
 			if step := t.startAction(&st); step.Kind != stepHop {
 				return step
 			}
 			continue
 		}
-		if done, hopped := t.beforeEnter(&st); done {
-			return Step{Kind: StepDone}
-		} else if hopped {
-			continue
-		}
 		run.Iteration++
 		run.Routed = false
 		t.emit(EventStateEnter, map[string]any{"state": run.CurrentState, "iteration": run.Iteration, "iteration_count": run.Passes})
-		if st.Loop != "" {
-			if step := t.subLoop(&st, true); step.Kind != stepHop {
-				return step
-			}
-			continue
-		}
-		if st.Approval != nil {
-			if step := t.approval(&st); step.Kind != stepHop {
-				return step
-			}
-			continue
-		}
-		if st.Action == "" && st.Learning == nil {
-			return Step{Kind: StepEvaluate}
-		}
-		if step := t.startAction(&st); step.Kind != stepHop {
+		if step := t.enter(&st); step.Kind != stepHop {
 			return step
 		}
 	}
 	t.finish(v1alpha1.TerminatedError, "the loop keeps jumping between states without running any")
 	return Step{Kind: StepDone}
+}
+
+// enter is the step of the state just entered: its sub-loop, its
+// approval, its action, or its verdict alone.
+func (t *turn) enter(st *v1alpha1.State) Step {
+	switch {
+	case st.Loop != "":
+		return t.subLoop(st, true)
+	case st.Approval != nil:
+		return t.approval(st)
+	case st.Action == "" && st.Learning == nil:
+		return Step{Kind: StepEvaluate}
+	}
+	return t.startAction(st)
 }
 
 // inFlight is the step of the action (or sub-loop) in flight.

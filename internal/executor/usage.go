@@ -28,6 +28,7 @@ func (t *turn) recordUsage(data map[string]any, u agentstream.Usage) {
 	cost, priced := t.m.Prices().CostMicroUSD(u)
 	if priced {
 		data["cost_usd"] = float64(cost) / 1e6
+		t.visitCost = satAdd(t.visitCost, cost)
 	}
 	t.run.Usage = addUsage(t.run.Usage, t.run.CurrentState, u, cost, priced)
 }

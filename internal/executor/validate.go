@@ -46,6 +46,7 @@ func Validate(spec *v1alpha1.LoopSpec) field.ErrorList {
 		}
 	}
 	errs = append(errs, validateCircuit(spec, root)...)
+	errs = append(errs, validateBudget(spec, root)...)
 	if _, err := DecodeContext(spec.Context); err != nil {
 		errs = append(errs, field.Invalid(root.Child("context"), "", err.Error()))
 	}

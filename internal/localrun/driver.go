@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"k8s.io/utils/ptr"
+
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/eventlog"
 	"github.com/looprun/looprun/internal/executor"
@@ -78,6 +80,9 @@ type Driver struct {
 	// the loop files of the runs above it, where a cycle is found.
 	Depth     int
 	Ancestors []string
+	// MaxCost, when set, is the run's own cost ceiling in millionths of a
+	// dollar (looprun run/resume --max-cost), kept in its state.
+	MaxCost *int64
 	// forward, for a sub-loop's driver, gets each batch of its events once
 	// it is on disk (for the parent's log).
 	forward func([]executor.Event)
@@ -104,14 +109,27 @@ func (d *Driver) Start(ctx context.Context, runID string) (*v1alpha1.RunState, e
 	}
 	run := &v1alpha1.RunState{}
 	events := d.Machine.Start(run, runID, d.now())
+	d.setMaxCost(run)
 	sched := d.schedule(nil)
 	err = d.drive(ctx, d.recorder(w), sched, run, events)
 	return run, errors.Join(err, w.close())
 }
 
+// setMaxCost gives the run its own cost ceiling, when one was asked for.
+func (d *Driver) setMaxCost(run *v1alpha1.RunState) {
+	if d.MaxCost == nil {
+		return
+	}
+	if run.Budget == nil {
+		run.Budget = &v1alpha1.BudgetStatus{}
+	}
+	run.Budget.RunMaxCostMicroUSD = ptr.To(*d.MaxCost)
+}
+
 // Resume continues the saved run. ErrNothingToResume when it completed or failed.
 func (d *Driver) Resume(ctx context.Context, run *v1alpha1.RunState) error {
 	saved := run.LastSeq
+	d.setMaxCost(run)
 	events, ok := d.Machine.Resume(run, d.now())
 	if !ok {
 		return fmt.Errorf("%w: loop %q %s", ErrNothingToResume, d.Machine.Name(), runStatus(run))
@@ -180,7 +198,9 @@ func (d *Driver) drive(ctx context.Context, w recorder, sched *history.Schedule,
 		d.notify(evs)
 		batch = append(batch, evs...)
 		switch step.Kind {
-		case executor.StepDone:
+		case executor.StepDone, executor.StepPaused:
+			// A paused run (its budget spent) is saved as it stands:
+			// looprun resume NAME --max-cost N goes on from there.
 			return w.save(run, batch, cp)
 		case executor.StepEvaluate:
 			var res *executor.ActionResult

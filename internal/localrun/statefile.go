@@ -59,6 +59,8 @@ type StateFile struct {
 	Context           map[string]any       `json:"context,omitempty"`
 	// Usage is what the run's agent actions used (looprun's own key).
 	Usage *UsageFile `json:"usage,omitempty"`
+	// Budget is where the run stands against its budget (looprun's own key).
+	Budget *BudgetFile `json:"budget,omitempty"`
 
 	// FormatVersion is the state file's format: absent (1) in files
 	// little-loops and early looprun wrote, FormatVersion now.
@@ -269,6 +271,8 @@ const (
 	StatusTimedOut = "timed_out"
 	// StatusAwaitingContinuation: an action's CONTEXT_HANDOFF: paused the run.
 	StatusAwaitingContinuation = "awaiting_continuation"
+	// StatusPaused: the run's budget is spent (looprun's own).
+	StatusPaused = "paused"
 )
 
 // runStatus is the status a state file gives the run: as phaseToStatus,
@@ -291,6 +295,8 @@ func phaseToStatus(p v1alpha1.Phase) string {
 		return StatusFailed
 	case v1alpha1.PhaseInterrupted:
 		return StatusInterrupted
+	case v1alpha1.PhasePaused:
+		return StatusPaused
 	}
 	return StatusRunning
 }
@@ -305,6 +311,8 @@ func statusToPhase(s string) (v1alpha1.Phase, error) {
 		return v1alpha1.PhaseFailed, nil
 	case StatusInterrupted, "user_stopped", StatusAwaitingContinuation:
 		return v1alpha1.PhaseInterrupted, nil
+	case StatusPaused:
+		return v1alpha1.PhasePaused, nil
 	}
 	return "", fmt.Errorf("unknown status %q", s)
 }
@@ -338,7 +346,7 @@ func encodeState(name, loopFile string, ctx map[string]any, run *v1alpha1.RunSta
 		RunID:    run.RunID, TerminatedBy: string(run.TerminatedBy), Error: run.Message, IterationCount: run.Passes, CapSummary: string(run.CapSummary), Routed: run.Routed,
 		EdgeRevisitCounts: run.EdgeRevisits, RetryCounts: run.RetryCounts, ActionRetries: run.Retries, NextStepAt: fmtTime(run.NextStepAt),
 		ResumedAt: fmtTime(run.ResumedAt), LastSeq: run.LastSeq, LoopFile: loopFile, Context: ctx,
-		FormatVersion: FormatVersion, Usage: usageFile(run.Usage),
+		FormatVersion: FormatVersion, Usage: usageFile(run.Usage), Budget: budgetFile(run.Budget),
 	}
 	if run.TerminatedBy == v1alpha1.TerminatedHandoff {
 		f.ContinuationPrompt = run.Message
@@ -382,6 +390,30 @@ type UsageTotalsFile struct {
 	UnpricedCalls       int64  `json:"unpriced_calls,omitempty"`
 	CLICostMicroUSD     int64  `json:"cli_cost_micro_usd,omitempty"`
 	Model               string `json:"model,omitempty"`
+}
+
+// BudgetFile is v1alpha1.BudgetStatus as the state file writes it.
+type BudgetFile struct {
+	RunMaxCostMicroUSD *int64 `json:"run_max_cost_micro_usd,omitempty"`
+	Warned             string `json:"warned,omitempty"`
+	Exceeded           string `json:"exceeded,omitempty"`
+}
+
+func budgetFile(b *v1alpha1.BudgetStatus) *BudgetFile {
+	if b == nil {
+		return nil
+	}
+	f := BudgetFile(*b)
+	return &f
+}
+
+// Status is the budget as the run state holds it.
+func (f *BudgetFile) Status() *v1alpha1.BudgetStatus {
+	if f == nil {
+		return nil
+	}
+	b := v1alpha1.BudgetStatus(*f)
+	return &b
 }
 
 // UsageFile is v1alpha1.UsageStatus as the state file writes it.
@@ -429,7 +461,7 @@ func (f *StateFile) RunState() (*v1alpha1.RunState, error) {
 		RunID: f.RunID, CurrentState: f.CurrentState, Iteration: f.Iteration, Passes: f.IterationCount, CapSummary: v1alpha1.TerminationReason(f.CapSummary), Routed: f.Routed,
 		Phase: phase, TerminatedBy: v1alpha1.TerminationReason(f.TerminatedBy), Message: f.Error,
 		EdgeRevisits: f.EdgeRevisitCounts, RetryCounts: f.RetryCounts, Retries: f.ActionRetries, AccumulatedMs: f.AccumulatedMs, LastSeq: f.LastSeq,
-		Messages: f.Messages, Usage: f.Usage.Status(),
+		Messages: f.Messages, Usage: f.Usage.Status(), Budget: f.Budget.Status(),
 	}
 	if f.Status == StatusAwaitingContinuation && f.TerminatedBy == "" { // little-loops' own file
 		run.TerminatedBy, run.Message = v1alpha1.TerminatedHandoff, f.ContinuationPrompt

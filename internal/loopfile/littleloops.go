@@ -16,6 +16,7 @@ import (
 
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/executor/interpolate"
+	"github.com/looprun/looprun/internal/pricing"
 )
 
 // reader converts one little-loops document, collecting warnings and errors.
@@ -75,7 +76,7 @@ var ignoredStateKeys = map[string]string{
 	"agent": "Claude CLI options", "tools": "Claude CLI options", "model": "Claude CLI options",
 	"effort": "Claude CLI options", "request_path": "Claude CLI options", "session_mode": "Claude CLI options",
 	"pruning_profile": "Claude CLI options",
-	"cost_ceiling":    "cost ceilings", "tamper_guard": "harness guards", "prepatch_check": "harness guards",
+	"tamper_guard":    "harness guards", "prepatch_check": "harness guards",
 	"description": "",
 }
 
@@ -290,6 +291,27 @@ func (r *reader) llm(v any) *v1alpha1.LLMSpec {
 	return l
 }
 
+// costCeilingKeys are the keys of a state's cost_ceiling, in dollars.
+var costCeilingKeys = table[v1alpha1.CostCeiling]{
+	keys: map[string]key[v1alpha1.CostCeiling]{
+		"cost_ceiling_per_state": usdKey(func(c *v1alpha1.CostCeiling) *string { return &c.MaxCostUSD }),
+		"cost_warn_at":           usdKey(func(c *v1alpha1.CostCeiling) *string { return &c.WarnAtUSD }),
+	},
+}
+
+// usdKey reads a dollar amount (a number, not negative) as the decimal
+// string the API holds, rounded to a millionth.
+func usdKey[T any](field func(*T) *string) key[T] {
+	return func(r *reader, m map[string]any, k, fp string, into *T) {
+		f := r.number(m, k, fp)
+		if f < 0 || f > 1e9 || math.IsNaN(f) {
+			r.fail("%s: must be a dollar amount from 0 to 1e9", fp)
+			return
+		}
+		*field(into) = pricing.FormatUSD(int64(math.Round(f * 1e6)))
+	}
+}
+
 // stateKeys are the keys of a state.
 var stateKeys = table[stateRead]{
 	keys: map[string]key[stateRead]{
@@ -321,6 +343,7 @@ var stateKeys = table[stateRead]{
 			s.RetryableExitCodes = r.exitCodes(m, k, fp)
 		},
 		"retry_policy": retryPolicyKey,
+		"cost_ceiling": nestedKey(&costCeilingKeys, func(s *stateRead) **v1alpha1.CostCeiling { return &s.CostCeiling }),
 	},
 	ignored: ignoredStateKeys,
 	unknown: shorthandRoute,

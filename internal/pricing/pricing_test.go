@@ -61,3 +61,22 @@ func TestMatchNamesTheTableEntry(t *testing.T) {
 		}
 	}
 }
+
+func TestUSDRoundTrip(t *testing.T) {
+	for in, want := range map[string]int64{"5": 5_000_000, "2.50": 2_500_000, "0.000001": 1, "12.345678": 12_345_678} {
+		got, err := ParseUSD(in)
+		if err != nil || got != want {
+			t.Errorf("ParseUSD(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "-1", "1.2345678", "five", ".5", "1e3", "+2"} {
+		if _, err := ParseUSD(bad); err == nil {
+			t.Errorf("ParseUSD(%q) gave no error", bad)
+		}
+	}
+	for micro, want := range map[int64]string{5_000_000: "5.00", 2_500_000: "2.50", 1: "0.000001", 12_345_600: "12.3456"} {
+		if got := FormatUSD(micro); got != want {
+			t.Errorf("FormatUSD(%d) = %q; want %q", micro, got, want)
+		}
+	}
+}

@@ -244,6 +244,48 @@ var _ = Describe("Loops on a real node", func() {
 		Expect(run("kubectl", "logs", "-n", ns, askPod, "-c", "action")).To(Equal("thinking\nagent: say hi (key: yes)\n"))
 	})
 
+	It("pauses an agent Loop on its budget, and goes on when looprun budget raises it, every action once", func() {
+		ns := newNamespace()
+		// The stub agent's turn costs 1000×3 + 100×15 = 4500 micro-dollars.
+		spec := v1alpha1.LoopSpec{Initial: "ask", MaxIterations: ptr.To[int32](6), Budget: &v1alpha1.Budget{MaxCostUSD: "0.0045"},
+			States: map[string]v1alpha1.State{
+				"ask":   {Action: "go on", ActionType: v1alpha1.ActionAgent, Evaluate: &v1alpha1.Evaluate{Type: v1alpha1.EvalExitCode}, Capture: "ask", Next: "check"},
+				"check": {Action: "true", Next: "ask"},
+				"done":  {Terminal: true},
+			}}
+		key := create(ns, "spender", spec)
+		paused := func(calls int64) *v1alpha1.Loop {
+			var loop *v1alpha1.Loop
+			Eventually(func(g Gomega) {
+				loop = &v1alpha1.Loop{}
+				g.Expect(k8sClient.Get(bg, key, loop)).To(Succeed())
+				g.Expect(loop.Status.Phase).To(Equal(v1alpha1.PhasePaused))
+				g.Expect(loop.Status.Usage).NotTo(BeNil())
+				g.Expect(loop.Status.Usage.Calls).To(Equal(calls))
+			}, 2*time.Minute, time.Second).Should(Succeed())
+			return loop
+		}
+		loop := paused(1)
+		Expect(findCondition(loop, v1alpha1.ReadyCondition).Reason).To(Equal(v1alpha1.ReasonBudgetExceeded))
+		Expect(kstatusOf(Default, key)).To(Equal(status.InProgressStatus))
+		// The agent was told the whole budget as its own ceiling.
+		Expect(loop.Status.Captured["ask"].Output).To(Equal("thinking\nagent: go on (key: no)\nbudget: 0.0045"))
+		Expect(run(looprun, "budget", "-n", ns, "loop/spender", "--add", "0.0045")).To(ContainSubstring("$0.0045 of $0.009 spent"))
+		loop = paused(2)
+		Expect(loop.Status.Captured["ask"].Output).To(HaveSuffix("budget: 0.0045"))
+		Expect(run(looprun, "describe", "-n", ns, "loop/spender")).To(ContainSubstring("Budget:"))
+		run(looprun, "budget", "-n", ns, "loop/spender", "--set", "1")
+		loop = waitFinished(key, 2*time.Minute)
+		Expect(loop.Status.TerminatedBy).To(Equal(v1alpha1.TerminatedMaxIterations), describe(loop))
+		Expect(loop.Status.Usage.Calls).To(Equal(int64(3)))
+		// One Pod per action: nothing ran twice across the pauses.
+		perState := map[string]int{}
+		for _, p := range loopPods(ns, "spender") {
+			perState[p.Labels[v1alpha1.LabelState]]++
+		}
+		Expect(perState).To(Equal(map[string]int{"ask": 3, "check": 3}))
+	})
+
 	It("ends a step whose Pod cannot start, naming the cause", func() {
 		ns := newNamespace()
 		missing := create(ns, "missing-image", v1alpha1.LoopSpec{Initial: "a", Runner: &v1alpha1.RunnerSpec{Image: "looprun.local/missing:1"},

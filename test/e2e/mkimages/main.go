@@ -49,15 +49,17 @@ const nonroot = 65532
 // stubAgent stands in for the agent CLI: it answers its prompt (the last
 // argument) and says whether it was given an API key; asked for
 // stream-json (as looprun asks by default), it answers as claude does, with
-// the usage of the turn.
+// the usage of the turn, and the budget it was given (--max-budget-usd).
 const stubAgent = `#!/bin/sh
-for last; do :; done
+budget= prev=
+for last; do [ "$prev" = --max-budget-usd ] && budget=$last; prev=$last; done
 if [ -n "$ANTHROPIC_API_KEY" ]; then key=yes; else key=no; fi
 case " $* " in
 *" stream-json "*)
 	echo '{"type":"system","subtype":"init","model":"claude-sonnet-4-6"}'
 	echo '{"type":"assistant","message":{"content":[{"type":"text","text":"thinking"}]}}'
 	printf '{"type":"assistant","message":{"content":[{"type":"text","text":"agent: %s (key: %s)"}]}}\n' "$last" "$key"
+	[ -z "$budget" ] || printf '{"type":"assistant","message":{"content":[{"type":"text","text":"budget: %s"}]}}\n' "$budget"
 	echo '{"type":"result","total_cost_usd":0.5,"usage":{"input_tokens":1000,"output_tokens":100}}'
 	;;
 *) echo "agent: $last (key: $key)" ;;

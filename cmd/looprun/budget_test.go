@@ -1,0 +1,80 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// A local agent loop under --max-cost pauses (exit 3, status paused)
+// before the agent call that would go past it; resume --max-cost with
+// more goes on from there, and resume without it keeps the ceiling. The
+// cost table is printed and written as ll-loop writes it.
+func TestMaxCostPausesALocalRun(t *testing.T) {
+	bin := t.TempDir()
+	write(t, bin, "claude", streamingAgent)
+	if err := os.Chmod(filepath.Join(bin, "claude"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	dir := t.TempDir()
+	// Each call of the agent costs $0.036375; the loop never ends by itself.
+	write(t, dir, "spender.yaml", strings.ReplaceAll(strings.ReplaceAll(agentLoop, "agentic", "spender"), "^FIXED$|\\\\nFIXED", "NEVER"))
+	calls := func() int {
+		b, _ := os.ReadFile(filepath.Join(dir, ".loops/.running/spender.events.jsonl"))
+		return strings.Count(string(b), `"event": "action_complete"`) + strings.Count(string(b), `"event":"action_complete"`)
+	}
+	r := looprun(t, dir, "run", "spender.yaml", "--max-cost", "0.05")
+	if r.code != ExitPaused || !strings.Contains(r.stderr, "paused: the run spent $0.07275 of its $0.05 budget before state fix") ||
+		!strings.Contains(r.stderr, "looprun resume spender --max-cost USD") {
+		t.Fatalf("run: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if calls() != 2 {
+		t.Fatalf("%d agent calls; want 2", calls())
+	}
+	st := looprun(t, dir, "status", "spender", "-o", "json")
+	var sf struct {
+		Status string `json:"status"`
+		Budget struct {
+			RunMax int64 `json:"run_max_cost_micro_usd"`
+		} `json:"budget"`
+	}
+	if err := json.Unmarshal([]byte(st.stdout), &sf); err != nil || sf.Status != "paused" || sf.Budget.RunMax != 50000 {
+		t.Fatalf("state file %+v (%v):\n%s", sf, err, st.stdout)
+	}
+	if st := looprun(t, dir, "status", "spender"); !strings.Contains(st.stdout, "Paused:") || !strings.Contains(st.stdout, "$0.05 (--max-cost)") {
+		t.Errorf("status:\n%s", st.stdout)
+	}
+	// Resumed with the same ceiling: still paused, nothing runs.
+	if r := looprun(t, dir, "resume", "spender"); r.code != ExitPaused || calls() != 2 {
+		t.Fatalf("resume without --max-cost: exit %d, %d calls\n%s", r.code, calls(), r.stderr)
+	}
+	report := filepath.Join(dir, "out", "cost.json")
+	r = looprun(t, dir, "resume", "spender", "--max-cost", "0.1", "--cost-output-json", report)
+	if r.code != ExitPaused || calls() != 3 {
+		t.Fatalf("resume --max-cost 0.1: exit %d, %d calls\n%s%s", r.code, calls(), r.stdout, r.stderr)
+	}
+	if !strings.Contains(r.stdout, "est_cost") || !strings.Contains(r.stdout, "fix                          3") {
+		t.Errorf("no cost table on stdout:\n%s", r.stdout)
+	}
+	b, err := os.ReadFile(report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"state": "fix"`, `"iterations": 3`, `"cost_usd": 0.109125`, `"has_unknown_model": false`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("cost report lacks %s:\n%s", want, b)
+		}
+	}
+	events, _ := os.ReadFile(filepath.Join(dir, ".loops/.running/spender.events.jsonl"))
+	for _, want := range []string{"budget_exceeded", "budget_resumed"} {
+		if !strings.Contains(string(events), want) {
+			t.Errorf("event log lacks %s", want)
+		}
+	}
+	if r := looprun(t, dir, "run", "spender.yaml", "--max-cost", "five"); r.code == 0 || !strings.Contains(r.stderr, "--max-cost") {
+		t.Errorf("a bad --max-cost: %d %s", r.code, r.stderr)
+	}
+}

@@ -1,0 +1,92 @@
+package controllers
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/internal/executor"
+	"github.com/looprun/looprun/internal/pricing"
+)
+
+var _ = Describe("A Loop's budget", func() {
+	It("pauses the Loop when spent, says so, and goes on when raised, every action once", func() {
+		dir := GinkgoT().TempDir()
+		agent := filepath.Join(dir, "agent")
+		Expect(os.WriteFile(agent, []byte(streamingAgentScript), 0o755)).To(Succeed())
+		// 100×2 + 10×10 + 1000×0.1 = 400 micro-dollars a call.
+		prices, err := pricing.Parse([]byte("models: {claude-sonnet-4-6: {input: 2, output: 10, cacheRead: 0.1, cacheCreation: 0}}"))
+		Expect(err).NotTo(HaveOccurred())
+		op := startOperator(Config{Prices: prices})
+		DeferCleanup(op.stop)
+
+		ns := newNamespace()
+		key := createLoop(ns, "spender", v1alpha1.LoopSpec{Initial: "work", MaxIterations: i32(12),
+			Agent:  &v1alpha1.AgentSpec{Command: []string{agent}},
+			Budget: &v1alpha1.Budget{MaxCostUSD: "0.0008"},
+			States: map[string]v1alpha1.State{
+				"work":  {Action: "work on it", ActionType: v1alpha1.ActionAgent, Evaluate: &v1alpha1.Evaluate{Type: v1alpha1.EvalExitCode}, Next: "check"},
+				"check": {Action: "true", Next: "work"},
+				"done":  {Terminal: true},
+			}})
+		var loop *v1alpha1.Loop
+		Eventually(func(g Gomega) {
+			loop = getLoop(g, key)
+			g.Expect(loop.Status.Phase).To(Equal(v1alpha1.PhasePaused))
+		}, "60s").Should(Succeed())
+		Expect(loop.Status.Usage.Calls).To(Equal(int64(2)))
+		Expect(loop.Status.CurrentState).To(Equal("work"))
+		ready := condition(loop, v1alpha1.ReadyCondition)
+		Expect(ready.Status).To(Equal(metav1.ConditionFalse))
+		Expect(ready.Reason).To(Equal(v1alpha1.ReasonBudgetExceeded))
+		Expect(ready.Message).To(ContainSubstring("spent $0.0008 of its $0.0008 budget"))
+		Expect(condition(loop, v1alpha1.ReconcilingCondition)).To(BeNil())
+		Expect(condition(loop, v1alpha1.StalledCondition)).To(BeNil())
+		// kstatus reads it as a suspended Loop: in progress, not failed.
+		Expect(kstatusOf(Default, key)).To(Equal(status.InProgressStatus))
+		Eventually(func(g Gomega) {
+			var list eventsv1.EventList
+			g.Expect(k8sClient.List(bg, &list, client.InNamespace(ns))).To(Succeed())
+			var notes []string
+			for _, e := range list.Items {
+				if e.Reason == "BudgetExceeded" {
+					notes = append(notes, e.Note)
+				}
+			}
+			g.Expect(notes).To(ContainElement(ContainSubstring("$0.0008 of $0.0008")))
+		}, "30s").Should(Succeed())
+		// Paused holds: nothing more runs.
+		Consistently(func(g Gomega) { g.Expect(getLoop(g, key).Status.Usage.Calls).To(Equal(int64(2))) }, "2s").Should(Succeed())
+
+		// Raised (as looprun budget --add does): it goes on, then pauses again.
+		patch := client.MergeFrom(loop.DeepCopy())
+		loop.Spec.Budget.MaxCostUSD = "0.0016"
+		Expect(k8sClient.Patch(bg, loop, patch)).To(Succeed())
+		Eventually(func(g Gomega) {
+			loop = getLoop(g, key)
+			g.Expect(loop.Status.Phase).To(Equal(v1alpha1.PhasePaused))
+			g.Expect(loop.Status.Usage.Calls).To(Equal(int64(4)))
+		}, "60s").Should(Succeed())
+		// Raised past maxIterations: it ends at the cap.
+		patch = client.MergeFrom(loop.DeepCopy())
+		loop.Spec.Budget.MaxCostUSD = "1"
+		Expect(k8sClient.Patch(bg, loop, patch)).To(Succeed())
+		loop = waitFinished(key)
+		Expect(loop.Status.TerminatedBy).To(Equal(v1alpha1.TerminatedMaxIterations))
+
+		types := strings.Join(eventTypes(loopEvents(loop)), ",")
+		Expect(strings.Count(types, executor.EventActionStart)).To(Equal(12))
+		Expect(strings.Count(types, executor.EventActionComplete)).To(Equal(12))
+		Expect(strings.Count(types, executor.EventBudgetExceeded)).To(Equal(2))
+		Expect(strings.Count(types, executor.EventBudgetResumed)).To(Equal(2))
+		Expect(loop.Status.Usage.Calls).To(Equal(int64(6)))
+	})
+})
