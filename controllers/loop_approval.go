@@ -47,7 +47,11 @@ func (s *step) announceApproval(e executor.Event) {
 	if got.Verdict != v1alpha1.VerdictApproved {
 		typ = corev1.EventTypeWarning
 	}
-	s.r.event(s.loop, typ, "Approval", "Answer", "state %s: %s", got.State, got.Verdict)
+	by := ""
+	if got.By != "" {
+		by = " by " + got.By
+	}
+	s.r.event(s.loop, typ, "Approval", "Answer", "state %s: %s%s", got.State, got.Verdict, by)
 }
 
 // answerApproval carries out an approve or reject request: the answer to
@@ -59,8 +63,13 @@ func (s *step) answerApproval(verb string) {
 		s.r.event(s.loop, corev1.EventTypeWarning, "NoApprovalWaiting", "Request", "%s: the Loop waits for no approval", verb)
 		return
 	}
+	// Who answered is as the request names them: the chart's admission
+	// policy admits the request only when that is the user the API server
+	// authenticated, holding the verb approve (without the policy, it is
+	// what the client wrote).
 	s.approvalAnswer = &executor.ApprovalAnswer{
 		Approved: verb == v1alpha1.RequestApprove,
+		By:       s.loop.Annotations[v1alpha1.ApprovedByAnnotation],
 		Message:  s.loop.Annotations[v1alpha1.ApprovalMessageAnnotation],
 	}
 }

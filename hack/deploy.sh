@@ -23,6 +23,7 @@ cat >"$overlay/kustomization.yaml" <<YAML
 # Written by hack/deploy.sh for IMG=$img.
 resources:
   - ../../config/default
+  - ../../config/approval
 images:
   - name: ghcr.io/looprun/looprun
     newName: $name

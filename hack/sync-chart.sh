@@ -11,3 +11,8 @@ cp config/crd/bases/looprun.io_*.yaml "$chart/crds/"
 	echo "# (config/rbac/role.yaml): the rules of the manager's ClusterRole."
 	sed -n '/^rules:$/,$p' config/rbac/role.yaml | tail -n +2
 } >"$chart/files/manager-rules.yaml"
+{
+	echo "# Copied by make manifests from config/approval/approval_policy.yaml:"
+	echo "# the spec of the ValidatingAdmissionPolicy that gates approvals."
+	awk '/^---$/ { exit } on { print } /^spec:$/ { on = 1 }' config/approval/approval_policy.yaml
+} >"$chart/files/approval-policy-spec.yaml"

@@ -65,6 +65,11 @@ const (
 	// ApprovalMessageAnnotation is what the person answering an approval
 	// state says, read with an approve or reject request.
 	ApprovalMessageAnnotation = "looprun.io/approval-message"
+	// ApprovedByAnnotation names who made the approve or reject request,
+	// as the API server authenticated them: the chart's admission policy
+	// admits the request only when it does, from a user holding the verb
+	// approve on the Loop.
+	ApprovedByAnnotation = "looprun.io/approved-by"
 )
 
 // Request verbs of RequestAnnotation.

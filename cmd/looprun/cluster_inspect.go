@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -79,7 +80,7 @@ func newGetCommand(k *kube) *cobra.Command {
 				return nil
 			}
 			w := tabwriter.NewWriter(out, 0, 4, 3, ' ', 0)
-			fmt.Fprintln(w, "NAME\tSTATE\tITERATION\tPHASE\tVERDICT\tAGE")
+			fmt.Fprintln(w, "NAME\tSTATE\tITERATION\tPHASE\tVERDICT\tREASON\tAGE")
 			for _, r := range loopTree(loops) {
 				l := r.loop
 				verdict := ""
@@ -90,7 +91,11 @@ func newGetCommand(k *kube) *cobra.Command {
 				if r.depth > 0 {
 					name = strings.Repeat("  ", r.depth-1) + "└─ " + name
 				}
-				fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\n", name, l.Status.CurrentState, l.Status.Iteration, l.Status.Phase, verdict, age(l.CreationTimestamp.Time, k.clock()))
+				reason := ""
+				if c := meta.FindStatusCondition(l.Status.Conditions, v1alpha1.ReadyCondition); c != nil {
+					reason = c.Reason // as kubectl get loops shows it: what it waits for, how it ended
+				}
+				fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", name, l.Status.CurrentState, l.Status.Iteration, l.Status.Phase, verdict, reason, age(l.CreationTimestamp.Time, k.clock()))
 			}
 			return w.Flush()
 		},

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -318,8 +319,32 @@ func newDriver(g *globals, store *localrun.Store, path string, lf *loopfile.File
 	}
 	if !quiet {
 		d.OnEvents = newProgress(stderr).print
+		d.Terminal = terminal(stderr)
 	}
 	return d, func() { _ = outLog.Close(); _ = errLog.Close() }, nil
+}
+
+// stdinLines are the lines typed at the terminal, read once per process.
+var stdinLines = sync.OnceValue(func() <-chan string {
+	lines := make(chan string)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(os.Stdin)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	return lines
+})
+
+// terminal is the terminal an approval state asks at: stdin when it is
+// one, else nil (only looprun approve answers).
+func terminal(out io.Writer) *localrun.Terminal {
+	fi, err := os.Stdin.Stat()
+	if err != nil || fi.Mode()&os.ModeCharDevice == 0 {
+		return nil
+	}
+	return &localrun.Terminal{Lines: stdinLines(), Out: out, User: whoami()}
 }
 
 // inDir runs a sub-loop's actions in its worktree.

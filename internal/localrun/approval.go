@@ -1,12 +1,15 @@
 package localrun
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/looprun/looprun/internal/executor"
@@ -103,4 +106,62 @@ func (f *fileApprover) read(req *executor.ApprovalRequest) *executor.ApprovalAns
 		return nil
 	}
 	return &executor.ApprovalAnswer{Approved: a.Approved, By: a.By, Message: a.Message}
+}
+
+// Terminal is the terminal a local run was started from: an approval
+// state asks there, while looprun approve from another shell may answer
+// first.
+type Terminal struct {
+	// Lines are what the person types, a line at a time.
+	Lines <-chan string
+	// Out is where the question goes.
+	Out io.Writer
+	// User names who answers at this terminal.
+	User string
+}
+
+// terminalApprover asks at the terminal and waits for the answer file
+// alike: whichever answers first.
+type terminalApprover struct {
+	term *Terminal
+	file *fileApprover
+}
+
+// Await implements Approver.
+func (a *terminalApprover) Await(ctx context.Context, req *executor.ApprovalRequest) (*executor.ApprovalAnswer, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type result struct {
+		ans *executor.ApprovalAnswer
+		err error
+	}
+	fromFile := make(chan result, 1)
+	go func() {
+		ans, err := a.file.Await(ctx, req)
+		fromFile <- result{ans, err}
+	}()
+	ask := func() {
+		_, _ = fmt.Fprintf(a.term.Out, "\nState %s (iteration %d) asks: %s\nApprove? [y/n] (or looprun approve / reject from another shell): ",
+			req.State, req.Iteration, cmp.Or(req.Message, "go on?"))
+	}
+	ask()
+	for {
+		select {
+		case r := <-fromFile:
+			_, _ = fmt.Fprintln(a.term.Out)
+			return r.ans, r.err
+		case line, ok := <-a.term.Lines:
+			if !ok {
+				a.term.Lines = nil // the terminal closed: the file alone answers
+				continue
+			}
+			switch strings.ToLower(strings.TrimSpace(line)) {
+			case "y", "yes":
+				return &executor.ApprovalAnswer{Approved: true, By: a.term.User, Message: "answered at the terminal"}, nil
+			case "n", "no":
+				return &executor.ApprovalAnswer{Approved: false, By: a.term.User, Message: "answered at the terminal"}, nil
+			}
+			ask()
+		}
+	}
 }

@@ -71,6 +71,9 @@ type Driver struct {
 	// Approver answers approval states; nil waits for the answer file
 	// that looprun approve and reject write beside the state file.
 	Approver Approver
+	// Terminal, when set, is where approval states also ask (looprun run
+	// on a terminal).
+	Terminal *Terminal
 	// OnEvents, when set, sees every event as it happens (progress display).
 	OnEvents func([]executor.Event)
 	// SubLoops runs the states with loop:; nil (a simulation) takes the
@@ -293,7 +296,11 @@ func (d *Driver) approver() Approver {
 	if d.Approver != nil {
 		return d.Approver
 	}
-	return &fileApprover{path: d.Store.AnswerPath(), clock: d.clock(), poll: 200 * time.Millisecond}
+	file := &fileApprover{path: d.Store.AnswerPath(), clock: d.clock(), poll: 200 * time.Millisecond}
+	if d.Terminal != nil {
+		return &terminalApprover{term: d.Terminal, file: file}
+	}
+	return file
 }
 
 func (d *Driver) judge() evaluate.Judge {

@@ -166,7 +166,7 @@ func (d *Driver) childDriver(sub *executor.SubLoop) (*Driver, func(), error) {
 		return nil, nil, err
 	}
 	return &Driver{
-		Machine: m, Runner: d.Runner, Store: store, LoopFile: abs, Context: cctx, Clock: d.Clock, Decide: d.Decide, Judge: d.SubLoops.judge(lf, d.Judge), Approver: d.Approver,
+		Machine: m, Runner: d.Runner, Store: store, LoopFile: abs, Context: cctx, Clock: d.Clock, Decide: d.Decide, Judge: d.SubLoops.judge(lf, d.Judge), Approver: d.Approver, Terminal: d.Terminal,
 		SubLoops: d.SubLoops, Depth: d.Depth + 1, Ancestors: chain,
 	}, unlock, nil
 }

@@ -286,6 +286,37 @@ var _ = Describe("Loops on a real node", func() {
 		Expect(perState).To(Equal(map[string]int{"ask": 3, "check": 3}))
 	})
 
+	It("admits an approval only from a user holding the verb approve, named as the API server knows them (the chart's policy)", func() {
+		ns := newNamespace()
+		key := create(ns, "gate", v1alpha1.LoopSpec{Initial: "ask", States: map[string]v1alpha1.State{
+			"ask":     {Approval: &v1alpha1.Approval{Message: "ship it?"}, Route: map[string]v1alpha1.StateName{"approved": "done", "rejected": "stopped"}},
+			"done":    {Terminal: true},
+			"stopped": {Terminal: true},
+		}})
+		Eventually(func(g Gomega) {
+			loop := getLoop(g, key)
+			g.Expect(loop.Status.Action).NotTo(BeNil())
+			g.Expect(loop.Status.Action.Approval).NotTo(BeNil())
+		}, time.Minute, time.Second).Should(Succeed())
+		// bob may edit Loops in the namespace, but not approve them.
+		run("kubectl", "create", "role", "loop-editor", "-n", ns, "--verb=get,patch,update", "--resource=loops.looprun.io")
+		run("kubectl", "create", "rolebinding", "editors", "-n", ns, "--role=loop-editor", "--user=bob")
+		denied := exec.Command("kubectl", "annotate", "--overwrite", "-n", ns, "--as", "bob", "loop/gate",
+			v1alpha1.RequestAnnotation+"=approve@1", v1alpha1.ApprovedByAnnotation+"=bob")
+		denied.Dir = root
+		out, err := denied.CombinedOutput()
+		Expect(err).To(HaveOccurred(), "bob approved:\n%s", out)
+		Expect(string(out)).To(ContainSubstring("bob may not approve or reject loop gate"))
+		// alice holds the chart's approver role: her approval goes through.
+		run("kubectl", "create", "rolebinding", "approvers", "-n", ns, "--clusterrole=looprun-approver", "--user=alice")
+		run("kubectl", "annotate", "--overwrite", "-n", ns, "--as", "alice", "loop/gate",
+			v1alpha1.ApprovalMessageAnnotation+"=fine by me", v1alpha1.RequestAnnotation+"=approve@2", v1alpha1.ApprovedByAnnotation+"=alice")
+		loop := waitFinished(key, time.Minute)
+		Expect(loop.Status.CurrentState).To(Equal("done"), describe(loop))
+		Expect(run(looprun, "history", "-n", ns, "loop/gate", "--type", "approval_answered", "-o", "json")).To(
+			And(MatchRegexp(`"by": ?"alice"`), MatchRegexp(`"message": ?"fine by me"`)))
+	})
+
 	It("ends a step whose Pod cannot start, naming the cause", func() {
 		ns := newNamespace()
 		missing := create(ns, "missing-image", v1alpha1.LoopSpec{Initial: "a", Runner: &v1alpha1.RunnerSpec{Image: "looprun.local/missing:1"},
