@@ -27,7 +27,7 @@ all: build
 
 .PHONY: manifests
 manifests: controller-gen ## Generate the CRD and RBAC manifests.
-	$(CONTROLLER_GEN) rbac:roleName=manager-role crd:allowDangerousTypes=true paths="./..." output:crd:artifacts:config=config/crd/bases
+	$(CONTROLLER_GEN) rbac:roleName=manager-role crd:allowDangerousTypes=true paths="./api/...;./controllers/...;./cmd/...;./internal/..." output:crd:artifacts:config=config/crd/bases
 	hack/sync-chart.sh
 
 .PHONY: generate

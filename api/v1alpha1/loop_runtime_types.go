@@ -70,6 +70,19 @@ type AgentSpec struct {
 	// +kubebuilder:validation:Enum=stream-json;text
 	Output AgentOutput `json:"output,omitempty"`
 
+	// model is the model of agent actions whose state names none (claude
+	// --model; looprun run --model).
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	Model string `json:"model,omitempty"`
+
+	// effort is the reasoning effort of agent actions whose state names
+	// none (looprun run --effort), recorded in action_complete as
+	// little-loops records it.
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	Effort string `json:"effort,omitempty"`
+
 	// apiKeySecretRef names the Secret key holding the agent's API key. In an
 	// action Pod it becomes the environment variable ANTHROPIC_API_KEY; the
 	// operator never reads it.

@@ -339,6 +339,30 @@ type State struct {
 	// +optional
 	Learning *LearningSpec `json:"learning,omitempty"`
 
+	// model is the model of this state's agent action (claude --model);
+	// unset: spec.agent.model, else the CLI's own.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	Model string `json:"model,omitempty"`
+
+	// tools are the only tools this state's agent may use (claude --tools).
+	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=128
+	Tools []string `json:"tools,omitempty"`
+
+	// agentName names the agent configuration this state's agent action
+	// runs as (claude --agent). little-loops: agent.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	AgentName string `json:"agentName,omitempty"`
+
+	// effort is the reasoning effort of this state's agent action,
+	// recorded in action_complete; unset: spec.agent.effort.
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	Effort string `json:"effort,omitempty"`
+
 	// costCeiling bounds what one visit of this state may spend.
 	// +optional
 	CostCeiling *CostCeiling `json:"costCeiling,omitempty"`

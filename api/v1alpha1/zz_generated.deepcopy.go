@@ -1150,6 +1150,11 @@ func (in *State) DeepCopyInto(out *State) {
 		*out = new(LearningSpec)
 		(*in).DeepCopyInto(*out)
 	}
+	if in.Tools != nil {
+		in, out := &in.Tools, &out.Tools
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	if in.CostCeiling != nil {
 		in, out := &in.CostCeiling, &out.CostCeiling
 		*out = new(CostCeiling)

@@ -78,3 +78,58 @@ func TestMaxCostPausesALocalRun(t *testing.T) {
 		t.Errorf("a bad --max-cost: %d %s", r.code, r.stderr)
 	}
 }
+
+// ll-loop's per-state model, tools and agent, and the run's --model,
+// reach the claude command line.
+func TestAgentOptionsLocally(t *testing.T) {
+	bin := t.TempDir()
+	write(t, bin, "claude", `#!/bin/sh
+printf '{"type":"assistant","message":{"content":[{"type":"text","text":"args: %s"}]}}\n' "$*"
+`)
+	if err := os.Chmod(filepath.Join(bin, "claude"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	dir := t.TempDir()
+	write(t, dir, "opts.yaml", `name: opts
+initial: plan
+states:
+  plan:
+    action: "/plan"
+    action_type: prompt
+    evaluate: {type: exit_code}
+    capture: plan
+    next: fix
+  fix:
+    action: "/fix"
+    action_type: prompt
+    model: claude-opus-4-8
+    tools: [Read, Edit]
+    agent: fixer
+    effort: high
+    evaluate: {type: exit_code}
+    capture: fix
+    next: done
+  done: {terminal: true}
+`)
+	r := looprun(t, dir, "run", "opts.yaml", "--model", "claude-haiku-4-5", "--effort", "low")
+	if r.code != 0 {
+		t.Fatalf("run: %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if strings.Contains(r.stderr, "not supported") {
+		t.Errorf("warned: %s", r.stderr)
+	}
+	st := looprun(t, dir, "status", "opts", "-o", "json")
+	for _, want := range []string{
+		"-p --model claude-haiku-4-5 /plan",
+		"-p --agent fixer --tools Read,Edit --model claude-opus-4-8 /fix",
+	} {
+		if !strings.Contains(st.stdout, want) {
+			t.Errorf("no agent ran with %q:\n%s", want, st.stdout)
+		}
+	}
+	events, _ := os.ReadFile(filepath.Join(dir, ".loops/.running/opts.events.jsonl"))
+	if !strings.Contains(string(events), `"effort": "high"`) && !strings.Contains(string(events), `"effort":"high"`) {
+		t.Errorf("no effort in action_complete:\n%s", events)
+	}
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -40,6 +41,9 @@ type runFlags struct {
 	// costOutputJSON is --cost-output-json: where the per-state cost
 	// table goes, as ll-loop writes it.
 	costOutputJSON string
+	// model, effort and llmModel are ll-loop's --model (agent actions
+	// whose state names none), --effort and --llm-model (the judge).
+	model, effort, llmModel string
 }
 
 // bind adds the flags. Loop variables are --set KEY=VALUE; run, which
@@ -56,6 +60,9 @@ func (f *runFlags) bind(cmd *cobra.Command, contextAlias bool) {
 	cmd.Flags().BoolVarP(&f.quiet, "quiet", "q", false, "print nothing but errors")
 	cmd.Flags().StringVar(&f.maxCost, "max-cost", "", "the most this run may spend on agents and the judge, in US dollars (a paused run goes on when resumed with a higher one)")
 	cmd.Flags().StringVar(&f.costOutputJSON, "cost-output-json", "", "write the per-state cost table here as JSON when the run ends (ll-loop's shape)")
+	cmd.Flags().StringVar(&f.model, "model", "", "the model of agent actions whose state names none (spec.agent.model)")
+	cmd.Flags().StringVar(&f.effort, "effort", "", "the reasoning effort of agent actions whose state names none (spec.agent.effort)")
+	cmd.Flags().StringVar(&f.llmModel, "llm-model", "", "the LLM judge's model (spec.llm.model)")
 }
 
 // maxCostMicro is --max-cost in millionths of a dollar, nil when not given.
@@ -108,6 +115,19 @@ func (f *runFlags) apply(spec *v1alpha1.LoopSpec) error {
 		spec.MaxIterations = ptr.To(f.maxIterations)
 	case f.maxIterationsSet != nil && f.maxIterationsSet():
 		return fmt.Errorf("--max-iterations %d: a run takes at least one step (leave the flag out for the loop's own cap)", f.maxIterations)
+	}
+	if f.model != "" || f.effort != "" {
+		if spec.Agent == nil {
+			spec.Agent = &v1alpha1.AgentSpec{}
+		}
+		spec.Agent.Model = cmp.Or(f.model, spec.Agent.Model)
+		spec.Agent.Effort = cmp.Or(f.effort, spec.Agent.Effort)
+	}
+	if f.llmModel != "" {
+		if spec.LLM == nil {
+			spec.LLM = &v1alpha1.LLMSpec{}
+		}
+		spec.LLM.Model = f.llmModel
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package executor
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
@@ -37,15 +38,40 @@ func (t *turn) newAction(name string, st *v1alpha1.State, iteration int32, comma
 // spec.agent.command, told the most it may spend when the run has a
 // budget or the state a cost ceiling (claude's --max-budget-usd, a
 // backstop to looprun's own check before the state).
+//
+// The state's agentName, tools and model (or spec.agent.model) are passed
+// as little-loops passes them (--agent, --tools a,b, --model), after the
+// command's own arguments. Other CLIs get the command as written.
 func (t *turn) agentCommand(st *v1alpha1.State) []string {
-	command := t.m.spec.GetAgentCommand()
-	micro, ok := t.agentBudget(st)
-	if !ok || !st.IsAgent() || len(command) == 0 || filepath.Base(command[0]) != "claude" {
+	spec := t.m.spec
+	command := spec.GetAgentCommand()
+	if !st.IsAgent() || len(command) == 0 || filepath.Base(command[0]) != "claude" {
 		return command
 	}
-	out := make([]string, 0, len(command)+2)
-	out = append(out, command[0], "--max-budget-usd", pricing.FormatUSD(max(micro, 1)))
-	return append(out, command[1:]...)
+	out := make([]string, 0, len(command)+8)
+	out = append(out, command[0])
+	if micro, ok := t.agentBudget(st); ok {
+		out = append(out, "--max-budget-usd", pricing.FormatUSD(max(micro, 1)))
+	}
+	out = append(out, command[1:]...)
+	if st.AgentName != "" {
+		out = append(out, "--agent", st.AgentName)
+	}
+	if len(st.Tools) > 0 {
+		out = append(out, "--tools", strings.Join(st.Tools, ","))
+	}
+	if model := cmp.Or(st.Model, agentDefault(spec).Model); model != "" {
+		out = append(out, "--model", model)
+	}
+	return out
+}
+
+// agentDefault is spec.agent, or its zero value.
+func agentDefault(spec *v1alpha1.LoopSpec) v1alpha1.AgentSpec {
+	if spec.Agent == nil {
+		return v1alpha1.AgentSpec{}
+	}
+	return *spec.Agent
 }
 
 // expandAction expands a state's action, within MaxCommandBytes.

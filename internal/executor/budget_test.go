@@ -267,3 +267,36 @@ func TestValidateBudget(t *testing.T) {
 		t.Errorf("a budget without limits, its state without Route: %v", errs)
 	}
 }
+
+// A state's agentName, tools and model go to claude as little-loops passes
+// them, after the command's own arguments; spec.agent.model is the
+// default; effort is recorded in action_complete.
+func TestAgentOptionsPerState(t *testing.T) {
+	spec := &v1alpha1.LoopSpec{Initial: "plan", Agent: &v1alpha1.AgentSpec{Model: "claude-haiku-4-5", Effort: "low"}, States: map[string]v1alpha1.State{
+		"plan": {Action: "/plan", ActionType: v1alpha1.ActionAgent, Evaluate: &v1alpha1.Evaluate{Type: v1alpha1.EvalExitCode}, Next: "fix"},
+		"fix": {Action: "/fix", ActionType: v1alpha1.ActionAgent, Evaluate: &v1alpha1.Evaluate{Type: v1alpha1.EvalExitCode}, Next: "done",
+			Model: "claude-opus-4-8", Tools: []string{"Read", "Edit"}, AgentName: "fixer", Effort: "high"},
+		"done": {Terminal: true},
+	}}
+	d := newBudgetDriver(t, spec)
+	d.drive()
+	base := v1alpha1.DefaultAgentCommand
+	want := map[string][]string{
+		"/plan": append(slices.Clone(base), "--model", "claude-haiku-4-5"),
+		"/fix":  append(slices.Clone(base), "--agent", "fixer", "--tools", "Read,Edit", "--model", "claude-opus-4-8"),
+	}
+	for _, a := range d.ran {
+		if !slices.Equal(a.AgentCommand, want[a.Command]) {
+			t.Errorf("%s ran %q; want %q", a.Command, a.AgentCommand, want[a.Command])
+		}
+	}
+	var efforts []any
+	for _, e := range d.events {
+		if e.Type == EventActionComplete {
+			efforts = append(efforts, e.Data["effort"])
+		}
+	}
+	if !slices.Equal(efforts, []any{"low", "high"}) {
+		t.Errorf("efforts recorded %v", efforts)
+	}
+}

@@ -270,6 +270,9 @@ func (t *turn) actionComplete(st *v1alpha1.State, res *ActionResult) {
 	if f := res.Failure; f != nil {
 		data["failure"], data["failure_message"] = f.Reason, f.Message
 	}
+	if effort := cmp.Or(st.Effort, agentDefault(t.m.spec).Effort); effort != "" && st.IsAgent() {
+		data["effort"] = effort
+	}
 	if u := res.Usage; u != nil {
 		// little-loops' keys; its model is null when the CLI named none.
 		data["model"] = nil

@@ -32,12 +32,12 @@ func TestKeyTables(t *testing.T) {
 	r := &reader{}
 	var st stateRead
 	st.extra = map[string]string{}
-	stateKeys.read(r, map[string]any{"action": "make", "model": "opus", "description": "d", "wobble": 1, "on_blocked": "ask"}, "states.a", &st)
-	if st.Action != "make" || st.extra["blocked"] != "ask" {
+	stateKeys.read(r, map[string]any{"action": "make", "model": "opus", "session_mode": "fresh", "description": "d", "wobble": 1, "on_blocked": "ask"}, "states.a", &st)
+	if st.Action != "make" || st.Model != "opus" || st.extra["blocked"] != "ask" {
 		t.Errorf("read %+v, extra %v", st.State, st.extra)
 	}
 	got := strings.Join(r.warnings, "\n")
-	for _, want := range []string{"states.a.model: Claude CLI options is not supported by looprun; ignored", "states.a.wobble: unknown key; ignored"} {
+	for _, want := range []string{"states.a.session_mode: Claude CLI options is not supported by looprun; ignored", "states.a.wobble: unknown key; ignored"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("warnings %q lack %q", got, want)
 		}
