@@ -259,3 +259,11 @@ func (l *Loop) ActsAs(ns, name string) bool {
 func (a *ActionStatus) IsAction() bool {
 	return a != nil && a.Child == "" && a.Approval == nil
 }
+
+// GetIdleTimeout returns how long the state's action may print nothing; 0: no limit.
+func (s *State) GetIdleTimeout() time.Duration {
+	if s.IdleTimeout == nil {
+		return 0
+	}
+	return s.IdleTimeout.Duration
+}

@@ -283,6 +283,13 @@ type State struct {
 	// +optional
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
 
+	// idleTimeout stops the action when it prints nothing (stdout or
+	// stderr) for this long: its process group is killed and the exit code
+	// is 124, as for timeout. Unset: none. little-loops: idle_timeout (and
+	// default_idle_timeout for every state without one).
+	// +optional
+	IdleTimeout *metav1.Duration `json:"idleTimeout,omitempty"`
+
 	// onMaintain is where a maintain-mode loop restarts after this terminal state.
 	// +optional
 	// +kubebuilder:validation:MaxLength=253

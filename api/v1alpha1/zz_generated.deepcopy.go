@@ -1140,6 +1140,11 @@ func (in *State) DeepCopyInto(out *State) {
 		*out = new(v1.Duration)
 		**out = **in
 	}
+	if in.IdleTimeout != nil {
+		in, out := &in.IdleTimeout, &out.IdleTimeout
+		*out = new(v1.Duration)
+		**out = **in
+	}
 	if in.MaxRetries != nil {
 		in, out := &in.MaxRetries, &out.MaxRetries
 		*out = new(int32)

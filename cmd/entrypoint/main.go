@@ -41,6 +41,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	copyTo := fs.String("copy-to", "", "copy this binary to the given path and exit (the init container's job)")
 	termLog := fs.String("termination-log", cmp.Or(os.Getenv("LOOPRUN_TERMINATION_LOG"), "/dev/termination-log"), "where to write the result (default $LOOPRUN_TERMINATION_LOG, else /dev/termination-log)")
 	timeout := fs.Duration("timeout", 0, "kill the action's process group after this long and exit 124")
+	idle := fs.Duration("idle-timeout", 0, "kill the action's process group when it prints nothing for this long and exit 124")
 	evalJSON := fs.String("evaluate", os.Getenv("LOOPRUN_EVALUATE"), "the state's evaluator as JSON, templates expanded (default $LOOPRUN_EVALUATE)")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -69,7 +70,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2)
 	defer signal.Stop(signals)
 	res := entrypoint.NewResult(process.Run(context.Background(), process.Spec{
-		Argv: fs.Args(), Timeout: *timeout, Evaluate: eval, Stdout: stdout, Stderr: stderr, Signals: signals,
+		Argv: fs.Args(), Timeout: *timeout, IdleTimeout: *idle, Evaluate: eval, Stdout: stdout, Stderr: stderr, Signals: signals,
 		AgentStream: os.Getenv(entrypoint.AgentStreamEnv) != "",
 	}))
 	if dir := os.Getenv(entrypoint.RunDirEnv); dir != "" && res.Usage != nil {

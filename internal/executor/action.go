@@ -30,6 +30,7 @@ func (t *turn) newAction(name string, st *v1alpha1.State, iteration int32, comma
 		State: name, Iteration: iteration, Retry: t.run.Retries, Command: command, Agent: st.IsAgent(),
 		CallsAgent: st.Learning != nil, RunDir: t.m.RunDir(), AgentCommand: t.agentCommand(st), Timeout: timeout,
 		AgentStream: (st.IsAgent() || st.Learning != nil) && spec.AgentStreams(),
+		IdleTimeout: st.GetIdleTimeout(),
 		Evaluate:    t.runnerEvaluate(st, vars), Probe: progressProbe(spec, st, vars, probe(st, vars)),
 	}
 }

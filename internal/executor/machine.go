@@ -221,6 +221,9 @@ type Action struct {
 	// AgentCommand runs an agent action, Command appended (spec.agent.command).
 	AgentCommand []string
 	Timeout      time.Duration
+	// IdleTimeout stops the action when it prints nothing for this long
+	// (exit code 124); 0: none.
+	IdleTimeout time.Duration
 	// Probe is a shell command for the runner to run right after the
 	// action, where it ran, when the evaluator needs to look there
 	// (diff_stall's git diff, score_stall's history file); its result goes

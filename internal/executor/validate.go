@@ -145,6 +145,9 @@ func validateState(spec *v1alpha1.LoopSpec, name string, st *v1alpha1.State, cap
 	if st.Timeout != nil && st.Timeout.Duration <= 0 {
 		errs = append(errs, field.Invalid(p.Child("timeout"), st.Timeout.Duration.String(), "must be positive"))
 	}
+	if st.IdleTimeout != nil && st.IdleTimeout.Duration <= 0 {
+		errs = append(errs, field.Invalid(p.Child("idleTimeout"), st.IdleTimeout.Duration.String(), "must be positive"))
+	}
 	errs = append(errs, checkTemplate(st.Action, captured, p.Child("action"))...)
 	if m := st.AppendToMessages; m != "" {
 		if !strings.Contains(m, "${") {

@@ -61,15 +61,14 @@ var ignoredTopLevel = map[string]string{
 	"commands": "catalogue metadata", "targets": "catalogue metadata",
 	"config":            "ll-config overrides",
 	"host_guard":        "the host memory guard",
-	"prompt_size_guard": "the prompt size guard", "default_idle_timeout": "idle timeouts",
-	"pruning_profile": "Claude harness settings", "tamper_guard": "Claude harness settings",
+	"prompt_size_guard": "the prompt size guard",
+	"pruning_profile":   "Claude harness settings", "tamper_guard": "Claude harness settings",
 	"prepatch_check": "Claude harness settings", "session_mode": "Claude harness settings",
 	"artifact_versioning": "Claude harness settings",
 }
 
 // State keys little-loops knows that looprun does not use.
 var ignoredStateKeys = map[string]string{
-	"idle_timeout":            "idle timeouts",
 	"max_rate_limit_retries":  "rate-limit retries",
 	"on_rate_limit_exhausted": "rate-limit retries", "rate_limit_backoff_base_seconds": "rate-limit retries",
 	"rate_limit_max_wait_seconds": "rate-limit retries", "rate_limit_long_wait_ladder": "rate-limit retries",
@@ -110,6 +109,7 @@ func (r *reader) littleLoops(doc map[string]any, dir string) (*v1alpha1.Loop, er
 		return nil, errors.New("states: must be a mapping of state names to states")
 	}
 	defaultTimeout := r.duration(doc, "default_timeout", "default_timeout")
+	defaultIdle := r.duration(doc, "default_idle_timeout", "default_idle_timeout")
 	spec.States = make(map[string]v1alpha1.State, len(states))
 	for _, sn := range slices.Sorted(maps.Keys(states)) {
 		sm, ok := states[sn].(map[string]any)
@@ -120,6 +120,9 @@ func (r *reader) littleLoops(doc map[string]any, dir string) (*v1alpha1.Loop, er
 		st := r.state(sn, sm)
 		if st.Timeout == nil && defaultTimeout != nil && !st.Terminal {
 			st.Timeout = defaultTimeout
+		}
+		if st.IdleTimeout == nil && defaultIdle != nil && !st.Terminal {
+			st.IdleTimeout = defaultIdle
 		}
 		spec.States[sn] = st
 	}
@@ -153,7 +156,7 @@ func notAStateHint(name string, v any) string {
 // topLevelKeys are the keys of a little-loops file's top level.
 var topLevelKeys = table[v1alpha1.LoopSpec]{
 	keys: map[string]key[v1alpha1.LoopSpec]{
-		"name": nil, "initial": nil, "states": nil, "description": nil, "default_timeout": nil,
+		"name": nil, "initial": nil, "states": nil, "description": nil, "default_timeout": nil, "default_idle_timeout": nil,
 		"context": func(r *reader, m map[string]any, k, _ string, spec *v1alpha1.LoopSpec) {
 			ctx, ok := m[k].(map[string]any)
 			if !ok {
@@ -343,6 +346,7 @@ var stateKeys = table[stateRead]{
 		},
 		"retry_policy": retryPolicyKey,
 		"model":        strKey(func(s *stateRead) *string { return &s.Model }),
+		"idle_timeout": durationKey(func(s *stateRead) **metav1.Duration { return &s.IdleTimeout }),
 		"agent":        strKey(func(s *stateRead) *string { return &s.AgentName }),
 		"effort":       strKey(func(s *stateRead) *string { return &s.Effort }),
 		"tools":        stringsKey(func(s *stateRead) *[]string { return &s.Tools }),

@@ -83,7 +83,7 @@ func (r *Runner) RunWhenReady(ctx context.Context, a *executor.Action, ready fun
 	}
 	env = append(slices.Clip(env), "LOOPRUN_LOOP="+r.Loop, "LOOPRUN_STATE="+a.State, "LOOPRUN_ITERATION="+strconv.Itoa(int(a.Iteration)))
 	res := process.Run(ctx, process.Spec{
-		Argv: argv, Dir: r.Dir, Env: env, Timeout: a.Timeout, Evaluate: a.Evaluate,
+		Argv: argv, Dir: r.Dir, Env: env, Timeout: a.Timeout, IdleTimeout: a.IdleTimeout, Evaluate: a.Evaluate,
 		Stdout: r.Stdout, Stderr: r.Stderr, OwnFiles: true, OutputWindow: r.OutputWindow, StderrWindow: r.StderrWindow,
 		Started: r.Started, Ready: ready, AgentStream: a.AgentStream,
 	}).ActionResult()

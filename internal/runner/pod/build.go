@@ -208,7 +208,7 @@ func Build(loop *v1alpha1.Loop, run string, a executor.Action, o Options) (*core
 			}},
 			Containers: []corev1.Container{{
 				Name: ActionContainer, Image: image,
-				Command:                  append([]string{wrapper, "--timeout", timeout.String(), "--"}, command...),
+				Command:                  append(entrypointArgs(wrapper, timeout, a.IdleTimeout), command...),
 				WorkingDir:               workdir,
 				Env:                      env,
 				EnvFrom:                  rs.EnvFrom,
@@ -266,4 +266,13 @@ func appendIf(env []corev1.EnvVar, name, value string) []corev1.EnvVar {
 		return env
 	}
 	return append(env, corev1.EnvVar{Name: name, Value: value})
+}
+
+// entrypointArgs run the action under the entrypoint with its timeouts.
+func entrypointArgs(wrapper string, timeout, idle time.Duration) []string {
+	args := []string{wrapper, "--timeout", timeout.String()}
+	if idle > 0 {
+		args = append(args, "--idle-timeout", idle.String())
+	}
+	return append(args, "--")
 }

@@ -386,3 +386,15 @@ func TestInspectSaysWhyAContainerCouldNotStart(t *testing.T) {
 		}
 	}
 }
+
+// An idle timeout reaches the entrypoint, which stops a quiet action.
+func TestBuildIdleTimeout(t *testing.T) {
+	a := executor.Action{State: "fix", Iteration: 1, Command: "make", Timeout: time.Minute, IdleTimeout: 20 * time.Second}
+	pod, err := Build(testLoop(), "r", a, testOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(pod.Spec.Containers[0].Command, " "); got != "/looprun/entrypoint --timeout 1m0s --idle-timeout 20s -- bash -c make" {
+		t.Errorf("command %q", got)
+	}
+}

@@ -58,6 +58,9 @@ type Spec struct {
 	// Timeout kills the process group and ends with exit code
 	// evaluate.ExitTimeout; 0 means none.
 	Timeout time.Duration
+	// IdleTimeout does the same when the command prints nothing, on
+	// stdout or stderr, for this long; 0 means none.
+	IdleTimeout time.Duration
 	// Evaluate is the state's evaluator with its templates expanded; a
 	// deterministic one gives the Result its verdict, over the complete stdout.
 	Evaluate *v1alpha1.Evaluate
@@ -100,6 +103,9 @@ type Result struct {
 	StdoutTruncated bool
 	StderrTruncated bool
 	TimedOut        bool
+	// IdledOut: the command printed nothing for IdleTimeout and was
+	// killed (TimedOut is set too).
+	IdledOut bool
 	// CannotStart says why the command could not start ("" if it did).
 	CannotStart string
 	// Verdict is the deterministic evaluator's, over the complete stdout;
@@ -145,21 +151,35 @@ func Run(ctx context.Context, s Spec) Result {
 	} else if s.OwnFiles {
 		files = ownFiles(s.Stdout, s.Stderr)
 	}
+	var idle *idleWatch
+	if s.IdleTimeout > 0 {
+		idle = newIdleWatch(s.IdleTimeout)
+		if files != nil {
+			idle.sizes = func() int64 { return fileSize(files.out) + fileSize(files.err) }
+		} else { // every byte the command prints passes here first
+			stdout = &fanout{sinks: []io.Writer{idle, stdout}}
+			stderr = &fanout{sinks: []io.Writer{idle, stderr}}
+		}
+	}
 
 	start := time.Now()
 	res := Result{}
 	var err error
 	if files != nil {
-		err = files.run(ctx, s, &res, out, errs, lines, signals)
+		err = files.run(ctx, s, idle, &res, out, errs, lines, signals)
 	} else {
-		err = runPiped(ctx, s, &res, stdout, stderr)
+		err = runPiped(ctx, s, idle, &res, stdout, stderr)
 	}
 	if err != nil {
 		res.CannotStart = fmt.Sprintf("cannot start %s: %v", first(s.Argv), err)
 		fmt.Fprintln(stderr, res.CannotStart)
 		res.ExitCode = ExitCannotStart
 	}
-	if res.TimedOut {
+	switch {
+	case res.IdledOut:
+		res.ExitCode = evaluate.ExitTimeout
+		fmt.Fprintf(stderr, "\naction printed nothing for %s and was stopped (idle timeout)\n", s.IdleTimeout)
+	case res.TimedOut:
 		res.ExitCode = evaluate.ExitTimeout
 		fmt.Fprintf(stderr, "\naction timed out after %s\n", s.Timeout)
 	}
@@ -187,7 +207,7 @@ func Run(ctx context.Context, s Spec) Result {
 }
 
 // runPiped runs the command with its output through pipes.
-func runPiped(ctx context.Context, s Spec, res *Result, stdout, stderr io.Writer) error {
+func runPiped(ctx context.Context, s Spec, idle *idleWatch, res *Result, stdout, stderr io.Writer) error {
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		return err
@@ -205,7 +225,7 @@ func runPiped(ctx context.Context, s Spec, res *Result, stdout, stderr io.Writer
 	}
 	pipes := &outputPipes{out: outR, err: errR}
 	drained := pipes.drain(stdout, stderr)
-	res.TimedOut = supervise(ctx, cmd, s.Timeout, s.Signals)
+	res.TimedOut, res.IdledOut = supervise(ctx, cmd, s.Timeout, idle, s.Signals)
 	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // whatever it left behind
 	pipes.wait(drained)
 	res.ExitCode = exitCode(cmd.ProcessState)
@@ -233,13 +253,13 @@ func ownFiles(stdout, stderr io.Writer) *outputFiles {
 
 // run runs the command writing into the files, then reads back what it
 // wrote: the tails, and every line for the line judge.
-func (f *outputFiles) run(ctx context.Context, s Spec, res *Result, out, errs *tail, lines *lineJudge, signals io.Writer) error {
+func (f *outputFiles) run(ctx context.Context, s Spec, idle *idleWatch, res *Result, out, errs *tail, lines *lineJudge, signals io.Writer) error {
 	outStart, errStart := fileSize(f.out), fileSize(f.err)
 	cmd, err := startCommand(s, f.out, f.err)
 	if err != nil {
 		return err
 	}
-	res.TimedOut = supervise(ctx, cmd, s.Timeout, s.Signals)
+	res.TimedOut, res.IdledOut = supervise(ctx, cmd, s.Timeout, idle, s.Signals)
 	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // whatever it left behind
 	res.ExitCode = exitCode(cmd.ProcessState)
 	readBack(f.out, outStart, out, lines, signals)
@@ -433,7 +453,7 @@ func (p *outputPipes) wait(drained <-chan struct{}) {
 // supervise waits for the command, forwarding signals to its group and
 // killing the group at the timeout or when ctx ends. It reports whether the
 // timeout fired.
-func supervise(ctx context.Context, cmd *exec.Cmd, timeout time.Duration, signals <-chan os.Signal) bool {
+func supervise(ctx context.Context, cmd *exec.Cmd, timeout time.Duration, idle *idleWatch, signals <-chan os.Signal) (timedOut, idledOut bool) {
 	done := make(chan struct{})
 	go func() {
 		_ = cmd.Wait()
@@ -447,11 +467,21 @@ func supervise(ctx context.Context, cmd *exec.Cmd, timeout time.Duration, signal
 		deadline = t.C
 	}
 	cancelled := ctx.Done()
-	timedOut := false
+	var idleTick <-chan time.Time
+	if idle != nil {
+		t := time.NewTicker(idle.tick())
+		defer t.Stop()
+		idleTick = t.C
+	}
 	for {
 		select {
 		case <-done:
-			return timedOut
+			return timedOut, idledOut
+		case <-idleTick:
+			if idle.expired() {
+				timedOut, idledOut, idleTick = true, true, nil
+				_ = syscall.Kill(-pid, syscall.SIGKILL)
+			}
 		case sig := <-signals:
 			if sig, ok := sig.(syscall.Signal); ok {
 				_ = syscall.Kill(-pid, sig)
