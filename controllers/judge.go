@@ -55,6 +55,11 @@ type Judges struct {
 // with why there is none. It runs in the background, as part of a call.
 func (j *Judges) judgeFor(ctx context.Context, loop *v1alpha1.Loop) evaluate.Judge {
 	spec := loop.Spec.LLM
+	if spec != nil && spec.Via == v1alpha1.JudgeViaCLI {
+		// The CLI runs with a person's own login: there is none in the
+		// operator, and a tenant's command must not run in it.
+		return errJudge("spec.llm.via: cli asks the agent CLI with your own login, in local runs only; in a cluster the judge uses the API (spec.llm.via: api, with spec.llm.apiKeySecretRef or the operator's key)")
+	}
 	key, baseURL := j.OperatorKey, j.OperatorBaseURL
 	if spec != nil && spec.BaseURL != "" {
 		if !j.allowed(spec.BaseURL) {

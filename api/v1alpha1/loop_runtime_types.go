@@ -36,7 +36,25 @@ type LLMSpec struct {
 	// baseURL overrides the API endpoint.
 	// +optional
 	BaseURL string `json:"baseURL,omitempty"`
+
+	// via says how the judge is asked: api (the Anthropic Messages API,
+	// with a key), or cli (the agent CLI's JSON mode, claude -p
+	// --output-format json --json-schema, with the user's own login; local
+	// runs only). Unset: api in a cluster; locally api when
+	// ANTHROPIC_API_KEY is set, else cli, as ll-loop does.
+	// +optional
+	// +kubebuilder:validation:Enum=api;cli
+	Via JudgeVia `json:"via,omitempty"`
 }
+
+// JudgeVia says how the LLM judge is asked.
+type JudgeVia string
+
+// How the judge is asked.
+const (
+	JudgeViaAPI JudgeVia = "api"
+	JudgeViaCLI JudgeVia = "cli"
+)
 
 // SecretKeyRef names one key of a Secret in the Loop's namespace.
 type SecretKeyRef struct {

@@ -405,10 +405,20 @@ var localPrices = sync.OnceValues(func() (*pricing.Table, error) {
 // fileJudge is the LLM judge of a loop file's runs.
 func fileJudge(lf *loopfile.File) evaluate.Judge { return newJudge(&lf.Loop.Spec) }
 
-// newJudge returns the LLM judge, or nil when no API key is set.
+// newJudge returns the LLM judge: through the API with ANTHROPIC_API_KEY,
+// else (or with spec.llm.via: cli) through the agent CLI's JSON mode with
+// the user's own login, as ll-loop's judge runs; nil for via: api without
+// a key.
 func newJudge(spec *v1alpha1.LoopSpec) evaluate.Judge {
 	key := os.Getenv("ANTHROPIC_API_KEY")
-	if key == "" {
+	via := v1alpha1.JudgeVia("")
+	if spec.LLM != nil {
+		via = spec.LLM.Via
+	}
+	switch {
+	case via == v1alpha1.JudgeViaCLI || (via == "" && key == ""):
+		return llm.CLIForSpec(spec)
+	case key == "":
 		return nil
 	}
 	return llm.ForSpec(spec.LLM, key, os.Getenv("ANTHROPIC_BASE_URL"))

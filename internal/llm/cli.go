@@ -1,0 +1,178 @@
+package llm
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os/exec"
+	"strings"
+	"time"
+
+	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/internal/agentstream"
+	"github.com/looprun/looprun/internal/executor/evaluate"
+)
+
+// maxCLIOutput bounds what the judge's CLI may print.
+const maxCLIOutput = 4 << 20
+
+// CLIJudge asks the agent CLI for verdicts in its JSON mode (claude -p
+// --output-format json --json-schema SCHEMA), with the user's own login,
+// as ll-loop's judge does when there is no API key.
+type CLIJudge struct {
+	// Program is the CLI (claude).
+	Program string
+	Model   string
+	Timeout time.Duration
+}
+
+// CLIForSpec returns a CLIJudge for a loop: the agent command's program,
+// the judge's model and timeout.
+func CLIForSpec(spec *v1alpha1.LoopSpec) *CLIJudge {
+	return &CLIJudge{Program: spec.GetAgentCommand()[0], Model: spec.LLM.GetModel(), Timeout: spec.LLM.GetTimeout()}
+}
+
+// Judge asks for a verdict. It never fails: problems are error verdicts.
+func (j *CLIJudge) Judge(ctx context.Context, req evaluate.JudgeRequest) evaluate.Result {
+	start := time.Now()
+	model := j.Model
+	if req.Model != "" {
+		model = req.Model
+	}
+	answer, usage, err := j.ask(ctx, model, req)
+	if err != nil {
+		d := map[string]any{"error": err.Error(), "llm_model": model, "llm_latency_ms": time.Since(start).Milliseconds()}
+		if errors.Is(err, context.DeadlineExceeded) {
+			d["timeout"] = true
+		}
+		return evaluate.Result{Verdict: v1alpha1.VerdictError, Details: d, Usage: usage}
+	}
+	r := evaluate.Interpret(req, answer)
+	r.Details["llm_model"] = model
+	r.Details["llm_latency_ms"] = time.Since(start).Milliseconds()
+	r.Usage = usage
+	return r
+}
+
+func (j *CLIJudge) ask(ctx context.Context, model string, req evaluate.JudgeRequest) (map[string]any, *agentstream.Usage, error) {
+	schema := req.Schema
+	if schema == nil {
+		schema = evaluate.DefaultSchema
+	}
+	prompt := req.Prompt
+	if prompt == "" {
+		prompt = evaluate.DefaultPrompt
+	}
+	text := prompt + "\n\n" + cliEvidenceContract + "\n\n<action_output>\n" + req.Output + "\n</action_output>"
+	args := []string{"-p", "--output-format", "json", "--json-schema", string(schema), "--no-session-persistence"}
+	if model != "" {
+		args = append(args, "--model", model)
+	}
+	args = append(args, text)
+	timeout := j.Timeout
+	if timeout <= 0 {
+		timeout = v1alpha1.DefaultLLMTimeoutSeconds * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, j.Program, args...)
+	var stdout, stderr limitedBuffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	switch {
+	case ctx.Err() != nil:
+		return nil, nil, fmt.Errorf("judge call timed out after %s: %w", timeout, context.DeadlineExceeded)
+	case errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist):
+		return nil, nil, fmt.Errorf("%s CLI not found: install it, or set ANTHROPIC_API_KEY for the judge to use the API", j.Program)
+	case err != nil:
+		return nil, nil, fmt.Errorf("%s CLI error: %s", j.Program, firstLine(stderr.String(), err.Error()))
+	}
+	return parseEnvelope(stdout.Bytes(), model)
+}
+
+// cliEvidenceContract is evidenceContract for an answer in JSON.
+const cliEvidenceContract = "Judge only from the action output below. Quote in evidence the lines your verdict rests on. " +
+	"If the output does not show whether the action succeeded, answer cannot_judge."
+
+// parseEnvelope reads the CLI's JSON answer (the last line of JSONL): its
+// structured_output, else its result as JSON; and its usage.
+func parseEnvelope(out []byte, model string) (map[string]any, *agentstream.Usage, error) {
+	out = bytes.TrimSpace(out)
+	if len(out) == 0 {
+		return nil, nil, errors.New("the judge's CLI printed nothing")
+	}
+	if i := bytes.LastIndexByte(out, '\n'); i >= 0 && json.Valid(out[i+1:]) && !json.Valid(out) {
+		out = out[i+1:]
+	}
+	var env struct {
+		Subtype          string         `json:"subtype"`
+		IsError          bool           `json:"is_error"`
+		Result           any            `json:"result"`
+		StructuredOutput map[string]any `json:"structured_output"`
+		Usage            *struct {
+			InputTokens              int64 `json:"input_tokens"`
+			OutputTokens             int64 `json:"output_tokens"`
+			CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
+			CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
+		} `json:"usage"`
+		TotalCostUSD float64 `json:"total_cost_usd"`
+		Verdict      any     `json:"verdict"`
+	}
+	if err := json.Unmarshal(out, &env); err != nil {
+		return nil, nil, fmt.Errorf("the judge's CLI answer is not JSON: %w", err)
+	}
+	var usage *agentstream.Usage
+	if u := env.Usage; u != nil {
+		usage = &agentstream.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, CacheReadTokens: u.CacheReadInputTokens,
+			CacheCreationTokens: u.CacheCreationInputTokens, Model: model, CLICostUSD: env.TotalCostUSD}
+	}
+	switch {
+	case env.Subtype == "error_max_structured_output_retries":
+		return nil, usage, errors.New("the judge's CLI could not produce valid structured output after retries")
+	case env.IsError:
+		return nil, usage, fmt.Errorf("the judge's CLI reported an error: %s", firstLine(fmt.Sprint(env.Result), ""))
+	case env.StructuredOutput != nil:
+		return env.StructuredOutput, usage, nil
+	}
+	switch r := env.Result.(type) {
+	case map[string]any:
+		return r, usage, nil
+	case string:
+		var answer map[string]any
+		if err := json.Unmarshal([]byte(strings.TrimSpace(r)), &answer); err == nil {
+			return answer, usage, nil
+		}
+		return nil, usage, errors.New("the judge's CLI answered without a verdict in JSON")
+	}
+	if env.Verdict != nil {
+		var answer map[string]any
+		_ = json.Unmarshal(out, &answer)
+		return answer, usage, nil
+	}
+	return nil, usage, errors.New("the judge's CLI answered with an empty result")
+}
+
+func firstLine(s, otherwise string) string {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return otherwise
+	}
+	line, _, _ := strings.Cut(s, "\n")
+	if len(line) > 200 {
+		line = line[:200]
+	}
+	return line
+}
+
+// limitedBuffer keeps the first maxCLIOutput bytes written to it.
+type limitedBuffer struct{ bytes.Buffer }
+
+func (b *limitedBuffer) Write(p []byte) (int, error) {
+	if room := maxCLIOutput - b.Len(); room > 0 {
+		b.Buffer.Write(p[:min(len(p), room)])
+	}
+	return len(p), nil
+}
