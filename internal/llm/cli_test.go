@@ -47,7 +47,7 @@ func TestCLIJudge(t *testing.T) {
 	}
 	for body, want := range map[string]string{
 		`{"type":"result","subtype":"error_max_structured_output_retries"}`: "could not produce valid structured output",
-		`{"type":"result","is_error":true,"result":"rate limited"}`:        "reported an error: rate limited",
+		`{"type":"result","is_error":true,"result":"rate limited"}`:         "reported an error: rate limited",
 		`not json`: "not JSON",
 	} {
 		program, _ := stubCLI(t, body)
