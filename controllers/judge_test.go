@@ -7,6 +7,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -63,6 +64,10 @@ var _ = Describe("The LLM judge and tenancy", func() {
 		loop := waitFinished(createLoop(ns, "own", judgedSpec(nil)))
 		Expect(loop.Status.Phase).To(Equal(v1alpha1.PhaseCompleted))
 		Expect(allowed.SentKeys()).To(Equal([]string{"operator-key"}))
+		// The judge's call counts in the metrics as an agent's does (model
+		// "m" is not in the price table: other, unpriced).
+		Eventually(func() float64 { return testutil.ToFloat64(agentCalls.WithLabelValues(ns, "other", "false")) }).Should(Equal(1.0))
+		Expect(testutil.ToFloat64(agentTokens.WithLabelValues(ns, "other", "input"))).To(Equal(1.0))
 	})
 
 	It("refuses a base URL outside the allow-list, and sends it nothing", func() {

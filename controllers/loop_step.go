@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/internal/agentstream"
 	"github.com/looprun/looprun/internal/executor"
 	"github.com/looprun/looprun/internal/history"
 	"github.com/looprun/looprun/internal/runner"
@@ -346,17 +347,28 @@ func (s *step) complete(ctx context.Context, res *executor.ActionResult) executo
 		observeAction(res.Duration)
 		loop := s.loop
 		s.out.afterSave = append(s.out.afterSave, func() { s.r.Actions.Release(loop, action.Iteration) })
-		if u := res.Usage; u != nil {
-			prices := s.m.Prices()
-			cost, priced := prices.CostMicroUSD(*u)
-			model, _, _ := prices.Match(u.Model)
-			s.out.afterSave = append(s.out.afterSave, func() { observeUsage(loop.Namespace, model, *u, cost, priced) })
-		}
+		s.observeUsage(res.Usage)
+	}
+	if res != nil && res.Judgement != nil {
+		s.observeUsage(res.Judgement.Usage) // the judge's call counts as an agent's
 	}
 	s.completed = true
 	s.takeCheckpoint(ctx)
 	transitions.Inc()
 	return next
+}
+
+// observeUsage counts what an agent action or a judge call used in the
+// metrics, once the step is saved.
+func (s *step) observeUsage(u *agentstream.Usage) {
+	if u == nil {
+		return
+	}
+	prices := s.m.Prices()
+	cost, priced := prices.CostMicroUSD(*u)
+	model, _, _ := prices.Match(u.Model)
+	ns := s.loop.Namespace
+	s.out.afterSave = append(s.out.afterSave, func() { observeUsage(ns, model, *u, cost, priced) })
 }
 
 // announce emits Kubernetes Events and log lines for the step's milestones;
