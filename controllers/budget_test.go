@@ -1,8 +1,6 @@
 package controllers
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -14,19 +12,11 @@ import (
 
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/executor"
-	"github.com/looprun/looprun/internal/pricing"
 )
 
 var _ = Describe("A Loop's budget", func() {
 	It("pauses the Loop when spent, says so, and goes on when raised, every action once", func() {
-		dir := GinkgoT().TempDir()
-		agent := filepath.Join(dir, "agent")
-		Expect(os.WriteFile(agent, []byte(streamingAgentScript), 0o755)).To(Succeed())
-		// 100×2 + 10×10 + 1000×0.1 = 400 micro-dollars a call.
-		prices, err := pricing.Parse([]byte("models: {claude-sonnet-4-6: {input: 2, output: 10, cacheRead: 0.1, cacheCreation: 0}}"))
-		Expect(err).NotTo(HaveOccurred())
-		op := startOperator(Config{Prices: prices})
-		DeferCleanup(op.stop)
+		agent := startPricedOperator() // 400 micro-dollars a call
 
 		ns := newNamespace()
 		key := createLoop(ns, "spender", v1alpha1.LoopSpec{Initial: "work", MaxIterations: i32(12),

@@ -22,13 +22,7 @@ printf '%s\n' '{"type":"result","total_cost_usd":1,"usage":{"input_tokens":100,"
 
 var _ = Describe("Agent usage", func() {
 	It("sums what agent actions used and cost into status.usage, per state, and counts it in the metrics", func() {
-		dir := GinkgoT().TempDir()
-		agent := filepath.Join(dir, "agent")
-		Expect(os.WriteFile(agent, []byte(streamingAgentScript), 0o755)).To(Succeed())
-		prices, err := pricing.Parse([]byte("models: {claude-sonnet-4-6: {input: 2, output: 10, cacheRead: 0.1, cacheCreation: 0}}"))
-		Expect(err).NotTo(HaveOccurred())
-		op := startOperator(Config{Prices: prices})
-		DeferCleanup(op.stop)
+		agent := startPricedOperator()
 
 		ns := newNamespace()
 		loop := waitFinished(createLoop(ns, "agentic", v1alpha1.LoopSpec{Initial: "plan",
@@ -60,3 +54,16 @@ var _ = Describe("Agent usage", func() {
 		}
 	})
 })
+
+// startPricedOperator starts an operator whose price table makes a call
+// of the stub agent (streamingAgentScript) cost 100×2 + 10×10 + 1000×0.1 =
+// 400 micro-dollars, and returns the stub agent's path.
+func startPricedOperator() string {
+	agent := filepath.Join(GinkgoT().TempDir(), "agent")
+	Expect(os.WriteFile(agent, []byte(streamingAgentScript), 0o755)).To(Succeed())
+	prices, err := pricing.Parse([]byte("models: {claude-sonnet-4-6: {input: 2, output: 10, cacheRead: 0.1, cacheCreation: 0}}"))
+	Expect(err).NotTo(HaveOccurred())
+	op := startOperator(Config{Prices: prices})
+	DeferCleanup(op.stop)
+	return agent
+}

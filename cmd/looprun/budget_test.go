@@ -13,12 +13,7 @@ import (
 // more goes on from there, and resume without it keeps the ceiling. The
 // cost table is printed and written as ll-loop writes it.
 func TestMaxCostPausesALocalRun(t *testing.T) {
-	bin := t.TempDir()
-	write(t, bin, "claude", streamingAgent)
-	if err := os.Chmod(filepath.Join(bin, "claude"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	onPath(t, "claude", streamingAgent)
 	dir := t.TempDir()
 	// Each call of the agent costs $0.036375; the loop never ends by itself.
 	write(t, dir, "spender.yaml", strings.ReplaceAll(strings.ReplaceAll(agentLoop, "agentic", "spender"), "^FIXED$|\\\\nFIXED", "NEVER"))
@@ -82,14 +77,9 @@ func TestMaxCostPausesALocalRun(t *testing.T) {
 // ll-loop's per-state model, tools and agent, and the run's --model,
 // reach the claude command line.
 func TestAgentOptionsLocally(t *testing.T) {
-	bin := t.TempDir()
-	write(t, bin, "claude", `#!/bin/sh
+	onPath(t, "claude", `#!/bin/sh
 printf '{"type":"assistant","message":{"content":[{"type":"text","text":"args: %s"}]}}\n' "$*"
 `)
-	if err := os.Chmod(filepath.Join(bin, "claude"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
 	dir := t.TempDir()
 	write(t, dir, "opts.yaml", `name: opts
 initial: plan

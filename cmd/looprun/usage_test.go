@@ -32,12 +32,7 @@ states:
 // file, and looprun status says what it cost by looprun's prices (a
 // $LOOPRUN_PRICES file overrides them).
 func TestAgentUsageLocally(t *testing.T) {
-	bin := t.TempDir()
-	write(t, bin, "claude", streamingAgent)
-	if err := os.Chmod(filepath.Join(bin, "claude"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	onPath(t, "claude", streamingAgent)
 	dir := t.TempDir()
 	write(t, dir, "agentic.yaml", agentLoop)
 	if r := looprun(t, dir, "run", "agentic.yaml"); r.code != 0 {
@@ -84,4 +79,15 @@ func TestAgentUsageLocally(t *testing.T) {
 	if r := looprun(t, dir, "run", "agentic.yaml"); r.code == 0 || !strings.Contains(r.stderr, "LOOPRUN_PRICES") {
 		t.Errorf("a bad price table: %d %s", r.code, r.stderr)
 	}
+}
+
+// onPath puts an executable script named name first on PATH for the test.
+func onPath(t *testing.T, name, script string) {
+	t.Helper()
+	bin := t.TempDir()
+	write(t, bin, name, script)
+	if err := os.Chmod(filepath.Join(bin, name), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
 }

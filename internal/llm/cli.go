@@ -37,24 +37,7 @@ func CLIForSpec(spec *v1alpha1.LoopSpec) *CLIJudge {
 
 // Judge asks for a verdict. It never fails: problems are error verdicts.
 func (j *CLIJudge) Judge(ctx context.Context, req evaluate.JudgeRequest) evaluate.Result {
-	start := time.Now()
-	model := j.Model
-	if req.Model != "" {
-		model = req.Model
-	}
-	answer, usage, err := j.ask(ctx, model, req)
-	if err != nil {
-		d := map[string]any{"error": err.Error(), "llm_model": model, "llm_latency_ms": time.Since(start).Milliseconds()}
-		if errors.Is(err, context.DeadlineExceeded) {
-			d["timeout"] = true
-		}
-		return evaluate.Result{Verdict: v1alpha1.VerdictError, Details: d, Usage: usage}
-	}
-	r := evaluate.Interpret(req, answer)
-	r.Details["llm_model"] = model
-	r.Details["llm_latency_ms"] = time.Since(start).Milliseconds()
-	r.Usage = usage
-	return r
+	return verdict(ctx, req, j.Model, j.ask)
 }
 
 func (j *CLIJudge) ask(ctx context.Context, model string, req evaluate.JudgeRequest) (map[string]any, *agentstream.Usage, error) {

@@ -86,12 +86,18 @@ func ForSpec(l *v1alpha1.LLMSpec, apiKey, baseURL string) *Judge {
 
 // Judge asks for a verdict. It never fails: problems are error verdicts.
 func (j *Judge) Judge(ctx context.Context, req evaluate.JudgeRequest) evaluate.Result {
+	return verdict(ctx, req, j.cfg.Model, j.ask)
+}
+
+// verdict asks (the API or the CLI) and reads the answer, timing it; a
+// request's own model wins over the judge's.
+func verdict(ctx context.Context, req evaluate.JudgeRequest, model string,
+	ask func(context.Context, string, evaluate.JudgeRequest) (map[string]any, *agentstream.Usage, error)) evaluate.Result {
 	start := time.Now()
-	model := j.cfg.Model
 	if req.Model != "" {
 		model = req.Model
 	}
-	answer, usage, err := j.ask(ctx, model, req)
+	answer, usage, err := ask(ctx, model, req)
 	if err != nil {
 		d := map[string]any{"error": err.Error(), "llm_model": model, "llm_latency_ms": time.Since(start).Milliseconds()}
 		if errors.Is(err, context.DeadlineExceeded) {

@@ -2,8 +2,6 @@ package process
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,15 +13,7 @@ import (
 // (exit 124, said on stderr); one that keeps printing runs past it, through
 // pipes (stream-json agents, Pods) and through a local run's own files.
 func TestIdleTimeout(t *testing.T) {
-	dir := t.TempDir()
-	open := func(name string) *os.File {
-		f, err := os.OpenFile(filepath.Join(dir, name), os.O_CREATE|os.O_RDWR|os.O_APPEND, 0o644)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = f.Close() })
-		return f
-	}
+	open := logFiles(t)
 	chatty := "for i in 1 2 3 4 5 6; do echo tick $i; sleep 0.1; done"
 	quiet := "echo started; sleep 30"
 	for _, mode := range []string{"piped", "own files"} {

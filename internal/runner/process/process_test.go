@@ -253,15 +253,7 @@ func TestReadyGatesTheCommand(t *testing.T) {
 // With its own output files, the command writes into them and the result
 // is the same as through pipes; one file for both is not the run's own.
 func TestOwnFiles(t *testing.T) {
-	dir := t.TempDir()
-	open := func(name string) *os.File {
-		f, err := os.OpenFile(filepath.Join(dir, name), os.O_CREATE|os.O_RDWR|os.O_APPEND, 0o644)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = f.Close() })
-		return f
-	}
+	open := logFiles(t)
 	script := "echo out; echo err >&2; echo NEEDLE; head -c 2000000 /dev/zero | tr '\\0' .; echo"
 	eval := &v1alpha1.Evaluate{Type: v1alpha1.EvalOutputContains, Pattern: "NEEDLE"}
 	out, errs := open("out"), open("err")
@@ -347,5 +339,19 @@ func TestCommandCachesPathSearch(t *testing.T) {
 	// $0 is the name, not the path found.
 	if r := Run(context.Background(), Spec{Argv: bash(`echo "$0"`)}); r.Stdout != "bash\n" {
 		t.Errorf("$0 = %q", r.Stdout)
+	}
+}
+
+// logFiles opens files as a local run's output logs are (appending, read
+// back), in a directory of the test's.
+func logFiles(t *testing.T) func(name string) *os.File {
+	dir := t.TempDir()
+	return func(name string) *os.File {
+		f, err := os.OpenFile(filepath.Join(dir, name), os.O_CREATE|os.O_RDWR|os.O_APPEND, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = f.Close() })
+		return f
 	}
 }
