@@ -144,6 +144,13 @@ func (a *terminalApprover) Await(ctx context.Context, req *executor.ApprovalRequ
 		_, _ = fmt.Fprintf(a.term.Out, "\nState %s (iteration %d) asks: %s\nApprove? [y/n] (or looprun approve / reject from another shell): ",
 			req.State, req.Iteration, cmp.Or(req.Message, "go on?"))
 	}
+	// typed ends the wait for the answer file once it has stopped, so
+	// that it takes no answer meant for a later approval.
+	typed := func(approved bool) (*executor.ApprovalAnswer, error) {
+		cancel()
+		<-fromFile
+		return &executor.ApprovalAnswer{Approved: approved, By: a.term.User, Message: "answered at the terminal"}, nil
+	}
 	ask()
 	for {
 		select {
@@ -157,9 +164,9 @@ func (a *terminalApprover) Await(ctx context.Context, req *executor.ApprovalRequ
 			}
 			switch strings.ToLower(strings.TrimSpace(line)) {
 			case "y", "yes":
-				return &executor.ApprovalAnswer{Approved: true, By: a.term.User, Message: "answered at the terminal"}, nil
+				return typed(true)
 			case "n", "no":
-				return &executor.ApprovalAnswer{Approved: false, By: a.term.User, Message: "answered at the terminal"}, nil
+				return typed(false)
 			}
 			ask()
 		}
