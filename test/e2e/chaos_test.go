@@ -391,7 +391,10 @@ var _ = Describe("Chaos on the real node", Serial, Label("chaos"), func() {
 		Expect(watch.createdTwice()).To(BeEmpty(), "action Pods created twice for one step")
 
 		// Nothing is left behind: deleting the Loops collects what they owned.
-		Expect(k8sClient.DeleteAllOf(bg, &v1alpha1.Loop{}, client.InNamespace(ns))).To(Succeed())
+		// Hundreds of Loops in one collection delete can outlast the API
+		// server's request timeout (it resets the stream): ask again until
+		// it answers; the delete is idempotent.
+		Eventually(func() error { return k8sClient.DeleteAllOf(bg, &v1alpha1.Loop{}, client.InNamespace(ns)) }, 5*time.Minute, 5*time.Second).Should(Succeed())
 		Eventually(func(g Gomega) {
 			loops, pods, claims, cms := &v1alpha1.LoopList{}, &corev1.PodList{}, &corev1.PersistentVolumeClaimList{}, &corev1.ConfigMapList{}
 			g.Expect(k8sClient.List(bg, loops, client.InNamespace(ns))).To(Succeed())
