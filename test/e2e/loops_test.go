@@ -278,12 +278,10 @@ var _ = Describe("Loops on a real node", func() {
 		loop = waitFinished(key, 2*time.Minute)
 		Expect(loop.Status.TerminatedBy).To(Equal(v1alpha1.TerminatedMaxIterations), describe(loop))
 		Expect(loop.Status.Usage.Calls).To(Equal(int64(3)))
-		// One Pod per action: nothing ran twice across the pauses.
-		perState := map[string]int{}
-		for _, p := range loopPods(ns, "spender") {
-			perState[p.Labels[v1alpha1.LabelState]]++
-		}
-		Expect(perState).To(Equal(map[string]int{"ask": 3, "check": 3}))
+		// Each action started once across the pauses (the event log; the
+		// operator prunes old step Pods, so they are no record).
+		starts := run(looprun, "history", "-n", ns, "loop/spender", "--type", "action_start", "-o", "json")
+		Expect(strings.Count(starts, `"action_start"`)).To(Equal(6), starts)
 	})
 
 	It("admits an approval only from a user holding the verb approve, named as the API server knows them (the chart's policy)", func() {
