@@ -98,11 +98,7 @@ func setConditions(loop *v1alpha1.Loop, h health) {
 
 // pausedMessage says why a Loop paused on its budget waits.
 func pausedMessage(run *v1alpha1.RunState) string {
-	why := "the budget is spent"
-	if run.Budget != nil && run.Budget.Exceeded != "" {
-		why = run.Budget.Exceeded
-	}
-	return "paused: " + why + "; raise spec.budget (looprun budget) to go on"
+	return "paused: " + executor.PausedWhy(run) + "; raise spec.budget (looprun budget) to go on"
 }
 
 // progressing sets the conditions of a Loop that runs: what it does now.

@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	"encoding/json"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -266,4 +267,20 @@ func (s *State) GetIdleTimeout() time.Duration {
 		return 0
 	}
 	return s.IdleTimeout.Duration
+}
+
+// Tokens is every token counted (input, output, cache read, cache
+// creation), stopping at the largest int64 instead of wrapping.
+func (t *UsageTotals) Tokens() int64 {
+	var n int64
+	for _, v := range []int64{t.InputTokens, t.OutputTokens, t.CacheReadTokens, t.CacheCreationTokens} {
+		switch {
+		case v <= 0:
+		case n > math.MaxInt64-v:
+			return math.MaxInt64
+		default:
+			n += v
+		}
+	}
+	return n
 }

@@ -119,8 +119,7 @@ func describeBudget(row rowFunc, loop *v1alpha1.Loop) {
 func budgetLine(b *v1alpha1.Budget, u *v1alpha1.UsageStatus) string {
 	var cost, tokens int64
 	if u != nil {
-		cost = u.CostMicroUSD
-		tokens = u.InputTokens + u.OutputTokens + u.CacheReadTokens + u.CacheCreationTokens
+		cost, tokens = u.CostMicroUSD, u.Tokens()
 	}
 	s := ""
 	if b.MaxCostUSD != "" {

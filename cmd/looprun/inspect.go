@@ -238,18 +238,18 @@ func compact(v any) string {
 
 // describeUsage says what agent calls used and cost, for people.
 func describeUsage(t *v1alpha1.UsageTotals) string {
-	tokens := t.InputTokens + t.OutputTokens + t.CacheReadTokens + t.CacheCreationTokens
+	tokens := t.Tokens()
 	s := fmt.Sprintf("%d agent call(s), %d tokens (input %d, output %d, cache read %d, cache write %d)",
 		t.Calls, tokens, t.InputTokens, t.OutputTokens, t.CacheReadTokens, t.CacheCreationTokens)
 	priced := t.Calls - t.UnpricedCalls
 	if priced > 0 {
-		s += fmt.Sprintf(", $%.4f", float64(t.CostMicroUSD)/1e6)
+		s += fmt.Sprintf(", $%.4f", pricing.MicroToUSD(t.CostMicroUSD))
 	}
 	if t.UnpricedCalls > 0 {
 		s += fmt.Sprintf(", %d call(s) of a model without a price", t.UnpricedCalls)
 	}
 	if t.CLICostMicroUSD > 0 {
-		s += fmt.Sprintf(" (the agent CLI said $%.4f)", float64(t.CLICostMicroUSD)/1e6)
+		s += fmt.Sprintf(" (the agent CLI said $%.4f)", pricing.MicroToUSD(t.CLICostMicroUSD))
 	}
 	if t.Model != "" {
 		s += ", model " + t.Model

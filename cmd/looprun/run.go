@@ -430,11 +430,7 @@ func outcome(run *v1alpha1.RunState, name string, littleLoops bool) error {
 	case run.Phase == v1alpha1.PhaseCompleted:
 		return nil
 	case run.Phase == v1alpha1.PhasePaused:
-		why := "its budget is spent"
-		if run.Budget != nil && run.Budget.Exceeded != "" {
-			why = run.Budget.Exceeded
-		}
-		return &exitError{code: ExitPaused, msg: fmt.Sprintf("loop %s paused: %s; go on with: looprun resume %s --max-cost USD", name, why, name)}
+		return &exitError{code: ExitPaused, msg: fmt.Sprintf("loop %s paused: %s; go on with: looprun resume %s --max-cost USD", name, executor.PausedWhy(run), name)}
 	case run.TerminatedBy == v1alpha1.TerminatedHandoff || run.TerminatedBy == v1alpha1.TerminatedInterrupted:
 		return nil // paused by its action (CONTEXT_HANDOFF:, LOOP_STOP:), as ll-loop: resume goes on
 	case executor.IsFailureTerminal(run):

@@ -69,12 +69,10 @@ func (t *turn) budget() limits {
 // spent is what the run used so far: its cost in millionths of a dollar
 // and its tokens of every kind.
 func spent(run *v1alpha1.RunState) (costMicro, tokens int64) {
-	u := run.Usage
-	if u == nil {
-		return 0, 0
+	if u := run.Usage; u != nil {
+		return u.CostMicroUSD, u.Tokens()
 	}
-	tokens = satAdd(satAdd(satAdd(u.InputTokens, u.OutputTokens), u.CacheReadTokens), u.CacheCreationTokens)
-	return u.CostMicroUSD, tokens
+	return 0, 0
 }
 
 // spends reports whether entering st may spend: an agent action, a
@@ -111,15 +109,15 @@ func (l limits) exceeded(costMicro, tokens int64) string {
 // warning at warnAt, once per limit.
 func (t *turn) checkBudget(st *v1alpha1.State) (step Step, hopped, stop bool) {
 	run := t.run
+	l := t.budget()
 	if !t.m.spends(st) || t.budgetRouted {
-		t.resumeBudget()
+		t.resumeBudget(l)
 		return Step{}, false, false
 	}
-	l := t.budget()
 	cost, tokens := spent(run)
 	why := l.exceeded(cost, tokens)
 	if why == "" {
-		t.resumeBudget()
+		t.resumeBudget(l)
 		t.warnBudget(l, cost, tokens)
 		return Step{}, false, false
 	}
@@ -157,14 +155,13 @@ func (t *turn) checkBudget(st *v1alpha1.State) (step Step, hopped, stop bool) {
 
 // resumeBudget lets a paused run go on: its budget was raised, or the
 // state it waits to enter no longer spends.
-func (t *turn) resumeBudget() {
+func (t *turn) resumeBudget(l limits) {
 	run := t.run
 	if run.Phase != v1alpha1.PhasePaused {
 		return
 	}
 	run.Phase = v1alpha1.PhaseRunning
 	data := map[string]any{"state": run.CurrentState}
-	l := t.budget()
 	if l.costMicro > 0 {
 		data["max_cost_usd"] = pricing.MicroToUSD(l.costMicro)
 	}
@@ -197,6 +194,14 @@ func (t *turn) warnBudget(l limits, cost, tokens int64) {
 	data["state"] = t.run.CurrentState
 	data["warn_at_percent"] = l.warnAt
 	t.emit(EventBudgetWarning, data)
+}
+
+// PausedWhy says what a run paused on its budget spent of which limit.
+func PausedWhy(run *v1alpha1.RunState) string {
+	if run.Budget != nil && run.Budget.Exceeded != "" {
+		return run.Budget.Exceeded
+	}
+	return "its budget is spent"
 }
 
 func (t *turn) budgetStatus() *v1alpha1.BudgetStatus {

@@ -27,7 +27,7 @@ func (t *turn) recordUsage(data map[string]any, u agentstream.Usage) {
 	data["cache_read_tokens"], data["cache_creation_tokens"] = u.CacheReadTokens, u.CacheCreationTokens
 	cost, priced := t.m.Prices().CostMicroUSD(u)
 	if priced {
-		data["cost_usd"] = float64(cost) / 1e6
+		data["cost_usd"] = pricing.MicroToUSD(cost)
 		t.visitCost = satAdd(t.visitCost, cost)
 	}
 	t.run.Usage = addUsage(t.run.Usage, t.run.CurrentState, u, cost, priced)

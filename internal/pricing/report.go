@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/looprun/looprun/internal/agentstream"
@@ -101,10 +102,9 @@ func (r *Report) Table() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%-24s %5s %8s %8s %8s %10s\n", "state", "invoc", "input", "output", "cache", "est_cost")
 	b.WriteString(strings.Repeat("-", 68) + "\n")
-	states := append([]StateCost(nil), r.States...)
-	sortStates(states)
+	states := slices.SortedFunc(slices.Values(r.States), func(a, b StateCost) int { return strings.Compare(a.State, b.State) })
 	for _, s := range states {
-		cost := fmt.Sprintf("$%.4f", float64(s.CostMicroUSD)/1e6)
+		cost := fmt.Sprintf("$%.4f", MicroToUSD(s.CostMicroUSD))
 		if s.Unpriced {
 			cost = "n/a"
 		}
@@ -112,14 +112,6 @@ func (r *Report) Table() string {
 			s.CacheReadTokens+s.CacheCreationTokens, cost)
 	}
 	return b.String()
-}
-
-func sortStates(s []StateCost) {
-	for i := 1; i < len(s); i++ {
-		for j := i; j > 0 && s[j].State < s[j-1].State; j-- {
-			s[j], s[j-1] = s[j-1], s[j]
-		}
-	}
 }
 
 // JSON is the report in ll-loop's stable shape (--cost-output-json), as
@@ -172,7 +164,7 @@ func writeFields(b *strings.Builder, indent string, fields []field) {
 	for i, f := range fields {
 		v := interpolate.PyJSON(f.value)
 		if c, ok := f.value.(usd); ok {
-			v = interpolate.PyFloat(float64(c) / 1e6)
+			v = interpolate.PyFloat(MicroToUSD(int64(c)))
 		}
 		b.WriteString(indent + interpolate.PyJSON(f.key) + ": " + v)
 		if i < len(fields)-1 {

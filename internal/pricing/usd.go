@@ -2,7 +2,6 @@ package pricing
 
 import (
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 )
@@ -44,5 +43,5 @@ func FormatUSD(micro int64) string {
 // MicroToUSD is millionths of a dollar as a float, for event data and
 // command lines that want a number.
 func MicroToUSD(micro int64) float64 {
-	return math.Round(float64(micro)) / 1e6
+	return float64(micro) / 1e6
 }
