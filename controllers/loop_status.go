@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"fmt"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -101,6 +102,19 @@ func pausedMessage(run *v1alpha1.RunState) string {
 	return "paused: " + executor.PausedWhy(run) + "; raise spec.budget (looprun budget) to go on"
 }
 
+// waitingMessage says why and how long a failed action waits to run again.
+func waitingMessage(run v1alpha1.RunState) string {
+	tr, at := run.Transient, run.NextStepAt.UTC().Format("15:04:05")
+	switch tr.Waiting {
+	case executor.WaitingRateLimit:
+		return fmt.Sprintf("the action of state %s hit a rate limit (%d short tries, %d long waits, %s waited); next try at %s",
+			run.CurrentState, tr.RateLimitShort, tr.RateLimitLong, time.Duration(tr.WaitedMs)*time.Millisecond, at)
+	case executor.WaitingAPIError:
+		return fmt.Sprintf("the action of state %s met an API server error (try %d); next try at %s", run.CurrentState, tr.APIErrors, at)
+	}
+	return fmt.Sprintf("the agent of state %s was killed after its result (try %d); next try at %s", run.CurrentState, tr.InfraRetries, at)
+}
+
 // progressing sets the conditions of a Loop that runs: what it does now.
 func progressing(loop *v1alpha1.Loop, run v1alpha1.RunState, h health) {
 	reason, msg := v1alpha1.ReasonProgressing, fmt.Sprintf("in state %s, iteration %d", run.CurrentState, run.Iteration)
@@ -115,6 +129,8 @@ func progressing(loop *v1alpha1.Loop, run v1alpha1.RunState, h health) {
 		reason, msg = v1alpha1.ReasonAwaitingApproval, fmt.Sprintf("state %s waits for approval (looprun approve or reject): %s", run.Action.State, run.Action.Approval.Message)
 	case run.Action != nil:
 		reason, msg = v1alpha1.ReasonActionRunning, fmt.Sprintf("running the action of state %s, iteration %d", run.Action.State, run.Action.Iteration)
+	case run.NextStepAt != nil && run.Transient != nil && run.Transient.Waiting != "":
+		reason, msg = v1alpha1.ReasonRateLimited, waitingMessage(run)
 	case run.NextStepAt != nil:
 		reason, msg = v1alpha1.ReasonBackoff, fmt.Sprintf("waiting until %s before state %s", run.NextStepAt.UTC().Format("15:04:05"), run.CurrentState)
 	}

@@ -405,6 +405,8 @@ func (s *step) announce(ctx context.Context) {
 			s.announceApproval(e)
 		case executor.EventBudgetWarning, executor.EventBudgetExceeded, executor.EventBudgetResumed, executor.EventCostCeiling:
 			s.announceBudget(ctx, e)
+		case executor.EventRateLimitWaiting, executor.EventRateLimitExhausted, executor.EventRateLimitStorm, executor.EventAPIErrorRetry, executor.EventInfraRetry:
+			s.announceTransient(ctx, e)
 		case executor.EventHandoffDetected:
 			run := s.loop.Status.RunState
 			logger.Info("Loop paused by a handoff", "finalState", run.CurrentState)

@@ -27,6 +27,9 @@ const (
 	ReasonActionRunning = "ActionRunning"
 	// ReasonBackoff: the loop waits out spec.backoff before the next state.
 	ReasonBackoff = "Backoff"
+	// ReasonRateLimited: a state's action failed on a rate limit (or an API
+	// error) and waits to run again.
+	ReasonRateLimited = "RateLimited"
 	// ReasonJudging: the LLM judge is weighing a state's result.
 	ReasonJudging = "Judging"
 	// ReasonAwaitingApproval: an approval state waits for a person

@@ -26,6 +26,18 @@ func (s *LoopSpec) GetMaxEdgeRevisits() int32 {
 	return DefaultMaxEdgeRevisits
 }
 
+// Classifies reports whether the failed action of st is read for a cause
+// the machine knows (spec.classifyFailures, agent actions by default).
+func (s *LoopSpec) Classifies(st *State) bool {
+	switch s.ClassifyFailures {
+	case ClassifyAll:
+		return true
+	case ClassifyNone:
+		return false
+	}
+	return st.IsAgent()
+}
+
 // GetTimeout returns the loop's wall-clock limit, zero when unlimited.
 func (s *LoopSpec) GetTimeout() time.Duration {
 	if s.Timeout == nil {

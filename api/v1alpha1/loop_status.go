@@ -323,6 +323,10 @@ type RunState struct {
 	// after a transient failure (spec.states[].retryPolicy), this visit.
 	// +optional
 	Retries int32 `json:"retries,omitempty"`
+	// transient counts the current state's tries after failures of a cause
+	// the machine knows (rate limits, API errors).
+	// +optional
+	Transient *TransientStatus `json:"transient,omitempty"`
 	// accumulatedMs is running time before the last resume (local runs).
 	// +optional
 	AccumulatedMs int64 `json:"accumulatedMs,omitempty"`

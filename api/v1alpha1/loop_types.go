@@ -152,6 +152,16 @@ type LoopSpec struct {
 	// +optional
 	Circuit *CircuitSpec `json:"circuit,omitempty"`
 
+	// classifyFailures says whose failed actions are read for a cause the
+	// machine knows, as little-loops reads them: a rate limit or quota
+	// (the action waits and runs again, see a state's rateLimit), an API
+	// server error (run twice more, 30s apart), an agent killed after its
+	// result (twice more, 5s apart), a refused credential (straight to
+	// onError). Agent (default): agent actions only; All: every action, as
+	// little-loops files get; None: no action.
+	// +optional
+	ClassifyFailures FailureScope `json:"classifyFailures,omitempty"`
+
 	// resumeFrom forks another Loop's run: this Loop starts from that Loop's
 	// checkpoint at the given iteration (its context, captured results and
 	// iteration count) and runs on its own; the source is not touched. Read
@@ -414,6 +424,12 @@ type State struct {
 	// +optional
 	// +kubebuilder:validation:MaxProperties=64
 	FragmentParams map[string]apiextensionsv1.JSON `json:"fragmentParams,omitempty"`
+
+	// rateLimit is how the action waits and runs again after a rate limit
+	// (spec.classifyFailures says which actions are read); unset: the
+	// defaults, 3 short tries from 30s, then 5m, 15m, 30m, 1h up to 6h.
+	// +optional
+	RateLimit *RateLimit `json:"rateLimit,omitempty"`
 
 	// retryPolicy runs the action again, after a growing delay, when it fails
 	// for a transient reason: its Pod never started, its image could not be

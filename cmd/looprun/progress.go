@@ -69,7 +69,12 @@ func (p *progress) line(e executor.Event) (string, bool) {
 			line += fmt.Sprintf(" (%v)", p.verdict[depth])
 		}
 		return line, true
-	case executor.EventActionError, executor.EventRetryExhausted, executor.EventCycleDetected:
+	case executor.EventRateLimitWaiting:
+		return fmt.Sprintf("%s  %v: rate limited; %v try %v in %.0fs", indent, d["state"], d["tier"], d["attempt"], d["wait_seconds"]), true
+	case executor.EventAPIErrorRetry, executor.EventInfraRetry:
+		return fmt.Sprintf("%s  %v: %s; try %v in %vs", indent, d["state"], strings.ReplaceAll(e.Type, "_", " "), d["attempt"], d["backoff"]), true
+	case executor.EventActionError, executor.EventRetryExhausted, executor.EventCycleDetected,
+		executor.EventRateLimitExhausted, executor.EventRateLimitStorm, executor.EventAPIErrorExhausted, executor.EventInfraRetryExhausted:
 		return fmt.Sprintf("%s  %s: %v", indent, e.Type, d), true
 	case executor.EventHandoffDetected:
 		return fmt.Sprintf("%shandoff in %v: %v (looprun resume goes on)", indent, d["state"], d["continuation"]), true

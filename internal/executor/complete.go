@@ -81,7 +81,7 @@ func (t *turn) complete(res *ActionResult) Step {
 	if t.signalEnds() {
 		return next
 	}
-	if !t.circuitTripped(res, result.Verdict, progress) {
+	if !t.transient(&st, res, result.Verdict) && !t.circuitTripped(res, result.Verdict, progress) {
 		t.routeVerdict(&st, res, result.Verdict)
 	}
 	t.stopAfterRoute()
@@ -304,7 +304,7 @@ func (t *turn) setPrev(st *v1alpha1.State, res *ActionResult) {
 func (t *turn) completeNext(st *v1alpha1.State, res *ActionResult) {
 	t.capture(st, res, "")
 	t.setPrev(st, res)
-	if t.signalEnds() {
+	if t.signalEnds() || t.transient(st, res, "") {
 		return
 	}
 	if res != nil && res.Failure != nil {

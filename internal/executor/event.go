@@ -44,6 +44,8 @@ var EventTypes = []string{
 	EventLearningTargetStale, EventLearningExploreInvoked, EventLearningTargetProven, EventLearningTargetRefuted,
 	EventLearningBlocked, EventLearningComplete, EventSubLoopStart, EventSubLoopComplete,
 	EventThrottleWarn, EventThrottleHard, EventThrottleStop, EventHandoffDetected, EventMessagesAppend,
+	EventRateLimitWaiting, EventRateLimitExhausted, EventRateLimitStorm, EventAPIErrorRetry, EventAPIErrorExhausted,
+	EventInfraRetry, EventInfraRetryExhausted,
 }
 
 // Event is one entry of a loop's event log. Seq numbers events of a run from 1

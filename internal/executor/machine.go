@@ -525,6 +525,9 @@ func (t *turn) finish(by v1alpha1.TerminationReason, message string) {
 	run.TerminatedBy = by
 	run.Message = message
 	run.NextStepAt = nil
+	if run.Transient != nil {
+		run.Transient.Waiting = ""
+	}
 	data := map[string]any{
 		"final_state":      run.CurrentState,
 		"iterations":       run.Iteration,
@@ -582,6 +585,7 @@ func (m *Machine) Restore(run *v1alpha1.RunState, from *v1alpha1.RunState, now t
 	run.EdgeRevisits = from.EdgeRevisits
 	run.RetryCounts = from.RetryCounts
 	run.Retries = 0
+	run.Transient = nil
 	run.Action = nil
 	run.NextStepAt = nil
 	run.Phase = v1alpha1.PhaseRunning

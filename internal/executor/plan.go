@@ -38,6 +38,9 @@ func (t *turn) plan() Step {
 		return Step{Kind: StepWait, WaitUntil: run.NextStepAt.Time}
 	}
 	run.NextStepAt = nil
+	if run.Transient != nil {
+		run.Transient.Waiting = ""
+	}
 	t.dropStaleRetry()
 	// Hops that run nothing (maintain restarts, exhausted retries, missing
 	// variables routed to onError) continue here; each one either counts an

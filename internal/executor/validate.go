@@ -299,6 +299,7 @@ func validateTargets(spec *v1alpha1.LoopSpec, st *v1alpha1.State, p *field.Path)
 	check(p.Child("onMaintain"), st.OnMaintain, false)
 	check(p.Child("onRetryExhausted"), st.OnRetryExhausted, false)
 	check(p.Child("onThrottleHard"), st.OnThrottleHard, true)
+	check(p.Child("rateLimit", "onExhausted"), st.RateLimit.GetOnExhausted(), false)
 	seen := map[string]string{}
 	for _, k := range slices.Sorted(maps.Keys(st.Route)) {
 		fp := p.Child("route").Key(k) // "" names the verdict "", which no evaluator gives: a route never taken, as in little-loops
@@ -478,6 +479,34 @@ func validateRetries(st *v1alpha1.State, p *field.Path) field.ErrorList {
 	}
 	if rp := st.RetryPolicy; rp != nil {
 		errs = append(errs, validateRetryPolicy(st, rp, p.Child("retryPolicy"))...)
+	}
+	if rl := st.RateLimit; rl != nil {
+		errs = append(errs, validateRateLimit(st, rl, p.Child("rateLimit"))...)
+	}
+	return errs
+}
+
+// validateRateLimit checks a state's rateLimit: waits are positive.
+func validateRateLimit(st *v1alpha1.State, rl *v1alpha1.RateLimit, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if st.Action == "" {
+		errs = append(errs, field.Invalid(p, "rateLimit", "a state without an action has nothing to run again"))
+	}
+	if rl.MaxRetries != nil && (*rl.MaxRetries < 1 || *rl.MaxRetries > 100) {
+		errs = append(errs, field.Invalid(p.Child("maxRetries"), *rl.MaxRetries, "must be between 1 and 100"))
+	}
+	for _, d := range []struct {
+		name string
+		v    *metav1.Duration
+	}{{"backoff", rl.Backoff}, {"maxWait", rl.MaxWait}} {
+		if d.v != nil && d.v.Duration <= 0 {
+			errs = append(errs, field.Invalid(p.Child(d.name), d.v.Duration.String(), "must be positive"))
+		}
+	}
+	for i, d := range rl.LongWaitLadder {
+		if d.Duration <= 0 {
+			errs = append(errs, field.Invalid(p.Child("longWaitLadder").Index(i), d.Duration.String(), "must be positive"))
+		}
 	}
 	return errs
 }

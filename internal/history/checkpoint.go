@@ -54,7 +54,7 @@ func Take(loop string, run *v1alpha1.RunState, now time.Time) (*Checkpoint, erro
 // snapshot copies run without what belongs to the moment.
 func snapshot(run *v1alpha1.RunState) *v1alpha1.RunState {
 	snap := run.DeepCopy()
-	snap.Action, snap.NextStepAt, snap.Retries = nil, nil, 0
+	snap.Action, snap.NextStepAt, snap.Retries, snap.Transient = nil, nil, 0, nil
 	return snap
 }
 

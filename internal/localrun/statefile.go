@@ -61,6 +61,12 @@ type StateFile struct {
 	Usage *UsageFile `json:"usage,omitempty"`
 	// Budget is where the run stands against its budget (looprun's own key).
 	Budget *BudgetFile `json:"budget,omitempty"`
+	// RateLimitRetries and ConsecutiveRateLimitExhaustions are the
+	// rate-limit tries, as little-loops keeps them; TransientRetries the
+	// other tries of a failure of a known cause (looprun's own key).
+	RateLimitRetries                map[string]RateLimitFile `json:"rate_limit_retries,omitempty"`
+	ConsecutiveRateLimitExhaustions int32                    `json:"consecutive_rate_limit_exhaustions,omitempty"`
+	TransientRetries                *TransientFile           `json:"transient_retries,omitempty"`
 
 	// FormatVersion is the state file's format: absent (1) in files
 	// little-loops and early looprun wrote, FormatVersion now.
@@ -348,6 +354,7 @@ func encodeState(name, loopFile string, ctx map[string]any, run *v1alpha1.RunSta
 		ResumedAt: fmtTime(run.ResumedAt), LastSeq: run.LastSeq, LoopFile: loopFile, Context: ctx,
 		FormatVersion: FormatVersion, Usage: usageFile(run.Usage), Budget: budgetFile(run.Budget),
 	}
+	encodeTransient(&f, run.Transient)
 	if run.TerminatedBy == v1alpha1.TerminatedHandoff {
 		f.ContinuationPrompt = run.Message
 	}
@@ -463,6 +470,11 @@ func (f *StateFile) RunState() (*v1alpha1.RunState, error) {
 		EdgeRevisits: f.EdgeRevisitCounts, RetryCounts: f.RetryCounts, Retries: f.ActionRetries, AccumulatedMs: f.AccumulatedMs, LastSeq: f.LastSeq,
 		Messages: f.Messages, Usage: f.Usage.Status(), Budget: f.Budget.Status(),
 	}
+	tr, err := f.transientStatus()
+	if err != nil {
+		return nil, err
+	}
+	run.Transient = tr
 	if f.Status == StatusAwaitingContinuation && f.TerminatedBy == "" { // little-loops' own file
 		run.TerminatedBy, run.Message = v1alpha1.TerminatedHandoff, f.ContinuationPrompt
 	}

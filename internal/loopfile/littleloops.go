@@ -69,9 +69,6 @@ var ignoredTopLevel = map[string]string{
 
 // State keys little-loops knows that looprun does not use.
 var ignoredStateKeys = map[string]string{
-	"max_rate_limit_retries":  "rate-limit retries",
-	"on_rate_limit_exhausted": "rate-limit retries", "rate_limit_backoff_base_seconds": "rate-limit retries",
-	"rate_limit_max_wait_seconds": "rate-limit retries", "rate_limit_long_wait_ladder": "rate-limit retries",
 	"request_path": "Claude CLI options", "session_mode": "Claude CLI options",
 	"pruning_profile": "Claude CLI options",
 	"tamper_guard":    "harness guards", "prepatch_check": "harness guards",
@@ -100,9 +97,11 @@ func (r *reader) littleLoops(doc map[string]any, dir string) (*v1alpha1.Loop, er
 	}
 	name := r.str(doc, "name", "name")
 	// Every state of a little-loops file is throttled as little-loops
-	// throttles it: warned at 8 runs in a row, escalated at 12.
+	// throttles it: warned at 8 runs in a row, escalated at 12; and every
+	// failed action, shell ones too, is read for a rate limit.
 	spec := v1alpha1.LoopSpec{Initial: r.str(doc, "initial", "initial"), Throttle: &v1alpha1.Throttle{
-		WarnMax: ptr.To(v1alpha1.DefaultThrottleWarnMax), HardMax: ptr.To(v1alpha1.DefaultThrottleHardMax)}}
+		WarnMax: ptr.To(v1alpha1.DefaultThrottleWarnMax), HardMax: ptr.To(v1alpha1.DefaultThrottleHardMax)},
+		ClassifyFailures: v1alpha1.ClassifyAll}
 	r.topLevel(doc, &spec)
 	states, ok := doc["states"].(map[string]any)
 	if !ok {
@@ -351,6 +350,12 @@ var stateKeys = table[stateRead]{
 		"effort":       strKey(func(s *stateRead) *string { return &s.Effort }),
 		"tools":        stringsKey(func(s *stateRead) *[]string { return &s.Tools }),
 		"cost_ceiling": nestedKey(&costCeilingKeys, func(s *stateRead) **v1alpha1.CostCeiling { return &s.CostCeiling }),
+
+		"max_rate_limit_retries":          rateLimitKeys["max_rate_limit_retries"],
+		"on_rate_limit_exhausted":         rateLimitKeys["on_rate_limit_exhausted"],
+		"rate_limit_backoff_base_seconds": rateLimitKeys["rate_limit_backoff_base_seconds"],
+		"rate_limit_max_wait_seconds":     rateLimitKeys["rate_limit_max_wait_seconds"],
+		"rate_limit_long_wait_ladder":     rateLimitKeys["rate_limit_long_wait_ladder"],
 	},
 	ignored: ignoredStateKeys,
 	unknown: shorthandRoute,
@@ -368,6 +373,7 @@ func (r *reader) state(name string, m map[string]any) v1alpha1.State {
 	_, hasRoute := m["route"]
 	st := stateRead{hasRoute: hasRoute, extra: map[string]string{}}
 	stateKeys.read(r, m, "states."+name, &st)
+	r.checkRateLimitPair(name, m)
 	r.checkRouteKeys(name, m, &st.State)
 	if len(st.extra) > 0 {
 		if st.Route == nil {

@@ -156,7 +156,7 @@ func manifestStructureWarnings(spec *v1alpha1.LoopSpec, lines map[string]int) []
 	}
 	refs := make(map[string][]string, len(spec.States))
 	for name, st := range spec.States {
-		refs[name] = []string{st.OnSuccess, st.OnFailure, st.OnError, st.Next, st.OnMaintain, st.OnRetryExhausted, st.OnThrottleHard}
+		refs[name] = []string{st.OnSuccess, st.OnFailure, st.OnError, st.Next, st.OnMaintain, st.OnRetryExhausted, st.OnThrottleHard, st.RateLimit.GetOnExhausted()}
 		for _, t := range st.Route {
 			refs[name] = append(refs[name], string(t))
 		}

@@ -17,7 +17,7 @@ func TestStructureWarnings(t *testing.T) {
 			[]string{"line 7: states.orphan: no route leads to this state from the initial state, so it never runs"}},
 		{"reached only by a way in", "name: x\ninitial: a\nmax_steps: 3\non_max_steps: wrap\ncircuit:\n  repeated_failure: {on_repeated_failure: stuck}\nstates:\n" +
 			"  a: {action: 'true', next: a}\n  wrap: {action: 'true', next: done}\n  stuck: {terminal: true}\n  done: {terminal: true}\n", nil},
-		{"reached by routes looprun ignores", "name: x\ninitial: a\nstates:\n  a:\n    action: 'true'\n    route: {'yes': done, _: a}\n    on_error: err\n    on_rate_limit_exhausted: slow\n" +
+		{"reached by onError and a rate limit", "name: x\ninitial: a\nstates:\n  a:\n    action: 'true'\n    route: {'yes': done, _: a}\n    on_error: err\n    max_rate_limit_retries: 2\n    on_rate_limit_exhausted: slow\n" +
 			"  err: {terminal: true}\n  slow: {terminal: true}\n  done: {terminal: true}\n", nil},
 		{"a route to itself does not reach", "name: x\ninitial: a\nstates:\n  a:\n    action: 'true'\n    next: done\n  b:\n    action: 'true'\n    on_yes: $current\n    on_no: b\n  done:\n    terminal: true\n",
 			[]string{"line 7: states.b: no route leads"}},

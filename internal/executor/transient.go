@@ -1,0 +1,266 @@
+package executor
+
+import (
+	"fmt"
+	"hash/fnv"
+	"regexp"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/looprun/looprun/api/v1alpha1"
+)
+
+// Events of failures of a known cause, as little-loops names them.
+const (
+	// EventRateLimitWaiting: a rate-limited action waits to run again
+	// (little-loops writes it as a heartbeat of long waits; looprun once
+	// at the start of every wait, short ones too).
+	EventRateLimitWaiting = "rate_limit_waiting"
+	// EventRateLimitExhausted: the waits added up to the state's maxWait.
+	EventRateLimitExhausted = "rate_limit_exhausted"
+	// EventRateLimitStorm: rate limits were exhausted three times in a row.
+	EventRateLimitStorm = "rate_limit_storm"
+	// EventAPIErrorRetry / EventAPIErrorExhausted: an API server error,
+	// tried again in place; the tries used up.
+	EventAPIErrorRetry     = "api_error_retry"
+	EventAPIErrorExhausted = "api_error_exhausted"
+	// EventInfraRetry / EventInfraRetryExhausted: an agent killed after its
+	// result (exit 143), tried again in place; the tries used up.
+	EventInfraRetry          = "infra_retry"
+	EventInfraRetryExhausted = "infra_retry_exhausted"
+)
+
+// Tries after failures other than rate limits, and the storm threshold, as
+// little-loops has them (they are not configurable there either).
+const (
+	apiErrorRetries  = 2
+	apiErrorBackoff  = 30 * time.Second
+	infraRetries     = 2
+	infraBackoff     = 5 * time.Second
+	stormExhaustions = 3
+)
+
+// Why a run waits (TransientStatus.Waiting).
+const (
+	WaitingRateLimit = "rate_limit"
+	WaitingAPIError  = "api_error"
+	WaitingInfra     = "infra"
+)
+
+// failureCause is what a failed action's output says went wrong.
+type failureCause int
+
+const (
+	causeOther     failureCause = iota // a real failure, or a transient one nothing is done about
+	causeRateLimit                     // a rate limit or quota
+	causeAPIError                      // the API server erred or is overloaded
+	causeInfra                         // the agent was killed (143) after its result
+	causeAuth                          // a credential was refused
+)
+
+// The patterns little-loops reads a failed action's stdout and stderr for,
+// lower-cased, in the order it tries them: the first class that matches
+// decides.
+var (
+	quotaPatterns = []string{"out of extra usage", "rate limit", "quota exceeded", "too many requests",
+		"api limit", "usage limit", "429", "resource exhausted", "resourceexhausted"}
+	// Causes tried before credentials that lead nowhere: a network
+	// error, a timeout, a resource of the machine.
+	otherTransientPatterns = []string{"connection refused", "connection timeout", "network error", "dns resolution",
+		"connection reset", "service unavailable", "502 bad gateway", "503 service unavailable", "504 gateway timeout",
+		"timeout", "timed out", "deadline exceeded", "disk full", "no space left", "resource temporarily unavailable",
+		"too many open files", "memory allocation failed", "out of memory"}
+	nodeErrorCodes   = regexp.MustCompile(`\b(econnrefused|enotfound|etimedout)\b`)
+	authPatterns     = []string{"401", "403", "unauthorized", "forbidden", "authentication", "invalid api key", "invalid_api_key", "expired token"}
+	apiErrorPatterns = []string{"the server had an error", "internal server error", "overloaded_error", "overloaded", "529", "api error"}
+)
+
+// classifyFailure reads why an action that exited with code failed from
+// what it printed; resultSeen says an agent's stream had reached its
+// result record.
+func classifyFailure(text string, code int, resultSeen bool) failureCause {
+	if code == 143 && resultSeen {
+		return causeInfra
+	}
+	lower := strings.ToLower(text)
+	has := func(patterns []string) bool {
+		for _, p := range patterns {
+			if strings.Contains(lower, p) {
+				return true
+			}
+		}
+		return false
+	}
+	switch {
+	case has(quotaPatterns):
+		return causeRateLimit
+	case has(otherTransientPatterns) || nodeErrorCodes.MatchString(lower):
+		return causeOther
+	case has(authPatterns):
+		return causeAuth
+	case has(apiErrorPatterns):
+		return causeAPIError
+	}
+	return causeOther
+}
+
+// transient handles a failed action whose output names a cause the machine
+// knows (spec.classifyFailures): it runs the action again in place after a
+// wait, or routes where the cause says. It reports whether it routed; when
+// not, the verdict routes as usual.
+func (t *turn) transient(st *v1alpha1.State, res *ActionResult, verdict string) bool {
+	run, spec := t.run, t.m.spec
+	if res == nil || st.Action == "" {
+		return false
+	}
+	if res.Failure != nil || res.ExitCode == 0 || !spec.Classifies(st) {
+		run.Transient = nil
+		return false
+	}
+	tr := run.Transient
+	if tr == nil || tr.State != run.CurrentState {
+		tr = &v1alpha1.TransientStatus{State: run.CurrentState}
+		if run.Transient != nil {
+			tr.Exhaustions = run.Transient.Exhaustions
+		}
+		run.Transient = tr
+	}
+	tr.Waiting = ""
+	switch classifyFailure(res.Output+"\n"+res.Stderr, res.ExitCode, res.Usage != nil) {
+	case causeRateLimit:
+		return t.rateLimited(st, tr)
+	case causeAPIError:
+		return t.retryFixed(tr, &tr.APIErrors, apiErrorRetries, apiErrorBackoff, WaitingAPIError, EventAPIErrorRetry, EventAPIErrorExhausted)
+	case causeInfra:
+		return t.retryFixed(tr, &tr.InfraRetries, infraRetries, infraBackoff, WaitingInfra, EventInfraRetry, EventInfraRetryExhausted)
+	case causeAuth:
+		// Trying again cannot mend a refused credential.
+		if st.OnError == "" {
+			return false
+		}
+		t.transition(st.OnError, verdict)
+		return true
+	}
+	run.Transient = nil
+	return false
+}
+
+// rateLimited waits a short try's backoff, then the long waits, and once
+// they add up to maxWait routes to onExhausted (else onError).
+func (t *turn) rateLimited(st *v1alpha1.State, tr *v1alpha1.TransientStatus) bool {
+	run, rl := t.run, st.RateLimit
+	if tr.FirstSeen == nil {
+		tr.FirstSeen = &metav1.Time{Time: t.now}
+	}
+	var wait time.Duration
+	tier := "short"
+	attempt := tr.RateLimitShort + 1
+	if tr.RateLimitShort < rl.GetMaxRetries() {
+		tr.RateLimitShort++
+		base := rl.GetBackoff()
+		wait = doubled(base, tr.RateLimitShort-1) + jitter(base, run.RunID, run.CurrentState, tr.RateLimitShort)
+	} else {
+		tr.RateLimitLong++
+		ladder := rl.GetLongWaitLadder()
+		wait = ladder[min(int(tr.RateLimitLong)-1, len(ladder)-1)]
+		tier, attempt = "long_wait", tr.RateLimitLong
+	}
+	tr.WaitedMs += wait.Milliseconds()
+	at := t.now.Add(wait)
+	maxWait := rl.GetMaxWait()
+	t.emit(EventRateLimitWaiting, map[string]any{
+		"state": run.CurrentState, "tier": tier, "attempt": attempt,
+		"wait_seconds": float64(wait.Milliseconds()) / 1000, "next_attempt_at": float64(at.UnixMilli()) / 1000,
+		"total_waited_seconds": float64(tr.WaitedMs) / 1000, "budget_seconds": maxWait.Seconds(),
+	})
+	if tier == "short" || time.Duration(tr.WaitedMs)*time.Millisecond < maxWait {
+		return t.again(tr, wait, WaitingRateLimit, true)
+	}
+	// The waits are spent: after this last one the state goes on.
+	target := rl.GetOnExhausted()
+	if target == "" {
+		target = st.OnError
+	}
+	t.emit(EventRateLimitExhausted, map[string]any{
+		"state": run.CurrentState, "retries": tr.RateLimitShort + tr.RateLimitLong,
+		"short_retries": tr.RateLimitShort, "long_retries": tr.RateLimitLong,
+		"total_wait_seconds": float64(tr.WaitedMs) / 1000, "next": target,
+	})
+	tr.RateLimitShort, tr.RateLimitLong, tr.WaitedMs, tr.FirstSeen = 0, 0, 0, nil
+	tr.Exhaustions++
+	if tr.Exhaustions >= stormExhaustions {
+		t.emit(EventRateLimitStorm, map[string]any{"state": run.CurrentState, "count": tr.Exhaustions})
+	}
+	if target == "" {
+		return false
+	}
+	if t.transition(target, "") {
+		t.waitAtLeast(wait)
+	}
+	return true
+}
+
+// retryFixed runs the action again after a fixed backoff, up to limit
+// times (counted in *count); then the verdict routes as usual.
+func (t *turn) retryFixed(tr *v1alpha1.TransientStatus, count *int32, limit int32, backoff time.Duration, why, retryEvent, exhaustedEvent string) bool {
+	state := t.run.CurrentState
+	if *count >= limit {
+		t.emit(exhaustedEvent, map[string]any{"state": state, "retries": *count})
+		*count = 0
+		return false
+	}
+	*count++
+	t.emit(retryEvent, map[string]any{"state": state, "attempt": *count, "backoff": backoff.Seconds()})
+	return t.again(tr, backoff, why, false)
+}
+
+// again routes the state to itself, to run its action after wait. A
+// rate-limit try is not a re-entry that maxRetries counts.
+func (t *turn) again(tr *v1alpha1.TransientStatus, wait time.Duration, why string, exempt bool) bool {
+	run := t.run
+	state := run.CurrentState
+	if !t.transition(state, "") {
+		return true
+	}
+	if exempt {
+		if run.RetryCounts[state]--; run.RetryCounts[state] <= 0 {
+			delete(run.RetryCounts, state)
+		}
+	}
+	tr.Waiting = why
+	t.waitAtLeast(wait)
+	return true
+}
+
+// waitAtLeast holds the next step back by wait (or by the loop's backoff,
+// when that is longer).
+func (t *turn) waitAtLeast(wait time.Duration) {
+	at := metav1.NewTime(t.now.Add(wait))
+	if next := t.run.NextStepAt; next == nil || next.Before(&at) {
+		t.run.NextStepAt = &at
+	}
+}
+
+// doubled is base·2^n, at most a year.
+func doubled(base time.Duration, n int32) time.Duration {
+	const most = 365 * 24 * time.Hour
+	for ; n > 0 && base < most; n-- {
+		base *= 2
+	}
+	return min(base, most)
+}
+
+// jitter is a share of base in [0, base), the same for the same run,
+// state and try: a machine that computes the step again after a restart
+// waits as long.
+func jitter(base time.Duration, runID, state string, try int32) time.Duration {
+	h := fnv.New64a()
+	_, _ = fmt.Fprintf(h, "%s/%s/%d", runID, state, try)
+	if base <= 0 {
+		return 0
+	}
+	return time.Duration(h.Sum64() % uint64(base)) //nolint:gosec // base is positive, the share below it
+
+}
