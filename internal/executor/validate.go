@@ -481,17 +481,16 @@ func validateRetries(st *v1alpha1.State, p *field.Path) field.ErrorList {
 		errs = append(errs, validateRetryPolicy(st, rp, p.Child("retryPolicy"))...)
 	}
 	if rl := st.RateLimit; rl != nil {
-		errs = append(errs, validateRateLimit(st, rl, p.Child("rateLimit"))...)
+		errs = append(errs, validateRateLimit(rl, p.Child("rateLimit"))...)
 	}
 	return errs
 }
 
 // validateRateLimit checks a state's rateLimit: waits are positive.
-func validateRateLimit(st *v1alpha1.State, rl *v1alpha1.RateLimit, p *field.Path) field.ErrorList {
+func validateRateLimit(rl *v1alpha1.RateLimit, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
-	if st.Action == "" {
-		errs = append(errs, field.Invalid(p, "rateLimit", "a state without an action has nothing to run again"))
-	}
+	// A state without an action (a sub-loop's) never uses it, as in
+	// little-loops, whose fragments put it on such states too.
 	if rl.MaxRetries != nil && (*rl.MaxRetries < 1 || *rl.MaxRetries > 100) {
 		errs = append(errs, field.Invalid(p.Child("maxRetries"), *rl.MaxRetries, "must be between 1 and 100"))
 	}
