@@ -287,3 +287,15 @@ func TestValidateRateLimit(t *testing.T) {
 		}
 	}
 }
+
+// little-loops' fragments put rate-limit keys on sub-loop states too: the
+// loop is valid, the keys unused.
+func TestRateLimitOnASubLoopStateIsValid(t *testing.T) {
+	spec := &v1alpha1.LoopSpec{Initial: "child", States: map[string]v1alpha1.State{
+		"child": {Loop: "refine", OnSuccess: "done", OnError: "done", RateLimit: &v1alpha1.RateLimit{MaxRetries: i32(2), OnExhausted: "done"}},
+		"done":  {Terminal: true},
+	}}
+	if errs := Validate(spec); len(errs) > 0 {
+		t.Errorf("invalid: %v", errs.ToAggregate())
+	}
+}
