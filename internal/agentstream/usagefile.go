@@ -69,8 +69,11 @@ func PythonISOTime(t time.Time) string {
 	return t.Format("2006-01-02T15:04:05.000000+00:00")
 }
 
-// AppendUsage appends the row to runDir's UsageFile (made if missing),
-// synced before it returns; a link in its place is refused.
+// AppendUsage appends the row to runDir's UsageFile (made if missing); a
+// link in its place is refused. It is not synced, as little-loops does not
+// sync it: the usage is kept durably in the action_complete event and the
+// state file's totals, and a sync per agent step cost more than the whole
+// stream parse (bench/RESULTS.md).
 func AppendUsage(runDir string, r UsageRow) error {
 	if err := os.MkdirAll(runDir, 0o755); err != nil {
 		return err
@@ -80,10 +83,6 @@ func AppendUsage(runDir string, r UsageRow) error {
 		return err
 	}
 	if _, err := f.WriteString(r.Encode()); err != nil {
-		_ = f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
 		_ = f.Close()
 		return err
 	}

@@ -145,8 +145,17 @@ func Run(ctx context.Context, s Spec) Result {
 	stderr := &fanout{sinks: []io.Writer{writerOr(s.Stderr), errs}}
 	var files *outputFiles
 	var agent *agentstream.Decoder
+	var streamErr *os.File // an agent's stderr, written by the agent into its own file
 	if s.AgentStream {
-		agent = agentstream.New(stdout, stderr)
+		decoderErr := io.Writer(stderr)
+		if f := ownFiles(s.Stdout, s.Stderr); f != nil && s.OwnFiles && s.IdleTimeout <= 0 {
+			// Only stdout needs decoding: stderr goes straight into its
+			// file (one pipe and one copy fewer per step), and the
+			// decoder's [result] lines join it there; the tail is read
+			// back from the file afterwards.
+			streamErr, decoderErr = f.err, f.err
+		}
+		agent = agentstream.New(stdout, decoderErr)
 		stdout = &fanout{sinks: []io.Writer{agent}}
 	} else if s.OwnFiles {
 		files = ownFiles(s.Stdout, s.Stderr)
@@ -165,9 +174,12 @@ func Run(ctx context.Context, s Spec) Result {
 	start := time.Now()
 	res := Result{}
 	var err error
-	if files != nil {
+	switch {
+	case files != nil:
 		err = files.run(ctx, s, idle, &res, out, errs, lines, signals)
-	} else {
+	case streamErr != nil:
+		err = runStream(ctx, s, &res, stdout, streamErr, errs)
+	default:
 		err = runPiped(ctx, s, idle, &res, stdout, stderr)
 	}
 	if err != nil {
@@ -229,6 +241,30 @@ func runPiped(ctx context.Context, s Spec, idle *idleWatch, res *Result, stdout,
 	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // whatever it left behind
 	pipes.wait(drained)
 	res.ExitCode = exitCode(cmd.ProcessState)
+	return nil
+}
+
+// runStream runs an agent with its stdout through a pipe (to be decoded)
+// and its stderr straight into errFile, whose tail is read back at the end.
+func runStream(ctx context.Context, s Spec, res *Result, stdout io.Writer, errFile *os.File, errs *tail) error {
+	errStart := fileSize(errFile)
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	cmd, err := startCommand(s, outW, errFile)
+	closeAll(outW)
+	if err != nil {
+		closeAll(outR)
+		return err
+	}
+	pipes := &outputPipes{out: outR}
+	drained := pipes.drain(stdout, nil)
+	res.TimedOut, _ = supervise(ctx, cmd, s.Timeout, nil, s.Signals)
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // whatever it left behind
+	pipes.wait(drained)
+	res.ExitCode = exitCode(cmd.ProcessState)
+	readBack(errFile, errStart, errs, nil, nil)
 	return nil
 }
 
@@ -415,13 +451,17 @@ func GatedExec(argv []string) []string {
 	return append([]string{"sh", "-c", `IFS= read -r _ <&3 || exit 125; exec 3<&-; exec "$0" "$@"`}, argv...)
 }
 
-// drain copies both pipes to their writers until they close.
+// drain copies the pipes (err may be nil) to their writers until they
+// close.
 func (p *outputPipes) drain(stdout, stderr io.Writer) <-chan struct{} {
 	var wg sync.WaitGroup
 	for _, c := range []struct {
 		r *os.File
 		w io.Writer
 	}{{p.out, stdout}, {p.err, stderr}} {
+		if c.r == nil {
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -355,3 +355,36 @@ func logFiles(t *testing.T) func(name string) *os.File {
 		return f
 	}
 }
+
+// An agent's stream with a local run's own log files: stdout is decoded
+// into its file, stderr goes straight into its file, and both tails hold
+// what the files hold (the decoder's [result] line with the agent's own
+// stderr), what came before in the files left out.
+func TestAgentStreamOwnFiles(t *testing.T) {
+	open := logFiles(t)
+	out, errf := open("stdout.log"), open("stderr.log")
+	_, _ = errf.WriteString("an earlier step\n")
+	script := `echo '{"type":"assistant","message":{"content":[{"type":"text","text":"hello"}]}}'
+echo 'warming up' >&2
+echo '{"type":"result","is_error":true,"result":"API Error: 429"}'
+exit 1`
+	r := Run(context.Background(), Spec{Argv: bash(script), AgentStream: true, Stdout: out, Stderr: errf, OwnFiles: true})
+	if r.ExitCode != 1 || r.Stdout != "hello\n" {
+		t.Errorf("exit %d, stdout %q", r.ExitCode, r.Stdout)
+	}
+	if r.Stderr != "warming up\n[result] API Error: 429\n" {
+		t.Errorf("stderr tail %q", r.Stderr)
+	}
+	got, _ := os.ReadFile(errf.Name())
+	if string(got) != "an earlier step\nwarming up\n[result] API Error: 429\n" {
+		t.Errorf("stderr file %q", got)
+	}
+	if got, _ := os.ReadFile(out.Name()); string(got) != "hello\n" {
+		t.Errorf("stdout file %q", got)
+	}
+	// A timeout's note reaches the tail too.
+	r = Run(context.Background(), Spec{Argv: bash("sleep 5"), AgentStream: true, Stdout: out, Stderr: errf, OwnFiles: true, Timeout: 200 * time.Millisecond})
+	if r.ExitCode != 124 || !strings.Contains(r.Stderr, "action timed out after 200ms") {
+		t.Errorf("timeout: exit %d, stderr %q", r.ExitCode, r.Stderr)
+	}
+}
