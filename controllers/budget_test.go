@@ -80,3 +80,49 @@ var _ = Describe("A Loop's budget", func() {
 		Expect(loop.Status.Usage.Calls).To(Equal(int64(6)))
 	})
 })
+
+var _ = Describe("A sub-loop under a budget", func() {
+	It("spends from its parent's budget: the child gets what is left, its pause holds the parent, its spend joins the parent's", func() {
+		agent := startPricedOperator() // 400 micro-dollars a call
+
+		ns := newNamespace()
+		createTemplate(ns, "worker", v1alpha1.LoopSpec{Initial: "a", Agent: &v1alpha1.AgentSpec{Command: []string{agent}},
+			States: map[string]v1alpha1.State{
+				"a":    {Action: "first", ActionType: v1alpha1.ActionAgent, Evaluate: &v1alpha1.Evaluate{Type: v1alpha1.EvalExitCode}, Next: "b"},
+				"b":    {Action: "second", ActionType: v1alpha1.ActionAgent, Evaluate: &v1alpha1.Evaluate{Type: v1alpha1.EvalExitCode}, Next: "done"},
+				"done": {Terminal: true},
+			}}, nil)
+		key := createLoop(ns, "boss", v1alpha1.LoopSpec{Initial: "delegate", Budget: &v1alpha1.Budget{MaxCostUSD: "0.0003"},
+			States: map[string]v1alpha1.State{
+				"delegate": {Loop: "worker", OnSuccess: "done", OnFailure: "failed", OnError: "failed"},
+				"done":     {Terminal: true},
+				"failed":   {Terminal: true},
+			}})
+		var child v1alpha1.Loop
+		Eventually(func(g Gomega) {
+			kids := childrenOf(g, ns, "boss")
+			g.Expect(kids).To(HaveLen(1))
+			child = kids[0]
+			g.Expect(child.Status.Phase).To(Equal(v1alpha1.PhasePaused))
+			loop := getLoop(g, key)
+			g.Expect(loop.Status.Phase).To(Equal(v1alpha1.PhasePaused))
+			ready := condition(loop, v1alpha1.ReadyCondition)
+			g.Expect(ready.Reason).To(Equal(v1alpha1.ReasonBudgetExceeded))
+			g.Expect(ready.Message).To(ContainSubstring("the sub-loop " + child.Name + " of state delegate paused: the run spent $0.0004 of its $0.0003 budget before state b"))
+		}, "60s").Should(Succeed())
+		Expect(child.Spec.Budget.MaxCostUSD).To(Equal("0.0003"), "the child's budget is what its parent had left")
+
+		// Raised on the child (looprun budget loop/CHILD): both go on.
+		patch := client.MergeFrom(child.DeepCopy())
+		child.Spec.Budget.MaxCostUSD = "1"
+		Expect(k8sClient.Patch(bg, &child, patch)).To(Succeed())
+		loop := waitFinished(key)
+		Expect(loop.Status.Phase).To(Equal(v1alpha1.PhaseCompleted))
+		Expect(loop.Status.Usage.Calls).To(Equal(int64(2)))
+		Expect(loop.Status.Usage.CostMicroUSD).To(Equal(int64(800)))
+		Expect(loop.Status.Usage.States).To(HaveKey("delegate"))
+		types := strings.Join(eventTypes(loopEvents(loop)), ",")
+		Expect(strings.Count(types, executor.EventBudgetExceeded)).To(Equal(1))
+		Expect(strings.Count(types, executor.EventBudgetResumed)).To(Equal(1))
+	})
+})

@@ -52,6 +52,14 @@ func (s *step) child(ctx context.Context, sub *executor.SubLoop) (*executor.Acti
 		a.ChildUID = string(child.UID) // from now on, a child gone was deleted
 	}
 	if !child.Status.Phase.IsFinished() {
+		// A child paused on its budget holds its parent Paused too, until
+		// it goes on (its budget raised: looprun budget on the child).
+		run := &s.loop.Status.RunState
+		if child.Status.Phase == v1alpha1.PhasePaused {
+			s.add(s.m.ChildPaused(run, child.Name, executor.PausedWhy(&child.Status.RunState), s.now))
+		} else {
+			s.add(s.m.ChildResumed(run, s.now))
+		}
 		return nil, s.r.passOn(ctx, s.loop, child)
 	}
 	return &executor.ActionResult{Child: executor.ChildResultOf(&child.Status.RunState)}, nil
@@ -196,6 +204,7 @@ func (r *LoopReconciler) newChild(ctx context.Context, parent *v1alpha1.Loop, su
 		spec.SetContext(k, v)
 	}
 	executor.ClampTimeout(spec, sub.Timeout)
+	executor.ClampBudget(spec, sub.Budget)
 	spec.Suspend = parent.Spec.Suspend
 	spec.TTLSecondsAfterFinished = nil // it goes with its parent
 	spec.ResumeFrom = nil

@@ -123,3 +123,53 @@ states:
 		t.Errorf("no effort in action_complete:\n%s", events)
 	}
 }
+
+// A sub-loop spends from its parent's --max-cost: its child is given what
+// is left and pauses there, the parent with it (exit 3); resume with more
+// goes on with the child, every agent call once, and the parent's usage
+// holds the child's.
+func TestSubLoopSpendsFromTheParentsMaxCost(t *testing.T) {
+	onPath(t, "claude", streamingAgent) // $0.036375 a call
+	dir := t.TempDir()
+	write(t, dir, ".loops/worker.yaml", `name: worker
+initial: a
+states:
+  a: {action: "first", action_type: prompt, evaluate: {type: exit_code}, next: b}
+  b: {action: "second", action_type: prompt, evaluate: {type: exit_code}, next: done}
+  done: {terminal: true}
+`)
+	write(t, dir, "boss.yaml", `name: boss
+initial: delegate
+states:
+  delegate: {loop: worker, on_success: done, on_failure: failed}
+  done: {terminal: true}
+  failed: {terminal: true}
+`)
+	r := looprun(t, dir, "run", "boss.yaml", "--max-cost", "0.03")
+	if r.code != ExitPaused || !strings.Contains(r.stderr, "of state delegate paused: the run spent $0.036375 of its $0.03 budget before state b") {
+		t.Fatalf("run: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	r = looprun(t, dir, "resume", "boss", "--max-cost", "1")
+	if r.code != 0 {
+		t.Fatalf("resume: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	st := looprun(t, dir, "status", "boss", "-o", "json")
+	var sf struct {
+		Status string `json:"status"`
+		State  string `json:"current_state"`
+		Usage  struct {
+			Calls int64 `json:"calls"`
+		} `json:"usage"`
+	}
+	if err := json.Unmarshal([]byte(st.stdout), &sf); err != nil || sf.Status != "completed" || sf.State != "done" || sf.Usage.Calls != 2 {
+		t.Fatalf("state file %+v (%v):\n%s", sf, err, st.stdout)
+	}
+	logs, _ := filepath.Glob(filepath.Join(dir, ".loops/.running/boss-delegate-*.events.jsonl"))
+	if len(logs) != 1 {
+		t.Fatalf("child event logs %v", logs)
+	}
+	b, _ := os.ReadFile(logs[0])
+	if n := strings.Count(string(b), `"action_start"`); n != 2 {
+		t.Errorf("the child started %d actions, want 2 (each once)", n)
+	}
+}

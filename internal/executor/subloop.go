@@ -54,6 +54,9 @@ type SubLoop struct {
 	// Worktree is the git branch whose worktree the child runs in,
 	// expanded; "" for none.
 	Worktree string
+	// Budget caps the child's budget (ClampBudget): what is left of the
+	// parent's; nil when the parent has none.
+	Budget *v1alpha1.Budget
 }
 
 // ChildResult is how a sub-loop ended.
@@ -65,14 +68,24 @@ type ChildResult struct {
 	// Events is the child's event stream as JSON lines, for a state that
 	// captures it; empty when the driver does not have it.
 	Events string
+	// Usage is what the child's agents used in all; nil when nothing.
+	Usage *v1alpha1.UsageTotals
 }
 
 // ChildResultOf is the result of a child run that ended.
 func ChildResultOf(run *v1alpha1.RunState) *ChildResult {
 	return &ChildResult{
 		TerminatedBy: run.TerminatedBy, FailureTerminal: IsFailureTerminal(run),
-		Error: run.Message, Captured: run.Captured,
+		Error: run.Message, Captured: run.Captured, Usage: childUsage(run),
 	}
+}
+
+func childUsage(run *v1alpha1.RunState) *v1alpha1.UsageTotals {
+	if run.Usage == nil {
+		return nil
+	}
+	u := run.Usage.UsageTotals
+	return &u
 }
 
 // ChildName names the run of a sub-loop: from the parent's name, the run,
@@ -198,7 +211,7 @@ func (t *turn) subLoop(st *v1alpha1.State, start bool) Step {
 		State: run.CurrentState, Iteration: iteration, Loop: strings.TrimSpace(name),
 		Child:       ChildName(t.m.name, run.RunID, run.CurrentState, iteration),
 		Passthrough: st.ContextPassthrough && st.With == nil, With: with, RunDir: t.m.context["run_dir"],
-		Timeout: t.subLoopTimeout(st), Worktree: strings.TrimSpace(worktree),
+		Timeout: t.subLoopTimeout(st), Worktree: strings.TrimSpace(worktree), Budget: t.subLoopBudget(),
 	}
 	if sub.Passthrough {
 		sub.Context = maps.Clone(t.m.context)
@@ -322,6 +335,10 @@ func (t *turn) completeSubLoop(st *v1alpha1.State, res *ActionResult) {
 		data["error"] = c.Error
 	}
 	t.emit(EventSubLoopComplete, data)
+	t.resumeBudget(t.budget()) // a run its paused child held goes on
+	if c.Usage != nil {
+		run.Usage = addChildUsage(run.Usage, run.CurrentState, *c.Usage)
+	}
 	details := map[string]any{"terminated_by": by}
 	if c.Error != "" {
 		details["error"] = c.Error

@@ -219,6 +219,13 @@ func (d *Driver) drive(ctx context.Context, w recorder, sched *history.Schedule,
 			}
 			batch, cp = nil, nil
 			res, err := d.answer(ctx, w, run, step)
+			if paused := (*childPausedError)(nil); errors.As(err, &paused) {
+				// Saved as paused: looprun resume NAME --max-cost N goes
+				// on with the child, its share raised.
+				evs := d.Machine.ChildPaused(run, paused.child, paused.why, d.now())
+				d.notify(evs)
+				return w.save(run, evs, nil)
+			}
 			if err != nil {
 				return err
 			}

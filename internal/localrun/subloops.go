@@ -117,9 +117,25 @@ func (d *Driver) runSubLoop(ctx context.Context, w recorder, run *v1alpha1.RunSt
 	if forwardErr != nil {
 		return executor.ActionResult{}, forwardErr
 	}
+	return childResult(sub, childRun, &events)
+}
+
+// childResult is how the child ended, or that it paused on its budget.
+func childResult(sub *executor.SubLoop, childRun *v1alpha1.RunState, events *tail) (executor.ActionResult, error) {
+	if childRun.Phase == v1alpha1.PhasePaused {
+		return executor.ActionResult{}, &childPausedError{child: sub.Child, why: executor.PausedWhy(childRun)}
+	}
 	res := executor.ChildResultOf(childRun)
 	res.Events = events.String()
 	return executor.ActionResult{Child: res}, nil
+}
+
+// childPausedError: the child of the sub-loop in flight paused on its
+// budget; the parent pauses with it, and resume goes on with the child.
+type childPausedError struct{ child, why string }
+
+func (e *childPausedError) Error() string {
+	return fmt.Sprintf("sub-loop %s paused: %s", e.child, e.why)
 }
 
 // childDriver prepares the driver of a sub-loop's child: its loop file
@@ -152,6 +168,7 @@ func (d *Driver) childDriver(sub *executor.SubLoop) (*Driver, func(), error) {
 		loopfile.SeedThresholds(&lf.Loop.Spec)
 	}
 	executor.ClampTimeout(&lf.Loop.Spec, sub.Timeout)
+	executor.ClampBudget(&lf.Loop.Spec, sub.Budget)
 	m, err := d.SubLoops.NewMachine(lf)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: invalid loop: %w", abs, err)
