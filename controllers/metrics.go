@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/looprun/looprun/internal/agentstream"
+	"github.com/looprun/looprun/internal/pricing"
 )
 
 var (
@@ -61,7 +62,7 @@ func observeUsage(namespace, model string, u agentstream.Usage, costMicro int64,
 		}
 	}
 	if priced {
-		agentCost.WithLabelValues(namespace, model).Add(float64(costMicro) / 1e6)
+		agentCost.WithLabelValues(namespace, model).Add(pricing.MicroToUSD(costMicro))
 	}
 	agentCalls.WithLabelValues(namespace, model, strconv.FormatBool(priced)).Inc()
 }
