@@ -5,7 +5,6 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -43,15 +42,7 @@ var _ = Describe("A Loop's budget", func() {
 		// kstatus reads it as a suspended Loop: in progress, not failed.
 		Expect(kstatusOf(Default, key)).To(Equal(status.InProgressStatus))
 		Eventually(func(g Gomega) {
-			var list eventsv1.EventList
-			g.Expect(k8sClient.List(bg, &list, client.InNamespace(ns))).To(Succeed())
-			var notes []string
-			for _, e := range list.Items {
-				if e.Reason == "BudgetExceeded" {
-					notes = append(notes, e.Note)
-				}
-			}
-			g.Expect(notes).To(ContainElement(ContainSubstring("$0.0008 of $0.0008")))
+			g.Expect(eventNotes(g, ns, "BudgetExceeded")).To(ContainElement(ContainSubstring("$0.0008 of $0.0008")))
 		}, "30s").Should(Succeed())
 		// Paused holds: nothing more runs.
 		Consistently(func(g Gomega) { g.Expect(getLoop(g, key).Status.Usage.Calls).To(Equal(int64(2))) }, "2s").Should(Succeed())

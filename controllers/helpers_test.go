@@ -5,6 +5,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -93,4 +94,18 @@ func fixUntilClean() v1alpha1.LoopSpec {
 			"done":  {Terminal: true},
 		},
 	}
+}
+
+// eventNotes lists the notes of the namespace's Kubernetes Events of a
+// reason.
+func eventNotes(g Gomega, ns, reason string) []string {
+	var list eventsv1.EventList
+	g.Expect(k8sClient.List(bg, &list, client.InNamespace(ns))).To(Succeed())
+	var notes []string
+	for _, e := range list.Items {
+		if e.Reason == reason {
+			notes = append(notes, e.Note)
+		}
+	}
+	return notes
 }

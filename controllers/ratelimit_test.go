@@ -9,8 +9,6 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	eventsv1 "k8s.io/api/events/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/executor"
@@ -82,15 +80,7 @@ var _ = Describe("A rate-limited agent action", func() {
 		}
 		Expect(starts[1]).To(BeTemporally(">=", waitingUntil.Add(-time.Second)), "the second try started before its wait was over")
 		Eventually(func(g Gomega) {
-			var list eventsv1.EventList
-			g.Expect(k8sClient.List(bg, &list, client.InNamespace(ns))).To(Succeed())
-			var notes []string
-			for _, e := range list.Items {
-				if e.Reason == "RateLimited" {
-					notes = append(notes, e.Note)
-				}
-			}
-			g.Expect(notes).To(ContainElement(ContainSubstring("the action of state work hit a rate limit: short try 1 in")))
+			g.Expect(eventNotes(g, ns, "RateLimited")).To(ContainElement(ContainSubstring("the action of state work hit a rate limit: short try 1 in")))
 		}, "30s").Should(Succeed())
 	})
 })

@@ -65,30 +65,7 @@ func addChildUsage(s *v1alpha1.UsageStatus, state string, c v1alpha1.UsageTotals
 	if c.Calls == 0 && c.Tokens() == 0 && c.CostMicroUSD == 0 {
 		return s
 	}
-	if s == nil {
-		s = &v1alpha1.UsageStatus{}
-	}
-	add := func(t *v1alpha1.UsageTotals) {
-		t.Calls = satAdd(t.Calls, c.Calls)
-		t.InputTokens = satAdd(t.InputTokens, c.InputTokens)
-		t.OutputTokens = satAdd(t.OutputTokens, c.OutputTokens)
-		t.CacheReadTokens = satAdd(t.CacheReadTokens, c.CacheReadTokens)
-		t.CacheCreationTokens = satAdd(t.CacheCreationTokens, c.CacheCreationTokens)
-		t.CostMicroUSD = satAdd(t.CostMicroUSD, c.CostMicroUSD)
-		t.UnpricedCalls = satAdd(t.UnpricedCalls, c.UnpricedCalls)
-		t.CLICostMicroUSD = satAdd(t.CLICostMicroUSD, c.CLICostMicroUSD)
-		if c.Model != "" {
-			t.Model = c.Model
-		}
-	}
-	add(&s.UsageTotals)
-	if s.States == nil {
-		s.States = map[string]v1alpha1.UsageTotals{}
-	}
-	t := s.States[state]
-	add(&t)
-	s.States[state] = t
-	return s
+	return addTotals(s, state, c)
 }
 
 // ChildPaused holds the run while the child of its sub-loop state is paused

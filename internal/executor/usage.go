@@ -36,23 +36,33 @@ func (t *turn) recordUsage(data map[string]any, u agentstream.Usage) {
 // addUsage adds one agent action's usage (and its cost, when priced) to the
 // run's totals and to its state's.
 func addUsage(s *v1alpha1.UsageStatus, state string, u agentstream.Usage, costMicro int64, priced bool) *v1alpha1.UsageStatus {
+	one := v1alpha1.UsageTotals{Calls: 1, InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
+		CacheReadTokens: u.CacheReadTokens, CacheCreationTokens: u.CacheCreationTokens,
+		CLICostMicroUSD: int64(math.Round(u.CLICostUSD * 1e6)), Model: u.Model}
+	if priced {
+		one.CostMicroUSD = costMicro
+	} else {
+		one.UnpricedCalls = 1
+	}
+	return addTotals(s, state, one)
+}
+
+// addTotals adds c to the run's totals and to its state's.
+func addTotals(s *v1alpha1.UsageStatus, state string, c v1alpha1.UsageTotals) *v1alpha1.UsageStatus {
 	if s == nil {
 		s = &v1alpha1.UsageStatus{}
 	}
 	add := func(t *v1alpha1.UsageTotals) {
-		t.Calls++
-		t.InputTokens = satAdd(t.InputTokens, u.InputTokens)
-		t.OutputTokens = satAdd(t.OutputTokens, u.OutputTokens)
-		t.CacheReadTokens = satAdd(t.CacheReadTokens, u.CacheReadTokens)
-		t.CacheCreationTokens = satAdd(t.CacheCreationTokens, u.CacheCreationTokens)
-		if priced {
-			t.CostMicroUSD = satAdd(t.CostMicroUSD, costMicro)
-		} else {
-			t.UnpricedCalls++
-		}
-		t.CLICostMicroUSD = satAdd(t.CLICostMicroUSD, int64(math.Round(u.CLICostUSD*1e6)))
-		if u.Model != "" {
-			t.Model = u.Model
+		t.Calls = satAdd(t.Calls, c.Calls)
+		t.InputTokens = satAdd(t.InputTokens, c.InputTokens)
+		t.OutputTokens = satAdd(t.OutputTokens, c.OutputTokens)
+		t.CacheReadTokens = satAdd(t.CacheReadTokens, c.CacheReadTokens)
+		t.CacheCreationTokens = satAdd(t.CacheCreationTokens, c.CacheCreationTokens)
+		t.CostMicroUSD = satAdd(t.CostMicroUSD, c.CostMicroUSD)
+		t.UnpricedCalls = satAdd(t.UnpricedCalls, c.UnpricedCalls)
+		t.CLICostMicroUSD = satAdd(t.CLICostMicroUSD, c.CLICostMicroUSD)
+		if c.Model != "" {
+			t.Model = c.Model
 		}
 	}
 	add(&s.UsageTotals)
