@@ -49,8 +49,8 @@ func TestExamplesRun(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			args := append([]string{"run", filepath.Join(ex, tt.name, "loop.yaml")}, tt.args...)
 			r := looprun(t, t.TempDir(), args...)
-			if r.code != tt.code || !strings.Contains(r.stderr, tt.want) {
-				t.Errorf("exit %d, want %d; output:\n%s", r.code, tt.code, r.stderr)
+			if r.code != tt.code || !strings.Contains(steps(r.stdout), tt.want) {
+				t.Errorf("exit %d, want %d; output:\n%s%s", r.code, tt.code, r.stdout, r.stderr)
 			}
 		})
 	}
@@ -91,7 +91,7 @@ func TestAgentExampleWithStubs(t *testing.T) {
 		t.Fatalf("%v\n%s", err, out)
 	}
 	for _, want := range []string{"[1] test -> fix (failure)", "[2] fix -> test (success)", "[3] test -> done (success)"} {
-		if !strings.Contains(string(out), want) {
+		if !strings.Contains(steps(string(out)), want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}

@@ -91,9 +91,14 @@ func TestRunCompletes(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}
-	for _, want := range []string{"[1] check -> fix (failure)", "[2] fix -> check", "[3] check -> done (success)", "loop ended in done after 3 iterations: terminal"} {
-		if !strings.Contains(r.stderr, want) {
-			t.Errorf("progress lacks %q:\n%s", want, r.stderr)
+	for _, want := range []string{"[1] check -> fix (failure)", "[2] fix -> check", "[3] check -> done (success)"} {
+		if !strings.Contains(steps(r.stdout), want) {
+			t.Errorf("progress lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	for _, want := range []string{"Running loop: fix", "] check (", " -> test -f fixed", "verdict: failure (exit code 1)", "Loop completed: done (3 iterations, "} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("progress lacks %q:\n%s", want, r.stdout)
 		}
 	}
 	if _, err := os.Stat(filepath.Join(dir, "fixed")); err != nil {
@@ -176,8 +181,8 @@ func TestExitCodes(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(dir, ".loops", ".running", "s.events.jsonl")); !strings.Contains(string(b), `"event":"loop_complete"`) || !strings.Contains(string(b), `"terminated_by":"max_steps"`) {
 		t.Errorf("loop_complete of a little-loops file: %s", b)
 	}
-	if r := looprun(t, dir, "run", "spin.yaml", "--max-iterations", "1"); !strings.Contains(r.stderr, "after 1 iterations") {
-		t.Errorf("--max-iterations: %q", r.stderr)
+	if r := looprun(t, dir, "run", "spin.yaml", "--max-iterations", "1"); !strings.Contains(r.stdout, "after 1 iterations") {
+		t.Errorf("--max-iterations: %q", r.stdout)
 	}
 	if r := looprun(t, dir, "run", "nope.yaml"); r.code != 1 {
 		t.Errorf("missing file: exit %d", r.code)
@@ -211,8 +216,8 @@ func TestResumeRaisesCap(t *testing.T) {
 		t.Fatalf("run: %d %q", r.code, r.stderr)
 	}
 	r := looprun(t, dir, "resume", "count", "--max-iterations", "10")
-	if r.code != 0 || !strings.Contains(r.stderr, "[4] a -> done (success)") {
-		t.Errorf("resume: %d %q", r.code, r.stderr)
+	if r.code != 0 || !strings.Contains(steps(r.stdout), "[4] a -> done (success)") {
+		t.Errorf("resume: %d %q", r.code, r.stdout)
 	}
 }
 
@@ -274,7 +279,7 @@ func TestSimulate(t *testing.T) {
 	dir := t.TempDir()
 	write(t, dir, "fix.yaml", fixLoop)
 	r := looprun(t, dir, "simulate", "fix.yaml", "--scenario", "first-fail")
-	if r.code != 0 || !strings.Contains(r.stdout, "[1] check -> fix (failure)") || !strings.Contains(r.stdout, "check -> done (success)") {
+	if r.code != 0 || !strings.Contains(steps(r.stdout), "[1] check -> fix (failure)") || !strings.Contains(steps(r.stdout), "check -> done (success)") {
 		t.Errorf("first-fail: %d\n%s", r.code, r.stdout)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "fixed")); err == nil {
@@ -283,7 +288,7 @@ func TestSimulate(t *testing.T) {
 	if r := looprun(t, dir, "simulate", "fix.yaml", "--scenario", "all-fail"); r.code != 1 || !strings.Contains(r.stdout, "max_steps") {
 		t.Errorf("all-fail: %d\n%s", r.code, r.stdout)
 	}
-	if r := looprun(t, dir, "simulate", "fix.yaml", "--scenario", "all-pass"); r.code != 0 || strings.Contains(r.stdout, "-> fix") {
+	if r := looprun(t, dir, "simulate", "fix.yaml", "--scenario", "all-pass"); r.code != 0 || strings.Contains(steps(r.stdout), "-> fix") {
 		t.Errorf("all-pass: %d\n%s", r.code, r.stdout)
 	}
 	// As ll-loop simulate: alternating starts with a failure, so check
@@ -300,10 +305,10 @@ func TestSimulate(t *testing.T) {
 	// The state's evaluator judges the simulated output, as in ll-loop
 	// simulate: "[simulated output for: echo maybe]" has no "yes".
 	write(t, dir, "judge.yaml", "name: judge\ninitial: check\nstates:\n  check:\n    action: echo maybe\n    evaluate: {type: output_contains, pattern: \"for: echo\"}\n    route: {\"yes\": other, _: done}\n  other:\n    action: \"true\"\n    next: done\n  done: {terminal: true}\n")
-	if r := looprun(t, dir, "simulate", "judge.yaml", "--scenario", "all-pass"); r.code != 0 || !strings.Contains(r.stdout, "[1] check -> other (success)") {
+	if r := looprun(t, dir, "simulate", "judge.yaml", "--scenario", "all-pass"); r.code != 0 || !strings.Contains(steps(r.stdout), "[1] check -> other (success)") {
 		t.Errorf("judged simulation: %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
-	if r := looprun(t, dir, "simulate", "judge.yaml", "--scenario", "all-fail"); r.code != 0 || !strings.Contains(r.stdout, "[1] check -> done (error)") {
+	if r := looprun(t, dir, "simulate", "judge.yaml", "--scenario", "all-fail"); r.code != 0 || !strings.Contains(steps(r.stdout), "[1] check -> done (error)") {
 		t.Errorf("judged simulation, failing: %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 }
@@ -375,8 +380,8 @@ states:
 	if r.code != 0 {
 		t.Fatalf("resume: exit %d %s", r.code, r.stderr)
 	}
-	if !strings.Contains(r.stderr, "resumed in b at iteration 2") {
-		t.Errorf("resume output %q", r.stderr)
+	if !strings.Contains(r.stdout, "Resuming loop: slow in b at iteration 2") {
+		t.Errorf("resume output %q", r.stdout)
 	}
 	sf, _ = localrun.ReadStateFile(filepath.Join(dir, ".loops/.running/slow.state.json"))
 	if sf.Status != "completed" || sf.CurrentState != "done" || sf.Iteration != 3 {

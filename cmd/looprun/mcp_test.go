@@ -59,7 +59,7 @@ spec:
 		t.Fatalf("%v\n%s", err, out)
 	}
 	for _, want := range []string{"get -> slow (success)", "slow -> unknown (timeout)", "unknown -> done (not_found)"} {
-		if !strings.Contains(string(out), want) {
+		if !strings.Contains(steps(string(out)), want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}

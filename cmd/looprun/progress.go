@@ -3,87 +3,488 @@ package main
 import (
 	"fmt"
 	"io"
+	"maps"
+	"os"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
+	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/executor"
+	"github.com/looprun/looprun/internal/loopfile"
+	"github.com/looprun/looprun/internal/pricing"
 )
 
-// progress prints one line per state as a loop runs; a sub-loop's lines
-// are indented by its depth.
+// progress tells on a terminal what a loop does, as ll-loop does: a
+// header, per state "[n/max] state (elapsed) -> action", what the action
+// prints as it prints it (indented, capped per step), the verdict and why,
+// where the loop goes, and a closing line. A sub-loop's lines are indented
+// by its depth. Colour and marks only on a terminal.
 type progress struct {
-	w io.Writer
-	// iteration and verdict of the state in progress, by depth.
+	mu      sync.Mutex
+	w       io.Writer
+	style   style
+	verbose bool
+	header  header
+	// out is the run's stdout log, tailed while a top-level action runs
+	// (nil: nothing is streamed).
+	out  *os.File
+	tail *tailer
+	// start is when the run (or this resume of it) began; open says a
+	// state's line waits for its action.
+	start time.Time
+	open  bool
+	// iteration of the state in progress, by depth.
 	iteration map[string]any
-	verdict   map[string]any
+	// maxLines is how many lines of an action's output are shown.
+	maxLines int
 }
 
-func newProgress(w io.Writer) *progress {
-	return &progress{w: w, iteration: map[string]any{}, verdict: map[string]any{}}
+// header is what the first lines say about the run.
+type header struct {
+	loop    string
+	spec    *v1alpha1.LoopSpec
+	context map[string]any
 }
 
+// defaultMaxLines is how many lines of one action's output are shown
+// (-v: all of them).
+const defaultMaxLines = 40
+
+func newProgress(w io.Writer, st style, verbose bool, h header, out *os.File) *progress {
+	p := &progress{w: w, style: st, verbose: verbose, header: h, out: out, iteration: map[string]any{}, maxLines: defaultMaxLines}
+	if verbose {
+		p.maxLines = 0
+	}
+	return p
+}
+
+// print shows the events.
 func (p *progress) print(events []executor.Event) {
 	for _, e := range events {
-		if line, ok := p.line(e); ok {
-			// Event data may hold what an action printed: no escape
-			// sequence of it reaches the terminal.
-			fmt.Fprintln(p.w, printable(line))
+		p.event(e)
+	}
+}
+
+// println writes one line; no escape sequence of what an action printed
+// reaches the terminal.
+func (p *progress) println(line string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.writeLocked(line)
+}
+
+func (p *progress) writeLocked(line string) {
+	if p.open {
+		fmt.Fprintln(p.w)
+		p.open = false
+	}
+	fmt.Fprintln(p.w, line)
+}
+
+func (p *progress) event(e executor.Event) {
+	d := e.Data
+	depth := fmt.Sprint(d["depth"])
+	n, _ := strconv.Atoi(depth)
+	indent := strings.Repeat("  ", min(n, 16))
+	pad := indent + "       "
+	s := p.style
+	switch e.Type {
+	case executor.EventLoopStart, executor.EventLoopResume:
+		p.begin(e, n, indent)
+	case executor.EventActionRestarted:
+		// The action cut off runs again: its state's line, as entered.
+		p.iteration[depth] = d["iteration"]
+		p.stateLine(e, n, indent)
+		p.actionLine(d, n, indent)
+		p.println(pad + s.dim("(again: it was cut off)"))
+	case executor.EventStateEnter:
+		p.iteration[depth] = d["iteration"]
+		p.stateLine(e, n, indent)
+	case executor.EventActionStart:
+		p.actionLine(d, n, indent)
+	case executor.EventActionComplete:
+		p.completed(d, n, pad)
+	case executor.EventActionError:
+		p.println(pad + s.warn(fmt.Sprintf("error: %v", orText(d["error"], d["reason"]))))
+	case executor.EventEvaluate:
+		p.verdictLine(d, pad)
+	case executor.EventRoute:
+		if d["reason"] != nil {
+			// A move of its own (a maintain loop's restart), from a state
+			// whose line was not printed (a terminal one).
+			p.println(fmt.Sprintf("%s%s%v -> %s %s", pad, s.mark("↻ ", ""), d["from"], s.bold(printable(fmt.Sprint(d["to"]))), s.dim(fmt.Sprintf("(%v)", d["reason"]))))
+			return
+		}
+		p.println(fmt.Sprintf("%s%s %s", pad, s.dim("->"), s.bold(printable(fmt.Sprint(d["to"])))))
+	default:
+		if line, ok := p.note(e, pad, indent); ok {
+			p.println(line)
 		}
 	}
 }
 
-// line is the line an event prints, if any; it notes the iteration and the
-// verdict of the state in progress for the route line that follows.
-func (p *progress) line(e executor.Event) (string, bool) {
+// begin prints the header of a run (or of a sub-loop, one line).
+func (p *progress) begin(e executor.Event, depth int, indent string) {
 	d := e.Data
-	depth := fmt.Sprint(d["depth"])
-	indent := ""
-	if n, err := strconv.Atoi(depth); err == nil {
-		indent = strings.Repeat("  ", min(n, 16))
+	if depth > 0 {
+		verb := "started"
+		if e.Type == executor.EventLoopResume {
+			verb = fmt.Sprintf("resumed in %v", d["from_state"])
+		}
+		p.println(fmt.Sprintf("%s%sloop %v %s", indent, p.style.mark("↳ ", ""), d["loop"], verb))
+		return
 	}
+	p.start = e.Time
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if e.Type == executor.EventLoopResume {
+		p.iteration["0"] = d["iteration"]
+		p.writeLocked(fmt.Sprintf("Resuming loop: %s in %v at iteration %v", p.style.bold(fmt.Sprint(d["loop"])), d["from_state"], d["iteration"]))
+	} else {
+		p.writeLocked("Running loop: " + p.style.bold(fmt.Sprint(d["loop"])))
+	}
+	for _, l := range p.header.lines() {
+		p.writeLocked("  " + printable(l))
+	}
+	p.writeLocked("")
+}
+
+// lines are the header's limits and context.
+func (h header) lines() []string {
+	if h.spec == nil {
+		return nil
+	}
+	spec := h.spec
+	out := []string{fmt.Sprintf("max iterations: %d", spec.GetMaxIterations())}
+	if t := spec.GetTimeout(); t > 0 {
+		out = append(out, "timeout: "+t.String())
+	}
+	if b := spec.Budget; b != nil {
+		if b.MaxCostUSD != "" {
+			out = append(out, "budget: $"+b.MaxCostUSD)
+		}
+		if b.MaxTokens != nil {
+			out = append(out, fmt.Sprintf("budget: %d tokens", *b.MaxTokens))
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(h.context)) {
+		v := fmt.Sprint(h.context[k])
+		dv, seeded := loopfile.Thresholds[k]
+		if k == "run_dir" || seeded && fmt.Sprint(dv) == v || k == "max_steps" && v == strconv.Itoa(int(spec.GetMaxIterations())) {
+			continue // the engine's own, not the loop's
+		}
+		if first, _, cut := strings.Cut(v, "\n"); cut {
+			v = first + " …"
+		}
+		out = append(out, fmt.Sprintf("context.%s: %s", k, clip(v, 100)))
+	}
+	return out
+}
+
+// stateLine prints "[n/max] state (elapsed)"; the action, when there is
+// one, ends the line.
+func (p *progress) stateLine(e executor.Event, depth int, indent string) {
+	d := e.Data
+	it := fmt.Sprint(d["iteration"])
+	if depth == 0 && p.header.spec != nil {
+		it += "/" + strconv.Itoa(int(p.header.spec.GetMaxIterations()))
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.open {
+		fmt.Fprintln(p.w)
+	}
+	fmt.Fprintf(p.w, "%s[%s] %s %s", indent, it, p.style.bold(printable(fmt.Sprint(d["state"]))), p.style.dim("("+p.elapsed(e.Time)+")"))
+	p.open = true
+}
+
+// actionLine ends the state's line with the action's first line, and
+// starts showing what it prints.
+func (p *progress) actionLine(d map[string]any, depth int, indent string) {
+	action := strings.TrimSpace(fmt.Sprint(d["action"]))
+	prompt, _ := d["is_prompt"].(bool)
+	var shown string
+	switch first, _, multi := strings.Cut(action, "\n"); {
+	case p.verbose:
+		shown = action
+	case prompt:
+		shown = clip(first, 60)
+	default:
+		shown = clip(first, 100)
+		if multi {
+			shown += " …"
+		}
+	}
+	mark := ""
+	if prompt {
+		mark = p.style.mark("✦ ", "(agent) ")
+	}
+	p.mu.Lock()
+	arrow := " " + p.style.dim("->") + " "
+	if !p.open {
+		arrow = indent + "       " + p.style.mark("↺ ", "again: ") // a retry, under the state's line
+	}
+	lines := strings.Split(shown, "\n")
+	fmt.Fprintf(p.w, "%s%s%s\n", arrow, mark, p.style.dim(printable(lines[0])))
+	for _, l := range lines[1:] {
+		fmt.Fprintf(p.w, "%s       %s\n", indent, p.style.dim(printable(l)))
+	}
+	p.open = false
+	p.mu.Unlock()
+	if depth == 0 && p.out != nil {
+		p.tail = startTail(p.out, indent+"       ", p.maxLines, p.println)
+	}
+}
+
+// completed prints what the action printed (when it was not streamed),
+// how long it took and how it ended.
+func (p *progress) completed(d map[string]any, depth int, pad string) {
+	s := p.style
+	if p.tail != nil {
+		p.tail.stop()
+		p.tail = nil
+	} else if depth > 0 || p.out == nil {
+		out := newLineCap(pad, p.maxLines, p.println)
+		out.write(fmt.Sprint(orText(d["output_preview"], "")))
+		out.close()
+	}
+	if code := fmt.Sprint(d["exit_code"]); code != "0" {
+		// Why it failed is often only on stderr ("claude: not found").
+		errs := strings.Split(strings.TrimRight(fmt.Sprint(orText(d["stderr_preview"], "")), "\n"), "\n")
+		for _, l := range errs[max(len(errs)-5, 0):] {
+			if strings.TrimSpace(l) != "" {
+				p.println(pad + s.warn("stderr: "+printable(clip(l, 200))))
+			}
+		}
+	}
+	ms := toFloat(d["duration_ms"])
+	parts := []string{pad + s.dim("("+humanDuration(time.Duration(ms)*time.Millisecond)+")")}
+	switch code := fmt.Sprint(d["exit_code"]); {
+	case d["failure"] != nil:
+		parts = append(parts, s.warn(fmt.Sprintf("%v: %v", d["failure"], d["failure_message"])))
+	case code == "124":
+		parts = append(parts, s.warn("timed out"))
+	case code != "0":
+		parts = append(parts, s.warn("exit: "+code))
+	}
+	if u := usageText(d); u != "" {
+		parts = append(parts, s.dim(u))
+	}
+	p.println(strings.Join(parts, "  "))
+}
+
+// usageText sums up an agent action's or a judge call's usage.
+func usageText(d map[string]any) string {
+	in, ok := d["input_tokens"]
+	if !ok {
+		return ""
+	}
+	t := fmt.Sprintf("%v in, %v out", in, d["output_tokens"])
+	if c, ok := d["cost_usd"].(float64); ok {
+		t += ", $" + pricing.FormatUSD(int64(c*1e6+0.5))
+	}
+	return t
+}
+
+// verdictLine prints the verdict and why.
+func (p *progress) verdictLine(d map[string]any, pad string) {
+	s := p.style
+	verdict := printable(fmt.Sprint(d["verdict"]))
+	good := false
+	switch v1alpha1.CanonicalVerdict(verdict) {
+	case v1alpha1.VerdictSuccess, "target", "progress", "approved":
+		good = true
+	}
+	line := pad
+	switch {
+	case good && s.color:
+		line += s.ok("✓ " + verdict)
+	case s.color:
+		line += s.warn("✗ " + verdict)
+	default:
+		line += "verdict: " + verdict
+	}
+	if why := verdictReason(d); why != "" {
+		line += s.dim(" (" + printable(clip(why, 200)) + ")")
+	}
+	p.println(line)
+	if r, ok := d["reason"].(string); ok && r != "" {
+		p.println(pad + "  " + printable(clip(r, 300)))
+	}
+}
+
+// verdictReason says why an evaluator gave its verdict, from its details.
+func verdictReason(d map[string]any) string {
+	switch {
+	case d["error"] != nil:
+		return fmt.Sprint(d["error"])
+	case d["operator"] != nil:
+		return fmt.Sprintf("%v %v %v", d["value"], d["operator"], d["target"])
+	case d["pattern"] != nil:
+		found := "not found"
+		if m, _ := d["matched"].(bool); m {
+			found = "found"
+		}
+		return fmt.Sprintf("pattern %q %s", d["pattern"], found)
+	case d["confidence"] != nil:
+		return fmt.Sprintf("confidence %v", d["confidence"])
+	case d["exit_code"] != nil:
+		return fmt.Sprintf("exit code %v", d["exit_code"])
+	case d["line"] != nil:
+		return fmt.Sprintf("line %q", d["line"])
+	}
+	return ""
+}
+
+// note is the line of an event told in passing: retries, waits, limits,
+// sub-loops, budgets, approvals, the end.
+func (p *progress) note(e executor.Event, pad, indent string) (string, bool) {
+	d, s := e.Data, p.style
 	switch e.Type {
-	case executor.EventLoopStart:
-		return fmt.Sprintf("%sloop %v started", indent, d["loop"]), true
-	case executor.EventLoopResume:
-		// The state resumed in was entered before: its iteration is
-		// the run's, for its route line.
-		p.iteration[depth], p.verdict[depth] = d["iteration"], nil
-		return fmt.Sprintf("%sloop %v resumed in %v at iteration %v", indent, d["loop"], d["from_state"], d["iteration"]), true
-	case executor.EventActionRestarted:
-		return fmt.Sprintf("%s  running the action of %v again (it was cut off)", indent, d["state"]), true
-	case executor.EventStateEnter:
-		p.iteration[depth], p.verdict[depth] = d["iteration"], nil
-	case executor.EventEvaluate:
-		p.verdict[depth] = d["verdict"]
-	case executor.EventSubLoopComplete:
-		p.verdict[depth] = d["verdict"]
-		if d["error"] != nil {
-			return fmt.Sprintf("%s  sub-loop %v: %v", indent, d["loop"], d["error"]), true
-		}
-	case executor.EventRoute:
-		if d["reason"] != nil {
-			return fmt.Sprintf("%s    %v -> %v (%v)", indent, d["from"], d["to"], d["reason"]), true
-		}
-		line := fmt.Sprintf("%s[%v] %v -> %v", indent, p.iteration[depth], d["from"], d["to"])
-		if p.verdict[depth] != nil {
-			line += fmt.Sprintf(" (%v)", p.verdict[depth])
-		}
-		return line, true
+	case executor.EventActionRetry:
+		r := executor.RetryOf(e)
+		return pad + s.warn(fmt.Sprintf("retry %d of %d in %s: %s", r.Retry, r.Limit, humanDuration(time.Duration(r.DelayMs)*time.Millisecond), r.Reason)), true
 	case executor.EventRateLimitWaiting:
-		return fmt.Sprintf("%s  %v: rate limited; %v try %v in %.0fs", indent, d["state"], d["tier"], d["attempt"], d["wait_seconds"]), true
+		wait := toFloat(d["wait_seconds"])
+		return pad + s.warn(fmt.Sprintf("rate limited: %v try %v in %s", d["tier"], d["attempt"], humanDuration(time.Duration(wait*float64(time.Second))))), true
 	case executor.EventAPIErrorRetry, executor.EventInfraRetry:
-		return fmt.Sprintf("%s  %v: %s; try %v in %vs", indent, d["state"], strings.ReplaceAll(e.Type, "_", " "), d["attempt"], d["backoff"]), true
-	case executor.EventActionError, executor.EventRetryExhausted, executor.EventCycleDetected,
-		executor.EventRateLimitExhausted, executor.EventRateLimitStorm, executor.EventAPIErrorExhausted, executor.EventInfraRetryExhausted:
-		return fmt.Sprintf("%s  %s: %v", indent, e.Type, d), true
+		return pad + s.warn(fmt.Sprintf("%s: try %v in %vs", strings.ReplaceAll(e.Type, "_", " "), d["attempt"], d["backoff"])), true
+	case executor.EventSubLoopComplete:
+		if d["error"] != nil {
+			return fmt.Sprintf("%s%ssub-loop %v: %v", indent, s.mark("↲ ", ""), d["loop"], s.warn(fmt.Sprint(d["error"]))), true
+		}
+		return fmt.Sprintf("%s%ssub-loop %v ended: %v, verdict %v", indent, s.mark("↲ ", ""), d["loop"], d["terminated_by"], d["verdict"]), true
+	case executor.EventApprovalRequested:
+		return pad + s.warn(fmt.Sprintf("waiting for approval: %v (looprun approve or reject)", d["message"])), true
 	case executor.EventHandoffDetected:
 		return fmt.Sprintf("%shandoff in %v: %v (looprun resume goes on)", indent, d["state"], d["continuation"]), true
 	case executor.EventLoopComplete:
-		line := fmt.Sprintf("%sloop ended in %v after %v iterations: %v", indent, d["final_state"], d["iterations"], d["terminated_by"])
-		if d["error"] != nil {
-			line += fmt.Sprintf(" (%v)", d["error"])
-		}
-		return line, true
+		return p.closing(e, indent)
+	case executor.EventActionError, executor.EventRetryExhausted, executor.EventCycleDetected, executor.EventStallDetected,
+		executor.EventThrottleWarn, executor.EventThrottleHard, executor.EventThrottleStop,
+		executor.EventRateLimitExhausted, executor.EventRateLimitStorm, executor.EventAPIErrorExhausted, executor.EventInfraRetryExhausted,
+		executor.EventBudgetWarning, executor.EventBudgetExceeded, executor.EventBudgetResumed, executor.EventCostCeiling,
+		executor.EventCaptureTruncated:
+		return pad + s.warn(e.Type+": "+printable(fields(d))), true
 	}
 	return "", false
 }
+
+// closing is the run's last line: where it ended, after how many
+// iterations and how long, and what its agents used.
+func (p *progress) closing(e executor.Event, indent string) (string, bool) {
+	d, s := e.Data, p.style
+	if indent != "" {
+		return "", false // a sub-loop's end is told by sub_loop_complete
+	}
+	by := fmt.Sprint(d["terminated_by"])
+	line := fmt.Sprintf("Loop completed: %s (%v iterations, %s)", s.bold(printable(fmt.Sprint(d["final_state"]))), d["iterations"], p.elapsed(e.Time))
+	if by != "terminal" || d["failure_terminal"] == true {
+		line = s.warn(fmt.Sprintf("Loop ended: %s in %v after %v iterations, %s", by, d["final_state"], d["iterations"], p.elapsed(e.Time)))
+		if d["error"] != nil {
+			line += "\n  " + s.warn(printable(fmt.Sprint(d["error"])))
+		}
+	}
+	return "\n" + line, true
+}
+
+// elapsed is the time since the run began, as people read it.
+func (p *progress) elapsed(t time.Time) string {
+	if p.start.IsZero() || t.Before(p.start) {
+		return "0s"
+	}
+	return humanDuration(t.Sub(p.start))
+}
+
+// humanDuration is d as "0.2s", "12s", "3m 5s", "1h 2m".
+func humanDuration(d time.Duration) string {
+	switch {
+	case d < 10*time.Second:
+		return fmt.Sprintf("%.1fs", d.Seconds())
+	case d < time.Minute:
+		return fmt.Sprintf("%.0fs", d.Seconds())
+	case d < time.Hour:
+		return fmt.Sprintf("%dm %ds", int(d.Minutes()), int(d.Seconds())%60)
+	}
+	return fmt.Sprintf("%dh %dm", int(d.Hours()), int(d.Minutes())%60)
+}
+
+// fields writes event data as k=v, sorted, without the bookkeeping keys.
+func fields(d map[string]any) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(d)) {
+		if k == "depth" || k == "loop_name" {
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s=%v", k, d[k]))
+	}
+	return strings.Join(parts, " ")
+}
+
+func orText(v, fallback any) any {
+	if v == nil || v == "" {
+		return fallback
+	}
+	return v
+}
+
+func clip(s string, n int) string {
+	if len([]rune(s)) <= n {
+		return s
+	}
+	return string([]rune(s)[:n]) + "…"
+}
+
+// toFloat is a number of event data (an int in the engine's own events,
+// a float64 read back from JSON), 0 for anything else.
+func toFloat(v any) float64 {
+	switch x := v.(type) {
+	case float64:
+		return x
+	case int64:
+		return float64(x)
+	case int:
+		return float64(x)
+	case int32:
+		return float64(x)
+	}
+	return 0
+}
+
+// style colours text on a terminal (not with NO_COLOR), and leaves it
+// plain elsewhere.
+type style struct{ color bool }
+
+// terminalStyle is the style of w: colour when it is a terminal and
+// NO_COLOR is unset.
+func terminalStyle(w io.Writer) style {
+	f, ok := w.(*os.File)
+	if !ok || os.Getenv("NO_COLOR") != "" {
+		return style{}
+	}
+	fi, err := f.Stat()
+	return style{color: err == nil && fi.Mode()&os.ModeCharDevice != 0}
+}
+
+func (s style) paint(code, t string) string {
+	if !s.color || t == "" {
+		return t
+	}
+	return "\x1b[" + code + "m" + t + "\x1b[0m"
+}
+
+// mark is a terminal's mark, or its plain words elsewhere.
+func (s style) mark(tty, plain string) string {
+	if s.color {
+		return s.dim(tty)
+	}
+	return plain
+}
+
+func (s style) bold(t string) string { return s.paint("1", t) }
+func (s style) dim(t string) string  { return s.paint("2", t) }
+func (s style) ok(t string) string   { return s.paint("32", t) }
+func (s style) warn(t string) string { return s.paint("38;5;208", t) }

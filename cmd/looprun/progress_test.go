@@ -26,7 +26,7 @@ func TestResumeProgressShowsTheIteration(t *testing.T) {
 	proc.WaitGone(t, pid)
 	write(t, dir, "go-on", "")
 	r := looprun(t, dir, "resume", "slow")
-	if r.code != 0 || !strings.Contains(r.stderr, "[2] b -> done") || strings.Contains(r.stderr, "<nil>") {
-		t.Errorf("exit %d, progress:\n%s\nwant the line [2] b -> done", r.code, r.stderr)
+	if r.code != 0 || !strings.Contains(steps(r.stdout), "[2] b -> done") || strings.Contains(r.stdout, "<nil>") {
+		t.Errorf("exit %d, progress:\n%s\nwant the line [2] b -> done", r.code, r.stdout)
 	}
 }

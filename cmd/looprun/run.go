@@ -36,6 +36,8 @@ type runFlags struct {
 	// maxIterationsSet says whether --max-iterations was given.
 	maxIterationsSet func() bool
 	quiet            bool
+	// verbose shows whole actions and all of their output.
+	verbose bool
 	// maxCost is --max-cost, the run's own cost ceiling in dollars.
 	maxCost string
 	// costOutputJSON is --cost-output-json: where the per-state cost
@@ -58,6 +60,7 @@ func (f *runFlags) bind(cmd *cobra.Command, contextAlias bool) {
 	cmd.Flags().Int32Var(&f.maxIterations, "max-iterations", 0, "cap on state executions (overrides the loop's; at least 1)")
 	f.maxIterationsSet = func() bool { return cmd.Flags().Changed("max-iterations") }
 	cmd.Flags().BoolVarP(&f.quiet, "quiet", "q", false, "print nothing but errors")
+	cmd.Flags().BoolVarP(&f.verbose, "verbose", "v", false, "show whole actions and all they print (else the first line, and 40 lines of output a step)")
 	cmd.Flags().StringVar(&f.maxCost, "max-cost", "", "the most this run may spend on agents and the judge, in US dollars (a paused run goes on when resumed with a higher one)")
 	cmd.Flags().StringVar(&f.costOutputJSON, "cost-output-json", "", "write the per-state cost table here as JSON when the run ends (ll-loop's shape)")
 	cmd.Flags().StringVar(&f.model, "model", "", "the model of agent actions whose state names none (spec.agent.model)")
@@ -188,7 +191,7 @@ func newRunCommand(g *globals) *cobra.Command {
 			if err := makeRunDir(runDir); err != nil {
 				return err
 			}
-			d, closeLogs, err := newDriver(g, store, lf.Path, lf, cmd.ErrOrStderr(), f.quiet, true)
+			d, closeLogs, err := newDriver(g, store, lf.Path, lf, cmd, f, true)
 			if err != nil {
 				return err
 			}
@@ -239,7 +242,7 @@ func newResumeCommand(g *globals, k *kube) *cobra.Command {
 				return err
 			}
 			defer unlock()
-			d, closeLogs, err := newDriver(g, store, saved.State.LoopFile, lf, cmd.ErrOrStderr(), f.quiet, false)
+			d, closeLogs, err := newDriver(g, store, saved.State.LoopFile, lf, cmd, f, false)
 			if err != nil {
 				return err
 			}
@@ -310,7 +313,7 @@ func lockStore(g *globals, name string) (*localrun.Store, func(), error) {
 // newDriver builds everything a local run needs in its (locked) store. A
 // fresh run starts new output logs; a resumed one appends to them. The
 // returned func closes the logs.
-func newDriver(g *globals, store *localrun.Store, path string, lf *loopfile.File, stderr io.Writer, quiet, fresh bool) (*localrun.Driver, func(), error) {
+func newDriver(g *globals, store *localrun.Store, path string, lf *loopfile.File, cmd *cobra.Command, f *runFlags, fresh bool) (*localrun.Driver, func(), error) {
 	loop := lf.Loop
 	m, err := newMachine(lf)
 	if err != nil {
@@ -337,9 +340,12 @@ func newDriver(g *globals, store *localrun.Store, path string, lf *loopfile.File
 		Judge:    newJudge(&loop.Spec),
 		SubLoops: &localrun.SubLoops{Files: g.fileOptions(), NewMachine: newMachine, InDir: inDir, NewJudge: fileJudge},
 	}
-	if !quiet {
-		d.OnEvents = newProgress(stderr).print
-		d.Terminal = terminal(stderr)
+	if !f.quiet {
+		// Progress goes to stdout, as ll-loop prints it; questions and
+		// warnings to stderr.
+		out := cmd.OutOrStdout()
+		d.OnEvents = newProgress(out, terminalStyle(out), f.verbose, header{loop: loop.Name, spec: &loop.Spec, context: ctxValues}, outLog).print
+		d.Terminal = terminal(cmd.ErrOrStderr())
 	}
 	return d, func() { _ = outLog.Close(); _ = errLog.Close() }, nil
 }

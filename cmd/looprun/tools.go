@@ -131,8 +131,9 @@ func newSimulateCommand(g *globals) *cobra.Command {
 				return fmt.Errorf("%s: invalid loop: %w", args[0], err)
 			}
 			out := cmd.OutOrStdout()
-			sim := &localrun.Simulation{Machine: m, Scenario: scenario, OnEvents: newProgress(out).print,
-				WouldRun: func(a *executor.Action) { fmt.Fprintf(out, "  would run: %s\n", oneLine(a.Command)) }}
+			p := newProgress(out, terminalStyle(out), false, header{loop: lf.Loop.Name, spec: spec}, nil)
+			sim := &localrun.Simulation{Machine: m, Scenario: scenario, OnEvents: p.print,
+				WouldRun: func(a *executor.Action) { p.println("       would run: " + printable(oneLine(a.Command))) }}
 			run, err := sim.Run(cmd.Context())
 			if err != nil {
 				return err
