@@ -315,9 +315,10 @@ func eventLine(e executor.Event) string {
 }
 
 func newWatchCommand(k *kube) *cobra.Command {
-	return &cobra.Command{
+	var verbose bool
+	cmd := &cobra.Command{
 		Use:   "watch NAME",
-		Short: "Follow a Loop's progress until it ends; exit code as for run",
+		Short: "Follow a Loop as looprun run shows a local run, until it ends; exit code as for run",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name, _ := k.loopTarget(args[0], true)
@@ -325,16 +326,8 @@ func newWatchCommand(k *kube) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			out := cmd.OutOrStdout()
-			last := ""
-			show := func(l *v1alpha1.Loop) bool {
-				if line := progressLine(l); line != last {
-					fmt.Fprintln(out, line)
-					last = line
-				}
-				return l.Status.Phase.IsFinished() && l.Status.ObservedGeneration == l.Generation
-			}
-			for !show(loop) {
+			w := &watcher{k: k, out: cmd.OutOrStdout(), verbose: verbose}
+			for !w.show(cmd.Context(), loop) {
 				if loop, err = k.nextVersion(cmd.Context(), loop); err != nil {
 					return err
 				}
@@ -342,25 +335,48 @@ func newWatchCommand(k *kube) *cobra.Command {
 			return outcome(&loop.Status.RunState, loop.Name, false)
 		},
 	}
+	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "show whole actions")
+	return cmd
 }
 
-// progressLine sums up where a Loop is.
-func progressLine(l *v1alpha1.Loop) string {
-	st := l.Status
-	line := fmt.Sprintf("iteration %d  state %s  phase %s", st.Iteration, orNone(st.CurrentState), orNone(string(st.Phase)))
-	if st.LastResult != nil && st.LastResult.Verdict != "" {
-		line += "  verdict " + st.LastResult.Verdict
+// watcher prints a Loop's progress from its event log, as looprun run
+// prints a local run's, and what its conditions say between events (a
+// wait for an approval, a rate limit, a paused budget).
+type watcher struct {
+	k       *kube
+	out     io.Writer
+	verbose bool
+	p       *progress
+	seq     int64
+	said    string
+}
+
+// show prints what is new of the Loop and reports whether it has ended.
+func (w *watcher) show(ctx context.Context, l *v1alpha1.Loop) bool {
+	if w.p == nil {
+		ctxValues, _ := executor.DecodeContext(l.Spec.Context)
+		w.p = newProgress(w.out, terminalStyle(w.out), w.verbose, header{loop: l.Name, spec: &l.Spec, context: ctxValues}, nil)
 	}
-	if a := st.Action; a != nil {
-		line += "  running " + a.State
-		if a.Child != "" {
-			line += " (sub-loop " + a.Loop + ": loop/" + a.Child + ")"
+	printed := false
+	if l.Status.LastSeq > w.seq {
+		if evs, err := configmaps.Read(ctx, w.k.c, l); err == nil {
+			for _, e := range evs {
+				if e.Seq > w.seq {
+					w.p.print([]executor.Event{e})
+					w.seq, printed = e.Seq, true
+				}
+			}
 		}
 	}
-	if st.TerminatedBy != "" {
-		line += "  ended: " + string(st.TerminatedBy)
+	say := string(l.Status.Phase)
+	if c := meta.FindStatusCondition(l.Status.Conditions, v1alpha1.ReadyCondition); c != nil && c.Message != "" {
+		say += ": " + c.Message
 	}
-	return line
+	if !printed && say != w.said && say != "" && !l.Status.Phase.IsFinished() {
+		w.p.println("       " + w.p.style.dim("· "+printable(say)))
+	}
+	w.said = say
+	return l.Status.Phase.IsFinished() && l.Status.ObservedGeneration == l.Generation
 }
 
 // nextVersion waits for the Loop to change and returns the new version.
