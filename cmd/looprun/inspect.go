@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -66,8 +67,7 @@ func newStatusCommand(g *globals) *cobra.Command {
 			if a := sf.ActiveAction; a != nil {
 				row("Action in flight", fmt.Sprintf("%s (iteration %d)", a.State, a.Iteration))
 			}
-			row("Started", sf.StartedAt)
-			row("Updated", sf.UpdatedAt)
+			timeRows(row, sf, time.Now())
 			if len(sf.Captured) > 0 {
 				row("Captured", strings.Join(slices.Sorted(maps.Keys(sf.Captured)), ", "))
 			}
@@ -91,6 +91,20 @@ func newStatusCommand(g *globals) *cobra.Command {
 	return cmd
 }
 
+// timeRows are a local run's times: when it started and was last saved,
+// and for how long it ran.
+func timeRows(row func(string, any), sf *localrun.StateFile, now time.Time) {
+	row("Started", whenText(sf.StartedAt, now))
+	row("Updated", whenText(sf.UpdatedAt, now))
+	if run, err := sf.RunState(); err == nil && run.StartedAt != nil {
+		end := now
+		if sf.Status != localrun.StatusRunning && run.UpdatedAt != nil {
+			end = run.UpdatedAt.Time
+		}
+		row("Running time", humanDuration(executor.Elapsed(run, end)))
+	}
+}
+
 func newListCommand(g *globals) *cobra.Command {
 	var running bool
 	cmd := &cobra.Command{
@@ -104,11 +118,13 @@ func newListCommand(g *globals) *cobra.Command {
 			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "NAME\tSTATUS\tSTATE\tITERATION\tUPDATED")
+			slices.SortFunc(states, func(a, b *localrun.StateFile) int { return strings.Compare(a.LoopName, b.LoopName) })
+			now := time.Now()
 			for _, s := range states {
 				if running && s.Status != localrun.StatusRunning {
 					continue
 				}
-				fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\n", printable(s.LoopName), printable(s.Status), printable(s.CurrentState), s.Iteration, printable(s.UpdatedAt))
+				fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\n", printable(s.LoopName), printable(s.Status), printable(s.CurrentState), s.Iteration, printable(agoText(s.UpdatedAt, now)))
 			}
 			// An unreadable state file is listed too, and the command
 			// fails after the list, naming each (as ls does).
