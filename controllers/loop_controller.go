@@ -286,6 +286,7 @@ func (r *LoopReconciler) SetupWithManager(mgr manager.Manager) error {
 	for _, bg := range r.background() {
 		b = watch(b, bg.Wakes())
 	}
+	loopsCollector.watch(mgr.GetCache())
 	return b.Complete(r)
 }
 

@@ -147,5 +147,11 @@ var _ = Describe("Loop lifecycle", func() {
 		loop := waitFinished(createLoop(ns, "measured", fixUntilClean()))
 		Expect(testutil.ToFloat64(transitions) - before).To(BeNumerically(">=", float64(loop.Status.Iteration)))
 		Expect(testutil.CollectAndCount(actionDuration)).To(Equal(1))
+		// Loops by phase are counted from the cache at each scrape.
+		Eventually(func(g Gomega) {
+			g.Expect(gauge(g, "looprun_loops", "phase", "Completed")).To(BeNumerically(">=", 1))
+		}).Should(Succeed())
+		Expect(testutil.CollectAndCount(loopsCollector, "looprun_loops")).To(Equal(7))
+		Expect(testutil.CollectAndCount(loopsCollector, "looprun_loops_waiting")).To(Equal(4))
 	})
 })

@@ -7,11 +7,13 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -408,3 +410,56 @@ func TestChartRefusesUnknownValues(t *testing.T) {
 		}
 	}
 }
+
+// The dashboard is off by default; on, it is a ConfigMap Grafana's sidecar
+// loads, holding a dashboard whose every query reads a metric the operator
+// serves.
+func TestChartDashboard(t *testing.T) {
+	if n := len(render(t).all("ConfigMap")); n != 0 {
+		t.Errorf("%d ConfigMaps rendered by default", n)
+	}
+	cm := one[corev1.ConfigMap](t, render(t, "dashboard.enabled=true", "dashboard.namespace=monitoring"), "ConfigMap", "-dashboard")
+	if cm.Labels["grafana_dashboard"] != "1" || cm.Namespace != "monitoring" {
+		t.Errorf("labels %v, namespace %q", cm.Labels, cm.Namespace)
+	}
+	var dash struct {
+		Panels []struct {
+			Title   string `json:"title"`
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	if err := json.Unmarshal([]byte(cm.Data["looprun.json"]), &dash); err != nil {
+		t.Fatalf("dashboard JSON: %v", err)
+	}
+	served := map[string]bool{}
+	for _, f := range []string{"metrics.go", "metrics_loops.go"} {
+		src, err := os.ReadFile(filepath.Join(repoRoot(t), "controllers", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range metricName.FindAllString(string(src), -1) {
+			served[m] = true
+		}
+	}
+	queried := 0
+	for _, p := range dash.Panels {
+		if len(p.Targets) == 0 {
+			t.Errorf("panel %q queries nothing", p.Title)
+		}
+		for _, q := range p.Targets {
+			for _, m := range metricName.FindAllString(q.Expr, -1) {
+				queried++
+				if name := strings.TrimSuffix(m, "_bucket"); !served[name] {
+					t.Errorf("panel %q reads %s, which the operator does not serve", p.Title, name)
+				}
+			}
+		}
+	}
+	if queried < 10 {
+		t.Errorf("only %d metric reads in the dashboard", queried)
+	}
+}
+
+var metricName = regexp.MustCompile(`looprun_[a-z_]+[a-z]`)
