@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -368,6 +370,10 @@ func (w *watcher) show(ctx context.Context, l *v1alpha1.Loop) bool {
 			}
 		}
 	}
+	if a := l.Status.Action; a != nil && a.Pod != "" && !l.Status.Phase.IsFinished() {
+		pod := types.NamespacedName{Namespace: l.Namespace, Name: a.Pod}
+		w.p.streamFor(func(lines *lineCap) outputStream { return w.k.followPod(pod, lines) })
+	}
 	say := string(l.Status.Phase)
 	if c := meta.FindStatusCondition(l.Status.Conditions, v1alpha1.ReadyCondition); c != nil && c.Message != "" {
 		say += ": " + c.Message
@@ -539,6 +545,62 @@ func (k *kube) showNewLogs(ctx context.Context, out io.Writer, loop *v1alpha1.Lo
 		}
 	}
 	return progressed, version, nil
+}
+
+// podFollower shows an action Pod's log as it comes.
+type podFollower struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	lines  *lineCap
+	shown  atomic.Bool
+}
+
+// followPod follows the log of an action's Pod into lines, from when its
+// container starts.
+func (k *kube) followPod(pod types.NamespacedName, lines *lineCap) *podFollower {
+	ctx, cancel := context.WithCancel(context.Background())
+	f := &podFollower{cancel: cancel, done: make(chan struct{}), lines: lines}
+	go func() {
+		defer close(f.done)
+		for ctx.Err() == nil {
+			rc, err := k.cs.CoreV1().Pods(pod.Namespace).GetLogs(pod.Name, &corev1.PodLogOptions{Container: v1alpha1.ActionContainerName, Follow: true}).Stream(ctx)
+			if err != nil { // not started yet
+				select {
+				case <-ctx.Done():
+				case <-time.After(500 * time.Millisecond):
+				}
+				continue
+			}
+			f.shown.Store(true)
+			buf := make([]byte, 32<<10)
+			for {
+				n, err := rc.Read(buf)
+				if n > 0 {
+					lines.write(string(buf[:n]))
+				}
+				if err != nil {
+					break
+				}
+			}
+			_ = rc.Close()
+			return
+		}
+	}()
+	return f
+}
+
+// stop waits a moment for the log's end (the container has ended), then
+// stops following.
+func (f *podFollower) stop() bool {
+	select {
+	case <-f.done:
+	case <-time.After(2 * time.Second):
+		f.cancel()
+		<-f.done
+	}
+	f.cancel()
+	f.lines.close()
+	return f.shown.Load()
 }
 
 func (k *kube) podLog(ctx context.Context, out io.Writer, p *corev1.Pod, follow bool) error {

@@ -29,9 +29,13 @@ type progress struct {
 	verbose bool
 	header  header
 	// out is the run's stdout log, tailed while a top-level action runs
-	// (nil: nothing is streamed).
-	out  *os.File
-	tail *tailer
+	// (nil: nothing is tailed).
+	out *os.File
+	// stream shows the output of the action in progress as it comes (the
+	// log tailed, or its Pod's log followed); nil: none.
+	stream outputStream
+	// inAction says a top-level action started and has not completed.
+	inAction bool
 	// start is when the run (or this resume of it) began; open says a
 	// state's line waits for its action.
 	start time.Time
@@ -234,8 +238,11 @@ func (p *progress) actionLine(d map[string]any, depth int, indent string) {
 	}
 	p.open = false
 	p.mu.Unlock()
+	p.inAction = p.inAction || depth == 0
 	if depth == 0 && p.out != nil {
-		p.tail = startTail(p.out, indent+"       ", p.maxLines, p.println)
+		if t := startTail(p.out, indent+"       ", p.maxLines, p.println); t != nil {
+			p.stream = t
+		}
 	}
 }
 
@@ -243,10 +250,15 @@ func (p *progress) actionLine(d map[string]any, depth int, indent string) {
 // how long it took and how it ended.
 func (p *progress) completed(d map[string]any, depth int, pad string) {
 	s := p.style
-	if p.tail != nil {
-		p.tail.stop()
-		p.tail = nil
-	} else if depth > 0 || p.out == nil {
+	shown := false
+	if depth == 0 {
+		p.inAction = false
+	}
+	if p.stream != nil && depth == 0 {
+		shown = p.stream.stop()
+		p.stream = nil
+	}
+	if !shown {
 		out := newLineCap(pad, p.maxLines, p.println)
 		out.write(fmt.Sprint(orText(d["output_preview"], "")))
 		out.close()
@@ -274,6 +286,21 @@ func (p *progress) completed(d map[string]any, depth int, pad string) {
 		parts = append(parts, s.dim(u))
 	}
 	p.println(strings.Join(parts, "  "))
+}
+
+// outputStream shows an action's output as it comes; stop ends it once
+// the action ended and says whether it showed the output.
+type outputStream interface {
+	stop() (shown bool)
+}
+
+// streamFor is the stream of the action in progress, for a driver that
+// follows it some other way (looprun watch follows its Pod's log); the
+// lines go under the action's, capped as a local run's are.
+func (p *progress) streamFor(start func(lines *lineCap) outputStream) {
+	if p.stream == nil && p.inAction {
+		p.stream = start(newLineCap("       ", p.maxLines, p.println))
+	}
 }
 
 // usageText sums up an agent action's or a judge call's usage.

@@ -61,15 +61,12 @@ func (t *tailer) read() {
 	}
 }
 
-// stop reads the rest and ends the output's last line; a nil tailer
-// (the log could not be read) does nothing.
-func (t *tailer) stop() {
-	if t == nil {
-		return
-	}
+// stop reads the rest and ends the output's last line.
+func (t *tailer) stop() bool {
 	close(t.done)
 	<-t.ended
 	t.lines.close()
+	return true
 }
 
 // lineCap prints text line by line, indented, up to max lines (0: all),

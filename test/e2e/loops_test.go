@@ -168,6 +168,24 @@ var _ = Describe("Loops on a real node", func() {
 		}
 	})
 
+	It("shows a Loop with looprun watch as looprun run shows a local run, its Pod's output followed as it comes", func() {
+		ns := newNamespace()
+		// The output is complete long before the Pod ends: followed, the
+		// watch shows its head; from the event's preview it could only
+		// show its tail.
+		key := create(ns, "watched", v1alpha1.LoopSpec{Initial: "count", States: map[string]v1alpha1.State{
+			"count": {Action: "seq 1 2000; sleep 8", Next: "done"},
+			"done":  {Terminal: true},
+		}})
+		out := run(looprun, "watch", "-n", ns, "loop/watched")
+		Expect(out).To(ContainSubstring("Running loop: watched"))
+		Expect(out).To(ContainSubstring("] count ("))
+		Expect(out).To(ContainSubstring("\n       1\n       2\n       3\n"))
+		Expect(out).To(ContainSubstring("… 1960 more lines"))
+		Expect(out).To(ContainSubstring("Loop completed: done (1 iterations"))
+		Expect(getLoop(Default, key).Status.Phase).To(Equal(v1alpha1.PhaseCompleted))
+	})
+
 	It("holds a suspended Loop, not Ready (in progress for kstatus), and runs it when resumed", func() {
 		ns := newNamespace()
 		key := create(ns, "held", v1alpha1.LoopSpec{Initial: "a", Suspend: true, States: map[string]v1alpha1.State{
