@@ -61,6 +61,8 @@ type LoopReconciler struct {
 	// memory is what this process keeps per Loop between reconciles;
 	// forget clears it with everything else kept per Loop.
 	memory memories
+	// queue holds back starts past the namespace's cap (nil: none).
+	queue *queue
 }
 
 // RBAC, each verb for a reason:

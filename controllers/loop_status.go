@@ -33,6 +33,8 @@ type health struct {
 	// eventLog is why the step's events could not be written: the step
 	// is not kept.
 	eventLog string
+	// queued is why the Loop waits to start (the namespace's cap).
+	queued string
 }
 
 // outcome is what a reconcile's step hands back besides the run state.
@@ -119,6 +121,8 @@ func waitingMessage(run v1alpha1.RunState) string {
 func progressing(loop *v1alpha1.Loop, run v1alpha1.RunState, h health) {
 	reason, msg := v1alpha1.ReasonProgressing, fmt.Sprintf("in state %s, iteration %d", run.CurrentState, run.Iteration)
 	switch {
+	case h.queued != "":
+		reason, msg = v1alpha1.ReasonQueued, h.queued
 	case h.retrying != "":
 		reason, msg = v1alpha1.ReasonRetrying, h.retrying
 	case h.judging:

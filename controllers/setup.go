@@ -43,6 +43,9 @@ type Config struct {
 	Shard string
 	// Prices cost agent actions (nil: pricing.Default).
 	Prices *pricing.Table
+	// MaxRunningPerNamespace caps the Loops running at once in a
+	// namespace (0: no cap); the others wait as Pending, in creation order.
+	MaxRunningPerNamespace int
 }
 
 // LLMConfig is the operator's side of the LLM judge.
@@ -72,6 +75,7 @@ func NewReconciler(mgr ctrl.Manager, cfg Config) *LoopReconciler {
 		MaxConcurrentReconciles: cfg.Workers,
 		StartGrace:              cfg.StartGrace,
 		Prices:                  cfg.Prices,
+		queue:                   &queue{limit: cfg.MaxRunningPerNamespace},
 	}
 	switch {
 	case cfg.AllowLocalActions:

@@ -30,6 +30,9 @@ const (
 	// ReasonRateLimited: a state's action failed on a rate limit (or an API
 	// error) and waits to run again.
 	ReasonRateLimited = "RateLimited"
+	// ReasonQueued: the Loop waits to start, its namespace running as many
+	// Loops as the operator allows (--max-running-loops-per-namespace).
+	ReasonQueued = "Queued"
 	// ReasonJudging: the LLM judge is weighing a state's result.
 	ReasonJudging = "Judging"
 	// ReasonAwaitingApproval: an approval state waits for a person

@@ -78,6 +78,8 @@ func parseFlags(args []string, getenv func(string) string) (*settings, error) {
 	fs.IntVar(&c.SegmentBytes, "event-segment-bytes", configmaps.DefaultSegmentBytes, "size cap of one event-log ConfigMap")
 	fs.Int64Var(&c.MaxEventBytes, "max-event-bytes", 0, "delete the oldest event-log segments of a Loop past this size (0 keeps all)")
 	fs.IntVar(&c.Workers, "max-concurrent-reconciles", 4, "Loops reconciled at once")
+	fs.IntVar(&c.MaxRunningPerNamespace, "max-running-loops-per-namespace", 0,
+		"Loops running at once in a namespace (0: no cap); the others wait as Pending and start in creation order")
 	fs.DurationVar(&c.StartGrace, "start-grace", controllers.DefaultStartGrace,
 		"how long a new run's first status write waits for its first action to end, to save both at once (0: write at once)")
 	c.Pods = pod.Options{OperatorNamespace: getenv("POD_NAMESPACE"), OperatorServiceAccount: getenv("SERVICE_ACCOUNT_NAME")}
