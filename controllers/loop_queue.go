@@ -52,11 +52,31 @@ func (q *queue) admit(ctx context.Context, c client.Reader, loop *v1alpha1.Loop,
 	if _, ok := q.admitted[self]; ok {
 		return true, "", nil // admitted before; its start is not saved yet
 	}
-	running := 0
-	var waiting []*v1alpha1.Loop
+	running, waiting := q.count(list.Items, loop.Namespace, now)
+	slices.SortFunc(waiting, func(a, b *v1alpha1.Loop) int {
+		if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	ahead := slices.IndexFunc(waiting, func(l *v1alpha1.Loop) bool { return l.Name == loop.Name })
+	if ahead < 0 {
+		ahead = len(waiting) // not in the cache yet: behind every other
+	}
+	if running+ahead < q.limit {
+		q.admitted[self] = now
+		return true, "", nil
+	}
+	return false, fmt.Sprintf("queued: %d of the namespace's %d running Loops are running; %d queued before it", running, q.limit, ahead), nil
+}
+
+// count is how many Loops of the namespace run (those admitted by this
+// process and not yet in the cache too), and which wait to start. It
+// forgets the admissions the cache now shows, or that expired.
+func (q *queue) count(loops []v1alpha1.Loop, ns string, now time.Time) (running int, waiting []*v1alpha1.Loop) {
 	present := map[types.NamespacedName]bool{}
-	for i := range list.Items {
-		l := &list.Items[i]
+	for i := range loops {
+		l := &loops[i]
 		key := client.ObjectKeyFromObject(l)
 		present[key] = true
 		if l.Labels[v1alpha1.LabelParent] != "" {
@@ -75,7 +95,7 @@ func (q *queue) admit(ctx context.Context, c client.Reader, loop *v1alpha1.Loop,
 		}
 	}
 	for key, at := range q.admitted {
-		if key.Namespace != loop.Namespace {
+		if key.Namespace != ns {
 			continue
 		}
 		if !present[key] || now.Sub(at) > admittedFor {
@@ -84,19 +104,5 @@ func (q *queue) admit(ctx context.Context, c client.Reader, loop *v1alpha1.Loop,
 		}
 		running++
 	}
-	slices.SortFunc(waiting, func(a, b *v1alpha1.Loop) int {
-		if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Name, b.Name)
-	})
-	ahead := slices.IndexFunc(waiting, func(l *v1alpha1.Loop) bool { return l.Name == loop.Name })
-	if ahead < 0 {
-		ahead = len(waiting) // not in the cache yet: behind every other
-	}
-	if running+ahead < q.limit {
-		q.admitted[self] = now
-		return true, "", nil
-	}
-	return false, fmt.Sprintf("queued: %d of the namespace's %d running Loops are running; %d queued before it", running, q.limit, ahead), nil
+	return running, waiting
 }
