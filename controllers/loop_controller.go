@@ -63,6 +63,8 @@ type LoopReconciler struct {
 	memory memories
 	// queue holds back starts past the namespace's cap (nil: none).
 	queue *queue
+	// CloudEvents sends Loops' milestones to the admin's sink (nil: none).
+	CloudEvents *CloudEventSink
 }
 
 // RBAC, each verb for a reason:

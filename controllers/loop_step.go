@@ -70,7 +70,22 @@ func (r *LoopReconciler) reconcileLoop(ctx context.Context, loop *v1alpha1.Loop)
 		r.EventLog.Forget(client.ObjectKeyFromObject(loop)) // its last append is done
 	}
 	s.announce(ctx)
+	s.cloudEvents()
 	return result, s.out, err
+}
+
+// cloudEvents sends the step's milestones to the CloudEvents sink once the
+// step is saved.
+func (s *step) cloudEvents() {
+	sink := s.r.CloudEvents
+	if sink == nil {
+		return
+	}
+	for _, e := range s.events {
+		if ce, ok := cloudEventOf(s.loop, e); ok {
+			s.out.afterSave = append(s.out.afterSave, func() { sink.enqueue(ce) })
+		}
+	}
 }
 
 // forkRetry is how long a fork whose checkpoint cannot be read waits before

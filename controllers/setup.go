@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 	"time"
@@ -46,6 +47,10 @@ type Config struct {
 	// MaxRunningPerNamespace caps the Loops running at once in a
 	// namespace (0: no cap); the others wait as Pending, in creation order.
 	MaxRunningPerNamespace int
+	// CloudEventsSink is where Loops' milestones go as CloudEvents ("":
+	// nowhere); CloudEventsQueue bounds the events waiting to be sent.
+	CloudEventsSink  string
+	CloudEventsQueue int
 }
 
 // LLMConfig is the operator's side of the LLM judge.
@@ -76,6 +81,12 @@ func NewReconciler(mgr ctrl.Manager, cfg Config) *LoopReconciler {
 		StartGrace:              cfg.StartGrace,
 		Prices:                  cfg.Prices,
 		queue:                   &queue{limit: cfg.MaxRunningPerNamespace},
+	}
+	if cfg.CloudEventsSink != "" {
+		r.CloudEvents = NewCloudEventSink(cfg.CloudEventsSink, cmp.Or(cfg.CloudEventsQueue, 1000))
+		if err := mgr.Add(r.CloudEvents); err != nil {
+			panic(err) // only before the manager started
+		}
 	}
 	switch {
 	case cfg.AllowLocalActions:

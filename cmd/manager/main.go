@@ -80,6 +80,8 @@ func parseFlags(args []string, getenv func(string) string) (*settings, error) {
 	fs.IntVar(&c.Workers, "max-concurrent-reconciles", 4, "Loops reconciled at once")
 	fs.IntVar(&c.MaxRunningPerNamespace, "max-running-loops-per-namespace", 0,
 		"Loops running at once in a namespace (0: no cap); the others wait as Pending and start in creation order")
+	fs.StringVar(&c.CloudEventsSink, "cloudevents-sink", "", "send Loops' milestones (started, completed, failed, paused, waiting for approval) as CloudEvents over HTTP to this URL")
+	fs.IntVar(&c.CloudEventsQueue, "cloudevents-queue", 1000, "CloudEvents waiting to be sent at most; past it they are dropped (counted in looprun_cloudevents_failed_total)")
 	fs.DurationVar(&c.StartGrace, "start-grace", controllers.DefaultStartGrace,
 		"how long a new run's first status write waits for its first action to end, to save both at once (0: write at once)")
 	c.Pods = pod.Options{OperatorNamespace: getenv("POD_NAMESPACE"), OperatorServiceAccount: getenv("SERVICE_ACCOUNT_NAME")}
