@@ -173,3 +173,29 @@ states:
 		t.Errorf("the child started %d actions, want 2 (each once)", n)
 	}
 }
+
+// A run paused by its loop's own spec.budget says to raise it there:
+// --max-cost cannot (the lower limit wins).
+func TestPausedBySpecBudgetSaysWhereToRaiseIt(t *testing.T) {
+	onPath(t, "claude", streamingAgent) // $0.036375 a call
+	dir := t.TempDir()
+	write(t, dir, "capped.yaml", `apiVersion: looprun.io/v1alpha1
+kind: Loop
+metadata: {name: capped}
+spec:
+  initial: work
+  budget: {maxCostUSD: "0.01"}
+  states:
+    work: {action: "work", actionType: agent, evaluate: {type: exit_code}, onSuccess: work, onFailure: done}
+    done: {terminal: true}
+`)
+	r := looprun(t, dir, "run", "capped.yaml")
+	if r.code != ExitPaused || !strings.Contains(r.stderr, "its loop's spec.budget is the limit: raise it in the loop's file, then looprun resume capped") {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+	// With a lower --max-cost, that is the limit to raise.
+	r = looprun(t, t.TempDir(), "run", filepath.Join(dir, "capped.yaml"), "--max-cost", "0.001")
+	if r.code != ExitPaused || !strings.Contains(r.stderr, "go on with: looprun resume capped --max-cost USD") {
+		t.Fatalf("with --max-cost: exit %d\n%s", r.code, r.stderr)
+	}
+}

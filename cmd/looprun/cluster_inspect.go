@@ -334,7 +334,7 @@ func newWatchCommand(k *kube) *cobra.Command {
 					return err
 				}
 			}
-			return outcome(&loop.Status.RunState, loop.Name, false)
+			return outcome(&loop.Status.RunState, loop.Name, false, nil)
 		},
 	}
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "show whole actions")

@@ -207,7 +207,7 @@ func newRunCommand(g *globals) *cobra.Command {
 				return err
 			}
 			f.report(cmd, d)
-			return outcome(run, lf.Loop.Name, lf.LittleLoops())
+			return outcome(run, lf.Loop.Name, lf.LittleLoops(), &lf.Loop.Spec)
 		},
 	}
 	f.bind(cmd, true)
@@ -259,7 +259,7 @@ func newResumeCommand(g *globals, k *kube) *cobra.Command {
 				return err
 			}
 			f.report(cmd, d)
-			return outcome(run, args[0], lf.LittleLoops())
+			return outcome(run, args[0], lf.LittleLoops(), &lf.Loop.Spec)
 		},
 	}
 	f.bind(cmd, false)
@@ -430,13 +430,14 @@ func newJudge(spec *v1alpha1.LoopSpec) evaluate.Judge {
 	return llm.ForSpec(spec.LLM, key, os.Getenv("ANTHROPIC_BASE_URL"))
 }
 
-// outcome turns a finished run into the exit code.
-func outcome(run *v1alpha1.RunState, name string, littleLoops bool) error {
+// outcome turns a finished run into the exit code. spec is the loop a
+// local run ran (nil: a cluster's Loop).
+func outcome(run *v1alpha1.RunState, name string, littleLoops bool, spec *v1alpha1.LoopSpec) error {
 	switch {
 	case run.Phase == v1alpha1.PhaseCompleted:
 		return nil
 	case run.Phase == v1alpha1.PhasePaused:
-		return &exitError{code: ExitPaused, msg: fmt.Sprintf("loop %s paused: %s; go on with: looprun resume %s --max-cost USD", name, executor.PausedWhy(run), name)}
+		return &exitError{code: ExitPaused, msg: fmt.Sprintf("loop %s paused: %s; %s", name, executor.PausedWhy(run), resumeHint(spec, run, name))}
 	case run.TerminatedBy == v1alpha1.TerminatedHandoff || run.TerminatedBy == v1alpha1.TerminatedInterrupted:
 		return nil // paused by its action (CONTEXT_HANDOFF:, LOOP_STOP:), as ll-loop: resume goes on
 	case executor.IsFailureTerminal(run):
@@ -447,4 +448,25 @@ func outcome(run *v1alpha1.RunState, name string, littleLoops bool) error {
 		msg += ": " + run.Message
 	}
 	return &exitError{code: 1, msg: msg}
+}
+
+// resumeHint says how a paused run goes on: a cluster's Loop with looprun
+// budget; a local run with resume --max-cost, unless its loop's own
+// spec.budget is the limit it reached (the lower limit wins, so
+// --max-cost cannot raise it).
+func resumeHint(spec *v1alpha1.LoopSpec, run *v1alpha1.RunState, name string) string {
+	if spec == nil {
+		return fmt.Sprintf("go on with: looprun budget loop/%s --add USD", name)
+	}
+	flag := fmt.Sprintf("go on with: looprun resume %s --max-cost USD", name)
+	b := spec.Budget
+	if b == nil || b.MaxCostUSD == "" && b.MaxTokens == nil {
+		return flag
+	}
+	if own, err := pricing.ParseUSD(b.MaxCostUSD); err == nil && b.MaxCostUSD != "" && b.MaxTokens == nil {
+		if s := run.Budget; s != nil && s.RunMaxCostMicroUSD != nil && *s.RunMaxCostMicroUSD < own {
+			return flag // the run's own ceiling is the lower one
+		}
+	}
+	return fmt.Sprintf("its loop's spec.budget is the limit: raise it in the loop's file, then looprun resume %s", name)
 }

@@ -138,7 +138,7 @@ func newSimulateCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return outcome(run, lf.Loop.Name, lf.LittleLoops())
+			return outcome(run, lf.Loop.Name, lf.LittleLoops(), spec)
 		},
 	}
 	cmd.Flags().StringVar(&scenario, "scenario", "all-pass", "verdicts to script: all-pass, all-fail, all-error, first-fail, alternating (starting with a failure)")
