@@ -350,6 +350,8 @@ type watcher struct {
 	verbose bool
 	p       *progress
 	seq     int64
+	// segment is the event-log segment the last read ended in.
+	segment int32
 	said    string
 }
 
@@ -360,14 +362,20 @@ func (w *watcher) show(ctx context.Context, l *v1alpha1.Loop) bool {
 		w.p = newProgress(w.out, terminalStyle(w.out), w.verbose, header{loop: l.Name, spec: &l.Spec, context: ctxValues}, nil)
 	}
 	printed := false
-	if l.Status.LastSeq > w.seq {
-		if evs, err := configmaps.Read(ctx, w.k.c, l); err == nil {
+	if el := l.Status.EventLog; el != nil && l.Status.LastSeq > w.seq {
+		// Only the segments not read to their end yet: a long run's log
+		// is not read again at every step.
+		unread, from := *l, *el
+		from.FirstSegment = max(from.FirstSegment, w.segment)
+		unread.Status.EventLog = &from
+		if evs, err := configmaps.Read(ctx, w.k.c, &unread); err == nil {
 			for _, e := range evs {
 				if e.Seq > w.seq {
 					w.p.print([]executor.Event{e})
 					w.seq, printed = e.Seq, true
 				}
 			}
+			w.segment = from.LastSegment
 		}
 	}
 	if a := l.Status.Action; a != nil && a.Pod != "" && !l.Status.Phase.IsFinished() {

@@ -13,6 +13,7 @@ import (
 type tailer struct {
 	f      *os.File
 	offset int64
+	buf    []byte
 	lines  *lineCap
 	done   chan struct{}
 	ended  chan struct{}
@@ -26,7 +27,7 @@ func startTail(f *os.File, pad string, maxLines int, println func(string)) *tail
 	if err != nil {
 		return nil
 	}
-	t := &tailer{f: f, offset: st.Size(), lines: newLineCap(pad, maxLines, println), done: make(chan struct{}), ended: make(chan struct{})}
+	t := &tailer{f: f, offset: st.Size(), buf: make([]byte, 64<<10), lines: newLineCap(pad, maxLines, println), done: make(chan struct{}), ended: make(chan struct{})}
 	go t.run()
 	return t
 }
@@ -48,14 +49,13 @@ func (t *tailer) run() {
 
 // read passes on what was written since the last read, 64 KiB at a time.
 func (t *tailer) read() {
-	buf := make([]byte, 64<<10)
 	for {
-		n, err := t.f.ReadAt(buf, t.offset)
+		n, err := t.f.ReadAt(t.buf, t.offset)
 		if n > 0 {
 			t.offset += int64(n)
-			t.lines.write(string(buf[:n]))
+			t.lines.write(string(t.buf[:n]))
 		}
-		if err != nil || n < len(buf) {
+		if err != nil || n < len(t.buf) {
 			return
 		}
 	}

@@ -79,7 +79,7 @@ func spent(run *v1alpha1.RunState) (costMicro, tokens int64) {
 // learning gate (it runs the agent), the LLM judge, or a sub-loop (whose
 // spend counts against this run's budget).
 func (m *Machine) spends(st *v1alpha1.State) bool {
-	return st.IsAgent() || st.Learning != nil || st.Loop != "" || (judgedByLLM(st) && m.spec.LLMEnabled() && st.Approval == nil && st.Loop == "")
+	return st.IsAgent() || st.Learning != nil || st.Loop != "" || (judgedByLLM(st) && m.spec.LLMEnabled() && st.Approval == nil)
 }
 
 // remaining is what is left of the cost limit, in millionths of a dollar,

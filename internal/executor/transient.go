@@ -256,11 +256,10 @@ func doubled(base time.Duration, n int32) time.Duration {
 // state and try: a machine that computes the step again after a restart
 // waits as long.
 func jitter(base time.Duration, runID, state string, try int32) time.Duration {
-	h := fnv.New64a()
-	_, _ = fmt.Fprintf(h, "%s/%s/%d", runID, state, try)
 	if base <= 0 {
 		return 0
 	}
+	h := fnv.New64a()
+	_, _ = fmt.Fprintf(h, "%s/%s/%d", runID, state, try)
 	return time.Duration(h.Sum64() % uint64(base)) //nolint:gosec // base is positive, the share below it
-
 }

@@ -178,9 +178,13 @@ func Run(ctx context.Context, s Spec) Result {
 	case files != nil:
 		err = files.run(ctx, s, idle, &res, out, errs, lines, signals)
 	case streamErr != nil:
-		err = runStream(ctx, s, &res, stdout, streamErr, errs)
+		// The agent writes its stderr into the file; its tail is read
+		// back once it ended.
+		errStart := fileSize(streamErr)
+		err = runPiped(ctx, s, idle, &res, stdout, nil, streamErr)
+		readBack(streamErr, errStart, errs, nil, nil)
 	default:
-		err = runPiped(ctx, s, idle, &res, stdout, stderr)
+		err = runPiped(ctx, s, idle, &res, stdout, stderr, nil)
 	}
 	if err != nil {
 		res.CannotStart = fmt.Sprintf("cannot start %s: %v", first(s.Argv), err)
@@ -218,53 +222,37 @@ func Run(ctx context.Context, s Spec) Result {
 	return res
 }
 
-// runPiped runs the command with its output through pipes.
-func runPiped(ctx context.Context, s Spec, idle *idleWatch, res *Result, stdout, stderr io.Writer) error {
+// runPiped runs the command with its stdout through a pipe, and its
+// stderr through one too, or straight into errFile when given (the
+// caller reads that back).
+func runPiped(ctx context.Context, s Spec, idle *idleWatch, res *Result, stdout, stderr io.Writer, errFile *os.File) error {
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		return err
 	}
-	errR, errW, err := os.Pipe()
+	pipes, errTo := &outputPipes{out: outR}, errFile
+	if errFile == nil {
+		errR, errW, err := os.Pipe()
+		if err != nil {
+			closeAll(outR, outW)
+			return err
+		}
+		pipes.err, errTo = errR, errW
+	}
+	cmd, err := startCommand(s, outW, errTo)
+	closeAll(outW) // the command holds its own copies
+	if errFile == nil {
+		closeAll(errTo)
+	}
 	if err != nil {
-		closeAll(outR, outW)
+		closeAll(pipes.out, pipes.err)
 		return err
 	}
-	cmd, err := startCommand(s, outW, errW)
-	closeAll(outW, errW) // the command holds its own copies
-	if err != nil {
-		closeAll(outR, errR)
-		return err
-	}
-	pipes := &outputPipes{out: outR, err: errR}
 	drained := pipes.drain(stdout, stderr)
 	res.TimedOut, res.IdledOut = supervise(ctx, cmd, s.Timeout, idle, s.Signals)
 	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // whatever it left behind
 	pipes.wait(drained)
 	res.ExitCode = exitCode(cmd.ProcessState)
-	return nil
-}
-
-// runStream runs an agent with its stdout through a pipe (to be decoded)
-// and its stderr straight into errFile, whose tail is read back at the end.
-func runStream(ctx context.Context, s Spec, res *Result, stdout io.Writer, errFile *os.File, errs *tail) error {
-	errStart := fileSize(errFile)
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		return err
-	}
-	cmd, err := startCommand(s, outW, errFile)
-	closeAll(outW)
-	if err != nil {
-		closeAll(outR)
-		return err
-	}
-	pipes := &outputPipes{out: outR}
-	drained := pipes.drain(stdout, nil)
-	res.TimedOut, _ = supervise(ctx, cmd, s.Timeout, nil, s.Signals)
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // whatever it left behind
-	pipes.wait(drained)
-	res.ExitCode = exitCode(cmd.ProcessState)
-	readBack(errFile, errStart, errs, nil, nil)
 	return nil
 }
 
