@@ -228,6 +228,21 @@ func leaseAcquired() time.Time {
 	return lease.Spec.AcquireTime.Time
 }
 
+// podTimes is when an operator Pod was made and when its container's
+// process started (zero when not known).
+func podTimes(name string) (created, running time.Time) {
+	pod := &corev1.Pod{}
+	if name == "" || k8sClient.Get(bg, client.ObjectKey{Namespace: operatorNS, Name: name}, pod) != nil {
+		return time.Time{}, time.Time{}
+	}
+	for _, c := range pod.Status.ContainerStatuses {
+		if c.State.Running != nil {
+			running = c.State.Running.StartedAt.Time
+		}
+	}
+	return pod.CreationTimestamp.Time, running
+}
+
 // percentile of sorted durations, nearest rank.
 func percentile(sorted []time.Duration, p int) time.Duration {
 	if len(sorted) == 0 {
@@ -317,7 +332,7 @@ var _ = Describe("Chaos on the real node", Serial, Label("chaos"), func() {
 
 		// The kills, each at a random moment after the operator before it
 		// took over; the API server restarts come between them.
-		var recovered = map[string][]time.Duration{}
+		var recovered, phases = map[string][]time.Duration{}, map[string][]time.Duration{}
 		restartAt := map[int]bool{}
 		for i := range chaosAPIServer {
 			restartAt[(2*i+1)*chaosKills/(2*chaosAPIServer)] = true
@@ -354,7 +369,22 @@ var _ = Describe("Chaos on the real node", Serial, Label("chaos"), func() {
 				"kill %d (%s): the new leader moved no Loop on", k+1, kind)
 			at, _ := watch.movedAfter(after)
 			recovered[kind] = append(recovered[kind], at.Sub(t0))
-			GinkgoWriter.Printf("kill %d (%s of %s): Loops moved again after %s; %d Loops made\n", k+1, kind, old, at.Sub(t0).Round(100*time.Millisecond), made)
+			// Where the time went: the new Pod made and its process started
+			// (the Deployment and the kubelet), the lease taken (the old
+			// lease's expiry and the manager's start), Loops moving on (the
+			// caches synced and the first reconciles).
+			created, running := podTimes(leader())
+			for phase, d := range map[string]time.Duration{
+				"kill → new Pod created": created.Sub(t0), "new Pod created → its process running": running.Sub(created),
+				"process running → lease taken": after.Sub(running), "lease taken → Loops moved": at.Sub(after),
+			} {
+				if !created.IsZero() && !running.IsZero() {
+					phases[phase] = append(phases[phase], max(d, 0))
+				}
+			}
+			GinkgoWriter.Printf("kill %d (%s of %s): Loops moved again after %s (Pod made %s, running %s, lease %s after the kill); %d Loops made\n",
+				k+1, kind, old, at.Sub(t0).Round(100*time.Millisecond), created.Sub(t0).Round(100*time.Millisecond),
+				running.Sub(t0).Round(100*time.Millisecond), after.Sub(t0).Round(100*time.Millisecond), made)
 		}
 
 		// Every Loop ends, and as its undisturbed twin ended.
@@ -419,6 +449,10 @@ var _ = Describe("Chaos on the real node", Serial, Label("chaos"), func() {
 		}
 		fmt.Fprintln(&report, durationStats("any kill", all))
 		fmt.Fprintln(&report, durationStats("API server restart", recovered["API server restart"]))
+		fmt.Fprintln(&report, "\n| a kill's recovery, by phase | n | p50 | p99 | max |\n|---|---|---|---|---|")
+		for _, phase := range []string{"kill → new Pod created", "new Pod created → its process running", "process running → lease taken", "lease taken → Loops moved"} {
+			fmt.Fprintln(&report, durationStats(phase, phases[phase]))
+		}
 		GinkgoWriter.Print(report.String())
 		Expect(os.WriteFile(filepath.Join(e2eDir, "chaos-report.md"), []byte(report.String()), 0o644)).To(Succeed())
 	})
