@@ -114,7 +114,7 @@ func (r *LoopReconciler) createChild(ctx context.Context, parent *v1alpha1.Loop,
 			}
 		}
 	}
-	if err := r.create(ctx, child); err != nil {
+	if err := createLoopObject(ctx, r.Client, child); err != nil {
 		if !apierrors.IsAlreadyExists(err) {
 			return nil, nil, fmt.Errorf("create child Loop %s: %w", sub.Child, err)
 		}
@@ -133,16 +133,16 @@ func (r *LoopReconciler) createChild(ctx context.Context, parent *v1alpha1.Loop,
 	return child, nil, nil
 }
 
-// create creates a Loop. It goes as unstructured JSON: the manager's
+// createLoopObject creates a Loop. It goes as unstructured JSON: the manager's
 // client speaks protobuf, which custom resources cannot.
-func (r *LoopReconciler) create(ctx context.Context, loop *v1alpha1.Loop) error {
+func createLoopObject(ctx context.Context, c client.Client, loop *v1alpha1.Loop) error {
 	loop.APIVersion, loop.Kind = v1alpha1.GroupVersion.String(), "Loop"
 	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(loop)
 	if err != nil {
 		return err
 	}
 	u := &unstructured.Unstructured{Object: m}
-	if err := r.Client.Create(ctx, u); err != nil {
+	if err := c.Create(ctx, u); err != nil {
 		return err
 	}
 	return runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, loop)
@@ -190,18 +190,9 @@ func (r *LoopReconciler) newChild(ctx context.Context, parent *v1alpha1.Loop, su
 		}
 		return nil, nil, err
 	}
-	spec := tpl.Spec.LoopSpec.DeepCopy()
-	own, err := executor.DecodeContext(spec.Context)
-	if err != nil {
-		return nil, childFailure("InvalidLoopTemplate", "LoopTemplate %s: %v", sub.Loop, err), nil
-	}
-	cctx, err := executor.ChildContext(sub, own, tpl.Spec.Parameters)
-	if err != nil {
-		return nil, childFailure("InvalidBinding", "%v", err), nil
-	}
-	spec.Context = nil
-	for k, v := range cctx {
-		spec.SetContext(k, v)
+	spec, failure := templateSpec(tpl, sub)
+	if failure != nil {
+		return nil, failure, nil
 	}
 	executor.ClampTimeout(spec, sub.Timeout)
 	executor.ClampBudget(spec, sub.Budget)
@@ -239,6 +230,25 @@ func (r *LoopReconciler) newChild(ctx context.Context, parent *v1alpha1.Loop, su
 		return nil, nil, err
 	}
 	return child, nil, nil
+}
+
+// templateSpec is the spec of a Loop made from a LoopTemplate, a copy of
+// the template's, its context bound as sub says (with, passthrough).
+func templateSpec(tpl *v1alpha1.LoopTemplate, sub *executor.SubLoop) (*v1alpha1.LoopSpec, *executor.ActionFailure) {
+	spec := tpl.Spec.LoopSpec.DeepCopy()
+	own, err := executor.DecodeContext(spec.Context)
+	if err != nil {
+		return nil, childFailure("InvalidLoopTemplate", "LoopTemplate %s: %v", tpl.Name, err)
+	}
+	cctx, err := executor.ChildContext(sub, own, tpl.Spec.Parameters)
+	if err != nil {
+		return nil, childFailure("InvalidBinding", "%v", err)
+	}
+	spec.Context = nil
+	for k, v := range cctx {
+		spec.SetContext(k, v)
+	}
+	return spec, nil
 }
 
 // shareWorkspace makes a child that runs as its parent does work in its

@@ -101,7 +101,8 @@ func NewReconciler(mgr ctrl.Manager, cfg Config) *LoopReconciler {
 // Secrets are read through the API server, and only action Pods (labelled
 // looprun.io/loop) are cached. Only the Loops of the manager's shard are:
 // those labelled looprun.io/shard=SHARD, or, for the manager without a
-// shard (""), those without the label.
+// shard (""), those without the label; the same for LoopSchedules, whose
+// runs carry their schedule's shard.
 //
 // The action Pods of every shard are watched, so that a Loop moved to
 // another shard mid-step is woken there when its Pod ends; a Pod event of a
@@ -112,7 +113,8 @@ func CacheOptions(shard string) (cache.Options, client.Options) {
 	if shard != "" {
 		loops = labels.NewSelector().Add(requirement(v1alpha1.LabelShard, selection.Equals, shard))
 	}
-	return cache.Options{ByObject: map[client.Object]cache.ByObject{&corev1.Pod{}: {Label: pods}, &v1alpha1.Loop{}: {Label: loops}}},
+	return cache.Options{ByObject: map[client.Object]cache.ByObject{&corev1.Pod{}: {Label: pods}, &v1alpha1.Loop{}: {Label: loops},
+			&v1alpha1.LoopSchedule{}: {Label: loops}}},
 		client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.ConfigMap{}, &corev1.Secret{}}}}
 }
 

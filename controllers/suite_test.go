@@ -104,6 +104,12 @@ func startPodOperator(c Config) *operator {
 }
 
 func runOperator(c Config, tweaks ...func(*LoopReconciler)) *operator {
+	return runOperatorWith(c, nil, tweaks...)
+}
+
+// runOperatorWith is runOperator with more controllers set up beside the
+// Loop reconciler.
+func runOperatorWith(c Config, setup func(ctrl.Manager) error, tweaks ...func(*LoopReconciler)) *operator {
 	cacheOpts, clientOpts := CacheOptions(c.Shard)
 	op := &operator{}
 	var err error
@@ -112,6 +118,11 @@ func runOperator(c Config, tweaks ...func(*LoopReconciler)) *operator {
 		op.local, _ = op.reconciler.Actions.(*local.Actions)
 		for _, t := range tweaks {
 			t(op.reconciler)
+		}
+		if setup != nil {
+			if err := setup(mgr); err != nil {
+				return err
+			}
 		}
 		return op.reconciler.SetupWithManager(mgr)
 	})

@@ -21,7 +21,7 @@ var (
 )
 
 func addKnownTypes(scheme *runtime.Scheme) error {
-	scheme.AddKnownTypes(GroupVersion, &Loop{}, &LoopList{}, &LoopTemplate{}, &LoopTemplateList{})
+	scheme.AddKnownTypes(GroupVersion, &Loop{}, &LoopList{}, &LoopTemplate{}, &LoopTemplateList{}, &LoopSchedule{}, &LoopScheduleList{})
 	metav1.AddToGroupVersion(scheme, GroupVersion)
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+	_ "time/tzdata" // LoopSchedules' time zones, in an image without a zoneinfo
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -222,6 +223,10 @@ func run(ctx context.Context, s *settings, cfg *rest.Config, logw io.Writer) err
 	}
 	if err := controllers.NewReconciler(mgr, s.reconciler).SetupWithManager(mgr); err != nil {
 		log.Error(err, "Unable to set up the Loop controller")
+		return err
+	}
+	if err := controllers.NewScheduleReconciler(mgr).SetupWithManager(mgr); err != nil {
+		log.Error(err, "Unable to set up the LoopSchedule controller")
 		return err
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {

@@ -209,6 +209,10 @@ func TestChartDefaults(t *testing.T) {
 	if tpl.Spec.Names.ShortNames[0] != "lpt" || tpl.Spec.Scope != apiextensionsv1.NamespaceScoped {
 		t.Errorf("LoopTemplate CRD: short names %v, scope %s", tpl.Spec.Names.ShortNames, tpl.Spec.Scope)
 	}
+	lps := one[apiextensionsv1.CustomResourceDefinition](t, m, "CustomResourceDefinition", "loopschedules.looprun.io")
+	if lps.Spec.Names.ShortNames[0] != "lps" || lps.Spec.Scope != apiextensionsv1.NamespaceScoped || lps.Spec.Versions[0].Subresources.Status == nil {
+		t.Errorf("LoopSchedule CRD: short names %v, scope %s, subresources %v", lps.Spec.Names.ShortNames, lps.Spec.Scope, lps.Spec.Versions[0].Subresources)
+	}
 }
 
 func TestChartValues(t *testing.T) {

@@ -1,0 +1,464 @@
+package controllers
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/robfig/cron/v3"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	ctrlbuilder "sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/internal/executor"
+)
+
+// Labels and annotations of a scheduled run's Loop.
+const (
+	// LabelSchedule names the LoopSchedule that started a Loop.
+	LabelSchedule = "looprun.io/schedule"
+	// AnnotationScheduledTime is the time a scheduled run was due (RFC 3339).
+	AnnotationScheduledTime = "looprun.io/scheduled-time"
+)
+
+// Condition reasons of a LoopSchedule.
+const (
+	ReasonScheduled         = "Scheduled"
+	ReasonScheduleSuspended = "Suspended"
+	ReasonInvalidSchedule   = "InvalidSchedule"
+	ReasonInvalidLoop       = "InvalidLoop"
+	ReasonTemplateNotFound  = "LoopTemplateNotFound"
+)
+
+// LoopScheduleReconciler starts the runs of LoopSchedules, as the CronJob
+// controller starts Jobs: a run is a Loop named from the schedule and the
+// minute it was due, so that however often the schedule is reconciled (an
+// operator restarted across a firing, a status write lost) a run is
+// created once; of the runs missed while the operator was away only the
+// latest is started, within startingDeadlineSeconds.
+type LoopScheduleReconciler struct {
+	Client    client.Client
+	APIReader client.Reader
+	Scheme    *runtime.Scheme
+	Recorder  events.EventRecorder
+	Clock     clock.PassiveClock
+}
+
+// RBAC, each verb for a reason:
+// loopschedules: watch them; the one status patch per reconcile.
+// +kubebuilder:rbac:groups=looprun.io,resources=loopschedules,verbs=get;list;watch
+// +kubebuilder:rbac:groups=looprun.io,resources=loopschedules/status,verbs=get;patch
+// loopschedules/finalizers: the owner reference of a run's Loop blocks
+// the schedule's deletion (OwnerReferencesPermissionEnforcement).
+// +kubebuilder:rbac:groups=looprun.io,resources=loopschedules/finalizers,verbs=update
+// loops: create the runs; delete those past the history limits and those
+// a Replace policy replaces.
+// +kubebuilder:rbac:groups=looprun.io,resources=loops,verbs=create;delete
+// looptemplates: the template a schedule names.
+// +kubebuilder:rbac:groups=looprun.io,resources=looptemplates,verbs=get
+
+// SetupWithManager registers the reconciler: it watches LoopSchedules and
+// the Loops they own (a run that ends frees a Forbid schedule and counts
+// in its history).
+func (r *LoopScheduleReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&v1alpha1.LoopSchedule{}, ctrlbuilder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Owns(&v1alpha1.Loop{}, ctrlbuilder.WithPredicates(runEnded)).
+		Named("loopschedule").
+		Complete(r)
+}
+
+// runEnded passes the changes of a run that matter to its schedule: its
+// creation, its end and its deletion.
+var runEnded = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		old, oldOK := e.ObjectOld.(*v1alpha1.Loop)
+		cur, curOK := e.ObjectNew.(*v1alpha1.Loop)
+		return oldOK && curOK && old.Status.Phase.IsFinished() != cur.Status.Phase.IsFinished()
+	},
+	GenericFunc: func(event.GenericEvent) bool { return false },
+}
+
+// NewScheduleReconciler wires a LoopScheduleReconciler to a manager.
+func NewScheduleReconciler(mgr ctrl.Manager) *LoopScheduleReconciler {
+	return &LoopScheduleReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(),
+		Recorder: mgr.GetEventRecorder("looprun"), Clock: clock.RealClock{}}
+}
+
+// Reconcile brings the schedule's status up to date, prunes its history,
+// and starts the run that is due, if any.
+func (r *LoopScheduleReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	sch := &v1alpha1.LoopSchedule{}
+	if err := r.Client.Get(ctx, req.NamespacedName, sch); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if !sch.DeletionTimestamp.IsZero() {
+		return reconcile.Result{}, nil
+	}
+	before := sch.DeepCopy()
+	now := r.Clock.Now()
+
+	runs, err := r.runs(ctx, sch)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	active := observeRuns(sch, runs)
+	if err := r.pruneHistory(ctx, sch, runs); err != nil {
+		return reconcile.Result{}, err
+	}
+
+	res, err := r.schedule(ctx, sch, active, now)
+	sch.Status.ObservedGeneration = sch.Generation
+	if perr := r.Client.Status().Patch(ctx, sch, client.MergeFrom(before)); perr != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(perr)
+	}
+	return res, err
+}
+
+// schedule starts the run that is due and says when the next one is.
+func (r *LoopScheduleReconciler) schedule(ctx context.Context, sch *v1alpha1.LoopSchedule, active []*v1alpha1.Loop, now time.Time) (reconcile.Result, error) {
+	sched, err := parseSchedule(sch.Spec.Schedule, sch.Spec.TimeZone)
+	if err != nil {
+		sch.Status.NextScheduleTime = nil
+		r.setReady(sch, metav1.ConditionFalse, ReasonInvalidSchedule, err.Error())
+		return reconcile.Result{}, nil
+	}
+	if ptrTrue(sch.Spec.Suspend) {
+		sch.Status.NextScheduleTime = nil
+		r.setReady(sch, metav1.ConditionTrue, ReasonScheduleSuspended, "suspended: no new run starts")
+		return reconcile.Result{}, nil
+	}
+	if reason, msg := r.checkLoop(ctx, sch); reason != "" {
+		r.setReady(sch, metav1.ConditionFalse, reason, msg)
+		// A template made later is found at the next firing; an invalid
+		// inline spec waits for an edit.
+	} else {
+		r.setReady(sch, metav1.ConditionTrue, ReasonScheduled, "")
+	}
+	next := sched.Next(now)
+	sch.Status.NextScheduleTime = &metav1.Time{Time: next}
+	requeue := reconcile.Result{RequeueAfter: next.Sub(now) + 100*time.Millisecond}
+
+	due, missed := dueTime(sch, sched, now)
+	if due.IsZero() {
+		return requeue, nil
+	}
+	if d := sch.Spec.StartingDeadlineSeconds; d != nil && now.Sub(due) > time.Duration(*d)*time.Second {
+		r.event(sch, nil, corev1.EventTypeWarning, "MissedSchedule", "Schedule",
+			"the run of %s did not start within startingDeadlineSeconds (%ds): it is skipped", due.UTC().Format(time.RFC3339), *d)
+		return requeue, nil
+	}
+	if missed > 100 {
+		r.event(sch, nil, corev1.EventTypeWarning, "TooManyMissedTimes", "Schedule",
+			"%d runs were missed; only the latest, of %s, starts (is startingDeadlineSeconds set?)", missed, due.UTC().Format(time.RFC3339))
+	}
+	if len(active) > 0 {
+		switch sch.Spec.ConcurrencyPolicy {
+		case v1alpha1.ForbidConcurrent:
+			// The run stays due: when the running one ends (its end wakes
+			// the schedule) it starts late, within startingDeadlineSeconds.
+			r.event(sch, active[0], corev1.EventTypeNormal, "RunSkipped", "Schedule",
+				"the run of %s does not start: %s still runs and concurrencyPolicy is Forbid", due.UTC().Format(time.RFC3339), active[0].Name)
+			return requeue, nil
+		case v1alpha1.ReplaceConcurrent:
+			for _, l := range active {
+				if err := r.Client.Delete(ctx, l, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
+					return reconcile.Result{}, err
+				}
+				r.event(sch, l, corev1.EventTypeNormal, "RunReplaced", "Delete", "deleted %s: the run of %s replaces it (concurrencyPolicy Replace)", l.Name, due.UTC().Format(time.RFC3339))
+			}
+			sch.Status.Active = nil
+		}
+	}
+	run, reason, msg, err := r.newRun(ctx, sch, due)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if run == nil {
+		r.setReady(sch, metav1.ConditionFalse, reason, msg)
+		r.event(sch, nil, corev1.EventTypeWarning, "RunNotStarted", "Create", "the run of %s cannot start: %s", due.UTC().Format(time.RFC3339), msg)
+		return requeue, nil
+	}
+	if err := createLoopObject(ctx, r.Client, run); err != nil {
+		if !apierrors.IsAlreadyExists(err) {
+			return reconcile.Result{}, err
+		}
+		// Made before (a restart, a lost status write): started once.
+		existing := &v1alpha1.Loop{}
+		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(run), existing); err != nil {
+			return reconcile.Result{}, client.IgnoreNotFound(err)
+		}
+		if !metav1.IsControlledBy(existing, sch) {
+			r.setReady(sch, metav1.ConditionFalse, "NameTaken", fmt.Sprintf("Loop %s, this run's name, is not this schedule's", run.Name))
+			return requeue, nil
+		}
+		run = existing
+	} else {
+		log.FromContext(ctx).Info("started a scheduled run", "loop", run.Name, "due", due)
+		r.event(sch, run, corev1.EventTypeNormal, "RunStarted", "Create", "started %s, the run of %s", run.Name, due.UTC().Format(time.RFC3339))
+	}
+	sch.Status.LastScheduleTime = &metav1.Time{Time: due}
+	if !slices.ContainsFunc(sch.Status.Active, func(a v1alpha1.ScheduledRun) bool { return a.Name == run.Name }) {
+		sch.Status.Active = append(sch.Status.Active, v1alpha1.ScheduledRun{Name: run.Name, ScheduledTime: metav1.Time{Time: due}, Phase: run.Status.Phase})
+	}
+	return requeue, nil
+}
+
+// dueTime is the latest time the schedule was due and no run started
+// (zero when none), and how many such times there were: from the last
+// run's time (or the schedule's creation) up to now.
+func dueTime(sch *v1alpha1.LoopSchedule, sched cron.Schedule, now time.Time) (time.Time, int) {
+	from := sch.CreationTimestamp.Time
+	if sch.Status.LastScheduleTime != nil {
+		from = sch.Status.LastScheduleTime.Time
+	}
+	// A minute schedule is due 527,040 times a year at most: look back no
+	// more than a year.
+	from = latest(from, now.AddDate(-1, 0, 0))
+	var due time.Time
+	missed := 0
+	for t := sched.Next(from); !t.IsZero() && !t.After(now); t = sched.Next(t) {
+		due = t
+		missed++
+	}
+	return due, missed
+}
+
+func latest(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// parseSchedule reads a cron schedule in its time zone. A run's name
+// holds the minute it was due, so a schedule finer than a minute is
+// refused.
+func parseSchedule(spec string, tz *string) (cron.Schedule, error) {
+	if strings.HasPrefix(spec, "TZ=") || strings.HasPrefix(spec, "CRON_TZ=") {
+		return nil, fmt.Errorf("schedule %q: name the time zone in timeZone, not in the schedule", spec)
+	}
+	if tz != nil && *tz != "" {
+		if _, err := time.LoadLocation(*tz); err != nil {
+			return nil, fmt.Errorf("timeZone %q: %w", *tz, err)
+		}
+		spec = "CRON_TZ=" + *tz + " " + spec
+	}
+	sched, err := cron.ParseStandard(spec)
+	if err != nil {
+		return nil, fmt.Errorf("schedule %q: %w", strings.TrimPrefix(spec, "CRON_TZ="+ptrOr(tz)+" "), err)
+	}
+	if every, ok := sched.(cron.ConstantDelaySchedule); ok && every.Delay < time.Minute {
+		return nil, fmt.Errorf("schedule %q: runs are at least a minute apart", spec)
+	}
+	return sched, nil
+}
+
+// checkLoop says why the schedule's loop cannot run, or "" when it can
+// (as far as can be known before a run is due).
+func (r *LoopScheduleReconciler) checkLoop(ctx context.Context, sch *v1alpha1.LoopSchedule) (reason, msg string) {
+	if t := sch.Spec.Template; t != nil {
+		err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: sch.Namespace, Name: t.Name}, &v1alpha1.LoopTemplate{})
+		if apierrors.IsNotFound(err) {
+			return ReasonTemplateNotFound, fmt.Sprintf("no LoopTemplate %q in namespace %s", t.Name, sch.Namespace)
+		}
+		return "", ""
+	}
+	if sch.Spec.Loop == nil {
+		return ReasonInvalidLoop, "spec.loop or spec.template is required"
+	}
+	if errs := executor.Validate(&sch.Spec.Loop.Spec); len(errs) > 0 {
+		return ReasonInvalidLoop, "spec.loop.spec: " + errs.ToAggregate().Error()
+	}
+	return "", ""
+}
+
+// newRun builds the run's Loop; nil with a reason when it cannot be made.
+func (r *LoopScheduleReconciler) newRun(ctx context.Context, sch *v1alpha1.LoopSchedule, due time.Time) (*v1alpha1.Loop, string, string, error) {
+	var spec *v1alpha1.LoopSpec
+	var md v1alpha1.RunMetadata
+	switch {
+	case sch.Spec.Template != nil:
+		t := sch.Spec.Template
+		md = t.Metadata
+		tpl := &v1alpha1.LoopTemplate{}
+		if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: sch.Namespace, Name: t.Name}, tpl); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil, ReasonTemplateNotFound, fmt.Sprintf("no LoopTemplate %q in namespace %s", t.Name, sch.Namespace), nil
+			}
+			return nil, "", "", err
+		}
+		with, err := executor.DecodeContext(t.With)
+		if err != nil {
+			return nil, ReasonInvalidLoop, fmt.Sprintf("spec.template.with: %v", err), nil
+		}
+		s, failure := templateSpec(tpl, &executor.SubLoop{Loop: t.Name, With: with})
+		if failure != nil {
+			return nil, cmp.Or(failure.Reason, ReasonInvalidLoop), failure.Message, nil
+		}
+		spec = s
+	case sch.Spec.Loop != nil:
+		md = sch.Spec.Loop.Metadata
+		spec = sch.Spec.Loop.Spec.DeepCopy()
+	}
+	if spec == nil {
+		return nil, ReasonInvalidLoop, "spec.loop or spec.template is required", nil
+	}
+	if errs := executor.Validate(spec); len(errs) > 0 {
+		return nil, ReasonInvalidLoop, errs.ToAggregate().Error(), nil
+	}
+	run := &v1alpha1.Loop{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: runName(sch.Name, due), Namespace: sch.Namespace,
+			Labels: map[string]string{}, Annotations: map[string]string{},
+		},
+		Spec: *spec,
+	}
+	for k, v := range md.Labels {
+		run.Labels[k] = v
+	}
+	for k, v := range md.Annotations {
+		run.Annotations[k] = v
+	}
+	run.Labels[LabelSchedule] = v1alpha1.LabelValue(sch.Name)
+	if shard := sch.Labels[v1alpha1.LabelShard]; shard != "" {
+		run.Labels[v1alpha1.LabelShard] = shard
+	} else {
+		delete(run.Labels, v1alpha1.LabelShard) // the schedule's manager runs it
+	}
+	run.Annotations[AnnotationScheduledTime] = due.UTC().Format(time.RFC3339)
+	if err := controllerutil.SetControllerReference(sch, run, r.Scheme); err != nil {
+		return nil, "", "", err
+	}
+	return run, "", "", nil
+}
+
+// runName names the run due at t: the schedule's name and the minute,
+// counted from the Unix epoch (as a CronJob names its Jobs).
+func runName(schedule string, t time.Time) string {
+	return fmt.Sprintf("%s-%d", schedule, t.Unix()/60)
+}
+
+// runs lists the schedule's runs, read through the API server: a run just
+// made must be seen by the next reconcile, whatever the cache holds.
+func (r *LoopScheduleReconciler) runs(ctx context.Context, sch *v1alpha1.LoopSchedule) ([]*v1alpha1.Loop, error) {
+	list := &v1alpha1.LoopList{}
+	if err := r.APIReader.List(ctx, list, client.InNamespace(sch.Namespace), client.MatchingLabels{LabelSchedule: v1alpha1.LabelValue(sch.Name)}); err != nil {
+		return nil, err
+	}
+	var runs []*v1alpha1.Loop
+	for i := range list.Items {
+		if l := &list.Items[i]; metav1.IsControlledBy(l, sch) {
+			runs = append(runs, l)
+		}
+	}
+	slices.SortFunc(runs, func(a, b *v1alpha1.Loop) int { return scheduledTime(a).Compare(scheduledTime(b)) })
+	return runs, nil
+}
+
+// scheduledTime is when a run was due.
+func scheduledTime(l *v1alpha1.Loop) time.Time {
+	if t, err := time.Parse(time.RFC3339, l.Annotations[AnnotationScheduledTime]); err == nil {
+		return t
+	}
+	return l.CreationTimestamp.Time
+}
+
+// observeRuns writes the runs into the status and returns the active ones.
+func observeRuns(sch *v1alpha1.LoopSchedule, runs []*v1alpha1.Loop) []*v1alpha1.Loop {
+	var active []*v1alpha1.Loop
+	sch.Status.Active = nil
+	for _, l := range runs {
+		run := v1alpha1.ScheduledRun{Name: l.Name, ScheduledTime: metav1.Time{Time: scheduledTime(l)}, Phase: l.Status.Phase}
+		if !l.Status.Phase.IsFinished() {
+			if l.DeletionTimestamp.IsZero() {
+				active = append(active, l)
+				sch.Status.Active = append(sch.Status.Active, run)
+			}
+			continue
+		}
+		sch.Status.LastRun = &run
+		if l.Status.Phase == v1alpha1.PhaseCompleted {
+			end := cmp.Or(l.Status.UpdatedAt, &l.CreationTimestamp)
+			if sch.Status.LastSuccessfulTime == nil || end.After(sch.Status.LastSuccessfulTime.Time) {
+				sch.Status.LastSuccessfulTime = end.DeepCopy()
+			}
+		}
+	}
+	return active
+}
+
+// pruneHistory deletes the oldest finished runs past the history limits.
+func (r *LoopScheduleReconciler) pruneHistory(ctx context.Context, sch *v1alpha1.LoopSchedule, runs []*v1alpha1.Loop) error {
+	var ok, failed []*v1alpha1.Loop
+	for _, l := range runs {
+		switch {
+		case !l.Status.Phase.IsFinished() || !l.DeletionTimestamp.IsZero():
+		case l.Status.Phase == v1alpha1.PhaseCompleted:
+			ok = append(ok, l)
+		default:
+			failed = append(failed, l)
+		}
+	}
+	for _, h := range []struct {
+		runs  []*v1alpha1.Loop
+		limit *int32
+		def   int
+	}{{ok, sch.Spec.SuccessfulRunsHistoryLimit, 3}, {failed, sch.Spec.FailedRunsHistoryLimit, 1}} {
+		keep := h.def
+		if h.limit != nil {
+			keep = int(*h.limit)
+		}
+		for _, l := range h.runs[:max(len(h.runs)-keep, 0)] { // oldest first
+			if err := r.Client.Delete(ctx, l, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// setReady sets the schedule's health, as kstatus reads it: Ready, and
+// Stalled while only an edit can help.
+func (r *LoopScheduleReconciler) setReady(sch *v1alpha1.LoopSchedule, status metav1.ConditionStatus, reason, msg string) {
+	meta.SetStatusCondition(&sch.Status.Conditions, metav1.Condition{Type: v1alpha1.ReadyCondition, Status: status,
+		Reason: reason, Message: msg, ObservedGeneration: sch.Generation})
+	if status == metav1.ConditionFalse && (reason == ReasonInvalidSchedule || reason == ReasonInvalidLoop) {
+		meta.SetStatusCondition(&sch.Status.Conditions, metav1.Condition{Type: v1alpha1.StalledCondition, Status: metav1.ConditionTrue,
+			Reason: reason, Message: msg, ObservedGeneration: sch.Generation})
+	} else {
+		meta.RemoveStatusCondition(&sch.Status.Conditions, v1alpha1.StalledCondition)
+	}
+}
+
+func (r *LoopScheduleReconciler) event(sch *v1alpha1.LoopSchedule, related runtime.Object, typ, reason, action, note string, args ...any) {
+	if r.Recorder != nil {
+		r.Recorder.Eventf(sch, related, typ, reason, action, note, args...)
+	}
+}
+
+func ptrTrue(b *bool) bool { return b != nil && *b }
+
+func ptrOr(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
