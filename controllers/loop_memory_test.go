@@ -52,6 +52,9 @@ func (h *heldActions) Check(_ context.Context, loop *v1alpha1.Loop) (runner.Outc
 	return runner.Outcome{State: runner.Lost}, nil
 }
 
+func (h *heldActions) Hook(context.Context, *v1alpha1.Loop, executor.Action, bool) (runner.Outcome, string, error) {
+	return runner.Outcome{State: runner.Done}, "", nil
+}
 func (h *heldActions) Release(*v1alpha1.Loop, int32)                   {}
 func (h *heldActions) Prune(context.Context, *v1alpha1.Loop) error     { return nil }
 func (h *heldActions) Cancel(context.Context, *v1alpha1.Loop) error    { return nil }

@@ -59,6 +59,10 @@ func (r *LoopReconciler) reconcileLoop(ctx context.Context, loop *v1alpha1.Loop)
 		result, err = r.reconcileFinished(ctx, loop)
 	} else {
 		result, err = s.take(ctx)
+		if err == nil && r.Actions != nil && executor.NeedsExitHook(&loop.Spec, &loop.Status.RunState) {
+			// The run ended: its exit hook starts once the end is saved.
+			result = reconcile.Result{RequeueAfter: time.Millisecond}
+		}
 	}
 	if wait, ok := s.deferStart(waiting, err, result.RequeueAfter); ok {
 		return reconcile.Result{RequeueAfter: wait}, outcome{deferred: true}, nil
@@ -459,6 +463,12 @@ func (s *step) announce(ctx context.Context) {
 // reconcileFinished deletes a finished Loop once its ttlSecondsAfterFinished passed.
 func (r *LoopReconciler) reconcileFinished(ctx context.Context, loop *v1alpha1.Loop) (reconcile.Result, error) {
 	r.memory.finished(loop)
+	if r.Actions != nil && executor.NeedsExitHook(&loop.Spec, &loop.Status.RunState) {
+		res, running, err := r.exitHook(ctx, loop)
+		if running || err != nil {
+			return res, err // the Loop is kept (ttl) until its hook ended
+		}
+	}
 	ttl := loop.Spec.TTLSecondsAfterFinished
 	if ttl == nil || loop.Status.UpdatedAt == nil {
 		return reconcile.Result{}, nil

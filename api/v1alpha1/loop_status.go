@@ -312,6 +312,9 @@ type RunState struct {
 	// nextStepAt is when the next state may start (backoff).
 	// +optional
 	NextStepAt *metav1.Time `json:"nextStepAt,omitempty"`
+	// exitHook is what spec.onExit did at the run's end.
+	// +optional
+	ExitHook *ExitHookStatus `json:"exitHook,omitempty"`
 	// edgeRevisits counts traversals of each edge "from->to".
 	// +optional
 	EdgeRevisits map[string]int32 `json:"edgeRevisits,omitempty"`
@@ -556,4 +559,40 @@ type LoopList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []Loop `json:"items"`
+}
+
+// ExitHookPhase is where a run's exit hook is.
+// +kubebuilder:validation:Enum=Running;Succeeded;Failed
+type ExitHookPhase string
+
+// The exit hook's phases.
+const (
+	ExitHookRunning   ExitHookPhase = "Running"
+	ExitHookSucceeded ExitHookPhase = "Succeeded"
+	ExitHookFailed    ExitHookPhase = "Failed"
+)
+
+// ExitHookStatus is what a run's exit hook (spec.onExit) did.
+type ExitHookStatus struct {
+	// iteration is the run's iteration when it ended: the hook runs once
+	// per end (a rewound run that ends again runs it again).
+	Iteration int32 `json:"iteration"`
+	// phase is Running, Succeeded (exit 0) or Failed.
+	Phase ExitHookPhase `json:"phase"`
+	// pod runs the hook (in a cluster).
+	// +optional
+	Pod string `json:"pod,omitempty"`
+	// exitCode of the hook's action.
+	// +optional
+	ExitCode *int32 `json:"exitCode,omitempty"`
+	// message says why it failed (the end of its stderr, or why it could
+	// not run).
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	Message string `json:"message,omitempty"`
+	// startedAt and finishedAt bound its run.
+	// +optional
+	StartedAt *metav1.Time `json:"startedAt,omitempty"`
+	// +optional
+	FinishedAt *metav1.Time `json:"finishedAt,omitempty"`
 }

@@ -137,6 +137,16 @@ type LoopSpec struct {
 	// +optional
 	Suspend bool `json:"suspend,omitempty"`
 
+	// onExit runs once when the run ends, whatever the end (completed,
+	// failed, interrupted): a shell command or an agent prompt, in the
+	// runner's image, a Pod of the Loop's namespace in a cluster. Its
+	// templates also read ${loop.phase}, ${loop.terminated_by},
+	// ${loop.final_state}, ${loop.message}, ${loop.iterations} and
+	// ${loop.usage.*}. Its result is status.exitHook; it does not change
+	// how the run ended.
+	// +optional
+	OnExit *ExitHook `json:"onExit,omitempty"`
+
 	// ttlSecondsAfterFinished deletes the Loop this many seconds after it finished.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
@@ -762,4 +772,28 @@ type Evaluate struct {
 	// uncertainSuffix appends "_uncertain" to a verdict that is not confident.
 	// +optional
 	UncertainSuffix bool `json:"uncertainSuffix,omitempty"`
+}
+
+// ExitHook is the action a run takes once it ended (spec.onExit).
+type ExitHook struct {
+	// action is the shell command, or the agent's prompt.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=65536
+	Action string `json:"action"`
+
+	// actionType is shell (default) or agent.
+	// +optional
+	// +kubebuilder:validation:Enum=shell;agent
+	ActionType ActionType `json:"actionType,omitempty"`
+
+	// timeout bounds the hook (default 120s).
+	// +optional
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+}
+
+// AsState is the hook as a state's action: what runs it reads the same
+// fields.
+func (h *ExitHook) AsState() *State {
+	return &State{Action: h.Action, ActionType: h.ActionType, Timeout: h.Timeout}
 }

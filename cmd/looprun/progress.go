@@ -515,3 +515,33 @@ func (s style) bold(t string) string { return s.paint("1", t) }
 func (s style) dim(t string) string  { return s.paint("2", t) }
 func (s style) ok(t string) string   { return s.paint("32", t) }
 func (s style) warn(t string) string { return s.paint("38;5;208", t) }
+
+// exitHook shows the run's exit hook (spec.onExit): when it starts, and
+// how it ended.
+func (p *progress) exitHook(h *v1alpha1.ExitHookStatus) {
+	s := p.style
+	switch h.Phase {
+	case v1alpha1.ExitHookRunning:
+		action := ""
+		if p.header.spec != nil && p.header.spec.OnExit != nil {
+			first, _, _ := strings.Cut(strings.TrimSpace(p.header.spec.OnExit.Action), "\n")
+			action = clip(first, 100)
+		}
+		p.println(fmt.Sprintf("on exit %s %s", s.dim("->"), s.dim(printable(action))))
+	case v1alpha1.ExitHookSucceeded:
+		p.println("  " + s.ok(s.mark("✓ ", "")+"exit hook done") + p.hookTime(h))
+	default:
+		code := int32(-1)
+		if h.ExitCode != nil {
+			code = *h.ExitCode
+		}
+		p.println("  " + s.warn(fmt.Sprintf("%sexit hook failed (exit %d): %s", s.mark("✗ ", ""), code, printable(h.Message))) + p.hookTime(h))
+	}
+}
+
+func (p *progress) hookTime(h *v1alpha1.ExitHookStatus) string {
+	if h.StartedAt == nil || h.FinishedAt == nil {
+		return ""
+	}
+	return " " + p.style.dim("("+humanDuration(h.FinishedAt.Sub(h.StartedAt.Time))+")")
+}

@@ -344,7 +344,8 @@ func newDriver(g *globals, store *localrun.Store, path string, lf *loopfile.File
 		// Progress goes to stdout, as ll-loop prints it; questions and
 		// warnings to stderr.
 		out := cmd.OutOrStdout()
-		d.OnEvents = newProgress(out, terminalStyle(out), f.verbose, header{loop: loop.Name, spec: &loop.Spec, context: ctxValues}, outLog).print
+		p := newProgress(out, terminalStyle(out), f.verbose, header{loop: loop.Name, spec: &loop.Spec, context: ctxValues}, outLog)
+		d.OnEvents, d.OnExitHook = p.print, p.exitHook
 		d.Terminal = terminal(cmd.ErrOrStderr())
 	}
 	return d, func() { _ = outLog.Close(); _ = errLog.Close() }, nil

@@ -234,6 +234,9 @@ type Action struct {
 	// is nil when the evaluator is not deterministic or reads values only
 	// known once the action ended (prev, result, loop.elapsed, source).
 	Evaluate *v1alpha1.Evaluate
+	// Exit is true for the run's exit hook (spec.onExit), run once the
+	// run ended; its iteration is the run's last.
+	Exit bool
 }
 
 // Step is what Plan (or Complete) asks of the driver.

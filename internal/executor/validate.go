@@ -64,6 +64,7 @@ func Validate(spec *v1alpha1.LoopSpec) field.ErrorList {
 		}
 		terminal = terminal || st.Terminal
 	}
+	errs = append(errs, validateExitHook(spec.OnExit, captured, root.Child("onExit"))...)
 	if !terminal && len(spec.States) > 0 {
 		errs = append(errs, field.Required(root.Child("states"), "at least one state must be terminal"))
 	}
@@ -332,6 +333,25 @@ func checkParams(st *v1alpha1.State, p *field.Path) field.ErrorList {
 const anyCapture = "\x00any"
 
 // checkTemplate reports syntax errors and references to captures no state makes.
+// validateExitHook checks spec.onExit: a shell command or an agent
+// prompt, its templates readable.
+func validateExitHook(h *v1alpha1.ExitHook, captured map[string]bool, p *field.Path) field.ErrorList {
+	if h == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	if strings.TrimSpace(h.Action) == "" {
+		errs = append(errs, field.Required(p.Child("action"), "the command (or prompt) to run when the run ends"))
+	}
+	if h.ActionType != "" && h.ActionType != v1alpha1.ActionShell && h.ActionType != v1alpha1.ActionAgent {
+		errs = append(errs, field.NotSupported(p.Child("actionType"), h.ActionType, []v1alpha1.ActionType{v1alpha1.ActionShell, v1alpha1.ActionAgent}))
+	}
+	if h.Timeout != nil && h.Timeout.Duration < 0 {
+		errs = append(errs, field.Invalid(p.Child("timeout"), h.Timeout.Duration.String(), "must not be negative"))
+	}
+	return append(errs, checkTemplate(h.Action, captured, p.Child("action"))...)
+}
+
 func checkTemplate(tmpl string, captured map[string]bool, p *field.Path) field.ErrorList {
 	if !interpolate.HasReferences(tmpl) {
 		return nil

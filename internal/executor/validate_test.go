@@ -32,6 +32,11 @@ func TestValidate(t *testing.T) {
 		{"duplicate verdict keys", func(s *v1alpha1.LoopSpec) {
 			s.States["check"] = v1alpha1.State{Action: "x", Route: map[string]v1alpha1.StateName{"yes": "done", "success": "fix"}}
 		}, []string{"spec.states[check].route[yes]: Duplicate"}},
+		{"exit hook empty", func(s *v1alpha1.LoopSpec) { s.OnExit = &v1alpha1.ExitHook{Action: " "} }, []string{"spec.onExit.action: Required"}},
+		{"exit hook mcp", func(s *v1alpha1.LoopSpec) { s.OnExit = &v1alpha1.ExitHook{Action: "x", ActionType: v1alpha1.ActionMCP} },
+			[]string{`spec.onExit.actionType: Unsupported value: "mcp"`}},
+		{"exit hook template", func(s *v1alpha1.LoopSpec) { s.OnExit = &v1alpha1.ExitHook{Action: "echo ${captured.nope}"} },
+			[]string{"spec.onExit.action", `no state captures "nope"`}},
 		{"approval with an action", func(s *v1alpha1.LoopSpec) {
 			s.States["fix"] = v1alpha1.State{Action: "x", Approval: &v1alpha1.Approval{Message: "ok?"}, OnSuccess: "check"}
 		}, []string{"spec.states[fix].approval", "waits for a person"}},

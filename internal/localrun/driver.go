@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/looprun/looprun/api/v1alpha1"
@@ -86,6 +87,8 @@ type Driver struct {
 	// MaxCost, when set, is the run's own cost ceiling in millionths of a
 	// dollar (looprun run/resume --max-cost), kept in its state.
 	MaxCost *int64
+	// OnExitHook, when set, is told when the exit hook starts and ends.
+	OnExitHook func(*v1alpha1.ExitHookStatus)
 	// forward, for a sub-loop's driver, gets each batch of its events once
 	// it is on disk (for the parent's log).
 	forward func([]executor.Event)
@@ -204,7 +207,10 @@ func (d *Driver) drive(ctx context.Context, w recorder, sched *history.Schedule,
 		case executor.StepDone, executor.StepPaused:
 			// A paused run (its budget spent) is saved as it stands:
 			// looprun resume NAME --max-cost N goes on from there.
-			return w.save(run, batch, cp)
+			if err := w.save(run, batch, cp); err != nil || step.Kind == executor.StepPaused {
+				return err
+			}
+			return d.exitHook(ctx, w, run)
 		case executor.StepEvaluate:
 			var res *executor.ActionResult
 			if d.Decide != nil {
@@ -267,6 +273,34 @@ func (d *Driver) drive(ctx context.Context, w recorder, sched *history.Schedule,
 			cp = taken
 		}
 	}
+}
+
+// exitHook runs the ended run's spec.onExit where its actions ran, once
+// the end is on disk, and keeps what it did in the state file. A run
+// interrupted by a signal runs none.
+func (d *Driver) exitHook(ctx context.Context, w recorder, run *v1alpha1.RunState) error {
+	if d.Decide != nil || !executor.NeedsExitHook(d.Machine.Spec(), run) {
+		return nil // a simulation runs no hook
+	}
+	now := metav1.NewTime(d.now())
+	h := &v1alpha1.ExitHookStatus{Iteration: run.Iteration, Phase: v1alpha1.ExitHookRunning, StartedAt: &now}
+	if d.OnExitHook != nil {
+		d.OnExitHook(h)
+	}
+	a, err := d.Machine.ExitAction(run, d.now())
+	var res executor.ActionResult
+	if err != nil {
+		res = executor.ActionResult{ExitCode: -1, Failure: &executor.ActionFailure{Reason: "InvalidExitHook", Message: "spec.onExit.action: " + err.Error()}}
+	} else {
+		res = d.Runner.RunWhenReady(ctx, a, func(int) error { return nil })
+	}
+	h = &v1alpha1.ExitHookStatus{Iteration: run.Iteration, StartedAt: &now}
+	executor.EndExitHook(h, res, d.now())
+	run.ExitHook = h
+	if d.OnExitHook != nil {
+		d.OnExitHook(h)
+	}
+	return w.save(run, nil, nil)
 }
 
 // complete completes the current state with res, asking the LLM judge

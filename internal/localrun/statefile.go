@@ -67,6 +67,8 @@ type StateFile struct {
 	RateLimitRetries                map[string]RateLimitFile `json:"rate_limit_retries,omitempty"`
 	ConsecutiveRateLimitExhaustions int32                    `json:"consecutive_rate_limit_exhaustions,omitempty"`
 	TransientRetries                *TransientFile           `json:"transient_retries,omitempty"`
+	// ExitHook is what spec.onExit did at the run's end (looprun's own key).
+	ExitHook *ExitHookFile `json:"exit_hook,omitempty"`
 
 	// FormatVersion is the state file's format: absent (1) in files
 	// little-loops and early looprun wrote, FormatVersion now.
@@ -353,6 +355,7 @@ func encodeState(name, loopFile string, ctx map[string]any, run *v1alpha1.RunSta
 		EdgeRevisitCounts: run.EdgeRevisits, RetryCounts: run.RetryCounts, ActionRetries: run.Retries, NextStepAt: fmtTime(run.NextStepAt),
 		ResumedAt: fmtTime(run.ResumedAt), LastSeq: run.LastSeq, LoopFile: loopFile, Context: ctx,
 		FormatVersion: FormatVersion, Usage: usageFile(run.Usage), Budget: budgetFile(run.Budget),
+		ExitHook: exitHookFile(run.ExitHook),
 	}
 	encodeTransient(&f, run.Transient)
 	if run.TerminatedBy == v1alpha1.TerminatedHandoff {
@@ -475,6 +478,9 @@ func (f *StateFile) RunState() (*v1alpha1.RunState, error) {
 		return nil, err
 	}
 	run.Transient = tr
+	if run.ExitHook, err = f.ExitHook.status(); err != nil {
+		return nil, err
+	}
 	if f.Status == StatusAwaitingContinuation && f.TerminatedBy == "" { // little-loops' own file
 		run.TerminatedBy, run.Message = v1alpha1.TerminatedHandoff, f.ContinuationPrompt
 	}

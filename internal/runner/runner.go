@@ -64,6 +64,11 @@ type Runner interface {
 	// Cancel stops the Loop's action in flight (a stop or rewind request):
 	// its result is not wanted.
 	Cancel(ctx context.Context, loop *v1alpha1.Loop) error
+	// Hook runs the exit hook a of the Loop's ended run (spec.onExit) and
+	// reports on it: started once, found again after a restart (started
+	// says the status recorded it running). where names what runs it (a
+	// Pod). A hook that cannot run is Done with a Failure.
+	Hook(ctx context.Context, loop *v1alpha1.Loop, a executor.Action, started bool) (out Outcome, where string, err error)
 	// Workspace makes the Loop's workspace, when the runner makes one,
 	// unless it exists: before the Loop's first action, and before a child
 	// Loop that shares it.

@@ -37,6 +37,8 @@ type Vars struct {
 	// Messages is the run's messages log: ${messages}, ${messages.output},
 	// ${messages.last(N)}, ${messages.summary}.
 	Messages []string
+	// Exit adds to ${loop.*} how the run ended, for its exit hook.
+	Exit map[string]any
 }
 
 // lastN matches ${messages.last(N)}.
@@ -90,12 +92,14 @@ func (v *Vars) resolve(ns string, path []string) (any, error) {
 	case "state":
 		return walk(map[string]any{"name": v.StateName, "iteration": v.Iteration}, path)
 	case "loop":
-		return walk(map[string]any{
+		loop := map[string]any{
 			"name":       v.LoopName,
 			"started_at": v.StartedAt.UTC().Format(time.RFC3339Nano),
 			"elapsed_ms": v.Elapsed.Milliseconds(),
 			"elapsed":    FormatElapsed(v.Elapsed),
-		}, path)
+		}
+		maps.Copy(loop, v.Exit)
+		return walk(loop, path)
 	case "param":
 		if v.Param == nil {
 			return nil, errors.New("the state binds no fragment parameters")

@@ -43,24 +43,50 @@ func NewActions(baseDir string) *Actions {
 // Start implements runner.Runner: an action already known under its key
 // (the same Loop, run and iteration) is not started again.
 func (l *Actions) Start(_ context.Context, loop *v1alpha1.Loop, a executor.Action) (time.Duration, error) {
-	key, owner := runner.ActionKey(loop, a.Iteration), types.NamespacedName{Namespace: loop.Namespace, Name: loop.Name}
+	key := runner.ActionKey(loop, a.Iteration)
 	switch _, state := l.jobs.Result(key); state {
 	case background.Done:
 		return 0, &runner.AlreadyEnded{}
 	case background.Running:
 		return 0, nil
 	}
+	return 0, l.start(key, loop, a) // the job wakes the Loop when it ends
+}
+
+// Hook implements runner.Runner: the hook is a job of its own key; one
+// this process does not know but the status says started was lost with
+// an earlier operator process, and is not run again.
+func (l *Actions) Hook(_ context.Context, loop *v1alpha1.Loop, a executor.Action, started bool) (runner.Outcome, string, error) {
+	key := runner.ActionKey(loop, a.Iteration) + "/exit"
+	switch res, state := l.jobs.Result(key); state {
+	case background.Done:
+		return runner.Outcome{State: runner.Done, Result: res}, "", nil
+	case background.Running:
+		return runner.Outcome{State: runner.Running}, "", nil
+	}
+	if started {
+		return runner.Outcome{State: runner.Done, Result: runner.Failure("ActionLost", "the process running the exit hook was lost")}, "", nil
+	}
+	if err := l.start(key, loop, a); err != nil {
+		return runner.Outcome{}, "", err
+	}
+	return runner.Outcome{State: runner.Running}, "", nil
+}
+
+// start runs action a of the Loop as the job key.
+func (l *Actions) start(key string, loop *v1alpha1.Loop, a executor.Action) error {
+	owner := types.NamespacedName{Namespace: loop.Namespace, Name: loop.Name}
 	r := l.Runner
 	r.Dir = filepath.Join(l.BaseDir, owner.Namespace, owner.Name)
 	r.Loop = owner.Name
 	if err := os.MkdirAll(r.Dir, 0o755); err != nil {
-		return 0, fmt.Errorf("the working directory of the Loop's actions: %w", err)
+		return fmt.Errorf("the working directory of the Loop's actions: %w", err)
 	}
 	// The group of an action an earlier operator process left running
 	// goes before this one starts; this one's is noted for the next.
 	note := filepath.Join(l.BaseDir, ".groups", owner.Namespace, owner.Name)
 	if _, err := process.KillRecordedGroup(note); err != nil {
-		return 0, fmt.Errorf("stop the action an earlier operator left running: %w", err)
+		return fmt.Errorf("stop the action an earlier operator left running: %w", err)
 	}
 	r.Started = func(pgid int) {
 		if os.MkdirAll(filepath.Dir(note), 0o755) == nil {
@@ -74,7 +100,7 @@ func (l *Actions) Start(_ context.Context, loop *v1alpha1.Loop, a executor.Actio
 		}
 		return r.Run(ctx, &a)
 	})
-	return 0, nil // the job wakes the Loop when it ends
+	return nil
 }
 
 // Check implements runner.Runner. An action this process does not know was

@@ -184,9 +184,13 @@ func Build(loop *v1alpha1.Loop, run string, a executor.Action, o Options) (*core
 	if labels[v1alpha1.LabelState] != a.State {
 		annotations = map[string]string{v1alpha1.AnnotationState: a.State}
 	}
+	name := Name(loop.Name, run, a.Iteration, a.Retry)
+	if a.Exit {
+		name = ExitName(loop.Name, run, a.Iteration)
+	}
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
-			Name: Name(loop.Name, run, a.Iteration, a.Retry), Namespace: loop.Namespace,
+			Name: name, Namespace: loop.Namespace,
 			Labels: labels, Annotations: annotations,
 			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(loop, v1alpha1.GroupVersion.WithKind("Loop"))},
 		},

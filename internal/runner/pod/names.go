@@ -24,6 +24,17 @@ func Name(loop, run string, iteration, retry int32) string {
 	if retry > 0 {
 		suffix += fmt.Sprintf("-r%d", retry)
 	}
+	return withSuffix(loop, suffix)
+}
+
+// ExitName is the Pod of the exit hook of a run that ended at iteration:
+// LOOP-RUN-ITERATION-exit, a name no step of the run takes.
+func ExitName(loop, run string, iteration int32) string {
+	return withSuffix(loop, fmt.Sprintf("-%s-%d-exit", dnsLabel(run), iteration))
+}
+
+// withSuffix is the Loop's name and suffix, the name shortened as Name says.
+func withSuffix(loop, suffix string) string {
 	if len(loop)+len(suffix) <= maxNameLength {
 		return loop + suffix
 	}

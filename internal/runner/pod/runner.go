@@ -81,6 +81,43 @@ func (r *Runner) Start(ctx context.Context, loop *v1alpha1.Loop, a executor.Acti
 	return r.startAllowance(), nil
 }
 
+// Hook implements runner.Runner: the exit hook's Pod is named from the
+// run and its last iteration (ExitName), so it is created once.
+func (r *Runner) Hook(ctx context.Context, loop *v1alpha1.Loop, a executor.Action, started bool) (runner.Outcome, string, error) {
+	pod, err := Build(loop, loop.Status.RunID, a, r.Options)
+	if refused := (*runner.Refused)(nil); errors.As(err, &refused) {
+		return runner.Outcome{State: runner.Done, Result: runner.Failure(refused.Reason, "%s", refused.Message)}, "", nil
+	}
+	if err != nil {
+		return runner.Outcome{}, "", err
+	}
+	existing, err := r.get(ctx, client.ObjectKeyFromObject(pod))
+	if err != nil {
+		return runner.Outcome{}, pod.Name, err
+	}
+	switch {
+	case existing == nil && started:
+		return runner.Outcome{State: runner.Done, Result: runner.Failure(ReasonPodDeleted, "Pod %s was deleted before the exit hook ended", pod.Name)}, pod.Name, nil
+	case existing == nil:
+		if err := r.Workspace(ctx, loop); err != nil {
+			return runner.Outcome{}, pod.Name, err
+		}
+		if err := r.Client.Create(ctx, pod); err != nil && !apierrors.IsAlreadyExists(err) {
+			return runner.Outcome{}, pod.Name, fmt.Errorf("create Pod %s: %w", pod.Name, err)
+		}
+		return runner.Outcome{State: runner.Running, RecheckAfter: r.startAllowance()}, pod.Name, nil
+	case !ownedBy(existing, loop.UID):
+		return runner.Outcome{State: runner.Done, Result: runner.Failure("PodNameTaken", "Pod %s does not belong to this Loop", pod.Name)}, pod.Name, nil
+	}
+	out, giveUp := Inspect(existing, r.now(), r.startAllowance())
+	if giveUp {
+		if err := r.Client.Delete(ctx, existing, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
+			return runner.Outcome{}, pod.Name, fmt.Errorf("delete Pod %s that never started: %w", pod.Name, err)
+		}
+	}
+	return out, pod.Name, nil
+}
+
 // Check reads the Pod of the Loop's action in flight.
 func (r *Runner) Check(ctx context.Context, loop *v1alpha1.Loop) (runner.Outcome, error) {
 	a := loop.Status.Action
@@ -129,6 +166,9 @@ func (r *Runner) Prune(ctx context.Context, loop *v1alpha1.Loop) error {
 		}
 		if a := loop.Status.Action; a != nil && p.Name == a.Pod {
 			continue
+		}
+		if h := loop.Status.ExitHook; h != nil && p.Name == h.Pod {
+			continue // the exit hook's, pruned with the Loop
 		}
 		it, _ := strconv.Atoi(p.Labels[v1alpha1.LabelIteration])
 		retry, _ := strconv.Atoi(p.Labels[v1alpha1.LabelRetry])
