@@ -219,7 +219,7 @@ func describe(out io.Writer, loop *v1alpha1.Loop, events []executor.Event, now t
 	}
 	fmt.Fprintln(out, "Recent events:")
 	for _, e := range events {
-		fmt.Fprintf(out, "  %s\n", eventLine(e))
+		fmt.Fprintf(out, "  %s\n", eventLine(e, fmt.Sprintf("%-8s", ago(e.Time, now))))
 	}
 	return nil
 }
@@ -308,12 +308,38 @@ func describeHistory(row rowFunc, loop *v1alpha1.Loop) {
 }
 
 // eventLine renders an event on one line, as history prints it.
-func eventLine(e executor.Event) string {
+func eventLine(e executor.Event, when string) string {
 	parts := make([]string, 0, len(e.Data))
 	for _, k := range slices.Sorted(maps.Keys(e.Data)) {
+		if ms, err := strconv.ParseFloat(fmt.Sprint(e.Data[k]), 64); err == nil && strings.HasSuffix(k, "_ms") && ms >= 0 {
+			// A duration, as people read it.
+			parts = append(parts, fmt.Sprintf("%s=%s", strings.TrimSuffix(k, "_ms"), span(time.Duration(ms*float64(time.Millisecond)))))
+			continue
+		}
 		parts = append(parts, fmt.Sprintf("%s=%s", k, compact(e.Data[k])))
 	}
-	return printable(strings.TrimRight(fmt.Sprintf("%4d  %s  %-16s %s", e.Seq, e.Time.UTC().Format("15:04:05.000"), e.Type, strings.Join(parts, " ")), " "))
+	return printable(strings.TrimRight(fmt.Sprintf("%4d  %s  %-16s %s", e.Seq, when, e.Type, strings.Join(parts, " ")), " "))
+}
+
+// sinceStart is when an event happened for history: its UTC time of day,
+// and how long after the run's first event.
+func sinceStart(start time.Time) func(time.Time) string {
+	return func(t time.Time) string {
+		return fmt.Sprintf("%s %8s", t.UTC().Format("15:04:05"), "+"+span(t.Sub(start)))
+	}
+}
+
+// span is a duration in one word: "6ms", "1.4s", "12.0s", "3m05s", "1h02m".
+func span(d time.Duration) string {
+	switch {
+	case d < time.Second:
+		return fmt.Sprintf("%dms", max(d, 0).Milliseconds())
+	case d < time.Minute:
+		return fmt.Sprintf("%.1fs", max(d, 0).Seconds())
+	case d < time.Hour:
+		return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
+	}
+	return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
 }
 
 func newWatchCommand(k *kube) *cobra.Command {

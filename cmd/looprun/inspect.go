@@ -187,6 +187,7 @@ func newHistoryCommand(g *globals, k *kube) *cobra.Command {
 			if err := knownTypes(types, events); err != nil {
 				return err
 			}
+			when := sinceStart(events[0].Time)
 			events = eventlog.Filter(events, types, state)
 			if tail > 0 && len(events) > tail {
 				events = events[len(events)-tail:]
@@ -201,7 +202,7 @@ func newHistoryCommand(g *globals, k *kube) *cobra.Command {
 					fmt.Fprintln(out, string(b))
 					continue
 				}
-				fmt.Fprintln(out, eventLine(e))
+				fmt.Fprintln(out, eventLine(e, when(e.Time)))
 			}
 			return nil
 		},
