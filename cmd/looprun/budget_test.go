@@ -193,6 +193,10 @@ spec:
 	if r.code != ExitPaused || !strings.Contains(r.stderr, "its loop's spec.budget is the limit: raise it in the loop's file, then looprun resume capped") {
 		t.Fatalf("exit %d\n%s", r.code, r.stderr)
 	}
+	// looprun status says the same.
+	if st := looprun(t, dir, "status", "capped"); !strings.Contains(st.stdout, "raise it in the loop's file") {
+		t.Errorf("status of a run paused by spec.budget:\n%s", st.stdout)
+	}
 	// With a lower --max-cost, that is the limit to raise.
 	r = looprun(t, t.TempDir(), "run", filepath.Join(dir, "capped.yaml"), "--max-cost", "0.001")
 	if r.code != ExitPaused || !strings.Contains(r.stderr, "go on with: looprun resume capped --max-cost USD") {

@@ -82,7 +82,7 @@ func newStatusCommand(g *globals) *cobra.Command {
 				row("Budget", fmt.Sprintf("$%s (--max-cost)", pricing.FormatUSD(*b.RunMaxCostMicroUSD)))
 			}
 			if b := sf.Budget.Status(); b != nil && b.Exceeded != "" && sf.Status == localrun.StatusPaused {
-				row("Paused", b.Exceeded+" (looprun resume "+args[0]+" --max-cost USD)")
+				row("Paused", b.Exceeded+" ("+pausedHint(g, args[0])+")")
 			}
 			return w.Flush()
 		},
@@ -272,4 +272,14 @@ func describeUsage(t *v1alpha1.UsageTotals) string {
 		s += ", model " + t.Model
 	}
 	return s
+}
+
+// pausedHint says how a paused local run goes on, as run says it when it
+// pauses: which limit to raise (its loop's spec.budget, or --max-cost).
+func pausedHint(g *globals, name string) string {
+	saved, err := localrun.OpenWith(g.fileOptions(), name)
+	if err != nil {
+		return fmt.Sprintf("go on with: looprun resume %s --max-cost USD", name)
+	}
+	return resumeHint(&saved.Loop.Loop.Spec, saved.Run, name)
 }
