@@ -74,8 +74,9 @@ func TestApprovalPolicy(t *testing.T) {
 		return c.Patch(ctx, &v1alpha1.Loop{ObjectMeta: metav1.ObjectMeta{Name: "gated", Namespace: ns}}, client.RawPatch(types.MergePatchType, mustJSON(t, patch)))
 	}
 	bob, alice := as("bob"), as("alice")
-	// The policy takes a moment to be in force once created.
-	deadline := time.Now().Add(30 * time.Second)
+	// The policy takes a moment to be in force once created (its type
+	// check runs in the background: over 30 s on a loaded 2-core machine).
+	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		err := answer(bob, "approve@1", "bob")
 		if err != nil && strings.Contains(err.Error(), "bob may not approve or reject loop gated") {
