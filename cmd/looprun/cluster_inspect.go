@@ -264,6 +264,9 @@ func describeRun(row rowFunc, loop *v1alpha1.Loop, now time.Time) {
 	if st.LastResult != nil {
 		row("Last verdict", "%s", st.LastResult.Verdict)
 	}
+	if h := st.ExitHook; h != nil {
+		row("Exit hook", "%s", describeExitHook(h))
+	}
 	if u := st.Usage; u != nil {
 		row("Usage", "%s", describeUsage(&u.UsageTotals))
 		for _, name := range slices.Sorted(maps.Keys(u.States)) {
@@ -694,4 +697,20 @@ func newCheckpointsCommand(g *globals, k *kube) *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&local, "local", false, "the local run's checkpoints (under --loops-dir)")
 	return cmd
+}
+
+// describeExitHook says what a run's exit hook did.
+func describeExitHook(h *v1alpha1.ExitHookStatus) string {
+	s := string(h.Phase)
+	if h.ExitCode != nil && h.Phase != v1alpha1.ExitHookRunning {
+		s += fmt.Sprintf(" (exit %d)", *h.ExitCode)
+	}
+	if h.Pod != "" {
+		s += ", Pod " + h.Pod
+	}
+	if h.Message != "" {
+		first, _, _ := strings.Cut(h.Message, "\n")
+		s += ": " + first
+	}
+	return printable(s)
 }

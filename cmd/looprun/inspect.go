@@ -78,6 +78,9 @@ func newStatusCommand(g *globals) *cobra.Command {
 					row("  "+name, describeUsage(&t))
 				}
 			}
+			if h, err := sf.ExitHook.Status(); err == nil && h != nil {
+				row("Exit hook", describeExitHook(h))
+			}
 			if b := sf.Budget.Status(); b != nil && b.RunMaxCostMicroUSD != nil {
 				row("Budget", fmt.Sprintf("$%s (--max-cost)", pricing.FormatUSD(*b.RunMaxCostMicroUSD)))
 			}

@@ -478,7 +478,7 @@ func (f *StateFile) RunState() (*v1alpha1.RunState, error) {
 		return nil, err
 	}
 	run.Transient = tr
-	if run.ExitHook, err = f.ExitHook.status(); err != nil {
+	if run.ExitHook, err = f.ExitHook.Status(); err != nil {
 		return nil, err
 	}
 	if f.Status == StatusAwaitingContinuation && f.TerminatedBy == "" { // little-loops' own file

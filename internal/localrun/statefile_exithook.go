@@ -26,7 +26,8 @@ func exitHookFile(h *v1alpha1.ExitHookStatus) *ExitHookFile {
 		StartedAt: fmtTime(h.StartedAt), FinishedAt: fmtTime(h.FinishedAt)}
 }
 
-func (f *ExitHookFile) status() (*v1alpha1.ExitHookStatus, error) {
+// Status is the hook's status as the API spells it (nil for none).
+func (f *ExitHookFile) Status() (*v1alpha1.ExitHookStatus, error) {
 	if f == nil {
 		return nil, nil
 	}
