@@ -3,6 +3,8 @@
 package e2e
 
 import (
+	"fmt"
+	"os/exec"
 	"strings"
 	"time"
 
@@ -41,7 +43,7 @@ var _ = Describe("Exit hooks on a real node", func() {
 
 		spec := v1alpha1.LoopSpec{Initial: "work", States: map[string]v1alpha1.State{
 			"work": {Action: "echo working", Next: "done"}, "done": {Terminal: true}},
-			OnExit: &v1alpha1.ExitHook{Action: `wget -q -O- -T 20 --post-data "phase=${loop.phase}&state=${loop.final_state}&by=${loop.terminated_by}" http://` + ip + `:8080/`},
+			OnExit: &v1alpha1.ExitHook{Action: `wget -q -O- --post-data "phase=${loop.phase}&state=${loop.final_state}&by=${loop.terminated_by}" http://` + ip + `:8080/`},
 		}
 		key := create(ns, "notify", spec)
 		var loop *v1alpha1.Loop
@@ -51,7 +53,9 @@ var _ = Describe("Exit hooks on a real node", func() {
 			g.Expect(loop.Status.ExitHook.Phase).NotTo(Equal(v1alpha1.ExitHookRunning))
 		}, 3*time.Minute, time.Second).Should(Succeed())
 		Expect(loop.Status.Phase).To(Equal(v1alpha1.PhaseCompleted), describe(loop))
-		Expect(loop.Status.ExitHook.Phase).To(Equal(v1alpha1.ExitHookSucceeded), loop.Status.ExitHook.Message)
+		h := loop.Status.ExitHook
+		Expect(h.Phase).To(Equal(v1alpha1.ExitHookSucceeded), "exit hook %+v (exit %v); its log:\n%s\nthe receiver's log:\n%s",
+			*h, ptr.Deref(h.ExitCode, -1), logsOf(ns, h.Pod), logsOf(ns, "receiver"))
 		hook := &corev1.Pod{}
 		Expect(k8sClient.Get(bg, client.ObjectKey{Namespace: ns, Name: loop.Status.ExitHook.Pod}, hook)).To(Succeed())
 		Expect(hook.Spec.Containers[0].Image).To(Equal(actionsImage))
@@ -62,3 +66,12 @@ var _ = Describe("Exit hooks on a real node", func() {
 		Expect(strings.TrimSpace(out)).NotTo(BeEmpty())
 	})
 })
+
+// logsOf is a Pod's log, or why there is none.
+func logsOf(ns, pod string) string {
+	out, err := exec.Command("kubectl", "logs", "-n", ns, pod, "--all-containers").CombinedOutput()
+	if err != nil {
+		return fmt.Sprintf("(%v) %s", err, out)
+	}
+	return string(out)
+}

@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"os/exec"
 	"path/filepath"
 	"time"
 
@@ -40,7 +41,11 @@ var _ = Describe("LoopSchedules on a real node", func() {
 		}, 2*time.Minute, time.Second).Should(Succeed())
 		loop := waitFinished(client.ObjectKey{Namespace: ns, Name: runName}, 2*time.Minute)
 		Expect(loop.Status.Phase).To(Equal(v1alpha1.PhaseCompleted), describe(loop))
-		Expect(run(looprun, "logs", "-n", ns, runName)).To(ContainSubstring("scheduled"))
+		// Its Pod's log (the Pod's phase may trail the Loop's end a moment).
+		Eventually(func() string {
+			out, _ := exec.Command(looprun, "logs", "-n", ns, runName).CombinedOutput()
+			return string(out)
+		}, 30*time.Second, time.Second).Should(ContainSubstring("scheduled"), "looprun logs %s; Pods: %s", runName, logsOf(ns, runName))
 
 		Eventually(func(g Gomega) {
 			got := &v1alpha1.LoopSchedule{}
