@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"time"
@@ -45,7 +46,7 @@ var _ = Describe("LoopSchedules on a real node", func() {
 		Eventually(func() string {
 			out, _ := exec.Command(looprun, "logs", "-n", ns, runName).CombinedOutput()
 			return string(out)
-		}, 30*time.Second, time.Second).Should(ContainSubstring("scheduled"), "looprun logs %s; Pods: %s", runName, logsOf(ns, runName))
+		}, 30*time.Second, time.Second).Should(ContainSubstring("scheduled"), "looprun logs %s; the namespace's Pods:\n%s", runName, podsIn(ns))
 
 		Eventually(func(g Gomega) {
 			got := &v1alpha1.LoopSchedule{}
@@ -66,3 +67,12 @@ var _ = Describe("LoopSchedules on a real node", func() {
 		}, time.Minute, time.Second).Should(BeTrue(), "the run outlived its schedule")
 	})
 })
+
+// podsIn lists a namespace's Pods with their phases, for a failure's message.
+func podsIn(ns string) string {
+	out, err := exec.Command("kubectl", "get", "pods", "-n", ns, "-o", "wide").CombinedOutput()
+	if err != nil {
+		return fmt.Sprintf("(%v) %s", err, out)
+	}
+	return string(out)
+}
