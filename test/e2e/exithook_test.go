@@ -68,8 +68,12 @@ var _ = Describe("Exit hooks on a real node", func() {
 })
 
 // logsOf is a Pod's log, or why there is none.
-func logsOf(ns, pod string) string {
-	out, err := exec.Command("kubectl", "logs", "-n", ns, pod, "--all-containers").CombinedOutput()
+func logsOf(ns, pod string) string { return kubectlOut("logs", "-n", ns, pod, "--all-containers") }
+
+// kubectlOut is what kubectl says, for a failure's message: its output, or
+// why it failed.
+func kubectlOut(args ...string) string {
+	out, err := exec.Command("kubectl", args...).CombinedOutput()
 	if err != nil {
 		return fmt.Sprintf("(%v) %s", err, out)
 	}

@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"fmt"
 	"os/exec"
 	"path/filepath"
 	"time"
@@ -69,10 +68,4 @@ var _ = Describe("LoopSchedules on a real node", func() {
 })
 
 // podsIn lists a namespace's Pods with their phases, for a failure's message.
-func podsIn(ns string) string {
-	out, err := exec.Command("kubectl", "get", "pods", "-n", ns, "-o", "wide").CombinedOutput()
-	if err != nil {
-		return fmt.Sprintf("(%v) %s", err, out)
-	}
-	return string(out)
-}
+func podsIn(ns string) string { return kubectlOut("get", "pods", "-n", ns, "-o", "wide") }
