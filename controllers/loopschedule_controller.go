@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	ctrlbuilder "sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -140,15 +142,19 @@ func (r *LoopScheduleReconciler) schedule(ctx context.Context, sch *v1alpha1.Loo
 		r.setReady(sch, metav1.ConditionFalse, ReasonInvalidSchedule, err.Error())
 		return reconcile.Result{}, nil
 	}
-	if ptrTrue(sch.Spec.Suspend) {
+	if ptr.Deref(sch.Spec.Suspend, false) {
 		sch.Status.NextScheduleTime = nil
 		r.setReady(sch, metav1.ConditionTrue, ReasonScheduleSuspended, "suspended: no new run starts")
 		return reconcile.Result{}, nil
 	}
-	if reason, msg := r.checkLoop(ctx, sch); reason != "" {
-		r.setReady(sch, metav1.ConditionFalse, reason, msg)
+	spec, md, reason, msg, err := r.runSpec(ctx, sch)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if reason != "" {
 		// A template made later is found at the next firing; an invalid
 		// inline spec waits for an edit.
+		r.setReady(sch, metav1.ConditionFalse, reason, msg)
 	} else {
 		r.setReady(sch, metav1.ConditionTrue, ReasonScheduled, "")
 	}
@@ -187,14 +193,13 @@ func (r *LoopScheduleReconciler) schedule(ctx context.Context, sch *v1alpha1.Loo
 			sch.Status.Active = nil
 		}
 	}
-	run, reason, msg, err := r.newRun(ctx, sch, due)
-	if err != nil {
-		return reconcile.Result{}, err
-	}
-	if run == nil {
-		r.setReady(sch, metav1.ConditionFalse, reason, msg)
+	if spec == nil {
 		r.event(sch, nil, corev1.EventTypeWarning, "RunNotStarted", "Create", "the run of %s cannot start: %s", due.UTC().Format(time.RFC3339), msg)
 		return requeue, nil
+	}
+	run, err := r.newRun(sch, spec, md, due)
+	if err != nil {
+		return reconcile.Result{}, err
 	}
 	if err := createLoopObject(ctx, r.Client, run); err != nil {
 		if !apierrors.IsAlreadyExists(err) {
@@ -251,79 +256,67 @@ func latest(a, b time.Time) time.Time {
 // parseSchedule reads a cron schedule in its time zone. A run's name
 // holds the minute it was due, so a schedule finer than a minute is
 // refused.
-func parseSchedule(spec string, tz *string) (cron.Schedule, error) {
-	if strings.HasPrefix(spec, "TZ=") || strings.HasPrefix(spec, "CRON_TZ=") {
-		return nil, fmt.Errorf("schedule %q: name the time zone in timeZone, not in the schedule", spec)
+func parseSchedule(text string, tz *string) (cron.Schedule, error) {
+	if strings.HasPrefix(text, "TZ=") || strings.HasPrefix(text, "CRON_TZ=") {
+		return nil, fmt.Errorf("schedule %q: name the time zone in timeZone, not in the schedule", text)
 	}
-	if tz != nil && *tz != "" {
-		if _, err := time.LoadLocation(*tz); err != nil {
-			return nil, fmt.Errorf("timeZone %q: %w", *tz, err)
+	spec := text
+	if zone := ptr.Deref(tz, ""); zone != "" {
+		if _, err := time.LoadLocation(zone); err != nil {
+			return nil, fmt.Errorf("timeZone %q: %w", zone, err)
 		}
-		spec = "CRON_TZ=" + *tz + " " + spec
+		spec = "CRON_TZ=" + zone + " " + text
 	}
 	sched, err := cron.ParseStandard(spec)
 	if err != nil {
-		return nil, fmt.Errorf("schedule %q: %w", strings.TrimPrefix(spec, "CRON_TZ="+ptrOr(tz)+" "), err)
+		return nil, fmt.Errorf("schedule %q: %w", text, err)
 	}
 	if every, ok := sched.(cron.ConstantDelaySchedule); ok && every.Delay < time.Minute {
-		return nil, fmt.Errorf("schedule %q: runs are at least a minute apart", spec)
+		return nil, fmt.Errorf("schedule %q: runs are at least a minute apart", text)
 	}
 	return sched, nil
 }
 
-// checkLoop says why the schedule's loop cannot run, or "" when it can
-// (as far as can be known before a run is due).
-func (r *LoopScheduleReconciler) checkLoop(ctx context.Context, sch *v1alpha1.LoopSchedule) (reason, msg string) {
-	if t := sch.Spec.Template; t != nil {
-		err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: sch.Namespace, Name: t.Name}, &v1alpha1.LoopTemplate{})
-		if apierrors.IsNotFound(err) {
-			return ReasonTemplateNotFound, fmt.Sprintf("no LoopTemplate %q in namespace %s", t.Name, sch.Namespace)
-		}
-		return "", ""
-	}
-	if sch.Spec.Loop == nil {
-		return ReasonInvalidLoop, "spec.loop or spec.template is required"
-	}
-	if errs := executor.Validate(&sch.Spec.Loop.Spec); len(errs) > 0 {
-		return ReasonInvalidLoop, "spec.loop.spec: " + errs.ToAggregate().Error()
-	}
-	return "", ""
-}
-
-// newRun builds the run's Loop; nil with a reason when it cannot be made.
-func (r *LoopScheduleReconciler) newRun(ctx context.Context, sch *v1alpha1.LoopSchedule, due time.Time) (*v1alpha1.Loop, string, string, error) {
-	var spec *v1alpha1.LoopSpec
-	var md v1alpha1.RunMetadata
-	switch {
-	case sch.Spec.Template != nil:
-		t := sch.Spec.Template
-		md = t.Metadata
+// runSpec is the spec of the schedule's runs and their labels and
+// annotations: a copy of the inline Loop's, or the LoopTemplate's with its
+// parameters bound as a sub-loop state binds them, checked as a Loop is.
+// Without a spec, reason and msg say why no run can be made.
+func (r *LoopScheduleReconciler) runSpec(ctx context.Context, sch *v1alpha1.LoopSchedule) (
+	spec *v1alpha1.LoopSpec, md v1alpha1.RunMetadata, reason, msg string, err error) {
+	var what string
+	switch t := sch.Spec.Template; {
+	case t != nil:
+		md, what = t.Metadata, "LoopTemplate "+t.Name
 		tpl := &v1alpha1.LoopTemplate{}
 		if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: sch.Namespace, Name: t.Name}, tpl); err != nil {
 			if apierrors.IsNotFound(err) {
-				return nil, ReasonTemplateNotFound, fmt.Sprintf("no LoopTemplate %q in namespace %s", t.Name, sch.Namespace), nil
+				return nil, md, ReasonTemplateNotFound, fmt.Sprintf("no LoopTemplate %q in namespace %s", t.Name, sch.Namespace), nil
 			}
-			return nil, "", "", err
+			return nil, md, "", "", err
 		}
 		with, err := executor.DecodeContext(t.With)
 		if err != nil {
-			return nil, ReasonInvalidLoop, fmt.Sprintf("spec.template.with: %v", err), nil
+			return nil, md, ReasonInvalidLoop, fmt.Sprintf("spec.template.with: %v", err), nil
 		}
 		s, failure := templateSpec(tpl, &executor.SubLoop{Loop: t.Name, With: with})
 		if failure != nil {
-			return nil, cmp.Or(failure.Reason, ReasonInvalidLoop), failure.Message, nil
+			return nil, md, cmp.Or(failure.Reason, ReasonInvalidLoop), failure.Message, nil
 		}
 		spec = s
 	case sch.Spec.Loop != nil:
-		md = sch.Spec.Loop.Metadata
+		md, what = sch.Spec.Loop.Metadata, "spec.loop.spec"
 		spec = sch.Spec.Loop.Spec.DeepCopy()
-	}
-	if spec == nil {
-		return nil, ReasonInvalidLoop, "spec.loop or spec.template is required", nil
+	default:
+		return nil, md, ReasonInvalidLoop, "spec.loop or spec.template is required", nil
 	}
 	if errs := executor.Validate(spec); len(errs) > 0 {
-		return nil, ReasonInvalidLoop, errs.ToAggregate().Error(), nil
+		return nil, md, ReasonInvalidLoop, what + ": " + errs.ToAggregate().Error(), nil
 	}
+	return spec, md, "", "", nil
+}
+
+// newRun builds the Loop of the run due at due.
+func (r *LoopScheduleReconciler) newRun(sch *v1alpha1.LoopSchedule, spec *v1alpha1.LoopSpec, md v1alpha1.RunMetadata, due time.Time) (*v1alpha1.Loop, error) {
 	run := &v1alpha1.Loop{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: runName(sch.Name, due), Namespace: sch.Namespace,
@@ -331,12 +324,8 @@ func (r *LoopScheduleReconciler) newRun(ctx context.Context, sch *v1alpha1.LoopS
 		},
 		Spec: *spec,
 	}
-	for k, v := range md.Labels {
-		run.Labels[k] = v
-	}
-	for k, v := range md.Annotations {
-		run.Annotations[k] = v
-	}
+	maps.Copy(run.Labels, md.Labels)
+	maps.Copy(run.Annotations, md.Annotations)
 	run.Labels[LabelSchedule] = v1alpha1.LabelValue(sch.Name)
 	if shard := sch.Labels[v1alpha1.LabelShard]; shard != "" {
 		run.Labels[v1alpha1.LabelShard] = shard
@@ -345,9 +334,9 @@ func (r *LoopScheduleReconciler) newRun(ctx context.Context, sch *v1alpha1.LoopS
 	}
 	run.Annotations[AnnotationScheduledTime] = due.UTC().Format(time.RFC3339)
 	if err := controllerutil.SetControllerReference(sch, run, r.Scheme); err != nil {
-		return nil, "", "", err
+		return nil, err
 	}
-	return run, "", "", nil
+	return run, nil
 }
 
 // runName names the run due at t: the schedule's name and the minute,
@@ -452,13 +441,4 @@ func (r *LoopScheduleReconciler) event(sch *v1alpha1.LoopSchedule, related runti
 	if r.Recorder != nil {
 		r.Recorder.Eventf(sch, related, typ, reason, action, note, args...)
 	}
-}
-
-func ptrTrue(b *bool) bool { return b != nil && *b }
-
-func ptrOr(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
 }
