@@ -2,7 +2,6 @@ package controllers
 
 import (
 	"context"
-	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,11 +20,10 @@ import (
 // running is true while the hook runs.
 func (r *LoopReconciler) exitHook(ctx context.Context, loop *v1alpha1.Loop) (res reconcile.Result, running bool, err error) {
 	run := &loop.Status.RunState
-	h := run.ExitHook
-	started := h != nil && h.Iteration == run.Iteration && h.Phase == v1alpha1.ExitHookRunning
+	started := executor.ExitHookStarted(run)
 	a, err := r.exitAction(loop)
 	if err != nil {
-		r.endExitHook(loop, started, executor.ActionResult{ExitCode: -1, Failure: &executor.ActionFailure{Reason: "InvalidExitHook", Message: err.Error()}}, "")
+		r.endExitHook(loop, started, executor.ExitHookNotRun(err), "")
 		return reconcile.Result{}, false, nil
 	}
 	out, where, err := r.Actions.Hook(ctx, loop, *a, started)
@@ -55,11 +53,7 @@ func (r *LoopReconciler) exitAction(loop *v1alpha1.Loop) (*executor.Action, erro
 	if err != nil {
 		return nil, err
 	}
-	a, err := m.ExitAction(&loop.Status.RunState, r.now())
-	if err != nil {
-		return nil, fmt.Errorf("spec.onExit.action: %w", err)
-	}
-	return a, nil
+	return m.ExitAction(&loop.Status.RunState, r.now())
 }
 
 // endExitHook records how the hook ended.

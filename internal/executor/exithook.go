@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"fmt"
 	"math"
 	"strings"
 	"time"
@@ -23,7 +24,20 @@ func NeedsExitHook(spec *v1alpha1.LoopSpec, run *v1alpha1.RunState) bool {
 		return false
 	}
 	h := run.ExitHook
-	return h == nil || h.Iteration != run.Iteration || h.Phase == v1alpha1.ExitHookRunning
+	return h == nil || h.Iteration != run.Iteration || ExitHookStarted(run)
+}
+
+// ExitHookStarted reports whether the hook of the run's present end is
+// recorded as running (started before, its result still to be read).
+func ExitHookStarted(run *v1alpha1.RunState) bool {
+	h := run.ExitHook
+	return h != nil && h.Iteration == run.Iteration && h.Phase == v1alpha1.ExitHookRunning
+}
+
+// ExitHookNotRun is the result of a hook that could not be made: its
+// action's templates did not expand, or the spec is not valid.
+func ExitHookNotRun(err error) ActionResult {
+	return ActionResult{ExitCode: -1, Failure: &ActionFailure{Reason: "InvalidExitHook", Message: err.Error()}}
 }
 
 // ExitAction is the action of the ended run's exit hook: spec.onExit with
@@ -40,7 +54,7 @@ func (m *Machine) ExitAction(run *v1alpha1.RunState, now time.Time) (*Action, er
 	st := hook.AsState()
 	command, err := expandAction(m.spec, st, vars)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("spec.onExit.action: %w", err)
 	}
 	return &Action{
 		State: ExitState, Iteration: run.Iteration, Command: command, Agent: st.IsAgent(), Exit: true,

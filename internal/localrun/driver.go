@@ -287,14 +287,12 @@ func (d *Driver) exitHook(ctx context.Context, w recorder, run *v1alpha1.RunStat
 	if d.OnExitHook != nil {
 		d.OnExitHook(h)
 	}
-	a, err := d.Machine.ExitAction(run, d.now())
 	var res executor.ActionResult
-	if err != nil {
-		res = executor.ActionResult{ExitCode: -1, Failure: &executor.ActionFailure{Reason: "InvalidExitHook", Message: "spec.onExit.action: " + err.Error()}}
+	if a, err := d.Machine.ExitAction(run, d.now()); err != nil {
+		res = executor.ExitHookNotRun(err)
 	} else {
 		res = d.Runner.RunWhenReady(ctx, a, func(int) error { return nil })
 	}
-	h = &v1alpha1.ExitHookStatus{Iteration: run.Iteration, StartedAt: &now}
 	executor.EndExitHook(h, res, d.now())
 	run.ExitHook = h
 	if d.OnExitHook != nil {

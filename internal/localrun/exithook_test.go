@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/looprun/looprun/api/v1alpha1"
@@ -62,5 +63,29 @@ func TestExitHook(t *testing.T) {
 				t.Fatalf("read back: %+v %v", back, err)
 			}
 		})
+	}
+}
+
+// A hook whose templates cannot expand (a capture the run never reached)
+// fails with why, without running.
+func TestExitHookThatCannotExpand(t *testing.T) {
+	dir := t.TempDir()
+	s := spec(map[string]v1alpha1.State{
+		"check": {Action: "true", OnSuccess: "done", OnFailure: "fix"},
+		"fix":   {Action: "echo x", Capture: "x", Next: "done"},
+		"done":  {Terminal: true},
+	})
+	s.OnExit = &v1alpha1.ExitHook{Action: "touch ran; echo ${captured.x.output}"}
+	d := newDriver(t, dir, s)
+	run, err := d.Start(context.Background(), "r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := run.ExitHook
+	if h == nil || h.Phase != v1alpha1.ExitHookFailed || !strings.HasPrefix(h.Message, "spec.onExit.action: ") {
+		t.Fatalf("exit hook %+v", h)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "ran")); err == nil {
+		t.Error("the hook ran")
 	}
 }
