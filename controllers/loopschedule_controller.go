@@ -175,23 +175,10 @@ func (r *LoopScheduleReconciler) schedule(ctx context.Context, sch *v1alpha1.Loo
 		r.event(sch, nil, corev1.EventTypeWarning, "TooManyMissedTimes", "Schedule",
 			"%d runs were missed; only the latest, of %s, starts (is startingDeadlineSeconds set?)", missed, due.UTC().Format(time.RFC3339))
 	}
-	if len(active) > 0 {
-		switch sch.Spec.ConcurrencyPolicy {
-		case v1alpha1.ForbidConcurrent:
-			// The run stays due: when the running one ends (its end wakes
-			// the schedule) it starts late, within startingDeadlineSeconds.
-			r.event(sch, active[0], corev1.EventTypeNormal, "RunSkipped", "Schedule",
-				"the run of %s does not start: %s still runs and concurrencyPolicy is Forbid", due.UTC().Format(time.RFC3339), active[0].Name)
-			return requeue, nil
-		case v1alpha1.ReplaceConcurrent:
-			for _, l := range active {
-				if err := r.Client.Delete(ctx, l, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
-					return reconcile.Result{}, err
-				}
-				r.event(sch, l, corev1.EventTypeNormal, "RunReplaced", "Delete", "deleted %s: the run of %s replaces it (concurrencyPolicy Replace)", l.Name, due.UTC().Format(time.RFC3339))
-			}
-			sch.Status.Active = nil
-		}
+	if held, err := r.makeRoom(ctx, sch, active, due); err != nil {
+		return reconcile.Result{}, err
+	} else if held {
+		return requeue, nil
 	}
 	if spec == nil {
 		r.event(sch, nil, corev1.EventTypeWarning, "RunNotStarted", "Create", "the run of %s cannot start: %s", due.UTC().Format(time.RFC3339), msg)
@@ -224,6 +211,31 @@ func (r *LoopScheduleReconciler) schedule(ctx context.Context, sch *v1alpha1.Loo
 		sch.Status.Active = append(sch.Status.Active, v1alpha1.ScheduledRun{Name: run.Name, ScheduledTime: metav1.Time{Time: due}, Phase: run.Status.Phase})
 	}
 	return requeue, nil
+}
+
+// makeRoom applies the concurrency policy to the runs still going when
+// the run of due is to start: held is true when it must not start yet.
+func (r *LoopScheduleReconciler) makeRoom(ctx context.Context, sch *v1alpha1.LoopSchedule, active []*v1alpha1.Loop, due time.Time) (held bool, err error) {
+	if len(active) == 0 {
+		return false, nil
+	}
+	switch sch.Spec.ConcurrencyPolicy {
+	case v1alpha1.ForbidConcurrent:
+		// The run stays due: when the running one ends (its end wakes
+		// the schedule) it starts late, within startingDeadlineSeconds.
+		r.event(sch, active[0], corev1.EventTypeNormal, "RunSkipped", "Schedule",
+			"the run of %s does not start: %s still runs and concurrencyPolicy is Forbid", due.UTC().Format(time.RFC3339), active[0].Name)
+		return true, nil
+	case v1alpha1.ReplaceConcurrent:
+		for _, l := range active {
+			if err := r.Client.Delete(ctx, l, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
+				return false, err
+			}
+			r.event(sch, l, corev1.EventTypeNormal, "RunReplaced", "Delete", "deleted %s: the run of %s replaces it (concurrencyPolicy Replace)", l.Name, due.UTC().Format(time.RFC3339))
+		}
+		sch.Status.Active = nil
+	}
+	return false, nil
 }
 
 // dueTime is the latest time the schedule was due and no run started
