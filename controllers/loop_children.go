@@ -253,13 +253,22 @@ func templateSpec(tpl *v1alpha1.LoopTemplate, sub *executor.SubLoop) (*v1alpha1.
 
 // shareWorkspace makes a child that runs as its parent does work in its
 // parent's files, as a sub-loop runs in its parent's directory: a
-// workspace the parent has made for itself is the child's claim too.
+// workspace the parent has made for itself is the child's claim too, and
+// the child works in the parent's checkout, which it neither clones nor
+// pushes.
 func shareWorkspace(rs *v1alpha1.RunnerSpec, parent string) {
-	if rs == nil || rs.Workspace == nil || rs.Workspace.VolumeClaimTemplate == nil {
+	if rs == nil || rs.Workspace == nil {
 		return
 	}
-	rs.Workspace.VolumeClaimTemplate = nil
-	rs.Workspace.ClaimName = pod.WorkspaceClaim(parent)
+	w := rs.Workspace
+	if w.Git != nil {
+		w.WorkingDir = strings.TrimPrefix(strings.TrimPrefix(w.GetWorkingDir(), w.GetMountPath()), "/")
+		w.Git = nil
+	}
+	if w.VolumeClaimTemplate != nil {
+		w.VolumeClaimTemplate = nil
+		w.ClaimName = pod.WorkspaceClaim(parent)
+	}
 }
 
 // passOn gives a running child what its parent was asked: suspend (and

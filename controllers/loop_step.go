@@ -59,8 +59,8 @@ func (r *LoopReconciler) reconcileLoop(ctx context.Context, loop *v1alpha1.Loop)
 		result, err = r.reconcileFinished(ctx, loop)
 	} else {
 		result, err = s.take(ctx)
-		if err == nil && r.Actions != nil && executor.NeedsExitHook(&loop.Spec, &loop.Status.RunState) {
-			// The run ended: its exit hook starts once the end is saved.
+		if err == nil && r.Actions != nil && (executor.NeedsExitHook(&loop.Spec, &loop.Status.RunState) || executor.NeedsPush(&loop.Spec, &loop.Status.RunState)) {
+			// The run ended: its push and exit hook start once the end is saved.
 			result = reconcile.Result{RequeueAfter: time.Millisecond}
 		}
 	}
@@ -297,6 +297,15 @@ func (s *step) first(ctx context.Context) (executor.Step, *executor.ActionResult
 		s.out.health.noRunner = true
 		return executor.Step{Kind: stepHold}, nil, nil
 	}
+	if !inFlight && s.r.Actions != nil && executor.NeedsClone(&s.loop.Spec, run) {
+		// The checkout is made before the first step.
+		if done, err := s.clone(ctx); !done || err != nil {
+			return executor.Step{Kind: stepHold}, nil, err
+		}
+		if run.Phase.IsFinished() {
+			return executor.Step{Kind: executor.StepDone}, nil, nil
+		}
+	}
 	var lost bool
 	if inFlight {
 		out, err := s.r.Actions.Check(ctx, s.loop)
@@ -463,6 +472,12 @@ func (s *step) announce(ctx context.Context) {
 // reconcileFinished deletes a finished Loop once its ttlSecondsAfterFinished passed.
 func (r *LoopReconciler) reconcileFinished(ctx context.Context, loop *v1alpha1.Loop) (reconcile.Result, error) {
 	r.memory.finished(loop)
+	if r.Actions != nil && executor.NeedsPush(&loop.Spec, &loop.Status.RunState) {
+		res, running, err := r.push(ctx, loop)
+		if running || err != nil {
+			return res, err // the exit hook and the ttl wait for it
+		}
+	}
 	if r.Actions != nil && executor.NeedsExitHook(&loop.Spec, &loop.Status.RunState) {
 		res, running, err := r.exitHook(ctx, loop)
 		if running || err != nil {
@@ -532,11 +547,15 @@ const RunDirBase = ".loops/runs"
 
 // runContext is what the operator gives a run's context, as a local run
 // gets it, each unless the Loop sets it: run_dir (on the workspace, made
-// before each action), max_steps, and input_hash for a text input.
+// before each action), max_steps, input_hash for a text input, and
+// repo_dir, the checkout of workspace.git.
 func runContext(loop *v1alpha1.Loop) map[string]any {
 	ctx := map[string]any{
 		"run_dir":   RunDirBase + "/" + runID(loop) + "/",
 		"max_steps": loop.Spec.GetMaxIterations(),
+	}
+	if dir := loop.Spec.Runner.GetCheckoutPath(); dir != "" {
+		ctx["repo_dir"] = dir
 	}
 	var input any
 	if raw, ok := loop.Spec.Context["input"]; ok && json.Unmarshal(raw.Raw, &input) == nil {

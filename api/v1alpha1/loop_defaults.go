@@ -3,6 +3,7 @@ package v1alpha1
 import (
 	"encoding/json"
 	"math"
+	"path"
 	"slices"
 	"strings"
 	"time"
@@ -105,6 +106,44 @@ func (w *WorkspaceSpec) GetMountPath() string {
 		return DefaultWorkspacePath
 	}
 	return w.MountPath
+}
+
+// GetWorkingDir returns the working directory of every action: workingDir
+// under the mount path, by default the checkout when git is set.
+func (w *WorkspaceSpec) GetWorkingDir() string {
+	dir := ""
+	if w != nil {
+		dir = w.WorkingDir
+		if dir == "" && w.Git != nil {
+			dir = CheckoutDir
+		}
+	}
+	return path.Join(w.GetMountPath(), dir)
+}
+
+// GetCheckoutPath returns where workspace.git clones to; empty without git.
+func (w *WorkspaceSpec) GetCheckoutPath() string {
+	if w == nil || w.Git == nil {
+		return ""
+	}
+	return path.Join(w.GetMountPath(), CheckoutDir)
+}
+
+// GetCheckoutPath returns where the runner's workspace.git clones to;
+// empty without git.
+func (r *RunnerSpec) GetCheckoutPath() string {
+	if r == nil {
+		return ""
+	}
+	return r.Workspace.GetCheckoutPath()
+}
+
+// GitWorkspace returns the Loop's workspace.git, nil for none.
+func (s *LoopSpec) GitWorkspace() *GitWorkspace {
+	if s.Runner == nil || s.Runner.Workspace == nil {
+		return nil
+	}
+	return s.Runner.Workspace.Git
 }
 
 // LLMEnabled reports whether llm_structured evaluators may call the judge.

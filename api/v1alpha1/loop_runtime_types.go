@@ -220,13 +220,27 @@ type RunnerSpec struct {
 
 // WorkspaceSpec is the volume the steps of a Loop share.
 // +kubebuilder:validation:XValidation:rule="!(has(self.claimName) && has(self.volumeClaimTemplate))",message="set claimName or volumeClaimTemplate, not both"
+// +kubebuilder:validation:XValidation:rule="!has(self.git) || has(self.claimName) || has(self.volumeClaimTemplate)",message="git needs a workspace that outlives a Pod: set claimName or volumeClaimTemplate"
 type WorkspaceSpec struct {
-	// mountPath is where the workspace is mounted, and the working directory
-	// of every action. Default /workspace.
+	// mountPath is where the workspace is mounted. Default /workspace.
 	// +optional
 	// +kubebuilder:validation:Pattern=`^/`
 	// +kubebuilder:validation:MaxLength=1024
 	MountPath string `json:"mountPath,omitempty"`
+
+	// workingDir is the working directory of every action, relative to
+	// mountPath. Default: the checkout (repo) when git is set, else
+	// mountPath itself.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:XValidation:rule="!self.startsWith('/') && !self.split('/').exists(p, p == '..')",message="a path inside the workspace: relative, without '..'"
+	WorkingDir string `json:"workingDir,omitempty"`
+
+	// git makes the workspace a checkout of a repository: cloned into
+	// MOUNTPATH/repo by a Pod of the Loop's own before the run's first
+	// step, and, with push, committed and pushed by another after its end.
+	// +optional
+	Git *GitWorkspace `json:"git,omitempty"`
 
 	// claimName names an existing PersistentVolumeClaim in the Loop's namespace.
 	// +optional
@@ -237,6 +251,94 @@ type WorkspaceSpec struct {
 	// named LOOP-workspace, owned by the Loop (deleted with it).
 	// +optional
 	VolumeClaimTemplate *corev1.PersistentVolumeClaimSpec `json:"volumeClaimTemplate,omitempty"`
+}
+
+// CheckoutDir is where workspace.git clones to, under mountPath.
+const CheckoutDir = "repo"
+
+// DefaultGitTimeoutSeconds bounds a clone or a push.
+const DefaultGitTimeoutSeconds = 600
+
+// GitWorkspace is the repository a Loop's workspace is a checkout of.
+type GitWorkspace struct {
+	// url of the repository: https://, http://, ssh:// or user@host:path.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=2048
+	URL string `json:"url"`
+
+	// revision to check out: a branch, a tag, a full ref (refs/...) or a
+	// commit. Default: the repository's default branch.
+	// +optional
+	// +kubebuilder:validation:MaxLength=255
+	Revision string `json:"revision,omitempty"`
+
+	// depth limits the clone's history to this many commits (0, the
+	// default: all of it). A revision that is a commit is cloned whole.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Depth int32 `json:"depth,omitempty"`
+
+	// secretRef names a Secret of the Loop's namespace mounted into the
+	// clone and push Pods (which run as the Loop's service account; the
+	// operator never reads it): username and password, or token (with an
+	// optional username), or ssh-privatekey (or identity) with known_hosts
+	// (required: an unknown host key is never trusted) and an optional
+	// passphrase. The keys of kubernetes.io/basic-auth and
+	// kubernetes.io/ssh-auth Secrets fit.
+	// +optional
+	SecretRef *corev1.LocalObjectReference `json:"secretRef,omitempty"`
+
+	// push commits what the actions left uncommitted after the run and
+	// pushes the checkout to a branch. Unset: nothing is pushed.
+	// +optional
+	Push *GitPush `json:"push,omitempty"`
+}
+
+// GitPushWhen says which ends of a run push.
+// +kubebuilder:validation:Enum=Completed;Always
+type GitPushWhen string
+
+// The ends that push.
+const (
+	// PushWhenCompleted pushes only a run that completed.
+	PushWhenCompleted GitPushWhen = "Completed"
+	// PushWhenAlways pushes whatever the end.
+	PushWhenAlways GitPushWhen = "Always"
+)
+
+// GitPush is where and when a run's work is pushed.
+type GitPush struct {
+	// branch to push to, interpolated like an action
+	// (looprun/${loop.name}-${run.id}). A branch that exists on the remote
+	// must be an ancestor of what is pushed: a push is never forced.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=255
+	Branch string `json:"branch"`
+
+	// when the run's end pushes: Completed (the default) or Always.
+	// +optional
+	// +kubebuilder:default=Completed
+	When GitPushWhen `json:"when,omitempty"`
+
+	// commitMessage of the commit of what was left uncommitted,
+	// interpolated like an action. Default "looprun: ${loop.name} run ${run.id}".
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	CommitMessage string `json:"commitMessage,omitempty"`
+
+	// author of that commit. Default looprun <looprun@localhost>.
+	// +optional
+	Author *GitAuthor `json:"author,omitempty"`
+}
+
+// GitAuthor is who a commit is by.
+type GitAuthor struct {
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Name string `json:"name,omitempty"`
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Email string `json:"email,omitempty"`
 }
 
 // HistorySpec says how much of a run's past is kept.

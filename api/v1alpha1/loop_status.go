@@ -315,6 +315,10 @@ type RunState struct {
 	// exitHook is what spec.onExit did at the run's end.
 	// +optional
 	ExitHook *ExitHookStatus `json:"exitHook,omitempty"`
+	// git is what spec.runner.workspace.git did in this run: the clone and
+	// the push.
+	// +optional
+	Git *GitStatus `json:"git,omitempty"`
 	// edgeRevisits counts traversals of each edge "from->to".
 	// +optional
 	EdgeRevisits map[string]int32 `json:"edgeRevisits,omitempty"`
@@ -561,7 +565,7 @@ type LoopList struct {
 	Items           []Loop `json:"items"`
 }
 
-// ExitHookPhase is where a run's exit hook is.
+// ExitHookPhase is where a run's exit hook, its clone or its push is.
 // +kubebuilder:validation:Enum=Running;Succeeded;Failed
 type ExitHookPhase string
 
@@ -571,6 +575,46 @@ const (
 	ExitHookSucceeded ExitHookPhase = "Succeeded"
 	ExitHookFailed    ExitHookPhase = "Failed"
 )
+
+// GitStatus is what a run's workspace.git did.
+type GitStatus struct {
+	// clone is the checkout made before the first step.
+	// +optional
+	Clone *GitOpStatus `json:"clone,omitempty"`
+	// push is the commit and push after the run's end.
+	// +optional
+	Push *GitOpStatus `json:"push,omitempty"`
+}
+
+// GitOpStatus is how a clone or a push went.
+type GitOpStatus struct {
+	// iteration is the run's iteration when it was made: a push is made
+	// once per end (a resumed run that ends again pushes again).
+	Iteration int32 `json:"iteration"`
+	// phase is Running, Succeeded or Failed.
+	Phase ExitHookPhase `json:"phase"`
+	// pod runs it (in a cluster).
+	// +optional
+	Pod string `json:"pod,omitempty"`
+	// commit checked out (clone) or pushed (push; the checkout's HEAD
+	// when there was nothing to push).
+	// +optional
+	Commit string `json:"commit,omitempty"`
+	// branch pushed to.
+	// +optional
+	Branch string `json:"branch,omitempty"`
+	// pushed is false for a push that found nothing new since the clone.
+	// +optional
+	Pushed bool `json:"pushed,omitempty"`
+	// message says why it failed (git's error).
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	Message string `json:"message,omitempty"`
+	// +optional
+	StartedAt *metav1.Time `json:"startedAt,omitempty"`
+	// +optional
+	FinishedAt *metav1.Time `json:"finishedAt,omitempty"`
+}
 
 // ExitHookStatus is what a run's exit hook (spec.onExit) did.
 type ExitHookStatus struct {

@@ -9,6 +9,9 @@
 // a deterministic evaluator over the complete stdout) to the termination
 // message, never more than 4,096 bytes, and exits with the action's code
 // (124 after a timeout, 128+N after signal N).
+//
+// `entrypoint git` clones or pushes the Loop's workspace (internal/gitws),
+// the operation in $LOOPRUN_GIT: the wrapper runs it as an action.
 package main
 
 import (
@@ -26,6 +29,7 @@ import (
 
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/agentstream"
+	"github.com/looprun/looprun/internal/gitws"
 	"github.com/looprun/looprun/internal/runner/entrypoint"
 	"github.com/looprun/looprun/internal/runner/probe"
 	"github.com/looprun/looprun/internal/runner/process"
@@ -36,6 +40,10 @@ func main() {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 1 && args[0] == "git" {
+		// A clone or push of the Loop's workspace, run under the wrapper.
+		return gitws.EnvMain(context.Background(), stdout, stderr)
+	}
 	fs := flag.NewFlagSet("entrypoint", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	copyTo := fs.String("copy-to", "", "copy this binary to the given path and exit (the init container's job)")

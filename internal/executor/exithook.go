@@ -63,15 +63,16 @@ func (m *Machine) ExitAction(run *v1alpha1.RunState, now time.Time) (*Action, er
 	}, nil
 }
 
-// ExitVars is what ${loop.*} adds for an exit hook: how the run ended and
-// what it used.
+// ExitVars is what ${loop.*} adds for an exit hook: how the run ended,
+// what it used and, with workspace.git, the commits cloned and pushed
+// (${loop.git.cloned}, ${loop.git.commit}, ${loop.git.branch}).
 func ExitVars(run *v1alpha1.RunState) map[string]any {
 	usage := map[string]any{"calls": int64(0), "input_tokens": int64(0), "output_tokens": int64(0), "cost_usd": 0.0}
 	if u := run.Usage; u != nil {
 		usage = map[string]any{"calls": u.Calls, "input_tokens": u.InputTokens, "output_tokens": u.OutputTokens,
 			"cost_usd": pricing.MicroToUSD(u.CostMicroUSD)}
 	}
-	return map[string]any{
+	vars := map[string]any{
 		"phase":         string(run.Phase),
 		"terminated_by": string(run.TerminatedBy),
 		"final_state":   run.CurrentState,
@@ -79,6 +80,17 @@ func ExitVars(run *v1alpha1.RunState) map[string]any {
 		"iterations":    run.Iteration,
 		"usage":         usage,
 	}
+	if g := run.Git; g != nil {
+		git := map[string]any{"cloned": "", "commit": "", "branch": "", "pushed": false}
+		if g.Clone != nil {
+			git["cloned"] = g.Clone.Commit
+		}
+		if p := g.Push; p != nil && p.Iteration == run.Iteration && p.Phase == v1alpha1.ExitHookSucceeded {
+			git["commit"], git["branch"], git["pushed"] = p.Commit, p.Branch, p.Pushed
+		}
+		vars["git"] = git
+	}
+	return vars
 }
 
 // ExitHookMessage says why a hook failed: why it could not run, else the

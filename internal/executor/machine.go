@@ -22,6 +22,7 @@ import (
 	"github.com/looprun/looprun/internal/agentstream"
 	"github.com/looprun/looprun/internal/executor/evaluate"
 	"github.com/looprun/looprun/internal/executor/interpolate"
+	"github.com/looprun/looprun/internal/gitws"
 	"github.com/looprun/looprun/internal/pricing"
 )
 
@@ -237,6 +238,9 @@ type Action struct {
 	// Exit is true for the run's exit hook (spec.onExit), run once the
 	// run ended; its iteration is the run's last.
 	Exit bool
+	// Git is the clone or the push of the Loop's workspace.git: the
+	// runner fills in where the checkout and the credentials are.
+	Git *gitws.Op
 }
 
 // Step is what Plan (or Complete) asks of the driver.
@@ -464,6 +468,7 @@ func (t *turn) vars() *interpolate.Vars {
 		StateName: t.run.CurrentState,
 		Iteration: t.run.Iteration,
 		LoopName:  t.m.name,
+		RunID:     t.run.RunID,
 		Elapsed:   Elapsed(t.run, t.now),
 		Env:       t.m.opts.Env,
 		Messages:  t.run.Messages,

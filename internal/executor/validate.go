@@ -65,6 +65,7 @@ func Validate(spec *v1alpha1.LoopSpec) field.ErrorList {
 		terminal = terminal || st.Terminal
 	}
 	errs = append(errs, validateExitHook(spec.OnExit, captured, root.Child("onExit"))...)
+	errs = append(errs, validateGit(spec, captured, root.Child("runner", "workspace", "git"))...)
 	if !terminal && len(spec.States) > 0 {
 		errs = append(errs, field.Required(root.Child("states"), "at least one state must be terminal"))
 	}
@@ -350,6 +351,37 @@ func validateExitHook(h *v1alpha1.ExitHook, captured map[string]bool, p *field.P
 		errs = append(errs, field.Invalid(p.Child("timeout"), h.Timeout.Duration.String(), "must not be negative"))
 	}
 	return append(errs, checkTemplate(h.Action, captured, p.Child("action"))...)
+}
+
+// validateGit checks spec.runner.workspace.git: a URL, a workspace that
+// outlives a Pod, a branch to push to, readable templates.
+func validateGit(spec *v1alpha1.LoopSpec, captured map[string]bool, p *field.Path) field.ErrorList {
+	g := spec.GitWorkspace()
+	if g == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	if strings.TrimSpace(g.URL) == "" {
+		errs = append(errs, field.Required(p.Child("url"), "the repository to clone"))
+	}
+	if w := spec.Runner.Workspace; w.ClaimName == "" && w.VolumeClaimTemplate == nil {
+		errs = append(errs, field.Required(p, "git needs a workspace that outlives a Pod: set claimName or volumeClaimTemplate"))
+	}
+	if g.Depth < 0 {
+		errs = append(errs, field.Invalid(p.Child("depth"), g.Depth, "must not be negative"))
+	}
+	if push := g.Push; push != nil {
+		pp := p.Child("push")
+		if strings.TrimSpace(push.Branch) == "" {
+			errs = append(errs, field.Required(pp.Child("branch"), "the branch to push to"))
+		}
+		if push.When != "" && push.When != v1alpha1.PushWhenCompleted && push.When != v1alpha1.PushWhenAlways {
+			errs = append(errs, field.NotSupported(pp.Child("when"), push.When, []v1alpha1.GitPushWhen{v1alpha1.PushWhenCompleted, v1alpha1.PushWhenAlways}))
+		}
+		errs = append(errs, checkTemplate(push.Branch, captured, pp.Child("branch"))...)
+		errs = append(errs, checkTemplate(push.CommitMessage, captured, pp.Child("commitMessage"))...)
+	}
+	return errs
 }
 
 func checkTemplate(tmpl string, captured map[string]bool, p *field.Path) field.ErrorList {

@@ -6,6 +6,7 @@
 package runner
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"time"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/executor"
+	"github.com/looprun/looprun/internal/gitws"
 )
 
 // Background is work the reconciler has going for Loops beyond a reconcile
@@ -64,10 +66,12 @@ type Runner interface {
 	// Cancel stops the Loop's action in flight (a stop or rewind request):
 	// its result is not wanted.
 	Cancel(ctx context.Context, loop *v1alpha1.Loop) error
-	// Hook runs the exit hook a of the Loop's ended run (spec.onExit) and
-	// reports on it: started once, found again after a restart (started
-	// says the status recorded it running). where names what runs it (a
-	// Pod). A hook that cannot run is Done with a Failure.
+	// Hook runs an action of the run's own, outside its states: the exit
+	// hook of the ended run (spec.onExit, a.Exit), the clone before its
+	// first step or the push after its end (a.Git). It reports on it:
+	// started once, found again after a restart (started says the status
+	// recorded it running). where names what runs it (a Pod). One that
+	// cannot run is Done with a Failure.
 	Hook(ctx context.Context, loop *v1alpha1.Loop, a executor.Action, started bool) (out Outcome, where string, err error)
 	// Workspace makes the Loop's workspace, when the runner makes one,
 	// unless it exists: before the Loop's first action, and before a child
@@ -136,4 +140,22 @@ func TransientFailure(reason, format string, args ...any) executor.ActionResult 
 	res := Failure(reason, format, args...)
 	res.Failure.Transient = true
 	return res
+}
+
+// Git runs a clone or a push in this process (the local runners' way; a
+// Pod runs `entrypoint git`), with the result an action of it would have:
+// what it did as JSON on stdout, git's error on stderr.
+func Git(ctx context.Context, op gitws.Op) executor.ActionResult {
+	var stdout, stderr bytes.Buffer
+	started := time.Now()
+	code := gitws.Main(ctx, op, &stdout, &stderr)
+	return executor.ActionResult{Output: stdout.String(), Stderr: tail(stderr.String(), 8<<10), ExitCode: code, Duration: time.Since(started)}
+}
+
+// tail is the last n bytes of s.
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[len(s)-n:]
 }

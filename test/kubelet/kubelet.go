@@ -6,7 +6,7 @@
 // A container's image is ignored: its command runs on this machine. Paths
 // under the container's volume mounts are rewritten to a directory per
 // volume (emptyDir: per Pod; persistentVolumeClaim: per claim, shared by the
-// Pods that mount it), and absolute commands found in Binaries are replaced
+// Pods that mount it; secret: its keys as files), and absolute commands found in Binaries are replaced
 // by local binaries. The termination message file is read back into the
 // container status, activeDeadlineSeconds kills the Pod (DeadlineExceeded),
 // and deleting the Pod kills its processes. An image named in NeverStarts
@@ -337,10 +337,25 @@ func (k *Kubelet) paths(pod *corev1.Pod, c corev1.Container) *pathMap {
 				dir = filepath.Join(k.Dir, "claims", pod.Namespace, v.PersistentVolumeClaim.ClaimName)
 			}
 			_ = os.MkdirAll(dir, 0o755)
+			if v.Secret != nil {
+				k.writeSecret(pod.Namespace, v.Secret.SecretName, dir)
+			}
 			m.add(vm.MountPath, dir)
 		}
 	}
 	return m
+}
+
+// writeSecret puts the Secret's keys in dir as files, as a kubelet fills a
+// secret volume; a Secret that cannot be read leaves dir empty.
+func (k *Kubelet) writeSecret(ns, name, dir string) {
+	secret := &corev1.Secret{}
+	if err := k.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, secret); err != nil {
+		return
+	}
+	for key, value := range secret.Data {
+		_ = os.WriteFile(filepath.Join(dir, key), value, 0o600)
+	}
 }
 
 func (m *pathMap) add(from, to string) {

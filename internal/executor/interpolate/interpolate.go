@@ -92,7 +92,7 @@ func parseRef(raw string) (ref, error) {
 
 func knownNamespace(ns string) bool {
 	switch ns {
-	case "context", "captured", "prev", "result", "state", "loop", "env", "param", "messages":
+	case "context", "captured", "prev", "result", "state", "loop", "run", "env", "param", "messages":
 		return true
 	}
 	return false

@@ -28,6 +28,8 @@ type Vars struct {
 	StateName string
 	Iteration int32
 	LoopName  string
+	// RunID names the run: ${run.id}.
+	RunID     string
 	StartedAt time.Time
 	Elapsed   time.Duration
 	// Env looks up environment variables; nil means none are visible.
@@ -100,6 +102,8 @@ func (v *Vars) resolve(ns string, path []string) (any, error) {
 		}
 		maps.Copy(loop, v.Exit)
 		return walk(loop, path)
+	case "run":
+		return walk(map[string]any{"id": v.RunID}, path)
 	case "param":
 		if v.Param == nil {
 			return nil, errors.New("the state binds no fragment parameters")

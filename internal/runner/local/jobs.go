@@ -9,12 +9,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/executor"
+	"github.com/looprun/looprun/internal/gitws"
 	"github.com/looprun/looprun/internal/runner"
 	"github.com/looprun/looprun/internal/runner/background"
 	"github.com/looprun/looprun/internal/runner/process"
@@ -57,7 +59,7 @@ func (l *Actions) Start(_ context.Context, loop *v1alpha1.Loop, a executor.Actio
 // this process does not know but the status says started was lost with
 // an earlier operator process, and is not run again.
 func (l *Actions) Hook(_ context.Context, loop *v1alpha1.Loop, a executor.Action, started bool) (runner.Outcome, string, error) {
-	key := runner.ActionKey(loop, a.Iteration) + "/exit"
+	key := runner.ActionKey(loop, a.Iteration) + "/" + a.State
 	switch res, state := l.jobs.Result(key); state {
 	case background.Done:
 		return runner.Outcome{State: runner.Done, Result: res}, "", nil
@@ -65,7 +67,7 @@ func (l *Actions) Hook(_ context.Context, loop *v1alpha1.Loop, a executor.Action
 		return runner.Outcome{State: runner.Running}, "", nil
 	}
 	if started {
-		return runner.Outcome{State: runner.Done, Result: runner.Failure("ActionLost", "the process running the exit hook was lost")}, "", nil
+		return runner.Outcome{State: runner.Done, Result: runner.Failure("ActionLost", "the process running %s was lost", a.State)}, "", nil
 	}
 	if err := l.start(key, loop, a); err != nil {
 		return runner.Outcome{}, "", err
@@ -81,6 +83,14 @@ func (l *Actions) start(key string, loop *v1alpha1.Loop, a executor.Action) erro
 	r.Loop = owner.Name
 	if err := os.MkdirAll(r.Dir, 0o755); err != nil {
 		return fmt.Errorf("the working directory of the Loop's actions: %w", err)
+	}
+	if a.Git != nil {
+		l.startGit(key, loop, r.Dir, *a.Git)
+		return nil
+	}
+	if rs := loop.Spec.Runner; rs != nil && rs.Workspace != nil {
+		w := rs.Workspace
+		r.Dir = filepath.Join(r.Dir, strings.TrimPrefix(w.GetWorkingDir(), w.GetMountPath()))
 	}
 	// The group of an action an earlier operator process left running
 	// goes before this one starts; this one's is noted for the next.
@@ -101,6 +111,21 @@ func (l *Actions) start(key string, loop *v1alpha1.Loop, a executor.Action) erro
 		return r.Run(ctx, &a)
 	})
 	return nil
+}
+
+// startGit runs the Loop's clone or push in this process, its checkout in
+// the Loop's directory. The operator's own processes read no Secrets: a
+// repository that needs credentials is cloned by Pods.
+func (l *Actions) startGit(key string, loop *v1alpha1.Loop, dir string, op gitws.Op) {
+	w := loop.Spec.Runner.Workspace
+	op.Dir = filepath.Join(dir, strings.TrimPrefix(w.GetCheckoutPath(), w.GetMountPath()))
+	owner := types.NamespacedName{Namespace: loop.Namespace, Name: loop.Name}
+	l.jobs.Start(key, owner, 0, func(ctx context.Context) executor.ActionResult {
+		if w.Git.SecretRef != nil {
+			return runner.Failure("SecretNotRead", "the local runner reads no Secrets (spec.runner.workspace.git.secretRef): run the Loop's actions in Pods")
+		}
+		return runner.Git(ctx, op)
+	})
 }
 
 // Check implements runner.Runner. An action this process does not know was

@@ -14,6 +14,7 @@ import (
 
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/executor"
+	"github.com/looprun/looprun/internal/gitws"
 	"github.com/looprun/looprun/internal/runner"
 	"github.com/looprun/looprun/internal/runner/entrypoint"
 )
@@ -116,6 +117,9 @@ func Build(loop *v1alpha1.Loop, run string, a executor.Action, o Options) (*core
 		return nil, &runner.Refused{Reason: "ForbiddenServiceAccount", Message: OperatorServiceAccountMessage(loop)}
 	}
 	image, command := actionImage(spec, rs, &a, o)
+	if a.Git != nil { // the in-Pod wrapper clones and pushes itself
+		image, command = o.Images.Entrypoint, []string{ToolsPath + "/entrypoint", "git"}
+	}
 	if image == "" {
 		return nil, &runner.Refused{Reason: "NoImage", Message: "no image to run the action: set spec.runner.image (spec.agent.image for agent actions) or the operator's default"}
 	}
@@ -127,14 +131,22 @@ func Build(loop *v1alpha1.Loop, run string, a executor.Action, o Options) (*core
 		timeout = v1alpha1.DefaultActionTimeoutSeconds * time.Second
 	}
 	deadline := int64((timeout + o.startAllowance() + time.Second - 1) / time.Second)
-	workdir := rs.Workspace.GetMountPath()
-	wrapper := ToolsPath + "/entrypoint"
-
 	env := []corev1.EnvVar{
 		{Name: "LOOPRUN_LOOP", Value: loop.Name},
 		{Name: "LOOPRUN_STATE", Value: a.State},
 		{Name: "LOOPRUN_ITERATION", Value: strconv.Itoa(int(a.Iteration))},
 	}
+	workdir := rs.Workspace.GetWorkingDir()
+	wrapper := ToolsPath + "/entrypoint"
+	var gitVolume *corev1.Volume
+	if a.Git != nil {
+		workdir = rs.Workspace.GetMountPath() // the checkout is yet to be made
+		var err error
+		if env, gitVolume, err = gitEnv(env, rs.Workspace, *a.Git); err != nil {
+			return nil, err
+		}
+	}
+
 	if a.Evaluate != nil {
 		b, err := json.Marshal(a.Evaluate)
 		if err != nil {
@@ -168,9 +180,9 @@ func Build(loop *v1alpha1.Loop, run string, a executor.Action, o Options) (*core
 	// and to /tmp, an emptyDir of the step's own.
 	mounts := []corev1.VolumeMount{
 		{Name: toolsVolume, MountPath: ToolsPath, ReadOnly: true},
-		{Name: WorkspaceVolume, MountPath: workdir},
+		{Name: WorkspaceVolume, MountPath: rs.Workspace.GetMountPath()},
 	}
-	if path.Clean(workdir) != "/tmp" {
+	if path.Clean(rs.Workspace.GetMountPath()) != "/tmp" {
 		mounts = append(mounts, corev1.VolumeMount{Name: tmpVolume, MountPath: "/tmp"})
 	}
 	labels := v1alpha1.ChildLabels(loop)
@@ -185,8 +197,11 @@ func Build(loop *v1alpha1.Loop, run string, a executor.Action, o Options) (*core
 		annotations = map[string]string{v1alpha1.AnnotationState: a.State}
 	}
 	name := Name(loop.Name, run, a.Iteration, a.Retry)
-	if a.Exit {
+	switch {
+	case a.Exit:
 		name = ExitName(loop.Name, run, a.Iteration)
+	case a.Git != nil:
+		name = GitName(loop.Name, run, a.Git.Op, a.Iteration)
 	}
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
@@ -229,7 +244,33 @@ func Build(loop *v1alpha1.Loop, run string, a executor.Action, o Options) (*core
 			},
 		},
 	}
+	if gitVolume != nil {
+		pod.Spec.Volumes = append(pod.Spec.Volumes, *gitVolume)
+		c := &pod.Spec.Containers[0]
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: gitVolume.Name, MountPath: GitAuthPath, ReadOnly: true})
+	}
 	return pod, nil
+}
+
+// GitAuthPath is where a clone or push Pod mounts the Secret of
+// workspace.git.secretRef.
+const GitAuthPath = "/var/run/looprun/git"
+
+// gitEnv adds the clone or push op to env, for `entrypoint git`: the
+// checkout in the workspace, and the credentials' volume when the Loop
+// names a Secret.
+func gitEnv(env []corev1.EnvVar, w *v1alpha1.WorkspaceSpec, op gitws.Op) ([]corev1.EnvVar, *corev1.Volume, error) {
+	op.Dir = w.GetCheckoutPath()
+	var vol *corev1.Volume
+	if ref := w.Git.SecretRef; ref != nil && ref.Name != "" {
+		op.AuthDir = GitAuthPath
+		vol = &corev1.Volume{Name: "git-auth", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: ref.Name}}}
+	}
+	b, err := json.Marshal(op)
+	if err != nil {
+		return nil, nil, fmt.Errorf("encode the git operation: %w", err)
+	}
+	return append(env, corev1.EnvVar{Name: gitws.Env, Value: string(b)}), vol, nil
 }
 
 // podSecurity is the non-root default Pod security context with the

@@ -33,6 +33,15 @@ func ExitName(loop, run string, iteration int32) string {
 	return withSuffix(loop, fmt.Sprintf("-%s-%d-exit", dnsLabel(run), iteration))
 }
 
+// GitName is the Pod of a run's clone (LOOP-RUN-clone, once per run) or
+// of its push at the end at iteration (LOOP-RUN-ITERATION-push).
+func GitName(loop, run, op string, iteration int32) string {
+	if op == "clone" {
+		return withSuffix(loop, fmt.Sprintf("-%s-clone", dnsLabel(run)))
+	}
+	return withSuffix(loop, fmt.Sprintf("-%s-%d-%s", dnsLabel(run), iteration, op))
+}
+
 // withSuffix is the Loop's name and suffix, the name shortened as Name says.
 func withSuffix(loop, suffix string) string {
 	if len(loop)+len(suffix) <= maxNameLength {

@@ -16,6 +16,7 @@ import (
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/executor"
 	"github.com/looprun/looprun/internal/executor/evaluate"
+	"github.com/looprun/looprun/internal/gitws"
 	"github.com/looprun/looprun/internal/runner"
 	"github.com/looprun/looprun/internal/runner/entrypoint"
 )
@@ -396,5 +397,58 @@ func TestBuildIdleTimeout(t *testing.T) {
 	}
 	if got := strings.Join(pod.Spec.Containers[0].Command, " "); got != "/looprun/entrypoint --timeout 1m0s --idle-timeout 20s -- bash -c make" {
 		t.Errorf("command %q", got)
+	}
+}
+
+func TestBuildGit(t *testing.T) {
+	loop := testLoop()
+	loop.Spec.Runner = &v1alpha1.RunnerSpec{Image: "runner:1", Workspace: &v1alpha1.WorkspaceSpec{MountPath: "/w", ClaimName: "ws",
+		Git: &v1alpha1.GitWorkspace{URL: "https://git.example.com/r.git", SecretRef: &corev1.LocalObjectReference{Name: "creds"}}}}
+
+	// A step works in the checkout, on the volume mounted where it always is.
+	step, err := Build(loop, "r", executor.Action{State: "check", Iteration: 1, Command: "ls"}, testOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := step.Spec.Containers[0]
+	if c.WorkingDir != "/w/repo" || c.VolumeMounts[1].MountPath != "/w" || c.Image != "runner:1" {
+		t.Fatalf("step: workingDir %s, mounts %+v, image %s", c.WorkingDir, c.VolumeMounts, c.Image)
+	}
+	for _, v := range step.Spec.Volumes {
+		if v.Secret != nil {
+			t.Fatalf("a step mounts the git Secret: %+v", v)
+		}
+	}
+
+	// The clone runs the wrapper's git in the entrypoint image, the Secret mounted.
+	clone, err := Build(loop, "r", executor.Action{State: executor.GitCloneState, Timeout: time.Minute, Git: &gitws.Op{Op: gitws.OpClone, URL: "https://git.example.com/r.git"}}, testOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c = clone.Spec.Containers[0]
+	if clone.Name != "fix-r-clone" || c.Image != testOptions.Images.Entrypoint || c.WorkingDir != "/w" || c.Command[len(c.Command)-1] != "git" {
+		t.Fatalf("clone Pod %s: image %s, workingDir %s, command %q", clone.Name, c.Image, c.WorkingDir, c.Command)
+	}
+	var op gitws.Op
+	for _, e := range c.Env {
+		if e.Name == gitws.Env {
+			if err := json.Unmarshal([]byte(e.Value), &op); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if op.Dir != "/w/repo" || op.AuthDir != GitAuthPath || op.URL != "https://git.example.com/r.git" {
+		t.Fatalf("the operation: %+v", op)
+	}
+	var mounted bool
+	for _, m := range c.VolumeMounts {
+		mounted = mounted || m.MountPath == GitAuthPath && m.ReadOnly
+	}
+	secret := clone.Spec.Volumes[len(clone.Spec.Volumes)-1].Secret
+	if !mounted || secret == nil || secret.SecretName != "creds" {
+		t.Fatalf("the Secret is not mounted: %+v %+v", c.VolumeMounts, clone.Spec.Volumes)
+	}
+	if got := GitName("loop", "r", gitws.OpPush, 7); got != "loop-r-7-push" {
+		t.Fatalf("push Pod name %s", got)
 	}
 }

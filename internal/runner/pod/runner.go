@@ -81,8 +81,8 @@ func (r *Runner) Start(ctx context.Context, loop *v1alpha1.Loop, a executor.Acti
 	return r.startAllowance(), nil
 }
 
-// Hook implements runner.Runner: the exit hook's Pod is named from the
-// run and its last iteration (ExitName), so it is created once.
+// Hook implements runner.Runner: the Pod of an exit hook, a clone or a
+// push is named from the run (ExitName, GitName), so it is created once.
 func (r *Runner) Hook(ctx context.Context, loop *v1alpha1.Loop, a executor.Action, started bool) (runner.Outcome, string, error) {
 	pod, err := Build(loop, loop.Status.RunID, a, r.Options)
 	if refused := (*runner.Refused)(nil); errors.As(err, &refused) {
@@ -97,7 +97,7 @@ func (r *Runner) Hook(ctx context.Context, loop *v1alpha1.Loop, a executor.Actio
 	}
 	switch {
 	case existing == nil && started:
-		return runner.Outcome{State: runner.Done, Result: runner.Failure(ReasonPodDeleted, "Pod %s was deleted before the exit hook ended", pod.Name)}, pod.Name, nil
+		return runner.Outcome{State: runner.Done, Result: runner.Failure(ReasonPodDeleted, "Pod %s was deleted before it ended", pod.Name)}, pod.Name, nil
 	case existing == nil:
 		if err := r.Workspace(ctx, loop); err != nil {
 			return runner.Outcome{}, pod.Name, err
