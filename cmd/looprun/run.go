@@ -46,6 +46,8 @@ type runFlags struct {
 	// model, effort and llmModel are ll-loop's --model (agent actions
 	// whose state names none), --effort and --llm-model (the judge).
 	model, effort, llmModel string
+	// clone is --clone: the run works in a checkout of its own.
+	clone bool
 }
 
 // bind adds the flags. Loop variables are --set KEY=VALUE; run, which
@@ -56,6 +58,7 @@ func (f *runFlags) bind(cmd *cobra.Command, contextAlias bool) {
 	cmd.Flags().StringArrayVar(&f.set, "set", nil, "set a context variable, KEY=VALUE (repeatable)")
 	if contextAlias {
 		cmd.Flags().StringArrayVar(&f.context, "context", nil, "the same as --set (little-loops' spelling)")
+		cmd.Flags().BoolVar(&f.clone, "clone", false, "work in a checkout of the run's own under its run_dir (${context.repo_dir}): of spec.runner.workspace.git, else of the current directory's repository")
 	}
 	cmd.Flags().Int32Var(&f.maxIterations, "max-iterations", 0, "cap on state executions (overrides the loop's; at least 1)")
 	f.maxIterationsSet = func() bool { return cmd.Flags().Changed("max-iterations") }
@@ -179,6 +182,9 @@ func newRunCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if f.clone { // named before the loop is checked against its context
+				spec.SetContext("repo_dir", filepath.Join(runDir, v1alpha1.CheckoutDir))
+			}
 			if lf.LittleLoops() {
 				loopfile.SeedThresholds(spec)
 			}
@@ -190,6 +196,11 @@ func newRunCommand(g *globals) *cobra.Command {
 			}
 			if err := makeRunDir(runDir); err != nil {
 				return err
+			}
+			if f.clone {
+				if _, _, err := cloneForRun(cmd.Context(), spec, runDir, cmd.ErrOrStderr()); err != nil {
+					return err
+				}
 			}
 			d, closeLogs, err := newDriver(g, store, lf.Path, lf, cmd, f, true)
 			if err != nil {
@@ -204,6 +215,9 @@ func newRunCommand(g *globals) *cobra.Command {
 			started = true
 			run, err := d.Start(ctx, runID)
 			if err != nil {
+				return err
+			}
+			if err := pushClone(ctx, d, run, cmd.ErrOrStderr()); err != nil {
 				return err
 			}
 			f.report(cmd, d)
@@ -256,6 +270,9 @@ func newResumeCommand(g *globals, k *kube) *cobra.Command {
 				if errors.Is(err, localrun.ErrNothingToResume) {
 					return &exitError{code: 1, msg: err.Error()}
 				}
+				return err
+			}
+			if err := pushClone(ctx, d, run, cmd.ErrOrStderr()); err != nil {
 				return err
 			}
 			f.report(cmd, d)
@@ -331,9 +348,13 @@ func newDriver(g *globals, store *localrun.Store, path string, lf *loopfile.File
 	if err != nil {
 		abs = path
 	}
+	runner := &local.Runner{Loop: loop.Name, Stdout: outLog, Stderr: errLog}
+	if dir, _, _, ok := clonedRun(ctxValues); ok {
+		runner.Dir = dir // a run made with --clone works in its checkout
+	}
 	d := &localrun.Driver{
 		Machine:  m,
-		Runner:   &local.Runner{Loop: loop.Name, Stdout: outLog, Stderr: errLog},
+		Runner:   runner,
 		Store:    store,
 		LoopFile: abs,
 		Context:  ctxValues,

@@ -353,8 +353,9 @@ func validateExitHook(h *v1alpha1.ExitHook, captured map[string]bool, p *field.P
 	return append(errs, checkTemplate(h.Action, captured, p.Child("action"))...)
 }
 
-// validateGit checks spec.runner.workspace.git: a URL, a workspace that
-// outlives a Pod, a branch to push to, readable templates.
+// validateGit checks spec.runner.workspace.git: a URL, a branch to push
+// to, readable templates. (That a cluster's workspace outlives a Pod is
+// the CRD's rule: a local run needs no volume.)
 func validateGit(spec *v1alpha1.LoopSpec, captured map[string]bool, p *field.Path) field.ErrorList {
 	g := spec.GitWorkspace()
 	if g == nil {
@@ -363,9 +364,6 @@ func validateGit(spec *v1alpha1.LoopSpec, captured map[string]bool, p *field.Pat
 	var errs field.ErrorList
 	if strings.TrimSpace(g.URL) == "" {
 		errs = append(errs, field.Required(p.Child("url"), "the repository to clone"))
-	}
-	if w := spec.Runner.Workspace; w.ClaimName == "" && w.VolumeClaimTemplate == nil {
-		errs = append(errs, field.Required(p, "git needs a workspace that outlives a Pod: set claimName or volumeClaimTemplate"))
 	}
 	if g.Depth < 0 {
 		errs = append(errs, field.Invalid(p.Child("depth"), g.Depth, "must not be negative"))

@@ -37,9 +37,6 @@ func TestValidate(t *testing.T) {
 			[]string{`spec.onExit.actionType: Unsupported value: "mcp"`}},
 		{"exit hook template", func(s *v1alpha1.LoopSpec) { s.OnExit = &v1alpha1.ExitHook{Action: "echo ${captured.nope}"} },
 			[]string{"spec.onExit.action", `no state captures "nope"`}},
-		{"git without a lasting workspace", func(s *v1alpha1.LoopSpec) {
-			s.Runner = &v1alpha1.RunnerSpec{Workspace: &v1alpha1.WorkspaceSpec{Git: &v1alpha1.GitWorkspace{URL: "https://h/r.git"}}}
-		}, []string{"spec.runner.workspace.git: Required", "claimName or volumeClaimTemplate"}},
 		{"git push without a branch", func(s *v1alpha1.LoopSpec) {
 			s.Runner = &v1alpha1.RunnerSpec{Workspace: &v1alpha1.WorkspaceSpec{ClaimName: "c",
 				Git: &v1alpha1.GitWorkspace{URL: " ", Push: &v1alpha1.GitPush{When: "Sometimes"}}}}

@@ -7,6 +7,8 @@
 //     distroless/static:nonroot provides;
 //   - an action image: busybox, a static bash and a stub agent CLI;
 //   - the same without bash, for the error a shell-less image gives;
+//   - a git server: this machine's git http-backend (with the libraries
+//     it links) behind test/e2e/gitserver, serving /srv/git/project.git;
 //   - the cluster's sandbox (pause) image.
 //
 // Usage: mkimages -out DIR [-tag TAG]; each image goes to DIR/NAME.tar and
@@ -139,6 +141,10 @@ func run(out, tag string) error {
 		return err
 	}
 
+	if err := gitServerImage(root, out, tag, bins, base, busybox); err != nil {
+		return err
+	}
+
 	pause := newLayer()
 	if err := goBuild(root, "./test/e2e/pause", filepath.Join(bins, "pause")); err != nil {
 		return err
@@ -147,6 +153,71 @@ func run(out, tag string) error {
 		return err
 	}
 	return write(out, PauseImage, config{entrypoint: []string{"/pause"}, user: "65535:65535"}, pause)
+}
+
+// gitServerImage writes the git server's image: test/e2e/gitserver, git
+// and git-http-backend from this machine with what they link, busybox for
+// a shell, and the bare repository project.git (a.txt and b.txt on main),
+// owned by the user it runs as so that pushes land.
+func gitServerImage(root, out, tag, bins string, base, busybox *layer) error {
+	srv := filepath.Join(bins, "gitserver")
+	if err := goBuild(root, "./test/e2e/gitserver", srv); err != nil {
+		return err
+	}
+	l := newLayer()
+	if err := l.executable("/gitserver", srv); err != nil {
+		return err
+	}
+	execPath, err := exec.Command("git", "--exec-path").Output()
+	if err != nil {
+		return fmt.Errorf("the git server image needs git: %w", err)
+	}
+	gitCore := strings.TrimSpace(string(execPath))
+	libs := map[string]bool{}
+	for _, bin := range []string{"git", "git-http-backend"} {
+		p := filepath.Join(gitCore, bin)
+		if err := l.executable(path.Join("/usr/lib/git-core", bin), p); err != nil {
+			return err
+		}
+		if err := linked(p, libs); err != nil {
+			return err
+		}
+	}
+	for lib := range libs {
+		if err := l.executable(lib, lib); err != nil {
+			return err
+		}
+	}
+	g, err := fixture.StartGitServer("", "")
+	if err != nil {
+		return err
+	}
+	defer g.Close()
+	bare, err := g.NewRepo("project", map[string]string{"a.txt": "broken\n", "b.txt": "old\n"})
+	if err != nil {
+		return err
+	}
+	if err := l.tree("/srv/git/project.git", bare, nonroot); err != nil {
+		return err
+	}
+	return write(out, Repository+"gitserver:"+tag, config{entrypoint: []string{"/gitserver"}, user: "65532:65532"}, base, busybox, l)
+}
+
+// linked adds to libs the shared libraries (and the loader) bin links, as
+// ldd finds them.
+func linked(bin string, libs map[string]bool) error {
+	out, err := exec.Command("ldd", bin).Output()
+	if err != nil {
+		return fmt.Errorf("ldd %s: %w", bin, err)
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		for _, f := range strings.Fields(line) {
+			if strings.HasPrefix(f, "/") {
+				libs[f] = true
+			}
+		}
+	}
+	return nil
 }
 
 // buildStage runs the build stage's RUN commands as the Dockerfile would,
@@ -307,6 +378,34 @@ func (l *layer) executable(p, from string) error {
 	}
 	l.data(p, b, 0o755)
 	return nil
+}
+
+// tree adds the directory from at p, every file and directory owned by owner.
+func (l *layer) tree(p, from string, owner int) error {
+	return filepath.Walk(from, func(file string, info os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(from, file)
+		if err != nil {
+			return err
+		}
+		target := path.Join(p, filepath.ToSlash(rel))
+		if info.IsDir() {
+			l.dir(target, 0o755, owner)
+			return nil
+		}
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return err
+		}
+		l.parents(target)
+		l.header(&tar.Header{Typeflag: tar.TypeReg, Name: target, Mode: int64(info.Mode().Perm()), Size: int64(len(b)), Uid: owner, Gid: owner})
+		if l.err == nil {
+			_, l.err = l.tw.Write(b)
+		}
+		return nil
+	})
 }
 
 func (l *layer) symlink(p, target string) {

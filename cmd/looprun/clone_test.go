@@ -1,0 +1,109 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func gitCmd(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %v: %v\n%s", args, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// A run with --clone works in a checkout of its own and, as the loop's
+// workspace.git.push says, pushes its work to a branch of the repository.
+func TestCloneAndPushLocally(t *testing.T) {
+	dir, src := t.TempDir(), t.TempDir()
+	gitCmd(t, src, "init", "-q", "-b", "main")
+	write(t, src, "a.txt", "broken\n")
+	gitCmd(t, src, "add", ".")
+	gitCmd(t, src, "commit", "-q", "-m", "first")
+	bare := filepath.Join(t.TempDir(), "project.git")
+	gitCmd(t, src, "clone", "-q", "--bare", src, bare)
+	write(t, dir, "fix.yaml", `apiVersion: looprun.io/v1alpha1
+kind: Loop
+metadata: {name: fix}
+spec:
+  initial: fix
+  runner:
+    workspace:
+      claimName: ws
+      git:
+        url: `+bare+`
+        push: {branch: 'looprun/${loop.name}-${run.id}', commitMessage: 'fix a.txt'}
+  states:
+    fix: {action: 'test "$PWD" = "${context.repo_dir}" && echo fixed > a.txt', onSuccess: done, onFailure: failed}
+    done: {terminal: true}
+    failed: {terminal: true, failure: true}
+`)
+	r := looprun(t, dir, "run", "--clone", "fix.yaml")
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "a.txt")); !os.IsNotExist(err) {
+		t.Fatalf("the run worked in the current directory: %v", err)
+	}
+	if !strings.Contains(r.stderr, "Cloned "+bare) || !strings.Contains(r.stderr, "Pushed ") {
+		t.Fatalf("stderr:\n%s", r.stderr)
+	}
+	branches := gitCmd(t, bare, "branch", "--list", "looprun/*", "--format=%(refname:short)")
+	if !strings.HasPrefix(branches, "looprun/fix-") || strings.Contains(branches, "\n") {
+		t.Fatalf("branches: %q", branches)
+	}
+	if got := gitCmd(t, bare, "show", branches+":a.txt"); got != "fixed" {
+		t.Fatalf("a.txt on %s: %q", branches, got)
+	}
+	if got := gitCmd(t, bare, "log", "-1", "--format=%s", branches); got != "fix a.txt" {
+		t.Fatalf("commit message %q", got)
+	}
+	if got := gitCmd(t, bare, "show", "main:a.txt"); got != "broken" {
+		t.Fatalf("main changed: %q", got)
+	}
+}
+
+// A little-loops file run with --clone works in a clone of the repository
+// the current directory is in, and leaves the working copy alone.
+func TestCloneTheCurrentRepository(t *testing.T) {
+	dir := t.TempDir()
+	gitCmd(t, dir, "init", "-q", "-b", "main")
+	write(t, dir, "a.txt", "committed\n")
+	write(t, dir, "edit.yaml", `name: edit
+initial: edit
+states:
+  edit:
+    action: 'cat a.txt > seen.txt && echo changed > a.txt && pwd > where.txt'
+    next: done
+  done: {terminal: true}
+`)
+	gitCmd(t, dir, "add", ".")
+	gitCmd(t, dir, "commit", "-q", "-m", "first")
+	write(t, dir, "a.txt", "uncommitted\n")
+	r := looprun(t, dir, "run", "--clone", "edit.yaml")
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "a.txt")); string(b) != "uncommitted\n" {
+		t.Fatalf("the working copy changed: %q", b)
+	}
+	matches, _ := filepath.Glob(filepath.Join(dir, ".loops", "runs", "*", "repo", "where.txt"))
+	if len(matches) != 1 {
+		t.Fatalf("no checkout under run_dir: %v\n%s", matches, r.stderr)
+	}
+	checkout := filepath.Dir(matches[0])
+	if b, _ := os.ReadFile(filepath.Join(checkout, "seen.txt")); string(b) != "committed\n" {
+		t.Fatalf("the clone is not of HEAD: %q", b)
+	}
+	if b, _ := os.ReadFile(matches[0]); strings.TrimSpace(string(b)) != checkout {
+		t.Fatalf("the action ran in %q, not %s", b, checkout)
+	}
+}

@@ -1,0 +1,36 @@
+// Command gitserver serves the bare repositories under $GIT_PROJECT_ROOT
+// over git's smart HTTP (git http-backend) on :8080, to clients that give
+// $GIT_USER and $GIT_PASSWORD: the git server of the end-to-end tests.
+package main
+
+import (
+	"cmp"
+	"log"
+	"net/http"
+	"net/http/cgi"
+	"os"
+)
+
+func main() {
+	root := cmp.Or(os.Getenv("GIT_PROJECT_ROOT"), "/srv/git")
+	user, password := os.Getenv("GIT_USER"), os.Getenv("GIT_PASSWORD")
+	execPath := cmp.Or(os.Getenv("GIT_EXEC_PATH"), "/usr/lib/git-core")
+	backend := &cgi.Handler{
+		Path: execPath + "/git-http-backend",
+		Env: []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1", "REMOTE_USER=" + user,
+			"PATH=" + execPath + ":/bin", "HOME=/tmp"},
+	}
+	http.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		u, p, ok := r.BasicAuth()
+		if !ok || u != user || p != password {
+			log.Printf("%s %s: refused", r.Method, r.URL)
+			w.Header().Set("WWW-Authenticate", `Basic realm="git"`)
+			http.Error(w, "authentication required", http.StatusUnauthorized)
+			return
+		}
+		log.Printf("%s %s", r.Method, r.URL)
+		backend.ServeHTTP(w, r)
+	})
+	log.Printf("serving %s on :8080", root)
+	log.Fatal(http.ListenAndServe(":8080", nil))
+}
