@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/looprun/looprun/api/v1alpha1"
 )
 
 func gitCmd(t *testing.T, dir string, args ...string) string {
@@ -105,5 +107,21 @@ states:
 	}
 	if b, _ := os.ReadFile(matches[0]); strings.TrimSpace(string(b)) != checkout {
 		t.Fatalf("the action ran in %q, not %s", b, checkout)
+	}
+}
+
+func TestDescribeGitOp(t *testing.T) {
+	for _, tc := range []struct {
+		op   v1alpha1.GitOpStatus
+		want string
+	}{
+		{v1alpha1.GitOpStatus{Phase: v1alpha1.ExitHookSucceeded, Commit: "7e419991172e6b7b260ee", Pod: "fix-r-clone"}, "Succeeded: 7e419991172e, Pod fix-r-clone"},
+		{v1alpha1.GitOpStatus{Phase: v1alpha1.ExitHookSucceeded, Commit: "9a0c1d2f3e4b5a", Branch: "looprun/fix-r", Pushed: true}, "Succeeded: 9a0c1d2f3e4b to looprun/fix-r"},
+		{v1alpha1.GitOpStatus{Phase: v1alpha1.ExitHookSucceeded, Commit: "7e419991172e6b", Branch: "looprun/fix-r"}, "Succeeded: nothing to push (7e419991172e)"},
+		{v1alpha1.GitOpStatus{Phase: v1alpha1.ExitHookFailed, Pod: "p", Message: "progress\ngit clone: authentication required\n"}, "Failed, Pod p: git clone: authentication required"},
+	} {
+		if got := describeGitOp(&tc.op); got != tc.want {
+			t.Errorf("describeGitOp(%+v) = %q, want %q", tc.op, got, tc.want)
+		}
 	}
 }

@@ -258,6 +258,7 @@ func describeRun(row rowFunc, loop *v1alpha1.Loop, now time.Time) {
 	if st.LastResult != nil {
 		row("Last verdict", "%s", st.LastResult.Verdict)
 	}
+	describeGit(row, st.Git)
 	if h := st.ExitHook; h != nil {
 		row("Exit hook", "%s", describeExitHook(h))
 	}
@@ -386,6 +387,48 @@ func newCheckpointsCommand(g *globals, k *kube) *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&local, "local", false, "the local run's checkpoints (under --loops-dir)")
 	return cmd
+}
+
+// describeGit adds what the run's workspace.git did: its clone and push.
+func describeGit(row rowFunc, g *v1alpha1.GitStatus) {
+	if g == nil {
+		return
+	}
+	if g.Clone != nil {
+		row("Clone", "%s", describeGitOp(g.Clone))
+	}
+	if g.Push != nil {
+		row("Push", "%s", describeGitOp(g.Push))
+	}
+}
+
+// describeGitOp says what a run's clone or push did: "Succeeded: 7e41999c
+// to looprun/fix-1, Pod fix-1-push".
+func describeGitOp(op *v1alpha1.GitOpStatus) string {
+	s := string(op.Phase)
+	switch {
+	case op.Phase != v1alpha1.ExitHookSucceeded:
+	case op.Branch != "" && !op.Pushed:
+		s += ": nothing to push (" + short(op.Commit) + ")"
+	case op.Branch != "":
+		s += ": " + short(op.Commit) + " to " + op.Branch
+	default:
+		s += ": " + short(op.Commit)
+	}
+	if op.Pod != "" {
+		s += ", Pod " + op.Pod
+	}
+	if op.Message != "" {
+		s += ": " + lastLine(op.Message)
+	}
+	return printable(s)
+}
+
+// lastLine is the last line of s that is not blank (git's error ends what
+// it printed).
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.TrimSpace(lines[len(lines)-1])
 }
 
 // describeExitHook says what a run's exit hook did.

@@ -2,6 +2,7 @@ package executor
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -143,6 +144,14 @@ func EndGitOp(st *v1alpha1.GitOpStatus, res ActionResult, now time.Time) {
 		res.Stderr = err.Error()
 	}
 	st.Phase, st.Message = v1alpha1.ExitHookFailed, ExitHookMessage(res)
+	// What `entrypoint git` says of its error, without the progress
+	// printed before it.
+	for _, op := range []string{gitws.OpClone, gitws.OpPush} {
+		if i := strings.LastIndex(st.Message, "git "+op+": "); i >= 0 {
+			st.Message = strings.TrimSpace(st.Message[i:])
+			break
+		}
+	}
 }
 
 // Fail ends the run with an error before its next step (its checkout

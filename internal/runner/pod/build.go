@@ -87,8 +87,12 @@ func WorkspaceClaim(loop string) string { return loop + "-workspace" }
 
 // actionImage is the image and command of an action: a shell command in
 // the runner image; an agent prompt, or a command that calls the agent,
-// in the agent image.
+// in the agent image; a clone or push, the wrapper's own git, in the
+// entrypoint image.
 func actionImage(spec *v1alpha1.LoopSpec, rs *v1alpha1.RunnerSpec, a *executor.Action, o Options) (string, []string) {
+	if a.Git != nil { // the in-Pod wrapper clones and pushes itself
+		return o.Images.Entrypoint, []string{ToolsPath + "/entrypoint", "git"}
+	}
 	image, command := cmp.Or(rs.Image, o.Images.Runner), []string{spec.GetShell(), "-c", a.Command}
 	if a.Agent || a.CallsAgent {
 		var agentImage string
@@ -117,9 +121,6 @@ func Build(loop *v1alpha1.Loop, run string, a executor.Action, o Options) (*core
 		return nil, &runner.Refused{Reason: "ForbiddenServiceAccount", Message: OperatorServiceAccountMessage(loop)}
 	}
 	image, command := actionImage(spec, rs, &a, o)
-	if a.Git != nil { // the in-Pod wrapper clones and pushes itself
-		image, command = o.Images.Entrypoint, []string{ToolsPath + "/entrypoint", "git"}
-	}
 	if image == "" {
 		return nil, &runner.Refused{Reason: "NoImage", Message: "no image to run the action: set spec.runner.image (spec.agent.image for agent actions) or the operator's default"}
 	}
@@ -196,13 +197,7 @@ func Build(loop *v1alpha1.Loop, run string, a executor.Action, o Options) (*core
 	if labels[v1alpha1.LabelState] != a.State {
 		annotations = map[string]string{v1alpha1.AnnotationState: a.State}
 	}
-	name := Name(loop.Name, run, a.Iteration, a.Retry)
-	switch {
-	case a.Exit:
-		name = ExitName(loop.Name, run, a.Iteration)
-	case a.Git != nil:
-		name = GitName(loop.Name, run, a.Git.Op, a.Iteration)
-	}
+	name := podName(loop.Name, run, &a)
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: name, Namespace: loop.Namespace,
@@ -250,6 +245,18 @@ func Build(loop *v1alpha1.Loop, run string, a executor.Action, o Options) (*core
 		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: gitVolume.Name, MountPath: GitAuthPath, ReadOnly: true})
 	}
 	return pod, nil
+}
+
+// podName is the Pod of action a: a step's, or the run's exit hook's,
+// clone's or push's.
+func podName(loop, run string, a *executor.Action) string {
+	switch {
+	case a.Exit:
+		return ExitName(loop, run, a.Iteration)
+	case a.Git != nil:
+		return GitName(loop, run, a.Git.Op, a.Iteration)
+	}
+	return Name(loop, run, a.Iteration, a.Retry)
 }
 
 // GitAuthPath is where a clone or push Pod mounts the Secret of

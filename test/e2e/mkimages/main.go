@@ -395,7 +395,7 @@ func (l *layer) tree(p, from string, owner int) error {
 			l.dir(target, 0o755, owner)
 			return nil
 		}
-		b, err := os.ReadFile(file)
+		b, err := os.ReadFile(file) //nolint:gosec // a repository this program just made
 		if err != nil {
 			return err
 		}
