@@ -23,6 +23,7 @@ import (
 	"github.com/looprun/looprun/internal/executor"
 	"github.com/looprun/looprun/internal/runner"
 	"github.com/looprun/looprun/internal/runner/pod"
+	"github.com/looprun/looprun/internal/tracing"
 )
 
 // RBAC of sub-loops:
@@ -226,6 +227,9 @@ func (r *LoopReconciler) newChild(ctx context.Context, parent *v1alpha1.Loop, su
 		child.Labels[v1alpha1.LabelShard] = shard
 	}
 	child.Annotations = childAnnotations(ancestry, sub.Loop)
+	if tp := tracing.StateParent(&parent.Status.RunState); tp != "" {
+		child.Annotations[v1alpha1.AnnotationTraceParent] = tp // its run goes in the parent's trace
+	}
 	if err := controllerutil.SetControllerReference(parent, child, r.Scheme); err != nil {
 		return nil, nil, err
 	}

@@ -33,6 +33,7 @@ import (
 	"github.com/looprun/looprun/internal/eventlog/configmaps"
 	"github.com/looprun/looprun/internal/pricing"
 	"github.com/looprun/looprun/internal/runner"
+	"github.com/looprun/looprun/internal/tracing"
 )
 
 // LoopReconciler runs Loops, one state transition per reconcile.
@@ -65,6 +66,9 @@ type LoopReconciler struct {
 	queue *queue
 	// CloudEvents sends Loops' milestones to the admin's sink (nil: none).
 	CloudEvents *CloudEventSink
+	// Tracer makes OpenTelemetry spans of runs from their events; nil
+	// makes none.
+	Tracer *tracing.Tracer
 }
 
 // RBAC, each verb for a reason:

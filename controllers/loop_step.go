@@ -20,6 +20,7 @@ import (
 	"github.com/looprun/looprun/internal/executor"
 	"github.com/looprun/looprun/internal/history"
 	"github.com/looprun/looprun/internal/runner"
+	"github.com/looprun/looprun/internal/tracing"
 )
 
 // reconcileLoop takes one step of a Loop: it starts the run, collects the
@@ -64,9 +65,12 @@ func (r *LoopReconciler) reconcileLoop(ctx context.Context, loop *v1alpha1.Loop)
 			result = reconcile.Result{RequeueAfter: time.Millisecond}
 		}
 	}
+	r.Tracer.Begin(&loop.Status.RunState, loop.Annotations[v1alpha1.AnnotationTraceParent])
 	if wait, ok := s.deferStart(waiting, err, result.RequeueAfter); ok {
 		return reconcile.Result{RequeueAfter: wait}, outcome{deferred: true}, nil
 	}
+	// The step's spans: made once, from events that are about to be saved.
+	r.Tracer.Observe(tracing.Run{Loop: loop.Name, Namespace: loop.Namespace}, &loop.Status.RunState, s.events)
 	if aerr := r.appendEvents(ctx, loop, s.events, s.cp); aerr != nil {
 		return reconcile.Result{}, outcome{health: health{eventLog: aerr.Error()}}, aerr
 	}

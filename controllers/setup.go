@@ -23,6 +23,7 @@ import (
 	"github.com/looprun/looprun/internal/runner/judge"
 	"github.com/looprun/looprun/internal/runner/local"
 	"github.com/looprun/looprun/internal/runner/pod"
+	"github.com/looprun/looprun/internal/tracing"
 )
 
 // Config configures the reconciler.
@@ -51,6 +52,8 @@ type Config struct {
 	// nowhere); CloudEventsQueue bounds the events waiting to be sent.
 	CloudEventsSink  string
 	CloudEventsQueue int
+	// Tracer makes spans of runs (nil: none are made).
+	Tracer *tracing.Tracer
 }
 
 // LLMConfig is the operator's side of the LLM judge.
@@ -80,6 +83,7 @@ func NewReconciler(mgr ctrl.Manager, cfg Config) *LoopReconciler {
 		MaxConcurrentReconciles: cfg.Workers,
 		StartGrace:              cfg.StartGrace,
 		Prices:                  cfg.Prices,
+		Tracer:                  cfg.Tracer,
 		queue:                   &queue{limit: cfg.MaxRunningPerNamespace},
 	}
 	if cfg.CloudEventsSink != "" {

@@ -34,6 +34,10 @@ const (
 	// AnnotationState holds the state's full name when LabelState had to
 	// shorten it.
 	AnnotationState = "looprun.io/state"
+	// AnnotationTraceParent is a W3C traceparent under which a new run's
+	// trace goes (a parent Loop sets it on its child; a tool that creates
+	// a Loop may set it on it).
+	AnnotationTraceParent = "looprun.io/traceparent"
 	// LabelParent names the Loop whose sub-loop state made a child Loop.
 	LabelParent = "looprun.io/parent"
 	// LabelTemplate names the LoopTemplate a child Loop was made from.

@@ -319,6 +319,11 @@ type RunState struct {
 	// the push.
 	// +optional
 	Git *GitStatus `json:"git,omitempty"`
+	// trace is the run's place in an OpenTelemetry trace, when the
+	// operator (or looprun run) traces: kept with the run so that its spans
+	// after a restart or a resume belong to the same trace.
+	// +optional
+	Trace *TraceState `json:"trace,omitempty"`
 	// edgeRevisits counts traversals of each edge "from->to".
 	// +optional
 	EdgeRevisits map[string]int32 `json:"edgeRevisits,omitempty"`
@@ -575,6 +580,28 @@ const (
 	ExitHookSucceeded ExitHookPhase = "Succeeded"
 	ExitHookFailed    ExitHookPhase = "Failed"
 )
+
+// TraceState is a run's place in a trace.
+type TraceState struct {
+	// traceParent is the W3C traceparent of the run's span: its trace id
+	// and span id.
+	// +kubebuilder:validation:MaxLength=55
+	TraceParent string `json:"traceParent"`
+	// parentSpanID is the span the run's span is a child of (a parent
+	// Loop's state visit, the looprun.io/traceparent annotation's); empty
+	// for the root of a trace.
+	// +optional
+	// +kubebuilder:validation:MaxLength=16
+	ParentSpanID string `json:"parentSpanID,omitempty"`
+	// state, iteration and enteredAt are the state visit in progress,
+	// whose span ends when the state routes.
+	// +optional
+	State string `json:"state,omitempty"`
+	// +optional
+	Iteration int32 `json:"iteration,omitempty"`
+	// +optional
+	EnteredAt *metav1.MicroTime `json:"enteredAt,omitempty"`
+}
 
 // GitStatus is what a run's workspace.git did.
 type GitStatus struct {

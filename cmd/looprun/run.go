@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -26,6 +27,7 @@ import (
 	"github.com/looprun/looprun/internal/loopfile"
 	"github.com/looprun/looprun/internal/pricing"
 	"github.com/looprun/looprun/internal/runner/local"
+	"github.com/looprun/looprun/internal/tracing"
 )
 
 // runFlags are the flags of run and resume.
@@ -361,6 +363,13 @@ func newDriver(g *globals, store *localrun.Store, path string, lf *loopfile.File
 		Judge:    newJudge(&loop.Spec),
 		SubLoops: &localrun.SubLoops{Files: g.fileOptions(), NewMachine: newMachine, InDir: inDir, NewJudge: fileJudge},
 	}
+	tracer, err := tracing.New(cmd.Context(), "", "looprun")
+	if err != nil {
+		_ = outLog.Close()
+		_ = errLog.Close()
+		return nil, nil, err
+	}
+	d.Tracer, d.TraceParent = tracer, os.Getenv("TRACEPARENT")
 	if !f.quiet {
 		// Progress goes to stdout, as ll-loop prints it; questions and
 		// warnings to stderr.
@@ -369,7 +378,15 @@ func newDriver(g *globals, store *localrun.Store, path string, lf *loopfile.File
 		d.OnEvents, d.OnExitHook = p.print, p.exitHook
 		d.Terminal = terminal(cmd.ErrOrStderr())
 	}
-	return d, func() { _ = outLog.Close(); _ = errLog.Close() }, nil
+	return d, func() {
+		_ = outLog.Close()
+		_ = errLog.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := tracer.Shutdown(ctx); err != nil {
+			fmt.Fprintln(cmd.ErrOrStderr(), "warning: the run's spans were not all sent:", err)
+		}
+	}, nil
 }
 
 // stdinLines are the lines typed at the terminal, read once per process.

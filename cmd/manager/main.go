@@ -32,6 +32,7 @@ import (
 	"github.com/looprun/looprun/internal/pricing"
 	"github.com/looprun/looprun/internal/runner/judge"
 	"github.com/looprun/looprun/internal/runner/pod"
+	"github.com/looprun/looprun/internal/tracing"
 )
 
 // Default images of action Pods; the Helm chart and kustomize set them.
@@ -49,6 +50,7 @@ type settings struct {
 	renewDeadline          time.Duration
 	retryPeriod            time.Duration
 	watchNamespaces        []string
+	otlpEndpoint           string
 	reconciler             controllers.Config
 	zap                    zap.Options
 }
@@ -83,6 +85,8 @@ func parseFlags(args []string, getenv func(string) string) (*settings, error) {
 		"Loops running at once in a namespace (0: no cap); the others wait as Pending and start in creation order")
 	fs.StringVar(&c.CloudEventsSink, "cloudevents-sink", "", "send Loops' milestones (started, completed, failed, paused, waiting for approval) as CloudEvents over HTTP to this URL")
 	fs.IntVar(&c.CloudEventsQueue, "cloudevents-queue", 1000, "CloudEvents waiting to be sent at most; past it they are dropped (counted in looprun_cloudevents_failed_total)")
+	fs.StringVar(&s.otlpEndpoint, "otlp-endpoint", "",
+		"send OpenTelemetry traces of runs over OTLP/HTTP to this base URL, e.g. http://collector:4318 (default: $OTEL_EXPORTER_OTLP_ENDPOINT; unset: no tracing)")
 	fs.DurationVar(&c.StartGrace, "start-grace", controllers.DefaultStartGrace,
 		"how long a new run's first status write waits for its first action to end, to save both at once (0: write at once)")
 	c.Pods = pod.Options{OperatorNamespace: getenv("POD_NAMESPACE"), OperatorServiceAccount: getenv("SERVICE_ACCOUNT_NAME")}
@@ -221,6 +225,17 @@ func run(ctx context.Context, s *settings, cfg *rest.Config, logw io.Writer) err
 		log.Error(err, "Unable to create the manager")
 		return err
 	}
+	tracer, err := tracing.New(ctx, s.otlpEndpoint, "looprun-operator")
+	if err != nil {
+		log.Error(err, "Unable to set up tracing")
+		return err
+	}
+	defer func() {
+		flush, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = tracer.Shutdown(flush)
+	}()
+	s.reconciler.Tracer = tracer
 	if err := controllers.NewReconciler(mgr, s.reconciler).SetupWithManager(mgr); err != nil {
 		log.Error(err, "Unable to set up the Loop controller")
 		return err

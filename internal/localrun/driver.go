@@ -15,6 +15,7 @@ import (
 	"github.com/looprun/looprun/internal/executor/evaluate"
 	"github.com/looprun/looprun/internal/history"
 	"github.com/looprun/looprun/internal/runner/process"
+	"github.com/looprun/looprun/internal/tracing"
 )
 
 // ErrNothingToResume is returned when the saved run has completed or failed.
@@ -89,6 +90,10 @@ type Driver struct {
 	MaxCost *int64
 	// OnExitHook, when set, is told when the exit hook starts and ends.
 	OnExitHook func(*v1alpha1.ExitHookStatus)
+	// Tracer, when set, makes spans of the run's events (TraceParent, a
+	// W3C traceparent, is where a new run's trace hangs: $TRACEPARENT).
+	Tracer      *tracing.Tracer
+	TraceParent string
 	// forward, for a sub-loop's driver, gets each batch of its events once
 	// it is on disk (for the parent's log).
 	forward func([]executor.Event)
@@ -115,6 +120,7 @@ func (d *Driver) Start(ctx context.Context, runID string) (*v1alpha1.RunState, e
 	}
 	run := &v1alpha1.RunState{}
 	events := d.Machine.Start(run, runID, d.now())
+	d.Tracer.Begin(run, d.TraceParent)
 	d.setMaxCost(run)
 	sched := d.schedule(nil)
 	err = d.drive(ctx, d.recorder(w), sched, run, events)
@@ -168,10 +174,32 @@ func (d *Driver) Resume(ctx context.Context, run *v1alpha1.RunState) error {
 // recorder is where the driver's steps go: the writer, and for a sub-loop
 // the parent's log after it.
 func (d *Driver) recorder(w *writer) recorder {
-	if d.forward == nil {
-		return w
+	var r recorder = w
+	if d.forward != nil {
+		r = &forwarder{recorder: w, forward: d.forward}
 	}
-	return &forwarder{recorder: w, forward: d.forward}
+	if d.Tracer != nil {
+		r = &traced{recorder: r, tracer: d.Tracer, who: tracing.Run{Loop: d.Machine.Name()}}
+	}
+	return r
+}
+
+// traced makes the spans of each step's events as the step is saved (what
+// it keeps of the state visit in progress is saved with it).
+type traced struct {
+	recorder
+	tracer *tracing.Tracer
+	who    tracing.Run
+}
+
+func (t *traced) save(run *v1alpha1.RunState, events []executor.Event, cp *history.Snapshot) error {
+	t.tracer.Observe(t.who, run, events)
+	return t.recorder.save(run, events, cp)
+}
+
+func (t *traced) saveAsync(run *v1alpha1.RunState, events []executor.Event, cp *history.Snapshot) error {
+	t.tracer.Observe(t.who, run, events)
+	return t.recorder.saveAsync(run, events, cp)
 }
 
 func (d *Driver) openWriter() (*writer, error) {

@@ -69,6 +69,10 @@ type StateFile struct {
 	TransientRetries                *TransientFile           `json:"transient_retries,omitempty"`
 	// ExitHook is what spec.onExit did at the run's end (looprun's own key).
 	ExitHook *ExitHookFile `json:"exit_hook,omitempty"`
+	// Git is what spec.runner.workspace.git did (looprun's own key).
+	Git *GitFile `json:"git,omitempty"`
+	// Trace is the run's place in a trace (looprun's own key).
+	Trace *TraceFile `json:"trace,omitempty"`
 
 	// FormatVersion is the state file's format: absent (1) in files
 	// little-loops and early looprun wrote, FormatVersion now.
@@ -355,7 +359,7 @@ func encodeState(name, loopFile string, ctx map[string]any, run *v1alpha1.RunSta
 		EdgeRevisitCounts: run.EdgeRevisits, RetryCounts: run.RetryCounts, ActionRetries: run.Retries, NextStepAt: fmtTime(run.NextStepAt),
 		ResumedAt: fmtTime(run.ResumedAt), LastSeq: run.LastSeq, LoopFile: loopFile, Context: ctx,
 		FormatVersion: FormatVersion, Usage: usageFile(run.Usage), Budget: budgetFile(run.Budget),
-		ExitHook: exitHookFile(run.ExitHook),
+		ExitHook: exitHookFile(run.ExitHook), Git: gitFile(run.Git), Trace: traceFile(run.Trace),
 	}
 	encodeTransient(&f, run.Transient)
 	if run.TerminatedBy == v1alpha1.TerminatedHandoff {
@@ -479,6 +483,12 @@ func (f *StateFile) RunState() (*v1alpha1.RunState, error) {
 	}
 	run.Transient = tr
 	if run.ExitHook, err = f.ExitHook.Status(); err != nil {
+		return nil, err
+	}
+	if run.Git, err = f.Git.Status(); err != nil {
+		return nil, err
+	}
+	if run.Trace, err = f.Trace.Status(); err != nil {
 		return nil, err
 	}
 	if f.Status == StatusAwaitingContinuation && f.TerminatedBy == "" { // little-loops' own file

@@ -220,14 +220,14 @@ func TestChartValues(t *testing.T) {
 		"agent.image=registry.example/agent:1", "logLevel=debug", "replicas=2", "metrics.enabled=false",
 		"llm.allowedBaseURLs={https://llm.example/v1,https://other.example}", "llm.maxTimeout=30s", "llm.apiKeySecret.name=llm-key",
 		"leaderElection.leaseDuration=6s", "leaderElection.renewDeadline=4s", "leaderElection.retryPeriod=1s",
-		"prices.in-house.input=1", "prices.in-house.output=2")
+		"prices.in-house.input=1", "prices.in-house.output=2", "tracing.otlpEndpoint=http://collector.obs:4318")
 	d := one[appsv1.Deployment](t, m, "Deployment", "looprun")
 	c := managerContainer(t, d)
 	for _, want := range []string{"--allow-local-actions", "--watch-namespaces=team-a,team-b", "--entrypoint-image=registry.example/entry:v9",
 		"--agent-image=registry.example/agent:1", "--zap-log-level=debug", "--metrics-bind-address=0",
 		"--llm-allowed-base-urls=https://llm.example/v1,https://other.example", "--llm-max-timeout=30s",
 		"--leader-elect-lease-duration=6s", "--leader-elect-renew-deadline=4s", "--leader-elect-retry-period=1s",
-		`--prices={"models":{"in-house":{"input":1,"output":2}}}`} {
+		`--prices={"models":{"in-house":{"input":1,"output":2}}}`, "--otlp-endpoint=http://collector.obs:4318"} {
 		if !slices.Contains(c.Args, want) {
 			t.Errorf("manager args lack %s: %v", want, c.Args)
 		}
@@ -404,7 +404,7 @@ func TestChartShards(t *testing.T) {
 func TestChartRefusesUnknownValues(t *testing.T) {
 	root := repoRoot(t)
 	bin := cmp.Or(os.Getenv("HELM"), filepath.Join(root, "bin", "helm"))
-	for _, set := range []string{"watchNamespace=foo", "replicas=two", "logLevel=verbose", "llm.maxTimeout=soon", "watchNamespaces={Team_A}", "leaderElection.leaseDuration=15", "prices=bogus"} {
+	for _, set := range []string{"watchNamespace=foo", "replicas=two", "logLevel=verbose", "llm.maxTimeout=soon", "watchNamespaces={Team_A}", "leaderElection.leaseDuration=15", "prices=bogus", "tracing.otlpEndpoint=collector:4318"} {
 		cmd := exec.Command(bin, "template", "looprun", "charts/looprun", "--set", set)
 		cmd.Dir = root
 		out, err := cmd.CombinedOutput()
