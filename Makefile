@@ -59,6 +59,17 @@ test-e2e: helm ## Run the end-to-end tests on a real one-node cluster built here
 test-chaos: helm ## 50 Loops on the real node while the operator is killed 100 times and the API server restarted 5 times (root; not in CI; see docs/e2e.md).
 	HELM=$(HELM) E2E_LABELS=chaos E2E_TIMEOUT=150m hack/e2e/run.sh -ginkgo.v -ginkgo.timeout=145m
 
+.PHONY: ui
+ui: ## Build the web view's front end (web/, npm packages pinned in web/package-lock.json) into internal/ui/dist, embedded in looprun.
+	cd web && npm ci --no-audit --no-fund && npm run build
+
+.PHONY: test-ui
+test-ui: ui ## Drive looprun ui in Debian's chromium with playwright-core (installs chromium with apt-get when missing; not in make test).
+	git diff --exit-code -- internal/ui/dist || { echo "internal/ui/dist is stale: commit what make ui built" >&2; exit 1; }
+	hack/ui-deps.sh
+	go build -o $(LOCALBIN)/looprun ./cmd/looprun
+	LOOPRUN=$(LOCALBIN)/looprun node web/test/ui.test.mjs
+
 .PHONY: envtest
 envtest: ## Build kube-apiserver, etcd and kubectl for the tests into bin/k8s (once).
 	hack/setup-envtest.sh >/dev/null

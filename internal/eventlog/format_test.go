@@ -1,6 +1,8 @@
 package eventlog
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -66,5 +68,41 @@ func TestFilter(t *testing.T) {
 		if got := seqs(Filter(events, tt.types, tt.state)); !slices.Equal(got, tt.want) {
 			t.Errorf("Filter(%v, %q) = %v, want %v", tt.types, tt.state, got, tt.want)
 		}
+	}
+}
+
+func TestReadFromFollowsAGrowingLog(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "log.jsonl")
+	write := func(evs ...executor.Event) {
+		lines, _, _, err := Encode(evs, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = f.WriteString(lines)
+		_ = f.Close()
+	}
+	var got []int64
+	collect := func(e executor.Event) { got = append(got, e.Seq) }
+	off, err := ReadFrom(path, 0, collect)
+	if err != nil || off != 0 || len(got) != 0 {
+		t.Fatalf("a missing log: %d %v %v", off, err, got)
+	}
+	write(evd(1, "a", nil), evd(2, "b", nil))
+	if off, err = ReadFrom(path, off, collect); err != nil || len(got) != 2 {
+		t.Fatalf("first read: %v %v", got, err)
+	}
+	write(evd(3, "c", nil))
+	f, _ := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0o644)
+	_, _ = f.WriteString(`{"event":"cut`) // a line still being written
+	_ = f.Close()
+	if off, err = ReadFrom(path, off, collect); err != nil || len(got) != 3 || got[2] != 3 {
+		t.Fatalf("second read: %v %v", got, err)
+	}
+	if again, _ := ReadFrom(path, off, collect); again != off || len(got) != 3 {
+		t.Fatalf("the cut line was taken: %d %v", again, got)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/looprun/looprun/internal/executor"
@@ -128,4 +129,28 @@ func TruncateAfter(path string, seq int64) error {
 		return err
 	}
 	return f.Sync()
+}
+
+// ReadFrom calls fn with each complete event of the log at path from byte
+// offset on, and returns the offset just past the last one: a reader that
+// follows a growing log passes it back next time. A missing log has none.
+func ReadFrom(path string, offset int64, fn func(executor.Event)) (int64, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return offset, err
+	}
+	defer f.Close()
+	if _, err := f.Seek(offset, io.SeekStart); err != nil {
+		return offset, err
+	}
+	end := offset
+	err = scan(f, func(e executor.Event, off int64) bool {
+		fn(e)
+		end = offset + off
+		return true
+	})
+	return end, err
 }

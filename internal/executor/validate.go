@@ -294,24 +294,54 @@ func validateTargets(spec *v1alpha1.LoopSpec, st *v1alpha1.State, p *field.Path)
 			}
 		}
 	}
-	check(p.Child("onSuccess"), st.OnSuccess, true)
-	check(p.Child("onFailure"), st.OnFailure, true)
-	check(p.Child("onError"), st.OnError, true)
-	check(p.Child("next"), st.Next, false)
-	check(p.Child("onMaintain"), st.OnMaintain, false)
-	check(p.Child("onRetryExhausted"), st.OnRetryExhausted, false)
-	check(p.Child("onThrottleHard"), st.OnThrottleHard, true)
-	check(p.Child("rateLimit", "onExhausted"), st.RateLimit.GetOnExhausted(), false)
 	seen := map[string]string{}
-	for _, k := range slices.Sorted(maps.Keys(st.Route)) {
-		fp := p.Child("route").Key(k) // "" names the verdict "", which no evaluator gives: a route never taken, as in little-loops
-		if other, dup := seen[v1alpha1.CanonicalVerdict(k)]; dup {
-			errs = append(errs, field.Duplicate(fp, fmt.Sprintf("%s (same verdict as %s)", k, other)))
+	for _, t := range Targets(st) {
+		fp := p.Child(t.Field)
+		if t.Field == "rateLimit.onExhausted" {
+			fp = p.Child("rateLimit", "onExhausted")
 		}
-		seen[v1alpha1.CanonicalVerdict(k)] = k
-		check(fp, string(st.Route[k]), true)
+		if t.Verdict != "" || t.Field == "route" {
+			fp = p.Child("route").Key(t.Verdict) // "" names the verdict "", which no evaluator gives: a route never taken, as in little-loops
+			if other, dup := seen[v1alpha1.CanonicalVerdict(t.Verdict)]; dup {
+				errs = append(errs, field.Duplicate(fp, fmt.Sprintf("%s (same verdict as %s)", t.Verdict, other)))
+			}
+			seen[v1alpha1.CanonicalVerdict(t.Verdict)] = t.Verdict
+		}
+		check(fp, t.To, t.Current)
 	}
 	return errs
+}
+
+// Target is one way out of a state: the field that names it, the verdict
+// of a route entry, and the state it goes to (maybe $current, where
+// Current says that is allowed).
+type Target struct {
+	Field, Verdict, To string
+	Current            bool
+}
+
+// Targets are the ways out of st that name a state, in a fixed order: its
+// fields, then its route entries by verdict.
+func Targets(st *v1alpha1.State) []Target {
+	var out []Target
+	for _, t := range []Target{
+		{Field: "onSuccess", To: st.OnSuccess, Current: true},
+		{Field: "onFailure", To: st.OnFailure, Current: true},
+		{Field: "onError", To: st.OnError, Current: true},
+		{Field: "next", To: st.Next},
+		{Field: "onMaintain", To: st.OnMaintain},
+		{Field: "onRetryExhausted", To: st.OnRetryExhausted},
+		{Field: "onThrottleHard", To: st.OnThrottleHard, Current: true},
+		{Field: "rateLimit.onExhausted", To: st.RateLimit.GetOnExhausted()},
+	} {
+		if t.To != "" {
+			out = append(out, t)
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(st.Route)) {
+		out = append(out, Target{Field: "route", Verdict: k, To: string(st.Route[k]), Current: true})
+	}
+	return out
 }
 
 // checkParams reports ${param.NAME} in a state's action that the state does

@@ -1,0 +1,34 @@
+package main
+
+import (
+	"fmt"
+	"os/signal"
+
+	"github.com/spf13/cobra"
+
+	"github.com/looprun/looprun/internal/ui"
+)
+
+func newUICommand(g *globals) *cobra.Command {
+	var listen string
+	cmd := &cobra.Command{
+		Use:   "ui",
+		Short: "Serve a live, read-only web view of the local runs (state graph, where each run is, timeline)",
+		Long: `Serve a web view of the runs under --loops-dir on this machine, read-only:
+each loop's state graph with the state it is in, how often each edge was
+taken, what each state last printed and decided, and a timeline of the run,
+kept up to date as the runs move (server-sent events from the runs' files).
+It prints the URL it serves; it listens on localhost unless told otherwise.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), stopSignals...)
+			defer stop()
+			srv := &ui.Server{LoopsDir: g.loopsDir, Files: g.fileOptions()}
+			return ui.Serve(ctx, listen, srv.Handler(), func(url string) {
+				fmt.Fprintf(cmd.OutOrStdout(), "looprun ui: %s (Ctrl-C stops it)\n", url)
+			})
+		},
+	}
+	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:0", "address to serve at, HOST:PORT (port 0: a free one)")
+	return cmd
+}

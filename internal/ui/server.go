@@ -1,0 +1,409 @@
+package ui
+
+import (
+	"context"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+
+	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/internal/eventlog"
+	"github.com/looprun/looprun/internal/executor"
+	"github.com/looprun/looprun/internal/localrun"
+	"github.com/looprun/looprun/internal/loopfile"
+	"github.com/looprun/looprun/internal/pricing"
+)
+
+// dist is the front end, built from web/ by `make ui`.
+//
+//go:embed all:dist
+var dist embed.FS
+
+// Server serves the web view of the local runs under LoopsDir.
+type Server struct {
+	// LoopsDir holds the runs (.loops).
+	LoopsDir string
+	// Files resolves the loop files runs name.
+	Files loopfile.Options
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+
+	mu sync.Mutex
+	// runs follows each run's event log, by name.
+	runs map[string]*follower
+}
+
+// follower reads one run's event log as it grows.
+type follower struct {
+	mu sync.Mutex
+	d  *digester
+}
+
+// PageSize is how many timeline rows a page holds at most.
+const PageSize = 200
+
+// Handler serves the front end at / and the API under /api/:
+//
+//	GET /api/loops                          the runs
+//	GET /api/loops/local/NAME               a run's graph and status
+//	GET /api/loops/local/NAME/timeline      its state visits, newest first (?before=SEQ&limit=N)
+//	GET /api/loops/local/NAME/stream        server-sent events: "update" when the run changes
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /api/loops", s.list)
+	mux.HandleFunc("GET /api/loops/local/{name}", s.detail)
+	mux.HandleFunc("GET /api/loops/local/{name}/timeline", s.timeline)
+	mux.HandleFunc("GET /api/loops/local/{name}/stream", s.stream)
+	static, _ := fs.Sub(dist, "dist")
+	files := http.FileServerFS(static)
+	mux.HandleFunc("GET /", func(w http.ResponseWriter, r *http.Request) {
+		if _, err := fs.Stat(static, "index.html"); err != nil {
+			http.Error(w, "the front end was not built into this binary (make ui)", http.StatusNotFound)
+			return
+		}
+		if !strings.HasPrefix(r.URL.Path, "/assets/") {
+			r.URL.Path = "/" // the app routes the rest itself
+		}
+		files.ServeHTTP(w, r)
+	})
+	return securityHeaders(mux)
+}
+
+// securityHeaders keep the page to itself: no frames, no other origins.
+func securityHeaders(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Security-Policy", "default-src 'self'; style-src 'self' 'unsafe-inline'; frame-ancestors 'none'")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		w.Header().Set("Referrer-Policy", "no-referrer")
+		h.ServeHTTP(w, r)
+	})
+}
+
+func (s *Server) now() time.Time {
+	if s.Now == nil {
+		return time.Now()
+	}
+	return s.Now()
+}
+
+func (s *Server) list(w http.ResponseWriter, _ *http.Request) {
+	states, _, err := localrun.ListStates(s.LoopsDir)
+	if err != nil {
+		httpError(w, err)
+		return
+	}
+	out := []Summary{}
+	for _, f := range states {
+		run, err := f.RunState()
+		if err != nil {
+			continue
+		}
+		out = append(out, summary(f.LoopName, run))
+		s.warm(f.LoopName, run.LastSeq)
+	}
+	slices.SortFunc(out, func(a, b Summary) int { return b.Updated.Compare(a.Updated) })
+	writeJSON(w, out)
+}
+
+func summary(name string, run *v1alpha1.RunState) Summary {
+	sm := Summary{Source: "local", Name: name, Phase: string(run.Phase), State: run.CurrentState, Iteration: run.Iteration}
+	if run.StartedAt != nil {
+		sm.Started = run.StartedAt.Time
+	}
+	if run.UpdatedAt != nil {
+		sm.Updated = run.UpdatedAt.Time
+	}
+	return sm
+}
+
+// open reads a local run, its state and its loop, and what its event log
+// says (read on from where it was read last).
+func (s *Server) open(name string) (*localrun.Saved, digested, error) {
+	if err := localrun.ValidateName(name); err != nil {
+		return nil, digested{}, err
+	}
+	opts := s.Files
+	opts.LoopsDir = s.LoopsDir
+	saved, err := localrun.OpenWith(opts, name)
+	if err != nil {
+		return nil, digested{}, err
+	}
+	dg, err := s.follow(saved.Store, saved.Run.LastSeq)
+	return saved, dg, err
+}
+
+// digested is a copy of what a digester found.
+type digested struct {
+	visits  []Visit
+	last    map[string]Last
+	entered map[string]int
+}
+
+// follow reads the run's event log from where it was read last: a log
+// that is shorter, or a run that is behind what was read (a new run, a
+// rewind), is read again from the start.
+func (s *Server) follow(store *localrun.Store, lastSeq int64) (digested, error) {
+	f := s.follower(store.Name())
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.d == nil || lastSeq < f.d.lastSeq || fileSize(store.EventsPath()) < f.d.offset {
+		f.d = newDigester()
+	}
+	d := f.d
+	off, err := eventlog.ReadFrom(store.EventsPath(), d.offset, d.add)
+	d.offset = off
+	return digested{visits: slices.Clone(d.snapshot()), last: maps.Clone(d.last), entered: maps.Clone(d.entered)}, err
+}
+
+// follower is the run's follower; fresh is true when it was just made.
+func (s *Server) followerOf(name string) (f *follower, fresh bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.runs == nil {
+		s.runs = map[string]*follower{}
+	}
+	if f = s.runs[name]; f == nil {
+		f = &follower{}
+		s.runs[name] = f
+		fresh = true
+	}
+	return f, fresh
+}
+
+func (s *Server) follower(name string) *follower {
+	f, _ := s.followerOf(name)
+	return f
+}
+
+// warm starts reading the event log of a run not read yet, in the
+// background, so that its page opens at once.
+func (s *Server) warm(name string, lastSeq int64) {
+	if _, fresh := s.followerOf(name); !fresh {
+		return
+	}
+	store, err := localrun.NewStore(s.LoopsDir, name)
+	if err != nil {
+		return
+	}
+	go func() { _, _ = s.follow(store, lastSeq) }()
+}
+
+func fileSize(path string) int64 {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
+}
+
+func (s *Server) detail(w http.ResponseWriter, r *http.Request) {
+	saved, dg, err := s.open(r.PathValue("name"))
+	if err != nil {
+		httpError(w, err)
+		return
+	}
+	writeJSON(w, s.describe(saved, dg))
+}
+
+// describe is a run's page.
+func (s *Server) describe(saved *localrun.Saved, dg digested) Detail {
+	spec, run := &saved.Loop.Loop.Spec, saved.Run
+	last, entered := dg.last, dg.entered
+	nodes, edges := graph(spec, run, entered)
+	d := Detail{Summary: summary(saved.Store.Name(), run), Nodes: nodes, Edges: edges, MaxIterations: spec.GetMaxIterations(),
+		TerminatedBy: string(run.TerminatedBy), Message: run.Message, LastSeq: run.LastSeq, States: last}
+	end := s.now()
+	if run.Phase.IsFinished() && run.UpdatedAt != nil {
+		end = run.UpdatedAt.Time
+	}
+	d.ElapsedMs = executor.Elapsed(run, end).Milliseconds()
+	if spec.Timeout != nil {
+		d.TimeoutMs = spec.Timeout.Milliseconds()
+	}
+	if u := run.Usage; u != nil {
+		d.Usage = &Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, CostUSD: pricing.MicroToUSD(u.CostMicroUSD)}
+		if b := spec.Budget; b != nil && b.MaxCostUSD != "" {
+			if v, err := strconv.ParseFloat(b.MaxCostUSD, 64); err == nil {
+				d.Usage.MaxCostUSD = v
+			}
+		}
+	}
+	if a := run.Action; a != nil && run.Phase == v1alpha1.PhaseRunning {
+		if st, ok := spec.States[a.State]; ok && st.Approval != nil {
+			d.Approval = &Approval{State: a.State, Message: st.Approval.Message,
+				Command: fmt.Sprintf("looprun approve %s   (or: looprun reject %s)", d.Name, d.Name)}
+		}
+	}
+	return d
+}
+
+func (s *Server) timeline(w http.ResponseWriter, r *http.Request) {
+	_, dg, err := s.open(r.PathValue("name"))
+	if err != nil {
+		httpError(w, err)
+		return
+	}
+	visits := dg.visits
+	before, _ := strconv.ParseInt(r.URL.Query().Get("before"), 10, 64)
+	limit, _ := strconv.Atoi(r.URL.Query().Get("limit"))
+	if limit <= 0 || limit > PageSize {
+		limit = PageSize
+	}
+	writeJSON(w, page(visits, before, limit))
+}
+
+// Page is a page of the timeline, newest first; Before asks for the next.
+type Page struct {
+	Visits []Visit `json:"visits"`
+	Total  int     `json:"total"`
+	Before int64   `json:"before,omitempty"`
+}
+
+// page is up to limit visits older than before (0: the newest), newest first.
+func page(visits []Visit, before int64, limit int) Page {
+	end := len(visits)
+	if before > 0 {
+		end, _ = slices.BinarySearchFunc(visits, before, func(v Visit, seq int64) int { return int(v.Seq - seq) })
+	}
+	start := max(end-limit, 0)
+	out := slices.Clone(visits[start:end])
+	slices.Reverse(out)
+	p := Page{Visits: out, Total: len(visits)}
+	if start > 0 {
+		p.Before = visits[start].Seq
+	}
+	return p
+}
+
+// stream sends "update" (the run's last event number and phase) when the
+// run's files change, from file notifications: nothing is polled.
+func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	store, err := localrun.NewStore(s.LoopsDir, name)
+	if err != nil {
+		httpError(w, err)
+		return
+	}
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		http.Error(w, "streaming is not supported", http.StatusInternalServerError)
+		return
+	}
+	watcher, err := fsnotify.NewWatcher()
+	if err != nil {
+		httpError(w, err)
+		return
+	}
+	defer watcher.Close()
+	if err := watcher.Add(filepath.Dir(store.StatePath())); err != nil {
+		httpError(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-store")
+	send := func() bool { return sendUpdate(w, flusher, store) }
+	if !send() {
+		return
+	}
+	mine := func(path string) bool {
+		base := filepath.Base(path)
+		return base == filepath.Base(store.StatePath()) || base == filepath.Base(store.EventsPath())
+	}
+	// Notifications come in bursts (a save writes, renames, syncs): one
+	// update per burst.
+	var burst <-chan time.Time
+	keepAlive := time.NewTicker(30 * time.Second)
+	defer keepAlive.Stop()
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case ev, ok := <-watcher.Events:
+			if !ok {
+				return
+			}
+			if burst == nil && mine(ev.Name) {
+				burst = time.After(50 * time.Millisecond)
+			}
+		case <-burst:
+			burst = nil
+			if !send() {
+				return
+			}
+		case <-keepAlive.C:
+			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {
+				return
+			}
+			flusher.Flush()
+		case err := <-watcher.Errors:
+			if err != nil {
+				return // the runs' directory went: reconnecting starts over
+			}
+		}
+	}
+}
+
+// sendUpdate sends the run's last event number, phase and state; false
+// when the client is gone. A state file caught between a save's steps
+// sends nothing: the save's next notification does.
+func sendUpdate(w http.ResponseWriter, flusher http.Flusher, store *localrun.Store) bool {
+	sf, err := store.Load()
+	if err != nil {
+		return true
+	}
+	b, _ := json.Marshal(map[string]any{"lastSeq": sf.LastSeq, "phase": sf.Status, "state": sf.CurrentState})
+	if _, err := fmt.Fprintf(w, "event: update\ndata: %s\n\n", b); err != nil {
+		return false
+	}
+	flusher.Flush()
+	return true
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func httpError(w http.ResponseWriter, err error) {
+	code := http.StatusInternalServerError
+	if errors.Is(err, os.ErrNotExist) {
+		code = http.StatusNotFound
+	} else if strings.Contains(err.Error(), "name") {
+		code = http.StatusBadRequest
+	}
+	http.Error(w, err.Error(), code)
+}
+
+// Serve serves h at addr until ctx ends, telling ready the URL it serves.
+func Serve(ctx context.Context, addr string, h http.Handler, ready func(url string)) error {
+	srv := &http.Server{Addr: addr, Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	ln, err := listen(addr)
+	if err != nil {
+		return err
+	}
+	ready("http://" + ln.Addr().String() + "/")
+	go func() {
+		<-ctx.Done()
+		shut, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shut)
+	}()
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,158 @@
+package ui
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/looprun/looprun/internal/executor"
+)
+
+// maxPeriod is the longest pass (in state visits) folded when repeated.
+const maxPeriod = 8
+
+// digester reads a run's events as they come: its timeline of state
+// visits (repeated passes folded), what each state last did, and how
+// often each was entered.
+type digester struct {
+	visits    []Visit
+	last      map[string]Last
+	entered   map[string]int
+	cur       *Visit
+	iteration int32
+	// offset is how far the event log was read, lastSeq the last event's.
+	offset  int64
+	lastSeq int64
+}
+
+func newDigester() *digester {
+	return &digester{last: map[string]Last{}, entered: map[string]int{}}
+}
+
+// snapshot is the timeline, the visit in progress last.
+func (d *digester) snapshot() []Visit {
+	if d.cur == nil {
+		return d.visits
+	}
+	return append(slices.Clip(d.visits), *d.cur)
+}
+
+func (d *digester) closeVisit() {
+	if d.cur != nil {
+		d.visits = fold(append(d.visits, *d.cur))
+		d.cur = nil
+	}
+}
+
+func (d *digester) add(e executor.Event) {
+	d.lastSeq = e.Seq
+	switch e.Type {
+	case executor.EventStateEnter:
+		d.closeVisit()
+		state, _ := e.Data["state"].(string)
+		d.iteration++
+		if n := num(e.Data, "iteration"); n > 0 && n < 1<<31 {
+			d.iteration = int32(n)
+		}
+		d.cur = &Visit{Seq: e.Seq, Iteration: d.iteration, State: state, At: e.Time}
+		d.entered[state]++
+	case executor.EventActionStart:
+		if d.cur != nil {
+			a, _ := e.Data["action"].(string)
+			d.cur.Action, _, _ = strings.Cut(strings.TrimSpace(a), "\n")
+		}
+	case executor.EventActionComplete:
+		if d.cur != nil {
+			code := num(e.Data, "exit_code")
+			d.cur.ExitCode = &code
+			l := d.last[d.cur.State]
+			l.Iteration, l.ExitCode = d.cur.Iteration, &code
+			l.Output, _ = e.Data["output_preview"].(string)
+			l.Stderr, _ = e.Data["stderr_preview"].(string)
+			d.last[d.cur.State] = l
+		}
+	case executor.EventEvaluate:
+		if d.cur != nil {
+			d.cur.Verdict, _ = e.Data["verdict"].(string)
+			l := d.last[d.cur.State]
+			l.Iteration, l.Verdict, l.Details = d.cur.Iteration, d.cur.Verdict, details(e.Data)
+			d.last[d.cur.State] = l
+		}
+	case executor.EventRoute:
+		if d.cur != nil {
+			r := executor.RouteOf(e)
+			d.cur.Next = r.To
+			if d.cur.Verdict == "" {
+				d.cur.Verdict = r.Verdict
+			}
+			d.cur.DurationMs = e.Time.Sub(d.cur.At).Milliseconds()
+			d.closeVisit()
+		}
+	case executor.EventLoopComplete:
+		if d.cur != nil {
+			d.cur.DurationMs = e.Time.Sub(d.cur.At).Milliseconds()
+		}
+		d.closeVisit()
+	}
+}
+
+// fold folds the newest visits into the pass before them when they repeat
+// it (the same states, verdicts and next states): that pass counts one
+// more repeat.
+func fold(vs []Visit) []Visit {
+	for p := 1; p <= maxPeriod && 2*p <= len(vs); p++ {
+		a, b := vs[len(vs)-2*p:len(vs)-p], vs[len(vs)-p:]
+		same := true
+		for i := range a {
+			if a[i].State != b[i].State || a[i].Verdict != b[i].Verdict || a[i].Next != b[i].Next {
+				same = false
+				break
+			}
+		}
+		if !same {
+			continue
+		}
+		if a[p-1].Repeat == 0 || a[p-1].Period == p {
+			a[p-1].Repeat++
+			a[p-1].Period = p
+			a[p-1].DurationMs += sumDuration(b)
+			return vs[:len(vs)-p]
+		}
+	}
+	return vs
+}
+
+func sumDuration(vs []Visit) int64 {
+	var d int64
+	for _, v := range vs {
+		d += v.DurationMs
+	}
+	return d
+}
+
+// details are an evaluate event's details: everything but its type and verdict.
+func details(data map[string]any) map[string]any {
+	out := map[string]any{}
+	for k, v := range data {
+		if k != "type" && k != "verdict" {
+			out[k] = v
+		}
+	}
+	if t, ok := data["type"]; ok {
+		out["evaluator"] = t
+	}
+	return out
+}
+
+func num(m map[string]any, k string) int64 {
+	switch v := m[k].(type) {
+	case int:
+		return int64(v)
+	case int32:
+		return int64(v)
+	case int64:
+		return v
+	case float64:
+		return int64(v)
+	}
+	return 0
+}

@@ -1,0 +1,248 @@
+// The front end of `looprun ui`: a list of runs and, for one run, its
+// state graph (laid out by dagre), where it is, a state's last outputs and
+// the timeline, kept live by the server's events.
+import dagre from "@dagrejs/dagre";
+
+const app = document.getElementById("app");
+const crumb = document.getElementById("crumb");
+const live = document.getElementById("live");
+let stream = null;
+
+function h(tag, attrs = {}, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (k === "class") el.className = v;
+    else if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
+    else el.setAttribute(k, v);
+  }
+  for (const c of children.flat()) {
+    if (c != null) el.append(c instanceof Node ? c : String(c));
+  }
+  return el;
+}
+
+function svg(tag, attrs = {}, ...children) {
+  const el = document.createElementNS("http://www.w3.org/2000/svg", tag);
+  for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, v);
+  for (const c of children) if (c != null) el.append(c instanceof Node ? c : String(c));
+  return el;
+}
+
+async function getJSON(path) {
+  const resp = await fetch(path);
+  if (!resp.ok) throw new Error(`${path}: ${resp.status} ${await resp.text()}`);
+  return resp.json();
+}
+
+function ago(t) {
+  if (!t) return "";
+  const s = Math.max(0, (Date.now() - new Date(t).getTime()) / 1000);
+  if (s < 60) return `${Math.round(s)}s ago`;
+  if (s < 3600) return `${Math.round(s / 60)}m ago`;
+  if (s < 86400) return `${Math.round(s / 3600)}h ago`;
+  return `${Math.round(s / 86400)}d ago`;
+}
+
+function duration(ms) {
+  if (ms == null) return "";
+  if (ms < 1000) return `${ms}ms`;
+  const s = ms / 1000;
+  if (s < 60) return `${s.toFixed(1)}s`;
+  const m = Math.floor(s / 60);
+  if (m < 60) return `${m}m${Math.round(s % 60)}s`;
+  return `${Math.floor(m / 60)}h${m % 60}m`;
+}
+
+function closeStream() {
+  if (stream) stream.close();
+  stream = null;
+  live.classList.remove("on");
+}
+
+// The list of runs, filtered as typed.
+async function listPage() {
+  closeStream();
+  crumb.textContent = "";
+  const loops = await getJSON("/api/loops");
+  const filter = h("input", { type: "search", placeholder: "filter by name, phase or state", "aria-label": "filter" });
+  const body = h("tbody");
+  const draw = () => {
+    const q = filter.value.toLowerCase();
+    body.replaceChildren(...loops
+      .filter((l) => !q || `${l.name} ${l.phase} ${l.state}`.toLowerCase().includes(q))
+      .map((l) => h("tr", { class: "row", "data-loop": l.name, onclick: () => { location.hash = `#/${l.source}/${encodeURIComponent(l.name)}`; } },
+        h("td", {}, h("a", { href: `#/${l.source}/${encodeURIComponent(l.name)}` }, l.name)),
+        h("td", { class: `phase ${l.phase}` }, l.phase),
+        h("td", {}, l.state),
+        h("td", {}, l.iteration),
+        h("td", { title: l.started || "" }, ago(l.started)),
+        h("td", { title: l.updated || "" }, ago(l.updated)))));
+  };
+  filter.addEventListener("input", draw);
+  draw();
+  app.replaceChildren(
+    h("h2", {}, "Loops"),
+    loops.length ? filter : h("p", { class: "muted" }, "No runs under .loops yet: looprun run LOOP starts one."),
+    h("table", {}, h("thead", {}, h("tr", {}, ["Name", "Phase", "State", "Iteration", "Started", "Updated"].map((c) => h("th", {}, c)))), body));
+}
+
+// A run's page.
+async function loopPage(source, name) {
+  closeStream();
+  crumb.textContent = `/ ${name}`;
+  const base = `/api/loops/${source}/${encodeURIComponent(name)}`;
+  const state = { selected: null, detail: null, pages: [] };
+  const facts = h("div", { class: "facts" });
+  const approval = h("div");
+  const graphBox = h("div", { id: "graph", class: "panel" });
+  const side = h("div", { class: "panel", id: "state" });
+  const timeline = h("div", { class: "panel", id: "timeline" });
+  app.replaceChildren(h("h2", {}, name), facts, approval,
+    h("div", { class: "layout" }, graphBox, side), h("h3", {}, "Timeline"), timeline);
+
+  const refresh = async () => {
+    state.detail = await getJSON(base);
+    const first = await getJSON(`${base}/timeline`);
+    state.pages = [first];
+    render();
+  };
+  const render = () => {
+    const d = state.detail;
+    drawFacts(facts, d);
+    drawApproval(approval, d);
+    drawGraph(graphBox, d, state.selected, (s) => { state.selected = s; render(); });
+    drawState(side, d, state.selected || d.state);
+    drawTimeline(timeline, state, base, render);
+  };
+  await refresh();
+  stream = new EventSource(`${base}/stream`);
+  stream.onopen = () => live.classList.add("on");
+  stream.onerror = () => live.classList.remove("on");
+  let lastSeq = state.detail.lastSeq;
+  stream.addEventListener("update", (ev) => {
+    const u = JSON.parse(ev.data);
+    if (u.lastSeq !== lastSeq) {
+      lastSeq = u.lastSeq;
+      refresh().catch((e) => console.error(e));
+    }
+  });
+}
+
+function drawFacts(box, d) {
+  const fact = (label, value, attrs = {}) => h("div", attrs, h("b", {}, label), value);
+  const items = [
+    fact("Phase", d.phase + (d.terminatedBy ? ` (${d.terminatedBy})` : ""), { class: `phase ${d.phase}` }),
+    fact("State", d.state, { id: "current" }),
+    fact("Iteration", `${d.iteration} of ${d.maxIterations}`),
+    fact("Elapsed", duration(d.elapsedMs) + (d.timeoutMs ? ` of ${duration(d.timeoutMs)}` : "")),
+  ];
+  if (d.usage) {
+    items.push(fact("Usage", `${d.usage.inputTokens} in / ${d.usage.outputTokens} out tokens, $${d.usage.costUSD.toFixed(4)}` +
+      (d.usage.maxCostUSD ? ` of $${d.usage.maxCostUSD}` : "")));
+  }
+  if (d.message) items.push(fact("Message", d.message));
+  box.replaceChildren(...items);
+}
+
+function drawApproval(box, d) {
+  if (!d.approval) { box.replaceChildren(); return; }
+  box.replaceChildren(h("div", { class: "approval" },
+    h("b", {}, `State ${d.approval.state} waits for an approval`),
+    d.approval.message ? h("p", {}, d.approval.message) : null,
+    h("p", {}, "Whoever runs the loop answers it with:"), h("pre", {}, d.approval.command)));
+}
+
+// drawGraph lays the states out with dagre and draws them as SVG: the
+// current state highlighted, terminal and failure states marked, each edge
+// with its verdicts and how often the run took it.
+function drawGraph(box, d, selected, select) {
+  const g = new dagre.graphlib.Graph({ multigraph: false });
+  g.setGraph({ rankdir: "TB", nodesep: 30, ranksep: 40, marginx: 10, marginy: 10 });
+  g.setDefaultEdgeLabel(() => ({}));
+  for (const n of d.nodes) g.setNode(n.name, { width: Math.max(90, n.name.length * 7.5 + 24), height: 40 });
+  for (const e of d.edges) {
+    if (e.from === e.to) continue; // drawn as a loop mark on the node
+    g.setEdge(e.from, e.to, { label: edgeLabel(e), width: edgeLabel(e).length * 6, height: 14, labelpos: "c" });
+  }
+  dagre.layout(g);
+  const { width, height } = g.graph();
+  const root = svg("svg", { width: width + 20, height: height + 20, viewBox: `0 0 ${width + 20} ${height + 20}`, role: "img", "aria-label": "state graph" });
+  root.append(svg("defs", {}, svg("marker", { id: "arrow", viewBox: "0 0 10 10", refX: 9, refY: 5, markerWidth: 7, markerHeight: 7, orient: "auto-start-reverse" },
+    svg("path", { d: "M 0 0 L 10 5 L 0 10 z", fill: "#4b5563" }))));
+  for (const e of d.edges) {
+    if (e.from === e.to) continue;
+    const ge = g.edge(e.from, e.to);
+    const pts = ge.points.map((p) => `${p.x},${p.y}`).join(" L ");
+    root.append(svg("g", { class: `edge${e.count ? " taken" : ""}`, "data-from": e.from, "data-to": e.to },
+      svg("path", { d: `M ${pts}`, "marker-end": "url(#arrow)" }),
+      svg("text", { x: ge.x, y: ge.y, "text-anchor": "middle" }, edgeLabel(e))));
+  }
+  for (const n of d.nodes) {
+    const gn = g.node(n.name);
+    const cls = ["node", n.terminal ? "terminal" : "", n.failure ? "failure" : "", n.name === d.state ? "current" : "",
+      n.name === selected ? "selected" : "", n.visits ? "" : "unvisited"].filter(Boolean).join(" ");
+    const self = d.edges.find((e) => e.from === n.name && e.to === n.name);
+    const group = svg("g", { class: cls, "data-state": n.name, transform: `translate(${gn.x - gn.width / 2},${gn.y - gn.height / 2})` },
+      svg("rect", { width: gn.width, height: gn.height }),
+      svg("text", { x: gn.width / 2, y: 15 }, n.name),
+      svg("text", { class: "kind", x: gn.width / 2, y: 30 }, `${n.kind}${n.visits ? ` · ${n.visits}×` : ""}${self ? ` · ↻ ${self.count}` : ""}`));
+    group.addEventListener("click", () => select(n.name));
+    root.append(group);
+  }
+  box.replaceChildren(root);
+}
+
+function edgeLabel(e) {
+  return e.count ? `${e.label} ×${e.count}` : e.label;
+}
+
+// drawState shows a state: its action, what it last printed, its verdict.
+function drawState(box, d, name) {
+  const n = d.nodes.find((x) => x.name === name);
+  if (!n) { box.replaceChildren(h("p", { class: "muted" }, "Select a state.")); return; }
+  const last = d.states[name];
+  const parts = [h("h3", {}, `State ${n.name}`),
+    h("p", { class: "muted" }, `${n.kind}${n.initial ? ", initial" : ""}${n.terminal ? (n.failure ? ", failure terminal" : ", terminal") : ""}, entered ${n.visits}×`)];
+  if (n.loop) parts.push(h("p", {}, `Runs the loop ${n.loop}`));
+  if (n.action) parts.push(h("b", {}, "Action"), h("pre", {}, n.action));
+  if (last) {
+    parts.push(h("b", {}, `Last run (iteration ${last.iteration})${last.exitCode != null ? `, exit ${last.exitCode}` : ""}`));
+    if (last.output) parts.push(h("pre", { class: "output" }, last.output));
+    if (last.stderr) parts.push(h("pre", {}, last.stderr));
+    if (last.verdict) parts.push(h("p", {}, h("b", {}, "Verdict: "), last.verdict));
+    if (last.details) parts.push(h("pre", {}, JSON.stringify(last.details, null, 2)));
+  }
+  box.replaceChildren(...parts);
+}
+
+function drawTimeline(box, state, base, render) {
+  const rows = state.pages.flatMap((p) => p.visits);
+  const total = state.pages[0]?.total ?? 0;
+  const older = state.pages[state.pages.length - 1]?.before;
+  const body = rows.map((v) => h("tr", { class: "visit" },
+    h("td", {}, v.iteration), h("td", {}, v.state), h("td", { title: v.at }, new Date(v.at).toLocaleTimeString()),
+    h("td", {}, duration(v.durationMs)), h("td", {}, v.action || ""), h("td", {}, v.exitCode != null ? v.exitCode : ""),
+    h("td", {}, v.verdict || ""), h("td", {}, v.next || ""),
+    h("td", { class: "repeat" }, v.repeat ? `↻ ${v.repeat} more pass${v.repeat > 1 ? "es" : ""} of ${v.period} state${v.period > 1 ? "s" : ""}` : "")));
+  const more = older ? h("button", { onclick: async () => {
+    state.pages.push(await getJSON(`${base}/timeline?before=${older}`));
+    render();
+  } }, "Older") : null;
+  box.replaceChildren(
+    h("p", { class: "muted" }, `${rows.length} of ${total} rows, newest first; identical passes folded`),
+    h("table", {}, h("thead", {}, h("tr", {}, ["#", "State", "At", "Took", "Action", "Exit", "Verdict", "Next", ""].map((c) => h("th", {}, c)))),
+      h("tbody", {}, body)), ...(more ? [more] : []));
+}
+
+async function route() {
+  const m = location.hash.match(/^#\/(local)\/(.+)$/);
+  try {
+    if (m) await loopPage(m[1], decodeURIComponent(m[2]));
+    else await listPage();
+  } catch (e) {
+    app.replaceChildren(h("p", { class: "error" }, String(e.message || e)));
+  }
+}
+
+window.addEventListener("hashchange", route);
+route();
