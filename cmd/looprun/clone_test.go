@@ -2,24 +2,21 @@ package main
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/test/fixture"
 )
 
 func gitCmd(t *testing.T, dir string, args ...string) string {
 	t.Helper()
-	cmd := exec.Command("git", args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t")
-	out, err := cmd.CombinedOutput()
+	out, err := fixture.Git(dir, args...)
 	if err != nil {
-		t.Fatalf("git %v: %v\n%s", args, err, out)
+		t.Fatal(err)
 	}
-	return strings.TrimSpace(string(out))
+	return out
 }
 
 // A run with --clone works in a checkout of its own and, as the loop's

@@ -149,12 +149,12 @@ func (o *observer) event(e executor.Event) {
 	switch e.Type {
 	case executor.EventStateEnter:
 		o.endVisit(e.Time, "", "")
-		o.tr.State, o.tr.Iteration = str(e.Data, "state"), int32(min(max(num(e.Data, "iteration"), 0), math.MaxInt32))
+		o.tr.State, o.tr.Iteration = executor.DataString(e.Data, "state"), int32(min(max(executor.DataInt(e.Data, "iteration"), 0), math.MaxInt32))
 		o.tr.EnteredAt = &metav1.MicroTime{Time: e.Time}
 	case executor.EventActionComplete:
 		o.action(e)
 	case executor.EventEvaluate:
-		if str(e.Data, "type") == "llm_structured" {
+		if executor.DataString(e.Data, "type") == "llm_structured" {
 			o.judge(e)
 		}
 	case executor.EventRoute:
@@ -205,8 +205,8 @@ func (o *observer) endVisit(end time.Time, verdict, next string) {
 
 // action makes the span of the action that completed, in its state visit.
 func (o *observer) action(e executor.Event) {
-	dur := time.Duration(num(e.Data, "duration_ms")) * time.Millisecond
-	code := num(e.Data, "exit_code")
+	dur := time.Duration(executor.DataInt(e.Data, "duration_ms")) * time.Millisecond
+	code := executor.DataInt(e.Data, "exit_code")
 	attrs := []attribute.KeyValue{
 		attribute.String("cicd.pipeline.task.name", o.tr.State),
 		attribute.Int64("process.exit.code", code),
@@ -217,7 +217,7 @@ func (o *observer) action(e executor.Event) {
 		name = strings.TrimSpace("invoke_agent " + model)
 		attrs = append(attrs, genAI("invoke_agent", model, e.Data)...)
 	}
-	failure := str(e.Data, "failure_message")
+	failure := executor.DataString(e.Data, "failure_message")
 	o.t.emit(span{trace: o.traceID, id: derive(o.traceID, "action", int64(o.tr.Iteration), e.Seq), parent: o.stateSpan(), name: name,
 		start: e.Time.Add(-dur), end: e.Time, kind: trace.SpanKindInternal, attrs: attrs, failed: failure != "", message: failure})
 }
@@ -227,7 +227,7 @@ func (o *observer) judge(e executor.Event) {
 	model, _ := e.Data["model"].(string)
 	o.t.emit(span{trace: o.traceID, id: derive(o.traceID, "judge", int64(o.tr.Iteration), e.Seq), parent: o.stateSpan(),
 		name: strings.TrimSpace("chat " + model), start: e.Time, end: e.Time, kind: trace.SpanKindClient,
-		attrs: append(genAI("chat", model, e.Data), attribute.String("looprun.verdict", str(e.Data, "verdict")))})
+		attrs: append(genAI("chat", model, e.Data), attribute.String("looprun.verdict", executor.DataString(e.Data, "verdict")))})
 }
 
 // genAI are the GenAI attributes of an agent's turn or a judge's call.
@@ -241,7 +241,7 @@ func genAI(op, model string, data map[string]any) []attribute.KeyValue {
 		"cache_read_tokens": "gen_ai.usage.cache_read.input_tokens", "cache_creation_tokens": "gen_ai.usage.cache_creation.input_tokens",
 	} {
 		if _, ok := data[key]; ok {
-			attrs = append(attrs, attribute.Int64(attr, num(data, key)))
+			attrs = append(attrs, attribute.Int64(attr, executor.DataInt(data, key)))
 		}
 	}
 	return attrs
@@ -383,23 +383,4 @@ func ParseTraceParent(s string) (trace.SpanContext, bool) {
 		return trace.SpanContext{}, false
 	}
 	return trace.NewSpanContext(trace.SpanContextConfig{TraceID: t, SpanID: sp, TraceFlags: trace.FlagsSampled}), true
-}
-
-func str(m map[string]any, k string) string {
-	s, _ := m[k].(string)
-	return s
-}
-
-func num(m map[string]any, k string) int64 {
-	switch v := m[k].(type) {
-	case int:
-		return int64(v)
-	case int32:
-		return int64(v)
-	case int64:
-		return v
-	case float64:
-		return int64(v)
-	}
-	return 0
 }

@@ -50,7 +50,7 @@ func (d *digester) add(e executor.Event) {
 		d.closeVisit()
 		state, _ := e.Data["state"].(string)
 		d.iteration++
-		if n := num(e.Data, "iteration"); n > 0 && n < 1<<31 {
+		if n := executor.DataInt(e.Data, "iteration"); n > 0 && n < 1<<31 {
 			d.iteration = int32(n)
 		}
 		d.cur = &Visit{Seq: e.Seq, Iteration: d.iteration, State: state, At: e.Time}
@@ -62,7 +62,7 @@ func (d *digester) add(e executor.Event) {
 		}
 	case executor.EventActionComplete:
 		if d.cur != nil {
-			code := num(e.Data, "exit_code")
+			code := executor.DataInt(e.Data, "exit_code")
 			d.cur.ExitCode = &code
 			l := d.last[d.cur.State]
 			l.Iteration, l.ExitCode = d.cur.Iteration, &code
@@ -141,18 +141,4 @@ func details(data map[string]any) map[string]any {
 		out["evaluator"] = t
 	}
 	return out
-}
-
-func num(m map[string]any, k string) int64 {
-	switch v := m[k].(type) {
-	case int:
-		return int64(v)
-	case int32:
-		return int64(v)
-	case int64:
-		return v
-	case float64:
-		return int64(v)
-	}
-	return 0
 }
