@@ -56,7 +56,7 @@ func cloneForRun(ctx context.Context, spec *v1alpha1.LoopSpec, runDir string, ou
 	}
 	spec.SetContext("repo_dir", op.Dir)
 	spec.SetContext(clonedKey, op.URL+"@"+res.Commit)
-	fmt.Fprintf(out, "Cloned %s at %s into %s\n", op.URL, short(res.Commit), op.Dir)
+	fmt.Fprintf(out, "Cloned %s at %s into %s\n", gitws.Redact(op.URL), short(res.Commit), op.Dir)
 	return op.Dir, res.Commit, nil
 }
 
@@ -103,7 +103,7 @@ func pushClone(ctx context.Context, d *localrun.Driver, run *v1alpha1.RunState, 
 	case !res.Pushed:
 		fmt.Fprintf(out, "Nothing to push: no change since %s\n", short(commit))
 	default:
-		fmt.Fprintf(out, "Pushed %s to branch %s of %s\n", short(res.Commit), res.Branch, url)
+		fmt.Fprintf(out, "Pushed %s to branch %s of %s\n", short(res.Commit), res.Branch, gitws.Redact(url))
 	}
 	return nil
 }

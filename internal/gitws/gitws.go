@@ -9,6 +9,7 @@ package gitws
 
 import (
 	"context"
+	neturl "net/url"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -165,7 +166,7 @@ func Clone(ctx context.Context, op Op, log io.Writer) (Result, error) {
 		}
 	}
 	if err != nil {
-		return Result{}, fmt.Errorf("clone %s: %w", op.URL, err)
+		return Result{}, fmt.Errorf("clone %s: %s", Redact(op.URL), redactIn(err.Error(), op.URL))
 	}
 	if byCommit {
 		if err := checkout(repo, op.Revision); err != nil {
@@ -254,7 +255,7 @@ func Push(ctx context.Context, op Op, log io.Writer) (Result, error) {
 	spec := config.RefSpec(ref.String() + ":" + ref.String()) // no '+': never forced
 	err = repo.PushContext(ctx, &git.PushOptions{RemoteName: git.DefaultRemoteName, RefSpecs: []config.RefSpec{spec}, Auth: auth, Progress: log})
 	if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
-		return Result{}, fmt.Errorf("push %s to %s: %w", op.Branch, op.URL, err)
+		return Result{}, fmt.Errorf("push %s to %s: %s", op.Branch, Redact(op.URL), redactIn(err.Error(), op.URL))
 	}
 	res.Pushed = true
 	return res, nil
@@ -293,6 +294,28 @@ func commitAll(repo *git.Repository, op Op) (bool, error) {
 		return false, fmt.Errorf("commit: %w", err)
 	}
 	return true, nil
+}
+
+// Redact is url without the password (or token) it may carry: what is
+// said of a repository in messages, Events and logs.
+func Redact(url string) string {
+	u, err := neturl.Parse(url)
+	if err != nil || u.User == nil {
+		return url
+	}
+	if _, has := u.User.Password(); !has {
+		return url
+	}
+	u.User = neturl.UserPassword(u.User.Username(), "xxxxx")
+	return u.String()
+}
+
+// redactIn replaces url in msg with its redacted form.
+func redactIn(msg, url string) string {
+	if r := Redact(url); r != url {
+		return strings.ReplaceAll(msg, url, r)
+	}
+	return msg
 }
 
 // Auth reads the credentials in dir (a Secret's keys as files): an SSH

@@ -242,3 +242,24 @@ func TestParseResult(t *testing.T) {
 		t.Fatal("a result without a commit was taken")
 	}
 }
+
+// A URL's password never reaches a message.
+func TestRedact(t *testing.T) {
+	for in, want := range map[string]string{
+		"https://bot:t0ken@git.example.com/r.git": "https://bot:xxxxx@git.example.com/r.git",
+		"https://git.example.com/r.git":           "https://git.example.com/r.git",
+		"ssh://git@git.example.com/r.git":         "ssh://git@git.example.com/r.git",
+		"git@git.example.com:r.git":               "git@git.example.com:r.git",
+	} {
+		if got := Redact(in); got != want {
+			t.Errorf("Redact(%s) = %s, want %s", in, got, want)
+		}
+	}
+	root := repo(t)
+	url := server(t, root, "loop", "right")
+	bad := strings.Replace(url, "http://", "http://loop:wrong@", 1) + "/project.git"
+	_, err := Clone(context.Background(), Op{URL: bad, Dir: filepath.Join(t.TempDir(), "r")}, io.Discard)
+	if err == nil || strings.Contains(err.Error(), "wrong") || !strings.Contains(err.Error(), "xxxxx") {
+		t.Fatalf("clone error: %v", err)
+	}
+}
