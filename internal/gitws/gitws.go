@@ -9,11 +9,11 @@ package gitws
 
 import (
 	"context"
-	neturl "net/url"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	neturl "net/url"
 	"os"
 	"path/filepath"
 	"regexp"
