@@ -59,7 +59,7 @@ func newRootCommand(k *kube) *cobra.Command {
 	root.AddGroup(&cobra.Group{ID: "local", Title: "Local runs (no cluster):"}, &cobra.Group{ID: "cluster", Title: "Loops in a cluster (kubeconfig as kubectl):"})
 	for _, c := range []*cobra.Command{
 		newRunCommand(g), newStatusCommand(g), newListCommand(g), newValidateCommand(g),
-		newSimulateCommand(g), newConvertCommand(g), newPruneCommand(g), newUICommand(g),
+		newSimulateCommand(g), newConvertCommand(g), newPruneCommand(g), newUICommand(g, k),
 	} {
 		c.GroupID = "local"
 		root.AddCommand(c)

@@ -9,7 +9,7 @@ import (
 	"github.com/looprun/looprun/internal/ui"
 )
 
-func newUICommand(g *globals) *cobra.Command {
+func newUICommand(g *globals, k *kube) *cobra.Command {
 	var listen string
 	cmd := &cobra.Command{
 		Use:   "ui",
@@ -18,12 +18,20 @@ func newUICommand(g *globals) *cobra.Command {
 each loop's state graph with the state it is in, how often each edge was
 taken, what each state last printed and decided, and a timeline of the run,
 kept up to date as the runs move (server-sent events from the runs' files).
-It prints the URL it serves; it listens on localhost unless told otherwise.`,
+With a kubeconfig (as kubectl finds it), the cluster's Loops are there too,
+read with your own credentials: what your RBAC lets you list and get
+(all namespaces, or -n NAMESPACE's). It prints the URL it serves; it
+listens on localhost unless told otherwise.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), stopSignals...)
 			defer stop()
 			srv := &ui.Server{LoopsDir: g.loopsDir, Files: g.fileOptions()}
+			if err := k.connect(); err == nil {
+				srv.Cluster = &ui.Cluster{Client: k.c, Namespace: k.namespace}
+			} else {
+				fmt.Fprintf(cmd.ErrOrStderr(), "looprun ui: local runs only (%v)\n", err)
+			}
 			return ui.Serve(ctx, listen, srv.Handler(), func(url string) {
 				fmt.Fprintf(cmd.OutOrStdout(), "looprun ui: %s (Ctrl-C stops it)\n", url)
 			})

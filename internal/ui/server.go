@@ -38,6 +38,8 @@ type Server struct {
 	LoopsDir string
 	// Files resolves the loop files runs name.
 	Files loopfile.Options
+	// Cluster, when set, adds the Loops of a cluster, read as the viewer.
+	Cluster *Cluster
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 
@@ -57,16 +59,22 @@ const PageSize = 200
 
 // Handler serves the front end at / and the API under /api/:
 //
-//	GET /api/loops                          the runs
+//	GET /api/loops                          the runs: {loops, problems}
 //	GET /api/loops/local/NAME               a run's graph and status
 //	GET /api/loops/local/NAME/timeline      its state visits, newest first (?before=SEQ&limit=N)
 //	GET /api/loops/local/NAME/stream        server-sent events: "update" when the run changes
+//	GET /api/loops/cluster/NS/NAME[/...]    the same for a Loop of the cluster (with Cluster set)
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /api/loops", s.list)
 	mux.HandleFunc("GET /api/loops/local/{name}", s.detail)
 	mux.HandleFunc("GET /api/loops/local/{name}/timeline", s.timeline)
 	mux.HandleFunc("GET /api/loops/local/{name}/stream", s.stream)
+	if s.Cluster != nil {
+		mux.HandleFunc("GET /api/loops/cluster/{ns}/{name}", s.clusterDetail)
+		mux.HandleFunc("GET /api/loops/cluster/{ns}/{name}/timeline", s.clusterTimeline)
+		mux.HandleFunc("GET /api/loops/cluster/{ns}/{name}/stream", s.clusterStream)
+	}
 	static, _ := fs.Sub(dist, "dist")
 	files := http.FileServerFS(static)
 	mux.HandleFunc("GET /", func(w http.ResponseWriter, r *http.Request) {
@@ -99,11 +107,21 @@ func (s *Server) now() time.Time {
 	return s.Now()
 }
 
-func (s *Server) list(w http.ResponseWriter, _ *http.Request) {
-	states, _, err := localrun.ListStates(s.LoopsDir)
+// List is the list page: the runs, and what could not be read.
+type List struct {
+	Loops    []Summary `json:"loops"`
+	Problems []string  `json:"problems,omitempty"`
+}
+
+func (s *Server) list(w http.ResponseWriter, r *http.Request) {
+	states, unreadable, err := localrun.ListStates(s.LoopsDir)
 	if err != nil {
 		httpError(w, err)
 		return
+	}
+	res := List{Loops: []Summary{}}
+	for _, u := range unreadable {
+		res.Problems = append(res.Problems, u.Error())
 	}
 	out := []Summary{}
 	for _, f := range states {
@@ -114,8 +132,16 @@ func (s *Server) list(w http.ResponseWriter, _ *http.Request) {
 		out = append(out, summary(f.LoopName, run))
 		s.warm(f.LoopName, run.LastSeq)
 	}
+	if s.Cluster != nil {
+		loops, err := s.Cluster.list(r.Context())
+		if err != nil {
+			res.Problems = append(res.Problems, err.Error())
+		}
+		out = append(out, loops...)
+	}
 	slices.SortFunc(out, func(a, b Summary) int { return b.Updated.Compare(a.Updated) })
-	writeJSON(w, out)
+	res.Loops = out
+	writeJSON(w, res)
 }
 
 func summary(name string, run *v1alpha1.RunState) Summary {
@@ -215,15 +241,14 @@ func (s *Server) detail(w http.ResponseWriter, r *http.Request) {
 		httpError(w, err)
 		return
 	}
-	writeJSON(w, s.describe(saved, dg))
+	writeJSON(w, s.describeRun(&saved.Loop.Loop.Spec, saved.Run, summary(saved.Store.Name(), saved.Run), dg))
 }
 
-// describe is a run's page.
-func (s *Server) describe(saved *localrun.Saved, dg digested) Detail {
-	spec, run := &saved.Loop.Loop.Spec, saved.Run
+// describeRun is a run's page.
+func (s *Server) describeRun(spec *v1alpha1.LoopSpec, run *v1alpha1.RunState, sm Summary, dg digested) Detail {
 	last, entered := dg.last, dg.entered
 	nodes, edges := graph(spec, run, entered)
-	d := Detail{Summary: summary(saved.Store.Name(), run), Nodes: nodes, Edges: edges, MaxIterations: spec.GetMaxIterations(),
+	d := Detail{Summary: sm, Nodes: nodes, Edges: edges, MaxIterations: spec.GetMaxIterations(),
 		TerminatedBy: string(run.TerminatedBy), Message: run.Message, LastSeq: run.LastSeq, States: last}
 	end := s.now()
 	if run.Phase.IsFinished() && run.UpdatedAt != nil {

@@ -88,8 +88,9 @@ func TestTheRunsAndARunsPage(t *testing.T) {
 	srv := httptest.NewServer((&Server{LoopsDir: filepath.Join(dir, ".loops")}).Handler())
 	defer srv.Close()
 
-	var list []Summary
-	get(t, srv, "/api/loops", &list)
+	var res List
+	get(t, srv, "/api/loops", &res)
+	list := res.Loops
 	if len(list) != 1 || list[0].Name != "count" || list[0].Phase != "Completed" || list[0].State != "done" {
 		t.Fatalf("list %+v", list)
 	}

@@ -63,15 +63,16 @@ function closeStream() {
 async function listPage() {
   closeStream();
   crumb.textContent = "";
-  const loops = await getJSON("/api/loops");
+  const { loops, problems = [] } = await getJSON("/api/loops");
   const filter = h("input", { type: "search", placeholder: "filter by name, phase or state", "aria-label": "filter" });
   const body = h("tbody");
   const draw = () => {
     const q = filter.value.toLowerCase();
     body.replaceChildren(...loops
       .filter((l) => !q || `${l.name} ${l.phase} ${l.state}`.toLowerCase().includes(q))
-      .map((l) => h("tr", { class: "row", "data-loop": l.name, onclick: () => { location.hash = `#/${l.source}/${encodeURIComponent(l.name)}`; } },
-        h("td", {}, h("a", { href: `#/${l.source}/${encodeURIComponent(l.name)}` }, l.name)),
+      .map((l) => h("tr", { class: "row", "data-loop": l.name, "data-source": l.source, onclick: () => { location.hash = link(l); } },
+        h("td", {}, h("a", { href: link(l) }, l.name)),
+        h("td", { class: "muted" }, l.source === "cluster" ? l.namespace : "local"),
         h("td", { class: `phase ${l.phase}` }, l.phase),
         h("td", {}, l.state),
         h("td", {}, l.iteration),
@@ -82,15 +83,20 @@ async function listPage() {
   draw();
   app.replaceChildren(
     h("h2", {}, "Loops"),
+    ...problems.map((p) => h("p", { class: "problem" }, p)),
     loops.length ? filter : h("p", { class: "muted" }, "No runs under .loops yet: looprun run LOOP starts one."),
-    h("table", {}, h("thead", {}, h("tr", {}, ["Name", "Phase", "State", "Iteration", "Started", "Updated"].map((c) => h("th", {}, c)))), body));
+    h("table", {}, h("thead", {}, h("tr", {}, ["Name", "Where", "Phase", "State", "Iteration", "Started", "Updated"].map((c) => h("th", {}, c)))), body));
 }
 
-// A run's page.
-async function loopPage(source, name) {
+// link is the page of a listed loop.
+function link(l) {
+  return l.source === "cluster" ? `#/cluster/${encodeURIComponent(l.namespace)}/${encodeURIComponent(l.name)}` : `#/local/${encodeURIComponent(l.name)}`;
+}
+
+// A run's page: base is its API path.
+async function loopPage(base, name) {
   closeStream();
   crumb.textContent = `/ ${name}`;
-  const base = `/api/loops/${source}/${encodeURIComponent(name)}`;
   const state = { selected: null, detail: null, pages: [] };
   const facts = h("div", { class: "facts" });
   const approval = h("div");
@@ -235,9 +241,11 @@ function drawTimeline(box, state, base, render) {
 }
 
 async function route() {
-  const m = location.hash.match(/^#\/(local)\/(.+)$/);
+  const local = location.hash.match(/^#\/local\/([^/]+)$/);
+  const cluster = location.hash.match(/^#\/cluster\/([^/]+)\/([^/]+)$/);
   try {
-    if (m) await loopPage(m[1], decodeURIComponent(m[2]));
+    if (local) await loopPage(`/api/loops/local/${local[1]}`, decodeURIComponent(local[1]));
+    else if (cluster) await loopPage(`/api/loops/cluster/${cluster[1]}/${cluster[2]}`, `${decodeURIComponent(cluster[1])}/${decodeURIComponent(cluster[2])}`);
     else await listPage();
   } catch (e) {
     app.replaceChildren(h("p", { class: "error" }, String(e.message || e)));

@@ -1,0 +1,134 @@
+package ui
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/internal/eventlog/configmaps"
+	"github.com/looprun/looprun/internal/executor"
+	"github.com/looprun/looprun/test/fixture"
+)
+
+// A Loop of a cluster, read as the viewer: its page from its status and
+// its event log's ConfigMaps, live from a watch; a viewer without rights is
+// told so.
+func TestClusterLoops(t *testing.T) {
+	cfg, c := fixture.Start(t, true)
+	ctx := context.Background()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "ui-"}}
+	if err := c.Create(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	loop := &v1alpha1.Loop{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "fix"}, Spec: v1alpha1.LoopSpec{Initial: "check",
+		States: map[string]v1alpha1.State{
+			"check": {Action: "make test", OnSuccess: "done", OnFailure: "fix"},
+			"fix":   {Action: "fix it", ActionType: v1alpha1.ActionAgent, Next: "check"},
+			"done":  {Terminal: true},
+		}}}
+	if err := c.Create(ctx, loop); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now().Add(-time.Minute)
+	ev := func(seq int64, typ string, data map[string]any) executor.Event {
+		return executor.Event{Seq: seq, Type: typ, Time: t0.Add(time.Duration(seq) * time.Second), Data: data}
+	}
+	evs := []executor.Event{
+		ev(1, executor.EventLoopStart, map[string]any{"loop": "fix"}),
+		ev(2, executor.EventStateEnter, map[string]any{"state": "check", "iteration": 1}),
+		ev(3, executor.EventActionComplete, map[string]any{"exit_code": 2, "output_preview": "FAIL: TestX"}),
+		ev(4, executor.EventEvaluate, map[string]any{"type": "exit_code", "verdict": "failure"}),
+		ev(5, executor.EventRoute, map[string]any{"from": "check", "to": "fix", "verdict": "failure"}),
+		ev(6, executor.EventStateEnter, map[string]any{"state": "fix", "iteration": 2}),
+	}
+	log := &configmaps.Log{Client: c, Reader: c, Scheme: c.Scheme()}
+	if err := log.Append(ctx, loop, evs, nil); err != nil {
+		t.Fatal(err)
+	}
+	started := metav1.NewTime(t0)
+	loop.Status.RunState = v1alpha1.RunState{RunID: "r1", Phase: v1alpha1.PhaseRunning, CurrentState: "fix", Iteration: 2, LastSeq: 6,
+		StartedAt: &started, EdgeRevisits: map[string]int32{"check->fix": 1}}
+	if err := c.Status().Update(ctx, loop); err != nil {
+		t.Fatal(err)
+	}
+
+	viewer, err := client.NewWithWatch(cfg, client.Options{Scheme: c.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer((&Server{LoopsDir: t.TempDir(), Cluster: &Cluster{Client: viewer}}).Handler())
+	defer srv.Close()
+
+	var list List
+	get(t, srv, "/api/loops", &list)
+	if len(list.Loops) != 1 || list.Loops[0].Source != "cluster" || list.Loops[0].Namespace != ns.Name || list.Loops[0].State != "fix" {
+		t.Fatalf("list %+v", list)
+	}
+	base := "/api/loops/cluster/" + ns.Name + "/fix"
+	var d Detail
+	get(t, srv, base, &d)
+	if d.State != "fix" || d.Iteration != 2 || len(d.Nodes) != 3 || d.States["check"].Output != "FAIL: TestX" || d.States["check"].Verdict != "failure" {
+		t.Fatalf("detail %+v", d)
+	}
+	var p Page
+	get(t, srv, base+"/timeline", &p)
+	if p.Total != 2 || p.Visits[0].State != "fix" || p.Visits[1].Next != "fix" {
+		t.Fatalf("timeline %+v", p)
+	}
+
+	// Live: the Loop moves on, the stream says so.
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(sctx, http.MethodGet, srv.URL+base+"/stream", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	updates := make(chan map[string]any, 10)
+	go func() {
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+				var m map[string]any
+				_ = json.Unmarshal([]byte(data), &m)
+				updates <- m
+			}
+		}
+	}()
+	waitFor(t, updates, func(m map[string]any) bool { return m["state"] == "fix" }) // the watch's first event
+	loop.Status.CurrentState, loop.Status.Iteration, loop.Status.LastSeq = "check", 3, 9
+	if err := c.Status().Update(ctx, loop); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, updates, func(m map[string]any) bool { return m["state"] == "check" && m["lastSeq"] == float64(9) })
+
+	// A viewer the cluster does not let read Loops is told so.
+	nobody := rest.CopyConfig(cfg)
+	nobody.Impersonate = rest.ImpersonationConfig{UserName: "nobody"}
+	denied, err := client.NewWithWatch(nobody, client.Options{Scheme: c.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv2 := httptest.NewServer((&Server{LoopsDir: t.TempDir(), Cluster: &Cluster{Client: denied}}).Handler())
+	defer srv2.Close()
+	var none List
+	get(t, srv2, "/api/loops", &none)
+	if len(none.Loops) != 0 || len(none.Problems) != 1 || !strings.Contains(none.Problems[0], "forbidden") {
+		t.Fatalf("a viewer without rights: %+v", none)
+	}
+	if code := get(t, srv2, base, nil); code != http.StatusForbidden {
+		t.Fatalf("a viewer without rights got %d", code)
+	}
+}
