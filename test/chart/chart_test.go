@@ -467,3 +467,43 @@ func TestChartDashboard(t *testing.T) {
 }
 
 var metricName = regexp.MustCompile(`looprun_[a-z_]+[a-z]`)
+
+// The in-cluster web view is off by default; on, it runs looprun ui as a
+// service account of its own that can only read Loops and ConfigMaps, and
+// its Pods are not the operator's (no Service or selector of the operator
+// picks them).
+func TestChartUI(t *testing.T) {
+	if off := render(t); len(off.all("ClusterRole")) > 0 {
+		for _, r := range off.all("ClusterRole") {
+			if strings.HasSuffix(r.GetName(), "-ui") {
+				t.Fatalf("the web view is on by default: %s", r.GetName())
+			}
+		}
+	}
+	m := render(t, "ui.enabled=true", "ui.namespace=team-a")
+	d := one[appsv1.Deployment](t, m, "Deployment", "looprun-ui")
+	c := d.Spec.Template.Spec.Containers[0]
+	if c.Command[0] != "/usr/local/bin/looprun" || !slices.Contains(c.Args, "ui") || !slices.Contains(c.Args, "--listen=0.0.0.0:8080") ||
+		!slices.Contains(c.Args, "--namespace=team-a") || !*c.SecurityContext.ReadOnlyRootFilesystem {
+		t.Fatalf("ui container %+v", c)
+	}
+	if d.Spec.Template.Spec.ServiceAccountName != "looprun-ui" || d.Spec.Template.Labels["app.kubernetes.io/name"] != "looprun-ui" {
+		t.Fatalf("ui Pod %+v", d.Spec.Template)
+	}
+	role := one[rbacv1.ClusterRole](t, m, "ClusterRole", "looprun-ui")
+	for _, r := range role.Rules {
+		for _, v := range r.Verbs {
+			if v != "get" && v != "list" && v != "watch" {
+				t.Errorf("the web view may %s %v", v, r.Resources)
+			}
+		}
+	}
+	svc := one[corev1.Service](t, m, "Service", "looprun-ui")
+	if svc.Spec.Selector["app.kubernetes.io/name"] != "looprun-ui" || svc.Spec.Type != "" && svc.Spec.Type != corev1.ServiceTypeClusterIP {
+		t.Fatalf("ui Service %+v", svc.Spec)
+	}
+	operator := one[appsv1.Deployment](t, m, "Deployment", "looprun")
+	if operator.Spec.Selector.MatchLabels["app.kubernetes.io/name"] == "looprun-ui" {
+		t.Fatal("the operator's selector picks the web view")
+	}
+}
