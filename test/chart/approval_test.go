@@ -75,8 +75,10 @@ func TestApprovalPolicy(t *testing.T) {
 	}
 	bob, alice := as("bob"), as("alice")
 	// The policy takes a moment to be in force once created (its type
-	// check runs in the background: over 30 s on a loaded 2-core machine).
-	deadline := time.Now().Add(2 * time.Minute)
+	// check runs in the background: over 30 s on a loaded 2-core machine,
+	// over 2 minutes once with make test's envtest packages running
+	// beside it).
+	deadline := time.Now().Add(5 * time.Minute)
 	for {
 		err := answer(bob, "approve@1", "bob")
 		if err != nil && strings.Contains(err.Error(), "bob may not approve or reject loop gated") {
