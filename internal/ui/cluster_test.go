@@ -35,6 +35,7 @@ func TestClusterLoops(t *testing.T) {
 		States: map[string]v1alpha1.State{
 			"check": {Action: "make test", OnSuccess: "done", OnFailure: "fix"},
 			"fix":   {Action: "fix it", ActionType: v1alpha1.ActionAgent, Next: "check"},
+			"sub":   {Loop: "child", Next: "done"},
 			"done":  {Terminal: true},
 		}}}
 	if err := c.Create(ctx, loop); err != nil {
@@ -51,13 +52,16 @@ func TestClusterLoops(t *testing.T) {
 		ev(4, executor.EventEvaluate, map[string]any{"type": "exit_code", "verdict": "failure"}),
 		ev(5, executor.EventRoute, map[string]any{"from": "check", "to": "fix", "verdict": "failure"}),
 		ev(6, executor.EventStateEnter, map[string]any{"state": "fix", "iteration": 2}),
+		ev(7, executor.EventRoute, map[string]any{"from": "fix", "to": "sub"}),
+		ev(8, executor.EventStateEnter, map[string]any{"state": "sub", "iteration": 3}),
+		ev(9, executor.EventSubLoopStart, map[string]any{"state": "sub", "loop": "child", "child": "fix-sub-1a2b3c4d"}),
 	}
 	log := &configmaps.Log{Client: c, Reader: c, Scheme: c.Scheme()}
 	if err := log.Append(ctx, loop, evs, nil); err != nil {
 		t.Fatal(err)
 	}
 	started := metav1.NewTime(t0)
-	loop.Status.RunState = v1alpha1.RunState{RunID: "r1", Phase: v1alpha1.PhaseRunning, CurrentState: "fix", Iteration: 2, LastSeq: 6,
+	loop.Status.RunState = v1alpha1.RunState{RunID: "r1", Phase: v1alpha1.PhaseRunning, CurrentState: "sub", Iteration: 3, LastSeq: 9,
 		StartedAt: &started, EdgeRevisits: map[string]int32{"check->fix": 1}}
 	if err := c.Status().Update(ctx, loop); err != nil {
 		t.Fatal(err)
@@ -72,18 +76,22 @@ func TestClusterLoops(t *testing.T) {
 
 	var list List
 	get(t, srv, "/api/loops", &list)
-	if len(list.Loops) != 1 || list.Loops[0].Source != "cluster" || list.Loops[0].Namespace != ns.Name || list.Loops[0].State != "fix" {
+	if len(list.Loops) != 1 || list.Loops[0].Source != "cluster" || list.Loops[0].Namespace != ns.Name || list.Loops[0].State != "sub" {
 		t.Fatalf("list %+v", list)
 	}
 	base := "/api/loops/cluster/" + ns.Name + "/fix"
 	var d Detail
 	get(t, srv, base, &d)
-	if d.State != "fix" || d.Iteration != 2 || len(d.Nodes) != 3 || d.States["check"].Output != "FAIL: TestX" || d.States["check"].Verdict != "failure" {
+	if d.State != "sub" || d.Iteration != 3 || len(d.Nodes) != 4 || d.States["check"].Output != "FAIL: TestX" || d.States["check"].Verdict != "failure" {
 		t.Fatalf("detail %+v", d)
+	}
+	// A sub-loop state links the child it started.
+	if d.States["sub"].Child != "fix-sub-1a2b3c4d" {
+		t.Fatalf("the sub-loop state's child: %+v", d.States["sub"])
 	}
 	var p Page
 	get(t, srv, base+"/timeline", &p)
-	if p.Total != 2 || p.Visits[0].State != "fix" || p.Visits[1].Next != "fix" {
+	if p.Total != 3 || p.Visits[0].State != "sub" || p.Visits[1].Next != "sub" || p.Visits[2].Next != "fix" {
 		t.Fatalf("timeline %+v", p)
 	}
 
@@ -107,12 +115,12 @@ func TestClusterLoops(t *testing.T) {
 			}
 		}
 	}()
-	waitFor(t, updates, func(m map[string]any) bool { return m["state"] == "fix" }) // the watch's first event
-	loop.Status.CurrentState, loop.Status.Iteration, loop.Status.LastSeq = "check", 3, 9
+	waitFor(t, updates, func(m map[string]any) bool { return m["state"] == "sub" }) // the watch's first event
+	loop.Status.CurrentState, loop.Status.Iteration, loop.Status.LastSeq = "check", 4, 12
 	if err := c.Status().Update(ctx, loop); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, updates, func(m map[string]any) bool { return m["state"] == "check" && m["lastSeq"] == float64(9) })
+	waitFor(t, updates, func(m map[string]any) bool { return m["state"] == "check" && m["lastSeq"] == float64(12) })
 
 	// A viewer the cluster does not let read Loops is told so.
 	nobody := rest.CopyConfig(cfg)

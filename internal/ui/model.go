@@ -85,6 +85,9 @@ type Last struct {
 	Stderr    string         `json:"stderr,omitempty"`
 	Verdict   string         `json:"verdict,omitempty"`
 	Details   map[string]any `json:"details,omitempty"`
+	// Child is the run a sub-loop state last started (a Loop of the same
+	// namespace in a cluster; a run beside it locally): its page is linked.
+	Child string `json:"child,omitempty"`
 }
 
 // Visit is one row of the timeline: a state entered, its action, its

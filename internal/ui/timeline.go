@@ -60,6 +60,12 @@ func (d *digester) add(e executor.Event) {
 			a, _ := e.Data["action"].(string)
 			d.cur.Action, _, _ = strings.Cut(strings.TrimSpace(a), "\n")
 		}
+	case executor.EventSubLoopStart:
+		if d.cur != nil {
+			l := d.last[d.cur.State]
+			l.Iteration, l.Child = d.cur.Iteration, executor.DataString(e.Data, "child")
+			d.last[d.cur.State] = l
+		}
 	case executor.EventActionComplete:
 		if d.cur != nil {
 			code := executor.DataInt(e.Data, "exit_code")

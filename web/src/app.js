@@ -117,7 +117,7 @@ async function loopPage(base, name) {
     drawFacts(facts, d);
     drawApproval(approval, d);
     drawGraph(graphBox, d, state.selected, (s) => { state.selected = s; render(); });
-    drawState(side, d, state.selected || d.state);
+    drawState(side, d, state.selected || d.state, base);
     drawTimeline(timeline, state, base, render);
   };
   await refresh();
@@ -203,13 +203,18 @@ function edgeLabel(e) {
 }
 
 // drawState shows a state: its action, what it last printed, its verdict.
-function drawState(box, d, name) {
+function drawState(box, d, name, base) {
   const n = d.nodes.find((x) => x.name === name);
   if (!n) { box.replaceChildren(h("p", { class: "muted" }, "Select a state.")); return; }
   const last = d.states[name];
   const parts = [h("h3", {}, `State ${n.name}`),
     h("p", { class: "muted" }, `${n.kind}${n.initial ? ", initial" : ""}${n.terminal ? (n.failure ? ", failure terminal" : ", terminal") : ""}, entered ${n.visits}×`)];
   if (n.loop) parts.push(h("p", {}, `Runs the loop ${n.loop}`));
+  if (last && last.child) {
+    // The child's page: a Loop of the same namespace, or a run beside this one.
+    const href = base.replace(/^\/api\/loops\//, "#/").replace(/[^/]+$/, encodeURIComponent(last.child));
+    parts.push(h("p", {}, "Its last child run: ", h("a", { href, class: "child" }, last.child)));
+  }
   if (n.action) parts.push(h("b", {}, "Action"), h("pre", {}, n.action));
   if (last) {
     parts.push(h("b", {}, `Last run (iteration ${last.iteration})${last.exitCode != null ? `, exit ${last.exitCode}` : ""}`));
