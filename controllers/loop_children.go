@@ -266,7 +266,7 @@ func shareWorkspace(rs *v1alpha1.RunnerSpec, parent string) {
 	}
 	w := rs.Workspace
 	if w.Git != nil {
-		w.WorkingDir = strings.TrimPrefix(strings.TrimPrefix(w.GetWorkingDir(), w.GetMountPath()), "/")
+		w.WorkingDir = w.GetRelWorkingDir()
 		w.Git = nil
 	}
 	if w.VolumeClaimTemplate != nil {

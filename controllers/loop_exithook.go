@@ -47,13 +47,19 @@ func (r *LoopReconciler) exitHook(ctx context.Context, loop *v1alpha1.Loop) (res
 
 // exitAction is the hook's action, its templates expanded.
 func (r *LoopReconciler) exitAction(loop *v1alpha1.Loop) (*executor.Action, error) {
-	m, err := executor.New(loop.Name, &loop.Spec, executor.Options{
-		Env: func(string) (string, bool) { return "", false }, ContextDefaults: runContext(loop), Prices: r.Prices,
-	})
+	m, err := r.endMachine(loop)
 	if err != nil {
 		return nil, err
 	}
 	return m.ExitAction(&loop.Status.RunState, r.now())
+}
+
+// endMachine is the machine of an ended run, which expands the templates
+// of what runs after its end (the exit hook, the push).
+func (r *LoopReconciler) endMachine(loop *v1alpha1.Loop) (*executor.Machine, error) {
+	return executor.New(loop.Name, &loop.Spec, executor.Options{
+		Env: func(string) (string, bool) { return "", false }, ContextDefaults: runContext(loop), Prices: r.Prices,
+	})
 }
 
 // endExitHook records how the hook ended.

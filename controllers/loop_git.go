@@ -42,9 +42,7 @@ func (s *step) clone(ctx context.Context) (done bool, err error) {
 // action of its own; running is true while it runs. How the run ended
 // does not change.
 func (r *LoopReconciler) push(ctx context.Context, loop *v1alpha1.Loop) (res reconcile.Result, running bool, err error) {
-	m, err := executor.New(loop.Name, &loop.Spec, executor.Options{
-		Env: func(string) (string, bool) { return "", false }, ContextDefaults: runContext(loop), Prices: r.Prices,
-	})
+	m, err := r.endMachine(loop)
 	if err != nil {
 		return reconcile.Result{}, false, nil // an invalid spec pushes nothing
 	}

@@ -60,7 +60,7 @@ func (r *LoopReconciler) reconcileLoop(ctx context.Context, loop *v1alpha1.Loop)
 		result, err = r.reconcileFinished(ctx, loop)
 	} else {
 		result, err = s.take(ctx)
-		if err == nil && r.Actions != nil && (executor.NeedsExitHook(&loop.Spec, &loop.Status.RunState) || executor.NeedsPush(&loop.Spec, &loop.Status.RunState)) {
+		if err == nil && r.Actions != nil && afterEnd(loop) {
 			// The run ended: its push and exit hook start once the end is saved.
 			result = reconcile.Result{RequeueAfter: time.Millisecond}
 		}
@@ -471,6 +471,13 @@ func (s *step) announce(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// afterEnd reports whether the ended run has work left after its end: its
+// push, its exit hook.
+func afterEnd(loop *v1alpha1.Loop) bool {
+	run := &loop.Status.RunState
+	return executor.NeedsPush(&loop.Spec, run) || executor.NeedsExitHook(&loop.Spec, run)
 }
 
 // reconcileFinished deletes a finished Loop once its ttlSecondsAfterFinished passed.

@@ -111,14 +111,20 @@ func (w *WorkspaceSpec) GetMountPath() string {
 // GetWorkingDir returns the working directory of every action: workingDir
 // under the mount path, by default the checkout when git is set.
 func (w *WorkspaceSpec) GetWorkingDir() string {
-	dir := ""
-	if w != nil {
-		dir = w.WorkingDir
-		if dir == "" && w.Git != nil {
-			dir = CheckoutDir
-		}
+	return path.Join(w.GetMountPath(), w.GetRelWorkingDir())
+}
+
+// GetRelWorkingDir returns the working directory of every action relative
+// to the mount path: workingDir, by default the checkout when git is set,
+// else "" (the mount path itself).
+func (w *WorkspaceSpec) GetRelWorkingDir() string {
+	switch {
+	case w == nil:
+		return ""
+	case w.WorkingDir == "" && w.Git != nil:
+		return CheckoutDir
 	}
-	return path.Join(w.GetMountPath(), dir)
+	return w.WorkingDir
 }
 
 // GetCheckoutPath returns where workspace.git clones to; empty without git.

@@ -149,13 +149,5 @@ func Git(ctx context.Context, op gitws.Op) executor.ActionResult {
 	var stdout, stderr bytes.Buffer
 	started := time.Now()
 	code := gitws.Main(ctx, op, &stdout, &stderr)
-	return executor.ActionResult{Output: stdout.String(), Stderr: tail(stderr.String(), 8<<10), ExitCode: code, Duration: time.Since(started)}
-}
-
-// tail is the last n bytes of s.
-func tail(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[len(s)-n:]
+	return executor.ActionResult{Output: stdout.String(), Stderr: executor.Tail(stderr.String(), 8<<10), ExitCode: code, Duration: time.Since(started)}
 }

@@ -2,11 +2,9 @@ package ui
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -84,20 +82,14 @@ func (s *Server) clusterTimeline(w http.ResponseWriter, r *http.Request) {
 		clusterError(w, err)
 		return
 	}
-	before, _ := strconv.ParseInt(r.URL.Query().Get("before"), 10, 64)
-	limit, _ := strconv.Atoi(r.URL.Query().Get("limit"))
-	if limit <= 0 || limit > PageSize {
-		limit = PageSize
-	}
-	writeJSON(w, page(dg.visits, before, limit))
+	writeJSON(w, pageOf(dg.visits, r))
 }
 
 // clusterStream sends "update" each time the Loop changes, from a watch on
 // it (as the viewer).
 func (s *Server) clusterStream(w http.ResponseWriter, r *http.Request) {
-	flusher, ok := w.(http.Flusher)
+	events, ok := newEventStream(w)
 	if !ok {
-		http.Error(w, "streaming is not supported", http.StatusInternalServerError)
 		return
 	}
 	ns, name := r.PathValue("ns"), r.PathValue("name")
@@ -108,10 +100,8 @@ func (s *Server) clusterStream(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer watch.Stop()
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-store")
-	flusher.Flush()
-	keepAlive := time.NewTicker(30 * time.Second)
+	events.open()
+	keepAlive := time.NewTicker(keepAliveEvery)
 	defer keepAlive.Stop()
 	for {
 		select {
@@ -122,19 +112,13 @@ func (s *Server) clusterStream(w http.ResponseWriter, r *http.Request) {
 				return // the client reconnects
 			}
 			loop, isLoop := ev.Object.(*v1alpha1.Loop)
-			if !isLoop {
-				continue
-			}
-			b, _ := json.Marshal(map[string]any{"lastSeq": loop.Status.LastSeq, "phase": loop.Status.Phase, "state": loop.Status.CurrentState})
-			if _, err := fmt.Fprintf(w, "event: update\ndata: %s\n\n", b); err != nil {
+			if isLoop && !events.update(loop.Status.LastSeq, loop.Status.Phase, loop.Status.CurrentState) {
 				return
 			}
-			flusher.Flush()
 		case <-keepAlive.C:
-			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {
+			if !events.keepAlive() {
 				return
 			}
-			flusher.Flush()
 		}
 	}
 }

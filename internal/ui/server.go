@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"cmp"
 	"context"
 	"embed"
 	"encoding/json"
@@ -171,6 +172,24 @@ func (s *Server) open(name string) (*localrun.Saved, digested, error) {
 	return saved, dg, err
 }
 
+// followRun is what the local run's event log says, read on from where it
+// was read last; unlike open it reads neither the loop file nor the whole
+// state (a timeline page needs neither).
+func (s *Server) followRun(name string) (digested, error) {
+	if err := localrun.ValidateName(name); err != nil {
+		return digested{}, err
+	}
+	store, err := localrun.NewStore(s.LoopsDir, name)
+	if err != nil {
+		return digested{}, err
+	}
+	sf, err := store.Load()
+	if err != nil {
+		return digested{}, err
+	}
+	return s.follow(store, sf.LastSeq)
+}
+
 // digested is a copy of what a digester found.
 type digested struct {
 	visits  []Visit
@@ -276,18 +295,23 @@ func (s *Server) describeRun(spec *v1alpha1.LoopSpec, run *v1alpha1.RunState, sm
 }
 
 func (s *Server) timeline(w http.ResponseWriter, r *http.Request) {
-	_, dg, err := s.open(r.PathValue("name"))
+	dg, err := s.followRun(r.PathValue("name"))
 	if err != nil {
 		httpError(w, err)
 		return
 	}
-	visits := dg.visits
+	writeJSON(w, pageOf(dg.visits, r))
+}
+
+// pageOf is the page of visits a request asks for: ?before=SEQ&limit=N
+// (at most PageSize).
+func pageOf(visits []Visit, r *http.Request) Page {
 	before, _ := strconv.ParseInt(r.URL.Query().Get("before"), 10, 64)
 	limit, _ := strconv.Atoi(r.URL.Query().Get("limit"))
 	if limit <= 0 || limit > PageSize {
 		limit = PageSize
 	}
-	writeJSON(w, page(visits, before, limit))
+	return page(visits, before, limit)
 }
 
 // Page is a page of the timeline, newest first; Before asks for the next.
@@ -301,7 +325,7 @@ type Page struct {
 func page(visits []Visit, before int64, limit int) Page {
 	end := len(visits)
 	if before > 0 {
-		end, _ = slices.BinarySearchFunc(visits, before, func(v Visit, seq int64) int { return int(v.Seq - seq) })
+		end, _ = slices.BinarySearchFunc(visits, before, func(v Visit, seq int64) int { return cmp.Compare(v.Seq, seq) })
 	}
 	start := max(end-limit, 0)
 	out := slices.Clone(visits[start:end])
@@ -322,9 +346,8 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 		httpError(w, err)
 		return
 	}
-	flusher, ok := w.(http.Flusher)
+	events, ok := newEventStream(w)
 	if !ok {
-		http.Error(w, "streaming is not supported", http.StatusInternalServerError)
 		return
 	}
 	watcher, err := fsnotify.NewWatcher()
@@ -337,9 +360,13 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 		httpError(w, err)
 		return
 	}
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-store")
-	send := func() bool { return sendUpdate(w, flusher, store) }
+	events.open()
+	// A state file caught between a save's steps sends nothing: the save's
+	// next notification does.
+	send := func() bool {
+		sf, err := store.Load()
+		return err != nil || events.update(sf.LastSeq, sf.Status, sf.CurrentState)
+	}
 	if !send() {
 		return
 	}
@@ -350,7 +377,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 	// Notifications come in bursts (a save writes, renames, syncs): one
 	// update per burst.
 	var burst <-chan time.Time
-	keepAlive := time.NewTicker(30 * time.Second)
+	keepAlive := time.NewTicker(keepAliveEvery)
 	defer keepAlive.Stop()
 	for {
 		select {
@@ -369,32 +396,15 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		case <-keepAlive.C:
-			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {
+			if !events.keepAlive() {
 				return
 			}
-			flusher.Flush()
 		case err := <-watcher.Errors:
 			if err != nil {
 				return // the runs' directory went: reconnecting starts over
 			}
 		}
 	}
-}
-
-// sendUpdate sends the run's last event number, phase and state; false
-// when the client is gone. A state file caught between a save's steps
-// sends nothing: the save's next notification does.
-func sendUpdate(w http.ResponseWriter, flusher http.Flusher, store *localrun.Store) bool {
-	sf, err := store.Load()
-	if err != nil {
-		return true
-	}
-	b, _ := json.Marshal(map[string]any{"lastSeq": sf.LastSeq, "phase": sf.Status, "state": sf.CurrentState})
-	if _, err := fmt.Fprintf(w, "event: update\ndata: %s\n\n", b); err != nil {
-		return false
-	}
-	flusher.Flush()
-	return true
 }
 
 func writeJSON(w http.ResponseWriter, v any) {

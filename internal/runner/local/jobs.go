@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -90,7 +89,7 @@ func (l *Actions) start(key string, loop *v1alpha1.Loop, a executor.Action) erro
 	}
 	if rs := loop.Spec.Runner; rs != nil && rs.Workspace != nil {
 		w := rs.Workspace
-		r.Dir = filepath.Join(r.Dir, strings.TrimPrefix(w.GetWorkingDir(), w.GetMountPath()))
+		r.Dir = filepath.Join(r.Dir, w.GetRelWorkingDir())
 	}
 	// The group of an action an earlier operator process left running
 	// goes before this one starts; this one's is noted for the next.
@@ -118,7 +117,7 @@ func (l *Actions) start(key string, loop *v1alpha1.Loop, a executor.Action) erro
 // repository that needs credentials is cloned by Pods.
 func (l *Actions) startGit(key string, loop *v1alpha1.Loop, dir string, op gitws.Op) {
 	w := loop.Spec.Runner.Workspace
-	op.Dir = filepath.Join(dir, strings.TrimPrefix(w.GetCheckoutPath(), w.GetMountPath()))
+	op.Dir = filepath.Join(dir, v1alpha1.CheckoutDir)
 	owner := types.NamespacedName{Namespace: loop.Namespace, Name: loop.Name}
 	l.jobs.Start(key, owner, 0, func(ctx context.Context) executor.ActionResult {
 		if w.Git.SecretRef != nil {
