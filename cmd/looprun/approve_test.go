@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -85,5 +86,67 @@ states:
 	}
 	if r := looprun(t, dir, "reject", "gate"); r.code != 1 || !strings.Contains(r.stderr, "waits for no approval") {
 		t.Errorf("reject after the run: exit %d %q", r.code, r.stderr)
+	}
+}
+
+// A run stopped while it waits for an approval resumes waiting for the same
+// question (its deadline kept), and an answer then lets it go on.
+func TestApprovalWaitResumes(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "gate.yaml", `name: gate
+initial: ask
+states:
+  ask:
+    approval:
+      message: ship?
+      timeout: 1h
+    on_approved: ship
+    on_rejected: stop
+  ship:
+    action: echo shipped >> trace
+    next: done
+  done:
+    terminal: true
+  stop:
+    terminal: true
+`)
+	state := filepath.Join(dir, ".loops/.running/gate.state.json")
+	waiting := func(cmd *exec.Cmd) *localrun.StateFile {
+		t.Helper()
+		cmd.Dir = dir
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		proc.Until(t, 20*time.Second, "the run to wait for approval", func() bool {
+			sf, err := localrun.ReadStateFile(state)
+			return err == nil && sf.ActiveAction != nil && sf.ActiveAction.Approval != nil && sf.Status == localrun.StatusRunning
+		})
+		sf, _ := localrun.ReadStateFile(state)
+		return sf
+	}
+	run := exec.Command(binary, "run", "gate.yaml")
+	first := waiting(run)
+	if err := run.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	_ = run.Wait()
+	if sf, _ := localrun.ReadStateFile(state); sf.Status == localrun.StatusRunning {
+		t.Fatalf("the interrupted run still says running: %+v", sf)
+	}
+	resume := exec.Command(binary, "resume", "gate")
+	var stderr strings.Builder
+	resume.Stderr = &stderr
+	again := waiting(resume)
+	if again.ActiveAction.Approval.Deadline != first.ActiveAction.Approval.Deadline || again.ActiveAction.Approval.Message != "ship?" {
+		t.Errorf("the wait resumed as %+v, was %+v", again.ActiveAction.Approval, first.ActiveAction.Approval)
+	}
+	if r := looprun(t, dir, "approve", "gate"); r.code != 0 {
+		t.Fatalf("approve: exit %d %q", r.code, r.stderr)
+	}
+	if err := resume.Wait(); err != nil {
+		t.Fatalf("resume: %v\n%s", err, stderr.String())
+	}
+	if got := readFile(dir, "trace"); got != "shipped\n" {
+		t.Errorf("trace %q", got)
 	}
 }

@@ -37,7 +37,7 @@ func ValidateRun(spec *v1alpha1.LoopSpec, run *v1alpha1.RunState) error {
 		switch st, ok := spec.States[a.State]; {
 		case !ok:
 			errs = append(errs, fmt.Errorf("the action in flight is of state %q, which is not a state of the loop", a.State))
-		case st.Action == "" && st.Loop == "":
+		case st.Action == "" && st.Loop == "" && st.Approval == nil:
 			errs = append(errs, fmt.Errorf("the action in flight is of state %q, which has no action", a.State))
 		}
 		if a.Iteration < 0 || a.Iteration > run.Iteration {
