@@ -64,11 +64,14 @@ ui: ## Build the web view's front end (web/, npm packages pinned in web/package-
 	cd web && npm ci --no-audit --no-fund && npm run build
 
 .PHONY: test-ui
-test-ui: ui ## Drive looprun ui in Debian's chromium with playwright-core (installs chromium with apt-get when missing; not in make test).
+test-ui: ui envtest ## Drive looprun ui in Debian's chromium with playwright-core, over local runs and the operator's Loops on a local control plane (installs chromium with apt-get when missing); screenshots in bin/ui-test.
 	git diff --exit-code -- internal/ui/dist || { echo "internal/ui/dist is stale: commit what make ui built" >&2; exit 1; }
 	hack/ui-deps.sh
 	go build -o $(LOCALBIN)/looprun ./cmd/looprun
-	LOOPRUN=$(LOCALBIN)/looprun node web/test/ui.test.mjs
+	go build -o $(LOCALBIN)/manager ./cmd/manager
+	go build -o $(LOCALBIN)/devcluster ./hack/devcluster
+	KUBEBUILDER_ASSETS="$$(hack/setup-envtest.sh)" LOOPRUN=$(LOCALBIN)/looprun MANAGER=$(LOCALBIN)/manager \
+		DEVCLUSTER=$(LOCALBIN)/devcluster KUBECTL=$(LOCALBIN)/k8s/kubectl SHOTS=$(LOCALBIN)/ui-test node web/test/ui.test.mjs
 
 .PHONY: envtest
 envtest: ## Build kube-apiserver, etcd and kubectl for the tests into bin/k8s (once).

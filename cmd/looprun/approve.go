@@ -10,10 +10,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	authenticationv1 "k8s.io/api/authentication/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/internal/approval"
 )
 
 // newApprovalCommand answers the approval state a loop waits in: approve
@@ -61,20 +59,6 @@ func whoami() string {
 	return os.Getenv("USER")
 }
 
-// whoAmI is the user the API server authenticates this client as (a
-// SelfSubjectReview, as kubectl auth whoami asks): the name an approval
-// must carry for the chart's admission policy to admit it.
-func (k *kube) whoAmI(ctx context.Context) (string, error) {
-	review := &authenticationv1.SelfSubjectReview{}
-	if err := k.c.Create(ctx, review); err != nil {
-		return "", fmt.Errorf("cannot learn who you are from the API server (SelfSubjectReview), which an approval names: %w", err)
-	}
-	if review.Status.UserInfo.Username == "" {
-		return "", errors.New("the API server did not say who you are (SelfSubjectReview): an approval must name its author")
-	}
-	return review.Status.UserInfo.Username, nil
-}
-
 // answerApproval writes an approve or reject request, with its message,
 // on a Loop waiting for approval.
 func (k *kube) answerApproval(ctx context.Context, out io.Writer, name string, approve bool, message string) error {
@@ -82,22 +66,11 @@ func (k *kube) answerApproval(ctx context.Context, out io.Writer, name string, a
 	if err != nil {
 		return err
 	}
-	a := loop.Status.Action
-	if a == nil || a.Approval == nil || loop.Status.Phase.IsFinished() {
-		return &exitError{code: 1, msg: fmt.Sprintf("loop/%s waits for no approval", name)}
+	a, err := approval.Answer(ctx, k.c, loop, approve, message, k.clock())
+	if errors.Is(err, approval.ErrNotWaiting) {
+		return &exitError{code: 1, msg: err.Error()}
 	}
-	me, err := k.whoAmI(ctx)
 	if err != nil {
-		return err
-	}
-	patch := client.MergeFrom(loop.DeepCopy())
-	if loop.Annotations == nil {
-		loop.Annotations = map[string]string{}
-	}
-	loop.Annotations[v1alpha1.ApprovalMessageAnnotation] = message
-	loop.Annotations[v1alpha1.ApprovedByAnnotation] = me
-	loop.Annotations[v1alpha1.RequestAnnotation] = v1alpha1.ApprovalRequest(approve, fmt.Sprint(k.clock().UnixNano()))
-	if err := k.c.Patch(ctx, loop, patch); err != nil {
 		return err
 	}
 	verb := "rejected"

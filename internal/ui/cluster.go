@@ -5,13 +5,19 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
+	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/internal/approval"
 	"github.com/looprun/looprun/internal/eventlog/configmaps"
 )
 
@@ -22,6 +28,9 @@ type Cluster struct {
 	Client client.WithWatch
 	// Namespace limits the list to one namespace ("": all the viewer may list).
 	Namespace string
+	// Pods, when set, reads the logs of the Loops' action Pods (a state's
+	// panel shows its last Pod's log), as the viewer too.
+	Pods kubernetes.Interface
 }
 
 func (c *Cluster) list(ctx context.Context) ([]Summary, error) {
@@ -70,10 +79,104 @@ func (s *Server) clusterDetail(w http.ResponseWriter, r *http.Request) {
 	}
 	d := s.describeRun(&loop.Spec, &loop.Status.RunState, clusterSummary(loop), dg)
 	if d.Approval != nil {
-		d.Approval.Command = fmt.Sprintf("looprun approve loop/%s -n %s   (or: looprun reject loop/%s -n %s; it needs the approve verb on the Loop)",
+		d.Approval.Command = fmt.Sprintf("looprun approve loop/%s -n %s   (or: looprun reject loop/%s -n %s)",
 			loop.Name, loop.Namespace, loop.Name, loop.Namespace)
+		d.Approval.Who = "whoever holds the verb approve (and patch) on this Loop, as the looprun-approver ClusterRole grants it"
+		may, err := approval.MayAnswer(r.Context(), s.Cluster.Client, loop.Namespace, loop.Name)
+		switch {
+		case err != nil:
+			d.Approval.Who += fmt.Sprintf("; whether you do could not be asked (%v)", err)
+		case may:
+			d.Approval.Who += "; you do"
+			d.Approval.CanAnswer = answerableFrom(r) == nil
+		default:
+			d.Approval.Who += "; you do not"
+		}
 	}
 	writeJSON(w, d)
+}
+
+// clusterAnswer approves or rejects what the Loop waits for, as the viewer
+// (their credentials: the API server and the admission policy decide).
+func (s *Server) clusterAnswer(w http.ResponseWriter, r *http.Request) {
+	req, err := readAnswer(r)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusForbidden)
+		return
+	}
+	loop := &v1alpha1.Loop{}
+	if err := s.Cluster.Client.Get(r.Context(), client.ObjectKey{Namespace: r.PathValue("ns"), Name: r.PathValue("name")}, loop); err != nil {
+		clusterError(w, err)
+		return
+	}
+	a, err := approval.Answer(r.Context(), s.Cluster.Client, loop, req.Approve, req.Message, s.now())
+	if errors.Is(err, approval.ErrNotWaiting) {
+		http.Error(w, err.Error(), http.StatusConflict)
+		return
+	}
+	if err != nil {
+		clusterError(w, err)
+		return
+	}
+	writeJSON(w, Answered{State: a.State, Iteration: a.Iteration, Approved: req.Approve})
+}
+
+// PodLog is the action Pod a state ran last, and the end of its log.
+type PodLog struct {
+	Pod       string `json:"pod,omitempty"`
+	Phase     string `json:"phase,omitempty"`
+	Iteration int    `json:"iteration,omitempty"`
+	Log       string `json:"log,omitempty"`
+	// Problem says why there is no Pod or no log (the actions run in the
+	// operator, the Pod was pruned, RBAC refused the log).
+	Problem string `json:"problem,omitempty"`
+}
+
+// podLogTail bounds the log a state's panel shows.
+const podLogTail = 64 << 10
+
+// clusterPodLog is the Pod a state's action ran in last, and its log's
+// tail, read as the viewer.
+func (s *Server) clusterPodLog(w http.ResponseWriter, r *http.Request) {
+	ns, name, state := r.PathValue("ns"), r.PathValue("name"), r.PathValue("state")
+	var pods corev1.PodList
+	if err := s.Cluster.Client.List(r.Context(), &pods, client.InNamespace(ns),
+		client.MatchingLabels{v1alpha1.LabelLoop: v1alpha1.LabelValue(name)}); err != nil {
+		clusterError(w, err)
+		return
+	}
+	var last *corev1.Pod
+	lastIt, lastRetry := -1, -1
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if p.Annotations[v1alpha1.AnnotationState] != state || !controlledBy(p, name) {
+			continue
+		}
+		it, _ := strconv.Atoi(p.Labels[v1alpha1.LabelIteration])
+		retry, _ := strconv.Atoi(p.Labels[v1alpha1.LabelRetry])
+		if it > lastIt || it == lastIt && retry > lastRetry {
+			last, lastIt, lastRetry = p, it, retry
+		}
+	}
+	if last == nil {
+		writeJSON(w, PodLog{Problem: "no action Pod of this state is left (the actions may run in the operator, or history.keepPods pruned it)"})
+		return
+	}
+	out := PodLog{Pod: last.Name, Phase: string(last.Status.Phase), Iteration: lastIt}
+	limit := int64(podLogTail)
+	raw, err := s.Cluster.Pods.CoreV1().Pods(ns).GetLogs(last.Name,
+		&corev1.PodLogOptions{Container: v1alpha1.ActionContainerName, LimitBytes: &limit}).Do(r.Context()).Raw()
+	if err != nil {
+		out.Problem = fmt.Sprintf("its log could not be read: %v", err)
+	}
+	out.Log = strings.ToValidUTF8(string(raw), "\uFFFD")
+	writeJSON(w, out)
+}
+
+// controlledBy says whether the Loop named name owns p.
+func controlledBy(p *corev1.Pod, name string) bool {
+	ref := metav1.GetControllerOf(p)
+	return ref != nil && ref.Kind == "Loop" && ref.Name == name
 }
 
 func (s *Server) clusterTimeline(w http.ResponseWriter, r *http.Request) {

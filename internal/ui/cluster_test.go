@@ -11,7 +11,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -138,5 +140,154 @@ func TestClusterLoops(t *testing.T) {
 	}
 	if code := get(t, srv2, base, nil); code != http.StatusForbidden {
 		t.Fatalf("a viewer without rights got %d", code)
+	}
+}
+
+// A Loop waiting for an approval: a viewer who holds the verb approve is
+// told so and answers on the page (the request names them, as looprun
+// approve's does); one who may only read sees who may and the command, and
+// is refused by the API server. A state's panel names the Pod it ran in
+// last (its log needs a kubelet: test/e2e reads it).
+func TestClusterApprovalAndPod(t *testing.T) {
+	cfg, c := fixture.Start(t, true)
+	ctx := context.Background()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "ui-"}}
+	if err := c.Create(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	loop := &v1alpha1.Loop{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "ship"}, Spec: v1alpha1.LoopSpec{Initial: "build",
+		States: map[string]v1alpha1.State{
+			"build": {Action: "make", Next: "ask"},
+			"ask":   {Approval: &v1alpha1.Approval{Message: "ship it?"}, OnSuccess: "done", OnFailure: "done"},
+			"done":  {Terminal: true},
+		}}}
+	if err := c.Create(ctx, loop); err != nil {
+		t.Fatal(err)
+	}
+	loop.Status.RunState = v1alpha1.RunState{RunID: "r1", Phase: v1alpha1.PhaseRunning, CurrentState: "ask", Iteration: 2, LastSeq: 0,
+		Action: &v1alpha1.ActionStatus{State: "ask", Iteration: 2, Approval: &v1alpha1.ApprovalWait{Message: "ship it?"}}}
+	if err := c.Status().Update(ctx, loop); err != nil {
+		t.Fatal(err)
+	}
+	for i, retry := range []string{"0", "1"} { // the state's Pods: the retry is the last
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "ship-r1-1-" + retry,
+			Labels:          map[string]string{v1alpha1.LabelLoop: "ship", v1alpha1.LabelIteration: "1", v1alpha1.LabelRetry: retry},
+			Annotations:     map[string]string{v1alpha1.AnnotationState: "build"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: v1alpha1.GroupVersion.String(), Kind: "Loop", Name: "ship", UID: loop.UID, Controller: ptr(true)}}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: v1alpha1.ActionContainerName, Image: "busybox"}}}}
+		if err := c.Create(ctx, pod); err != nil {
+			t.Fatal(i, err)
+		}
+	}
+
+	// A reader: get, list and watch on Loops and ConfigMaps, nothing else.
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "reader"}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"loops"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{""}, Resources: []string{"configmaps", "pods", "pods/log"}, Verbs: []string{"get", "list"}},
+	}}
+	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "reader"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "reader"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "reader"}}}
+	for _, o := range []client.Object{role, binding} {
+		if err := c.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	serve := func(cfg *rest.Config) *httptest.Server {
+		viewer, err := client.NewWithWatch(cfg, client.Options{Scheme: c.Scheme()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pods, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer((&Server{LoopsDir: t.TempDir(), Cluster: &Cluster{Client: viewer, Pods: pods}}).Handler())
+		t.Cleanup(srv.Close)
+		return srv
+	}
+	base := "/api/loops/cluster/" + ns.Name + "/ship"
+
+	readerCfg := rest.CopyConfig(cfg)
+	readerCfg.Impersonate = rest.ImpersonationConfig{UserName: "reader"}
+	reader := serve(readerCfg)
+	var d Detail
+	get(t, reader, base, &d)
+	if a := d.Approval; a == nil || a.CanAnswer || !strings.Contains(a.Who, "verb approve") || !strings.Contains(a.Who, "you do not") ||
+		!strings.Contains(a.Command, "looprun approve loop/ship -n "+ns.Name) {
+		t.Fatalf("the reader's approval: %+v", d.Approval)
+	}
+	if code, body := post(t, reader.URL+base+"/approval", `{"approve": true}`, nil); code != http.StatusForbidden {
+		t.Fatalf("the reader's answer: %d %s", code, body)
+	}
+	var pl PodLog
+	get(t, reader, base+"/states/build/pod", &pl)
+	if pl.Pod != "ship-r1-1-1" || pl.Iteration != 1 || pl.Phase != "Pending" {
+		t.Fatalf("the build state's Pod: %+v", pl)
+	}
+	var none PodLog
+	get(t, reader, base+"/states/done/pod", &none)
+	if none.Pod != "" || !strings.Contains(none.Problem, "no action Pod") {
+		t.Fatalf("a state with no Pod: %+v", none)
+	}
+
+	admin := serve(cfg)
+	d = Detail{}
+	get(t, admin, base, &d)
+	if a := d.Approval; a == nil || !a.CanAnswer || !strings.Contains(a.Who, "you do") {
+		t.Fatalf("the approver's approval: %+v", d.Approval)
+	}
+	code, body := post(t, admin.URL+base+"/approval", `{"approve": true, "message": "green"}`, nil)
+	if code != http.StatusOK || !strings.Contains(body, `"state":"ask"`) {
+		t.Fatalf("the approver's answer: %d %s", code, body)
+	}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(loop), loop); err != nil {
+		t.Fatal(err)
+	}
+	if req := loop.Annotations[v1alpha1.RequestAnnotation]; !strings.HasPrefix(req, v1alpha1.RequestApprove+"@") ||
+		loop.Annotations[v1alpha1.ApprovedByAnnotation] == "" || loop.Annotations[v1alpha1.ApprovalMessageAnnotation] != "green" {
+		t.Fatalf("the Loop's annotations after the answer: %v", loop.Annotations)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// A Loop that has not run (suspended before its first step) has a page:
+// its graph, an empty timeline ([], not null: the page reads it).
+func TestClusterLoopNotStarted(t *testing.T) {
+	cfg, c := fixture.Start(t, true)
+	ctx := context.Background()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "ui-"}}
+	if err := c.Create(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	loop := &v1alpha1.Loop{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "later"}, Spec: v1alpha1.LoopSpec{Initial: "only", Suspend: true,
+		States: map[string]v1alpha1.State{"only": {Terminal: true}}}}
+	if err := c.Create(ctx, loop); err != nil {
+		t.Fatal(err)
+	}
+	viewer, err := client.NewWithWatch(cfg, client.Options{Scheme: c.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer((&Server{LoopsDir: t.TempDir(), Cluster: &Cluster{Client: viewer}}).Handler())
+	defer srv.Close()
+	base := "/api/loops/cluster/" + ns.Name + "/later"
+	for _, path := range []string{base, base + "/timeline"} {
+		resp, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var raw map[string]json.RawMessage
+		err = json.NewDecoder(resp.Body).Decode(&raw)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s: %d %v", path, resp.StatusCode, err)
+		}
+		for _, key := range []string{"nodes", "edges", "states", "visits"} {
+			if v, ok := raw[key]; ok && string(v) == "null" {
+				t.Errorf("%s: %s is null", path, key)
+			}
+		}
 	}
 }

@@ -70,11 +70,21 @@ type Usage struct {
 	MaxCostUSD   float64 `json:"maxCostUSD,omitempty"`
 }
 
-// Approval is the approval the run waits for.
+// Approval is the approval the run waits for: who may answer it, the
+// command that does, and whether this viewer may answer it on the page.
 type Approval struct {
-	State   string `json:"state"`
-	Message string `json:"message,omitempty"`
-	Command string `json:"command"`
+	State     string `json:"state"`
+	Message   string `json:"message,omitempty"`
+	Command   string `json:"command"`
+	Who       string `json:"who"`
+	CanAnswer bool   `json:"canAnswer,omitempty"`
+}
+
+// Answered is an approval answered on the page.
+type Answered struct {
+	State     string `json:"state"`
+	Iteration int32  `json:"iteration"`
+	Approved  bool   `json:"approved"`
 }
 
 // Last is what a state last did: its action's output tail and its verdict.
@@ -111,8 +121,7 @@ type Visit struct {
 
 // graph is the loop's states and edges, with what the run did on them.
 func graph(spec *v1alpha1.LoopSpec, run *v1alpha1.RunState, visits map[string]int) ([]Node, []Edge) {
-	var nodes []Node
-	var edges []Edge
+	nodes, edges := []Node{}, []Edge{} // [], not null, for the page
 	for _, name := range sortedStates(spec) {
 		st := spec.States[name]
 		n := Node{Name: name, Kind: kind(&st), Action: firstLines(st.Action, 2048), Loop: st.Loop, Initial: name == spec.Initial,

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -43,6 +44,9 @@ type Server struct {
 	Cluster *Cluster
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// User names who answers a local run's approval on the page (the
+	// person who started looprun ui).
+	User string
 
 	mu sync.Mutex
 	// runs follows each run's event log, by name.
@@ -64,17 +68,27 @@ const PageSize = 200
 //	GET /api/loops/local/NAME               a run's graph and status
 //	GET /api/loops/local/NAME/timeline      its state visits, newest first (?before=SEQ&limit=N)
 //	GET /api/loops/local/NAME/stream        server-sent events: "update" when the run changes
-//	GET /api/loops/cluster/NS/NAME[/...]    the same for a Loop of the cluster (with Cluster set)
+//	POST /api/loops/local/NAME/approval     answer the approval it waits for: {"approve": bool, "message": "..."}
+//	GET /api/loops/cluster/NS/NAME[/...]    the same for a Loop of the cluster (with Cluster set), and
+//	GET /api/loops/cluster/NS/NAME/states/STATE/pod   the Pod the state ran in last, and its log's tail
+//
+// Answering an approval is the one request that changes anything; it is
+// taken only from this machine (see answerableFrom).
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /api/loops", s.list)
 	mux.HandleFunc("GET /api/loops/local/{name}", s.detail)
 	mux.HandleFunc("GET /api/loops/local/{name}/timeline", s.timeline)
 	mux.HandleFunc("GET /api/loops/local/{name}/stream", s.stream)
+	mux.HandleFunc("POST /api/loops/local/{name}/approval", s.answer)
 	if s.Cluster != nil {
 		mux.HandleFunc("GET /api/loops/cluster/{ns}/{name}", s.clusterDetail)
 		mux.HandleFunc("GET /api/loops/cluster/{ns}/{name}/timeline", s.clusterTimeline)
 		mux.HandleFunc("GET /api/loops/cluster/{ns}/{name}/stream", s.clusterStream)
+		mux.HandleFunc("POST /api/loops/cluster/{ns}/{name}/approval", s.clusterAnswer)
+		if s.Cluster.Pods != nil {
+			mux.HandleFunc("GET /api/loops/cluster/{ns}/{name}/states/{state}/pod", s.clusterPodLog)
+		}
 	}
 	static, _ := fs.Sub(dist, "dist")
 	files := http.FileServerFS(static)
@@ -260,13 +274,111 @@ func (s *Server) detail(w http.ResponseWriter, r *http.Request) {
 		httpError(w, err)
 		return
 	}
-	writeJSON(w, s.describeRun(&saved.Loop.Loop.Spec, saved.Run, summary(saved.Store.Name(), saved.Run), dg))
+	d := s.describeRun(&saved.Loop.Loop.Spec, saved.Run, summary(saved.Store.Name(), saved.Run), dg)
+	if d.Approval != nil {
+		d.Approval.Who = "whoever runs looprun on this machine as the run's owner"
+		if d.Approval.CanAnswer = answerableFrom(r) == nil; d.Approval.CanAnswer && s.User != "" {
+			d.Approval.Who += fmt.Sprintf(": you (%s)", s.User)
+		}
+	}
+	writeJSON(w, d)
+}
+
+// answer approves or rejects what a local run waits for, as looprun
+// approve and reject do (the answer file the run reads).
+func (s *Server) answer(w http.ResponseWriter, r *http.Request) {
+	req, err := readAnswer(r)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusForbidden)
+		return
+	}
+	name := r.PathValue("name")
+	if err := localrun.ValidateName(name); err != nil {
+		httpError(w, err)
+		return
+	}
+	store, err := localrun.NewStore(s.LoopsDir, name)
+	if err != nil {
+		httpError(w, err)
+		return
+	}
+	ans, err := store.WriteAnswer(req.Approve, s.User, req.Message, s.now())
+	if errors.Is(err, localrun.ErrNoApprovalWaiting) {
+		http.Error(w, err.Error(), http.StatusConflict)
+		return
+	}
+	if err != nil {
+		httpError(w, err)
+		return
+	}
+	writeJSON(w, Answered{State: ans.State, Iteration: ans.Iteration, Approved: ans.Approved})
+}
+
+// answerRequest is the body of an approval's answer.
+type answerRequest struct {
+	Approve bool   `json:"approve"`
+	Message string `json:"message"`
+}
+
+// readAnswer reads an answer that answerableFrom lets through.
+func readAnswer(r *http.Request) (answerRequest, error) {
+	var req answerRequest
+	if err := answerableFrom(r); err != nil {
+		return req, err
+	}
+	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, 16<<10))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return req, fmt.Errorf("an answer is JSON {\"approve\": true|false, \"message\": \"...\"}: %w", err)
+	}
+	return req, nil
+}
+
+// AnswerHeader must be on an answer: a page of another site cannot send it
+// without the browser asking first (a CORS preflight, never allowed here).
+const AnswerHeader = "X-Looprun-Answer"
+
+// answerableFrom says why r may not answer an approval, or nil: an answer
+// comes from this machine (a loopback peer, through a loopback host name,
+// so that no other site reaches it by a DNS name of its own), as JSON with
+// AnswerHeader set (so that no other site's page can send it).
+func answerableFrom(r *http.Request) error {
+	if !loopback(r.RemoteAddr) {
+		return errors.New("approvals are answered on the page only from this machine (looprun approve answers from anywhere)")
+	}
+	if !loopbackHost(r.Host) {
+		return fmt.Errorf("approvals are answered on the page only at a localhost address, not %q", r.Host)
+	}
+	if r.Method == http.MethodPost && (r.Header.Get(AnswerHeader) == "" || !strings.HasPrefix(r.Header.Get("Content-Type"), "application/json")) {
+		return fmt.Errorf("an answer is sent by the page, as JSON with the header %s", AnswerHeader)
+	}
+	return nil
+}
+
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = addr
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func loopbackHost(hostport string) bool {
+	host, _, err := net.SplitHostPort(hostport)
+	if err != nil {
+		host = hostport
+	}
+	return host == "localhost" || loopback(strings.Trim(host, "[]"))
 }
 
 // describeRun is a run's page.
 func (s *Server) describeRun(spec *v1alpha1.LoopSpec, run *v1alpha1.RunState, sm Summary, dg digested) Detail {
 	last, entered := dg.last, dg.entered
 	nodes, edges := graph(spec, run, entered)
+	if last == nil {
+		last = map[string]Last{}
+	}
 	d := Detail{Summary: sm, Nodes: nodes, Edges: edges, MaxIterations: spec.GetMaxIterations(),
 		TerminatedBy: string(run.TerminatedBy), Message: run.Message, LastSeq: run.LastSeq, States: last}
 	end := s.now()
@@ -328,7 +440,7 @@ func page(visits []Visit, before int64, limit int) Page {
 		end, _ = slices.BinarySearchFunc(visits, before, func(v Visit, seq int64) int { return cmp.Compare(v.Seq, seq) })
 	}
 	start := max(end-limit, 0)
-	out := slices.Clone(visits[start:end])
+	out := append([]Visit{}, visits[start:end]...) // [] for a run not started, not null
 	slices.Reverse(out)
 	p := Page{Visits: out, Total: len(visits)}
 	if start > 0 {

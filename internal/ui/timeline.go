@@ -76,7 +76,7 @@ func (d *digester) add(e executor.Event) {
 			l.Stderr, _ = e.Data["stderr_preview"].(string)
 			d.last[d.cur.State] = l
 		}
-	case executor.EventEvaluate:
+	case executor.EventEvaluate, executor.EventApprovalAnswered: // an approval's verdict is its answer (who, why)
 		if d.cur != nil {
 			d.cur.Verdict, _ = e.Data["verdict"].(string)
 			l := d.last[d.cur.State]

@@ -491,11 +491,20 @@ func TestChartUI(t *testing.T) {
 		t.Fatalf("ui Pod %+v", d.Spec.Template)
 	}
 	role := one[rbacv1.ClusterRole](t, m, "ClusterRole", "looprun-ui")
+	reads := map[string]bool{}
 	for _, r := range role.Rules {
 		for _, v := range r.Verbs {
 			if v != "get" && v != "list" && v != "watch" {
 				t.Errorf("the web view may %s %v", v, r.Resources)
 			}
+		}
+		for _, res := range r.Resources {
+			reads[res] = true
+		}
+	}
+	for _, res := range []string{"loops", "configmaps", "pods", "pods/log"} {
+		if !reads[res] {
+			t.Errorf("the web view cannot read %s: %v", res, role.Rules)
 		}
 	}
 	svc := one[corev1.Service](t, m, "Service", "looprun-ui")

@@ -18,12 +18,12 @@ import (
 )
 
 var _ = Describe("The web view in the cluster (chart ui.enabled) on a real node", func() {
-	It("serves the cluster's Loops, read as its own read-only service account", func() {
+	It("serves the cluster's Loops and their Pods' logs, read as its own read-only service account", func() {
 		installOperator("e2e", "ui.enabled=true")
 		DeferCleanup(func() { installOperator("e2e") })
 		ns := newNamespace()
 		key := create(ns, "shown", v1alpha1.LoopSpec{Initial: "work", States: map[string]v1alpha1.State{
-			"work": {Action: "echo working", Next: "done"}, "done": {Terminal: true}}})
+			"work": {Action: "echo working; echo from-the-pod-log", Next: "done"}, "done": {Terminal: true}}})
 		waitFinished(key, 3*time.Minute)
 
 		var ip string
@@ -65,6 +65,16 @@ var _ = Describe("The web view in the cluster (chart ui.enabled) on a real node"
 		code, body = fetch("/api/loops/cluster/" + ns + "/shown/timeline")
 		Expect(code).To(Equal(http.StatusOK), body)
 		Expect(body).To(ContainSubstring(`"state":"work"`))
+		// A state's panel: the Pod it ran in last and its log, read by the
+		// kubelet of this node through the API server.
+		code, body = fetch("/api/loops/cluster/" + ns + "/shown/states/work/pod")
+		Expect(code).To(Equal(http.StatusOK), body)
+		var pl struct{ Pod, Phase, Log, Problem string }
+		Expect(json.Unmarshal([]byte(body), &pl)).To(Succeed())
+		Expect(pl.Pod).To(HavePrefix("shown-"), body)
+		Expect(pl.Phase).To(Equal("Succeeded"), body)
+		Expect(pl.Log).To(ContainSubstring("from-the-pod-log"), body)
+		Expect(pl.Problem).To(BeEmpty(), body)
 		code, body = fetch("/")
 		Expect(code).To(Equal(http.StatusOK))
 		Expect(strings.Contains(body, "/assets/app.js")).To(BeTrue(), body)

@@ -97,7 +97,7 @@ function link(l) {
 async function loopPage(base, name) {
   closeStream();
   crumb.textContent = `/ ${name}`;
-  const state = { selected: null, detail: null, pages: [] };
+  const state = { selected: null, detail: null, pages: [], pods: {} };
   const facts = h("div", { class: "facts" });
   const approval = h("div");
   const graphBox = h("div", { id: "graph", class: "panel" });
@@ -115,9 +115,9 @@ async function loopPage(base, name) {
   const render = () => {
     const d = state.detail;
     drawFacts(facts, d);
-    drawApproval(approval, d);
+    drawApproval(approval, d, base, refresh);
     drawGraph(graphBox, d, state.selected, (s) => { state.selected = s; render(); });
-    drawState(side, d, state.selected || d.state, base);
+    drawState(side, d, state.selected || d.state, base, state.pods);
     drawTimeline(timeline, state, base, render);
   };
   await refresh();
@@ -150,12 +150,35 @@ function drawFacts(box, d) {
   box.replaceChildren(...items);
 }
 
-function drawApproval(box, d) {
+// drawApproval shows the approval a run waits for: who may answer, the
+// command, and the buttons when this viewer may answer it here.
+function drawApproval(box, d, base, refresh) {
   if (!d.approval) { box.replaceChildren(); return; }
-  box.replaceChildren(h("div", { class: "approval" },
-    h("b", {}, `State ${d.approval.state} waits for an approval`),
-    d.approval.message ? h("p", {}, d.approval.message) : null,
-    h("p", {}, "Whoever runs the loop answers it with:"), h("pre", {}, d.approval.command)));
+  const a = d.approval;
+  const note = h("p", { class: "muted", id: "answer-note" });
+  const parts = [h("b", {}, `State ${a.state} waits for an approval`),
+    a.message ? h("p", { class: "question" }, a.message) : null,
+    h("p", {}, `Who may answer: ${a.who}.`),
+    h("p", {}, "The command that answers it:"), h("pre", {}, a.command)];
+  if (a.canAnswer) {
+    const message = h("input", { type: "text", id: "answer-message", placeholder: "why (kept in the event log)", "aria-label": "why" });
+    const send = (approve) => async () => {
+      note.textContent = "Sending…";
+      const resp = await fetch(`${base}/approval`, {
+        method: "POST",
+        headers: { "Content-Type": "application/json", "X-Looprun-Answer": "1" },
+        body: JSON.stringify({ approve, message: message.value }),
+      });
+      if (!resp.ok) { note.textContent = `Not answered: ${await resp.text()}`; return; }
+      const ans = await resp.json();
+      note.textContent = `${ans.approved ? "Approved" : "Rejected"} state ${ans.state} (iteration ${ans.iteration}); the run goes on.`;
+      refresh().catch((e) => console.error(e));
+    };
+    parts.push(h("div", { class: "answer" }, message,
+      h("button", { id: "approve", class: "approve", onclick: send(true) }, "Approve"),
+      h("button", { id: "reject", class: "reject", onclick: send(false) }, "Reject")), note);
+  }
+  box.replaceChildren(h("div", { class: "approval" }, ...parts));
 }
 
 // drawGraph lays the states out with dagre and draws them as SVG: the
@@ -202,11 +225,12 @@ function edgeLabel(e) {
   return e.count ? `${e.label} ×${e.count}` : e.label;
 }
 
-// drawState shows a state: its action, what it last printed, its verdict.
-function drawState(box, d, name, base) {
+// drawState shows a state: its action, what it last printed, its verdict,
+// and for a cluster Loop the Pod it ran in last, with its log.
+function drawState(box, d, name, base, pods) {
   const n = d.nodes.find((x) => x.name === name);
   if (!n) { box.replaceChildren(h("p", { class: "muted" }, "Select a state.")); return; }
-  const last = d.states[name];
+  const last = (d.states || {})[name];
   const parts = [h("h3", {}, `State ${n.name}`),
     h("p", { class: "muted" }, `${n.kind}${n.initial ? ", initial" : ""}${n.terminal ? (n.failure ? ", failure terminal" : ", terminal") : ""}, entered ${n.visits}×`)];
   if (n.loop) parts.push(h("p", {}, `Runs the loop ${n.loop}`));
@@ -223,11 +247,23 @@ function drawState(box, d, name, base) {
     if (last.verdict) parts.push(h("p", {}, h("b", {}, "Verdict: "), last.verdict));
     if (last.details) parts.push(h("pre", {}, JSON.stringify(last.details, null, 2)));
   }
+  if (base.startsWith("/api/loops/cluster/") && n.kind !== "none" && n.kind !== "approval" && n.kind !== "loop") {
+    const pod = h("div", { class: "pod" });
+    const show = (p) => pod.replaceChildren(...(p.pod
+      ? [h("b", {}, `Pod ${p.pod}`), h("span", { class: "muted" }, ` ${p.phase}, iteration ${p.iteration}`),
+        p.log ? h("pre", { class: "log" }, p.log) : null]
+      : []), p.problem ? h("p", { class: "muted" }, p.problem) : null);
+    if (pods[name]) show(pods[name]);
+    getJSON(`${base}/states/${encodeURIComponent(name)}/pod`)
+      .then((p) => { pods[name] = p; show(p); })
+      .catch((e) => show({ problem: `The Pod could not be read: ${e.message}` }));
+    parts.push(pod);
+  }
   box.replaceChildren(...parts);
 }
 
 function drawTimeline(box, state, base, render) {
-  const rows = state.pages.flatMap((p) => p.visits);
+  const rows = state.pages.flatMap((p) => p.visits || []);
   const total = state.pages[0]?.total ?? 0;
   const older = state.pages[state.pages.length - 1]?.before;
   const body = rows.map((v) => h("tr", { class: "visit" },
