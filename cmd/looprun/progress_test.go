@@ -11,7 +11,8 @@ import (
 )
 
 // looprun resume of a run cut off in the middle of an action prints the
-// state's route line with its iteration, not [<nil>].
+// state's route line with its iteration, not [<nil>] (resume.golden: what
+// it prints, whole).
 func TestResumeProgressShowsTheIteration(t *testing.T) {
 	dir := t.TempDir()
 	write(t, dir, "slow.yaml", "name: slow\ninitial: a\nstates:\n  a:\n    action: \"true\"\n    next: b\n  b:\n    action: echo $$ > pid; test -f go-on || exec sleep 60\n    next: done\n  done:\n    terminal: true\n")
@@ -29,4 +30,5 @@ func TestResumeProgressShowsTheIteration(t *testing.T) {
 	if r.code != 0 || !strings.Contains(steps(r.stdout), "[2] b -> done") || strings.Contains(r.stdout, "<nil>") {
 		t.Errorf("exit %d, progress:\n%s\nwant the line [2] b -> done", r.code, r.stdout)
 	}
+	progressGolden(t, "resume.golden", r.stdout)
 }
