@@ -54,25 +54,37 @@ func clusterSummary(l *v1alpha1.Loop) Summary {
 	return sm
 }
 
-// open reads a Loop and its event log (its ConfigMaps), as the viewer.
-func (c *Cluster) open(ctx context.Context, ns, name string) (*v1alpha1.Loop, digested, error) {
+// openCluster reads a Loop and what its event log (its ConfigMaps) says,
+// as the viewer: the log is followed from the segment and event read last,
+// so that a page of a long run reads a segment or two, not the whole log. A
+// Loop made again under its name, a new run or a log that went back (a
+// rewind) is read again from its start.
+func (s *Server) openCluster(ctx context.Context, ns, name string) (*v1alpha1.Loop, digested, error) {
 	loop := &v1alpha1.Loop{}
-	if err := c.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, loop); err != nil {
+	if err := s.Cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, loop); err != nil {
 		return nil, digested{}, err
 	}
-	evs, err := configmaps.Read(ctx, c.Client, loop)
+	f := s.follower("cluster/" + ns + "/" + name)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st := loop.Status.EventLog
+	if f.d == nil || f.uid != loop.UID || f.runID != loop.Status.RunID || st == nil || st.LastSeq < f.d.lastSeq {
+		f.d, f.uid, f.runID, f.segment = newDigester(), loop.UID, loop.Status.RunID, 0
+	}
+	evs, seg, err := configmaps.ReadSince(ctx, s.Cluster.Client, loop, f.segment, f.d.lastSeq)
 	if err != nil {
+		f.d = nil
 		return nil, digested{}, err
 	}
-	d := newDigester()
 	for _, e := range evs {
-		d.add(e)
+		f.d.add(e)
 	}
-	return loop, digested{visits: d.snapshot(), last: d.last, entered: d.entered}, nil
+	f.segment = seg
+	return loop, f.d.digested(), nil
 }
 
 func (s *Server) clusterDetail(w http.ResponseWriter, r *http.Request) {
-	loop, dg, err := s.Cluster.open(r.Context(), r.PathValue("ns"), r.PathValue("name"))
+	loop, dg, err := s.openCluster(r.Context(), r.PathValue("ns"), r.PathValue("name"))
 	if err != nil {
 		clusterError(w, err)
 		return
@@ -180,7 +192,7 @@ func controlledBy(p *corev1.Pod, name string) bool {
 }
 
 func (s *Server) clusterTimeline(w http.ResponseWriter, r *http.Request) {
-	_, dg, err := s.Cluster.open(r.Context(), r.PathValue("ns"), r.PathValue("name"))
+	_, dg, err := s.openCluster(r.Context(), r.PathValue("ns"), r.PathValue("name"))
 	if err != nil {
 		clusterError(w, err)
 		return

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -289,5 +290,113 @@ func TestClusterLoopNotStarted(t *testing.T) {
 				t.Errorf("%s: %s is null", path, key)
 			}
 		}
+	}
+}
+
+// countingReader counts the ConfigMaps a viewer's client reads.
+type countingReader struct {
+	client.WithWatch
+	configMaps int
+}
+
+func (c *countingReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if _, ok := obj.(*corev1.ConfigMap); ok {
+		c.configMaps++
+	}
+	return c.WithWatch.Get(ctx, key, obj, opts...)
+}
+
+// A long Loop's page follows its event log: after the first read, a page
+// reads the segment it read last and the new ones, not the whole log; a
+// Loop made again under the same name is read from its start.
+func TestClusterLogIsFollowed(t *testing.T) {
+	cfg, c := fixture.Start(t, true)
+	ctx := context.Background()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "ui-"}}
+	if err := c.Create(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	spec := v1alpha1.LoopSpec{Initial: "a", States: map[string]v1alpha1.State{
+		"a": {Action: "echo a", Next: "b"}, "b": {Action: "echo b", Next: "a", OnError: "done"}, "done": {Terminal: true}}}
+	log := &configmaps.Log{Client: c, Reader: c, Scheme: c.Scheme(), SegmentBytes: 1024}
+	var seq int64
+	// steps appends n state visits (a, b, a, ...) to the Loop's log.
+	steps := func(loop *v1alpha1.Loop, n int) {
+		t.Helper()
+		var evs []executor.Event
+		for range n {
+			state := []string{"a", "b"}[seq/3%2]
+			it := seq/3 + 1
+			evs = append(evs,
+				executor.Event{Seq: seq + 1, Type: executor.EventStateEnter, Time: time.Now(), Data: map[string]any{"state": state, "iteration": it}},
+				executor.Event{Seq: seq + 2, Type: executor.EventActionComplete, Time: time.Now(), Data: map[string]any{"exit_code": 0, "output_preview": fmt.Sprintf("step %d", it)}},
+				executor.Event{Seq: seq + 3, Type: executor.EventRoute, Time: time.Now(), Data: map[string]any{"from": state, "to": map[string]string{"a": "b", "b": "a"}[state]}})
+			seq += 3
+		}
+		if err := log.Append(ctx, loop, evs, nil); err != nil {
+			t.Fatal(err)
+		}
+		loop.Status.RunState = v1alpha1.RunState{RunID: "r1", Phase: v1alpha1.PhaseRunning, CurrentState: "a", Iteration: int32(seq / 3), LastSeq: seq}
+		if err := c.Status().Update(ctx, loop); err != nil {
+			t.Fatal(err)
+		}
+	}
+	create := func() *v1alpha1.Loop {
+		loop := &v1alpha1.Loop{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "long"}, Spec: spec}
+		if err := c.Create(ctx, loop); err != nil {
+			t.Fatal(err)
+		}
+		return loop
+	}
+	loop := create()
+	for range 60 { // a step an append, as the operator appends
+		steps(loop, 1)
+	}
+	if loop.Status.EventLog.LastSegment < 5 {
+		t.Fatalf("the log has too few segments to tell: %+v", loop.Status.EventLog)
+	}
+
+	w, err := client.NewWithWatch(cfg, client.Options{Scheme: c.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	viewer := &countingReader{WithWatch: w}
+	srv := httptest.NewServer((&Server{LoopsDir: t.TempDir(), Cluster: &Cluster{Client: viewer}}).Handler())
+	defer srv.Close()
+	base := "/api/loops/cluster/" + ns.Name + "/long"
+	var d Detail
+	get(t, srv, base, &d)
+	if d.States["b"].Output != "step 60" || viewer.configMaps < int(loop.Status.EventLog.LastSegment) {
+		t.Fatalf("first read: %d ConfigMaps, %+v", viewer.configMaps, d.States)
+	}
+
+	steps(loop, 1)
+	steps(loop, 1)
+	viewer.configMaps = 0
+	var p Page
+	get(t, srv, base+"/timeline", &p)
+	if viewer.configMaps > 2 {
+		t.Errorf("a page after two more steps read %d ConfigMaps", viewer.configMaps)
+	}
+	// 62 visits of a then b: the first pass and 30 more folded into it.
+	if len(p.Visits) != 2 || p.Visits[0].Repeat != 30 || p.Visits[0].Period != 2 {
+		t.Fatalf("the timeline after 62 steps: %+v", p.Visits)
+	}
+	get(t, srv, base, &d)
+	if d.States["b"].Output != "step 62" {
+		t.Fatalf("the last of b: %+v", d.States["b"])
+	}
+
+	// The same name, a new Loop: its own log only.
+	if err := c.Delete(ctx, loop); err != nil {
+		t.Fatal(err)
+	}
+	seq = 0
+	loop = create()
+	steps(loop, 1)
+	p = Page{}
+	get(t, srv, base+"/timeline", &p)
+	if p.Total != 1 || p.Visits[0].Iteration != 1 {
+		t.Fatalf("the new Loop's timeline: %+v", p)
 	}
 }

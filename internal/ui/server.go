@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -20,6 +19,7 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/eventlog"
@@ -53,10 +53,15 @@ type Server struct {
 	runs map[string]*follower
 }
 
-// follower reads one run's event log as it grows.
+// follower reads one run's event log as it grows: a local run's file, or
+// a cluster Loop's segments (the run and segment it read last).
 type follower struct {
 	mu sync.Mutex
 	d  *digester
+
+	uid     types.UID
+	runID   string
+	segment int32
 }
 
 // PageSize is how many timeline rows a page holds at most.
@@ -224,7 +229,7 @@ func (s *Server) follow(store *localrun.Store, lastSeq int64) (digested, error) 
 	d := f.d
 	off, err := eventlog.ReadFrom(store.EventsPath(), d.offset, d.add)
 	d.offset = off
-	return digested{visits: slices.Clone(d.snapshot()), last: maps.Clone(d.last), entered: maps.Clone(d.entered)}, err
+	return d.digested(), err
 }
 
 // follower is the run's follower; fresh is true when it was just made.

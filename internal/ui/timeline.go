@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"maps"
 	"slices"
 	"strings"
 
@@ -34,6 +35,11 @@ func (d *digester) snapshot() []Visit {
 		return d.visits
 	}
 	return append(slices.Clip(d.visits), *d.cur)
+}
+
+// digested is a copy of what d found so far.
+func (d *digester) digested() digested {
+	return digested{visits: slices.Clone(d.snapshot()), last: maps.Clone(d.last), entered: maps.Clone(d.entered)}
 }
 
 func (d *digester) closeVisit() {

@@ -338,28 +338,45 @@ func Read(ctx context.Context, r client.Reader, loop *v1alpha1.Loop) ([]executor
 	if st == nil {
 		return nil, nil
 	}
+	evs, _, err := ReadSince(ctx, r, loop, st.FirstSegment, 0)
+	return evs, err
+}
+
+// ReadSince returns the events numbered after afterSeq in the kept segments
+// from segment from on (a reader following the log reads the segment it
+// read last, and any after it, not the whole log), and the last segment
+// read.
+func ReadSince(ctx context.Context, r client.Reader, loop *v1alpha1.Loop, from int32, afterSeq int64) ([]executor.Event, int32, error) {
+	st := loop.Status.EventLog
+	if st == nil {
+		return nil, from, nil
+	}
 	var out []executor.Event
-	for n := st.FirstSegment; n <= st.LastSegment; n++ {
+	for n := max(from, st.FirstSegment); n <= st.LastSegment; n++ {
 		cm := &corev1.ConfigMap{}
 		err := r.Get(ctx, client.ObjectKey{Namespace: loop.Namespace, Name: SegmentName(loop.Name, n)}, cm)
 		if apierrors.IsNotFound(err) {
 			continue
 		}
 		if err != nil {
-			return nil, err
+			return nil, from, err
 		}
 		if !metav1.IsControlledBy(cm, loop) {
-			return nil, &ForeignError{Name: cm.Name}
+			return nil, from, &ForeignError{Name: cm.Name}
 		}
 		// Past the saved last sequence number: a step that was not kept.
 		data, _ := eventlog.KeepThrough(cm.Data[EventsKey], st.LastSeq, eventlog.EventSeq)
 		evs, err := eventlog.Decode(data)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", cm.Name, err)
+			return nil, from, fmt.Errorf("%s: %w", cm.Name, err)
 		}
-		out = append(out, evs...)
+		for _, e := range evs {
+			if e.Seq > afterSeq {
+				out = append(out, e)
+			}
+		}
 	}
-	return out, nil
+	return out, max(from, st.LastSegment), nil
 }
 
 func eventLogLabels(loop *v1alpha1.Loop) map[string]string {
