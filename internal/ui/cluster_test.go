@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -24,17 +26,63 @@ import (
 	"github.com/looprun/looprun/test/fixture"
 )
 
+// shared is the API server (and etcd) the cluster tests share, started by
+// the first of them and stopped by TestMain.
+var shared struct {
+	once sync.Once
+	cfg  *rest.Config
+	c    client.Client
+	stop func()
+	err  error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if shared.stop != nil {
+		shared.stop()
+	}
+	os.Exit(code)
+}
+
+// cluster is the shared API server, an admin client, and a namespace of
+// the test's own.
+func cluster(t *testing.T) (*rest.Config, client.Client, string) {
+	t.Helper()
+	shared.once.Do(func() { shared.cfg, shared.c, shared.stop, shared.err = fixture.StartEnv(true) })
+	if shared.err != nil {
+		t.Fatal(shared.err)
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "ui-"}}
+	if err := shared.c.Create(context.Background(), ns); err != nil {
+		t.Fatal(err)
+	}
+	return shared.cfg, shared.c, ns.Name
+}
+
+// viewerOf is a client with cfg's credentials, the viewer's.
+func viewerOf(t *testing.T, cfg *rest.Config) client.WithWatch {
+	t.Helper()
+	c, err := client.NewWithWatch(cfg, client.Options{Scheme: fixture.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// serveCluster serves the view of c (and no local runs) for the test.
+func serveCluster(t *testing.T, c *Cluster) *httptest.Server {
+	srv := httptest.NewServer((&Server{LoopsDir: t.TempDir(), Cluster: c}).Handler())
+	t.Cleanup(srv.Close)
+	return srv
+}
+
 // A Loop of a cluster, read as the viewer: its page from its status and
 // its event log's ConfigMaps, live from a watch; a viewer without rights is
 // told so.
 func TestClusterLoops(t *testing.T) {
-	cfg, c := fixture.Start(t, true)
+	cfg, c, ns := cluster(t)
 	ctx := context.Background()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "ui-"}}
-	if err := c.Create(ctx, ns); err != nil {
-		t.Fatal(err)
-	}
-	loop := &v1alpha1.Loop{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "fix"}, Spec: v1alpha1.LoopSpec{Initial: "check",
+	loop := &v1alpha1.Loop{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fix"}, Spec: v1alpha1.LoopSpec{Initial: "check",
 		States: map[string]v1alpha1.State{
 			"check": {Action: "make test", OnSuccess: "done", OnFailure: "fix"},
 			"fix":   {Action: "fix it", ActionType: v1alpha1.ActionAgent, Next: "check"},
@@ -70,19 +118,14 @@ func TestClusterLoops(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	viewer, err := client.NewWithWatch(cfg, client.Options{Scheme: c.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer((&Server{LoopsDir: t.TempDir(), Cluster: &Cluster{Client: viewer}}).Handler())
-	defer srv.Close()
+	srv := serveCluster(t, &Cluster{Client: viewerOf(t, cfg), Namespace: ns}) // the other tests' Loops are elsewhere
 
 	var list List
 	get(t, srv, "/api/loops", &list)
-	if len(list.Loops) != 1 || list.Loops[0].Source != "cluster" || list.Loops[0].Namespace != ns.Name || list.Loops[0].State != "sub" {
+	if len(list.Loops) != 1 || list.Loops[0].Source != "cluster" || list.Loops[0].Namespace != ns || list.Loops[0].State != "sub" {
 		t.Fatalf("list %+v", list)
 	}
-	base := "/api/loops/cluster/" + ns.Name + "/fix"
+	base := "/api/loops/cluster/" + ns + "/fix"
 	var d Detail
 	get(t, srv, base, &d)
 	if d.State != "sub" || d.Iteration != 3 || len(d.Nodes) != 4 || d.States["check"].Output != "FAIL: TestX" || d.States["check"].Verdict != "failure" {
@@ -128,12 +171,7 @@ func TestClusterLoops(t *testing.T) {
 	// A viewer the cluster does not let read Loops is told so.
 	nobody := rest.CopyConfig(cfg)
 	nobody.Impersonate = rest.ImpersonationConfig{UserName: "nobody"}
-	denied, err := client.NewWithWatch(nobody, client.Options{Scheme: c.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv2 := httptest.NewServer((&Server{LoopsDir: t.TempDir(), Cluster: &Cluster{Client: denied}}).Handler())
-	defer srv2.Close()
+	srv2 := serveCluster(t, &Cluster{Client: viewerOf(t, nobody)})
 	var none List
 	get(t, srv2, "/api/loops", &none)
 	if len(none.Loops) != 0 || len(none.Problems) != 1 || !strings.Contains(none.Problems[0], "forbidden") {
@@ -150,13 +188,9 @@ func TestClusterLoops(t *testing.T) {
 // is refused by the API server. A state's panel names the Pod it ran in
 // last (its log needs a kubelet: test/e2e reads it).
 func TestClusterApprovalAndPod(t *testing.T) {
-	cfg, c := fixture.Start(t, true)
+	cfg, c, ns := cluster(t)
 	ctx := context.Background()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "ui-"}}
-	if err := c.Create(ctx, ns); err != nil {
-		t.Fatal(err)
-	}
-	loop := &v1alpha1.Loop{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "ship"}, Spec: v1alpha1.LoopSpec{Initial: "build",
+	loop := &v1alpha1.Loop{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ship"}, Spec: v1alpha1.LoopSpec{Initial: "build",
 		States: map[string]v1alpha1.State{
 			"build": {Action: "make", Next: "ask"},
 			"ask":   {Approval: &v1alpha1.Approval{Message: "ship it?"}, OnSuccess: "done", OnFailure: "done"},
@@ -171,7 +205,7 @@ func TestClusterApprovalAndPod(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, retry := range []string{"0", "1"} { // the state's Pods: the retry is the last
-		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "ship-r1-1-" + retry,
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ship-r1-1-" + retry,
 			Labels:          map[string]string{v1alpha1.LabelLoop: "ship", v1alpha1.LabelIteration: "1", v1alpha1.LabelRetry: retry},
 			Annotations:     map[string]string{v1alpha1.AnnotationState: "build"},
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: v1alpha1.GroupVersion.String(), Kind: "Loop", Name: "ship", UID: loop.UID, Controller: ptr(true)}}},
@@ -182,11 +216,11 @@ func TestClusterApprovalAndPod(t *testing.T) {
 	}
 
 	// A reader: get, list and watch on Loops and ConfigMaps, nothing else.
-	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "reader"}, Rules: []rbacv1.PolicyRule{
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "reader"}, Rules: []rbacv1.PolicyRule{
 		{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"loops"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{""}, Resources: []string{"configmaps", "pods", "pods/log"}, Verbs: []string{"get", "list"}},
 	}}
-	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "reader"},
+	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "reader"},
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "reader"},
 		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "reader"}}}
 	for _, o := range []client.Object{role, binding} {
@@ -195,19 +229,13 @@ func TestClusterApprovalAndPod(t *testing.T) {
 		}
 	}
 	serve := func(cfg *rest.Config) *httptest.Server {
-		viewer, err := client.NewWithWatch(cfg, client.Options{Scheme: c.Scheme()})
-		if err != nil {
-			t.Fatal(err)
-		}
 		pods, err := kubernetes.NewForConfig(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
-		srv := httptest.NewServer((&Server{LoopsDir: t.TempDir(), Cluster: &Cluster{Client: viewer, Pods: pods}}).Handler())
-		t.Cleanup(srv.Close)
-		return srv
+		return serveCluster(t, &Cluster{Client: viewerOf(t, cfg), Pods: pods})
 	}
-	base := "/api/loops/cluster/" + ns.Name + "/ship"
+	base := "/api/loops/cluster/" + ns + "/ship"
 
 	readerCfg := rest.CopyConfig(cfg)
 	readerCfg.Impersonate = rest.ImpersonationConfig{UserName: "reader"}
@@ -215,7 +243,7 @@ func TestClusterApprovalAndPod(t *testing.T) {
 	var d Detail
 	get(t, reader, base, &d)
 	if a := d.Approval; a == nil || a.CanAnswer || !strings.Contains(a.Who, "verb approve") || !strings.Contains(a.Who, "you do not") ||
-		!strings.Contains(a.Command, "looprun approve loop/ship -n "+ns.Name) {
+		!strings.Contains(a.Command, "looprun approve loop/ship -n "+ns) {
 		t.Fatalf("the reader's approval: %+v", d.Approval)
 	}
 	if code, body := post(t, reader.URL+base+"/approval", `{"approve": true}`, nil); code != http.StatusForbidden {
@@ -256,24 +284,15 @@ func ptr[T any](v T) *T { return &v }
 // A Loop that has not run (suspended before its first step) has a page:
 // its graph, an empty timeline ([], not null: the page reads it).
 func TestClusterLoopNotStarted(t *testing.T) {
-	cfg, c := fixture.Start(t, true)
+	cfg, c, ns := cluster(t)
 	ctx := context.Background()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "ui-"}}
-	if err := c.Create(ctx, ns); err != nil {
-		t.Fatal(err)
-	}
-	loop := &v1alpha1.Loop{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "later"}, Spec: v1alpha1.LoopSpec{Initial: "only", Suspend: true,
+	loop := &v1alpha1.Loop{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "later"}, Spec: v1alpha1.LoopSpec{Initial: "only", Suspend: true,
 		States: map[string]v1alpha1.State{"only": {Terminal: true}}}}
 	if err := c.Create(ctx, loop); err != nil {
 		t.Fatal(err)
 	}
-	viewer, err := client.NewWithWatch(cfg, client.Options{Scheme: c.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer((&Server{LoopsDir: t.TempDir(), Cluster: &Cluster{Client: viewer}}).Handler())
-	defer srv.Close()
-	base := "/api/loops/cluster/" + ns.Name + "/later"
+	srv := serveCluster(t, &Cluster{Client: viewerOf(t, cfg)})
+	base := "/api/loops/cluster/" + ns + "/later"
 	for _, path := range []string{base, base + "/timeline"} {
 		resp, err := http.Get(srv.URL + path)
 		if err != nil {
@@ -310,12 +329,8 @@ func (c *countingReader) Get(ctx context.Context, key client.ObjectKey, obj clie
 // reads the segment it read last and the new ones, not the whole log; a
 // Loop made again under the same name is read from its start.
 func TestClusterLogIsFollowed(t *testing.T) {
-	cfg, c := fixture.Start(t, true)
+	cfg, c, ns := cluster(t)
 	ctx := context.Background()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "ui-"}}
-	if err := c.Create(ctx, ns); err != nil {
-		t.Fatal(err)
-	}
 	spec := v1alpha1.LoopSpec{Initial: "a", States: map[string]v1alpha1.State{
 		"a": {Action: "echo a", Next: "b"}, "b": {Action: "echo b", Next: "a", OnError: "done"}, "done": {Terminal: true}}}
 	log := &configmaps.Log{Client: c, Reader: c, Scheme: c.Scheme(), SegmentBytes: 1024}
@@ -342,7 +357,7 @@ func TestClusterLogIsFollowed(t *testing.T) {
 		}
 	}
 	create := func() *v1alpha1.Loop {
-		loop := &v1alpha1.Loop{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "long"}, Spec: spec}
+		loop := &v1alpha1.Loop{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "long"}, Spec: spec}
 		if err := c.Create(ctx, loop); err != nil {
 			t.Fatal(err)
 		}
@@ -356,14 +371,9 @@ func TestClusterLogIsFollowed(t *testing.T) {
 		t.Fatalf("the log has too few segments to tell: %+v", loop.Status.EventLog)
 	}
 
-	w, err := client.NewWithWatch(cfg, client.Options{Scheme: c.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	viewer := &countingReader{WithWatch: w}
-	srv := httptest.NewServer((&Server{LoopsDir: t.TempDir(), Cluster: &Cluster{Client: viewer}}).Handler())
-	defer srv.Close()
-	base := "/api/loops/cluster/" + ns.Name + "/long"
+	viewer := &countingReader{WithWatch: viewerOf(t, cfg)}
+	srv := serveCluster(t, &Cluster{Client: viewer})
+	base := "/api/loops/cluster/" + ns + "/long"
 	var d Detail
 	get(t, srv, base, &d)
 	if d.States["b"].Output != "step 60" || viewer.configMaps < int(loop.Status.EventLog.LastSegment) {
