@@ -14,7 +14,8 @@
 # iptables and openssl, and the binaries of `hack/setup-envtest.sh node`.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-N=${E2E_DIR:-$root/bin/e2e}
+# Its real path: the mounts found under it are named so (bin/ may be a link).
+N=$(realpath -m "${E2E_DIR:-$root/bin/e2e}")
 KUBE_BIN=${KUBE_BIN:-$root/bin/k8s}
 HOST_IP=${HOST_IP:-$(ip -4 route get 1.1.1.1 2>/dev/null | sed -n 's/.* src \([0-9.]*\).*/\1/p')}
 HOST_IP=${HOST_IP:-$(hostname -I | awk '{print $1}')}
@@ -265,8 +266,21 @@ stop() {
 
 alive() { [[ -f $N/run/$1.pid ]] && kill -0 "$(cat "$N/run/$1.pid")" 2>/dev/null; }
 
+# unmount_all unmounts what is mounted under $N, deepest first.
+unmount_all() {
+	local m
+	for m in $(awk -v n="$N/" 'index($5, n) == 1 {print $5}' /proc/self/mountinfo | sort -r); do
+		umount -l "$m" 2>/dev/null || true
+	done
+}
+
 down() {
-	[[ -d $N/run ]] || return 0
+	if [[ ! -d $N/run ]]; then
+		# Nothing runs; what a teardown cut short left goes.
+		unmount_all
+		rm -rf "$N/data" "$N/etc" "$N/pv"
+		return 0
+	fi
 	local c=(ctr --address "$SOCK" -n k8s.io) t m h
 	# Nothing may start Pods while they go; the kubelet tears its Pods
 	# down itself (network, volumes, cgroups) if it can.
@@ -301,10 +315,7 @@ down() {
 	for f in "$N"/run/containerd/io.containerd.runtime.v2.task/*/*/shim.pid; do
 		[[ -f $f ]] && kill -KILL "$(cat "$f")" 2>/dev/null || true
 	done
-	# Mounts under $N, deepest first.
-	for m in $(awk -v n="$N/" 'index($5, n) == 1 {print $5}' /proc/self/mountinfo | sort -r); do
-		umount -l "$m" 2>/dev/null || true
-	done
+	unmount_all
 	if ip link show "$BRIDGE" >/dev/null 2>&1; then ip link del "$BRIDGE" || true; fi
 	# The bridge plugin's masquerade chains for the Pod network, and the DNAT.
 	local prefix=${POD_CIDR%.*}.
