@@ -273,6 +273,11 @@ type RunState struct {
 	// then flushes that state's shell action once.
 	// +optional
 	Routed bool `json:"routed,omitempty"`
+	// routedFromLoop is true when that route left a sub-loop state: the
+	// step cap then flushes the action of the state it goes to once, before
+	// its summary state (onMaxIterations).
+	// +optional
+	RoutedFromLoop bool `json:"routedFromLoop,omitempty"`
 	// stalls are the counters of the stall evaluators (diff_stall,
 	// action_stall), by evaluator and scope: what was seen last and how
 	// many times in a row.

@@ -236,12 +236,16 @@ func (t *turn) completeSpecial(st *v1alpha1.State, res *ActionResult) bool {
 	run := t.run
 	switch {
 	case run.Action != nil && run.Action.Flush:
-		// The action flushed before a timeout: recorded, then the end.
+		// The action flushed before the timeout ends the run (recorded, then
+		// the end), or before the step cap's summary state (recorded; the
+		// next plan goes to the summary).
 		run.Action = nil
 		if res != nil {
 			t.actionComplete(st, res)
 		}
-		t.finish(v1alpha1.TerminatedTimeout, fmt.Sprintf("loop timeout %s exceeded", t.m.spec.GetTimeout()))
+		if limit := t.m.spec.GetTimeout(); limit > 0 && Elapsed(run, t.now) > limit {
+			t.finish(v1alpha1.TerminatedTimeout, fmt.Sprintf("loop timeout %s exceeded", limit))
+		}
 	case st.Loop != "":
 		t.completeSubLoop(st, res)
 	case st.Terminal && run.CapSummary != "":
@@ -632,7 +636,7 @@ func (t *turn) transition(target, verdict string) bool {
 		delete(run.RetryCounts, from)
 	}
 	run.CurrentState = to
-	run.Routed = true
+	run.Routed, run.RoutedFromLoop = true, spec.States[from].Loop != ""
 	if b := spec.GetBackoff(); b > 0 {
 		ts := metav1.NewTime(t.now.Add(b))
 		run.NextStepAt = &ts

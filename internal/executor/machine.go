@@ -395,7 +395,7 @@ func (m *Machine) Resume(run *v1alpha1.RunState, now time.Time) ([]Event, bool) 
 	ts := metav1.NewTime(now)
 	run.ResumedAt = &ts
 	run.CapSummary = "" // as little-loops: a resumed run may summarise again
-	run.Routed = false
+	run.Routed, run.RoutedFromLoop = false, false
 	if run.Phase != v1alpha1.PhasePaused { // the budget check says when a paused run goes on
 		run.Phase = v1alpha1.PhaseRunning
 	}

@@ -75,7 +75,7 @@ func (t *turn) plan() Step {
 			continue
 		}
 		run.Iteration++
-		run.Routed = false
+		run.Routed, run.RoutedFromLoop = false, false
 		t.emit(EventStateEnter, map[string]any{"state": run.CurrentState, "iteration": run.Iteration, "iteration_count": run.Passes})
 		if step := t.enter(&st); step.Kind != stepHop {
 			return step
@@ -196,16 +196,22 @@ func (t *turn) dropStaleRetry() {
 func (t *turn) limitReached(retrying bool) (step Step, stop bool) {
 	run, spec := t.run, t.m.spec
 	done := Step{Kind: StepDone}
-	if !retrying && run.Iteration >= spec.GetMaxIterations() &&
-		!t.summarise(v1alpha1.TerminatedMaxIterations, spec.OnMaxIterations, "max_steps_summary", map[string]any{"iterations": run.Iteration}) {
-		return done, true
+	if !retrying && run.Iteration >= spec.GetMaxIterations() {
+		if spec.OnMaxIterations != "" && run.CapSummary == "" && run.RoutedFromLoop {
+			if step, ok := t.flush(false); ok {
+				return step, true
+			}
+		}
+		if !t.summarise(v1alpha1.TerminatedMaxIterations, spec.OnMaxIterations, "max_steps_summary", map[string]any{"iterations": run.Iteration}) {
+			return done, true
+		}
 	}
 	if spec.MaxPasses != nil && run.Passes >= *spec.MaxPasses &&
 		!t.summarise(v1alpha1.TerminatedMaxPasses, spec.OnMaxPasses, "max_iterations_reached_summary", map[string]any{"iteration_count": run.Passes}) {
 		return done, true
 	}
 	if limit := spec.GetTimeout(); limit > 0 && Elapsed(run, t.now) > limit {
-		if step, ok := t.flush(); ok {
+		if step, ok := t.flush(true); ok {
 			return step, true
 		}
 		t.finish(v1alpha1.TerminatedTimeout, fmt.Sprintf("loop timeout %s exceeded", limit))
@@ -214,17 +220,21 @@ func (t *turn) limitReached(retrying bool) (step Step, stop bool) {
 	return Step{}, false
 }
 
-// flush runs, once, the shell action of the state the loop has just routed
-// to when the timeout ends the loop between the route and the state: a
-// handshake step (copy a flag, write a marker) is not lost. Its verdict is
-// not judged and it routes nowhere; the run then ends timeout.
-func (t *turn) flush() (Step, bool) {
+// flush runs, once, the action of the state the loop has just routed to
+// when a limit cuts in between the route and the state, as little-loops
+// does: a handshake step (copy a flag, write a marker) is not lost. Before
+// the timeout ends the run (timeout) only a shell action is flushed; before
+// the step cap's summary state, after a route from a sub-loop state, any
+// action (the state's agent too). Its verdict is not judged and it routes
+// nowhere; then the run ends timeout, or the summary state runs.
+func (t *turn) flush(timeout bool) (Step, bool) {
 	run := t.run
 	st, ok := t.m.spec.States[run.CurrentState]
-	if !run.Routed || !ok || st.Terminal || st.Loop != "" || st.Action == "" || st.IsAgent() {
+	if !run.Routed || !ok || st.Terminal || st.Loop != "" || st.Action == "" ||
+		timeout && (st.IsAgent() || st.ActionType == v1alpha1.ActionMCP) {
 		return Step{}, false
 	}
-	run.Routed = false
+	run.Routed, run.RoutedFromLoop = false, false
 	run.Iteration++
 	t.emit(EventStateEnter, map[string]any{"state": run.CurrentState, "iteration": run.Iteration, "iteration_count": run.Passes, "flushed": true})
 	step := t.startAction(&st)

@@ -268,3 +268,68 @@ func TestFragmentParams(t *testing.T) {
 		t.Fatalf("errors %v", errs)
 	}
 }
+
+// At the step cap, a state a sub-loop state has just routed to has its
+// action flushed once before the summary state runs (little-loops'
+// BUG-158: the action is not lost); after a route from a state with an
+// action, the summary state runs at once.
+func TestStepCapFlushesAfterASubLoop(t *testing.T) {
+	spec := parentSpec(func(st *v1alpha1.State) { st.OnError = "after" })
+	spec.MaxIterations, spec.OnMaxIterations = ptrTo(int32(1)), "report"
+	spec.States["after"] = v1alpha1.State{Action: "echo after", Next: "done"}
+	spec.States["report"] = v1alpha1.State{Action: "echo report", Next: "done"}
+	m, run, _ := startSubLoop(t, spec)
+	_, evs := m.Complete(run, &ActionResult{Child: &ChildResult{TerminatedBy: v1alpha1.TerminatedError, Error: "boom"}}, t0.Add(time.Second))
+	if run.CurrentState != "after" || !run.RoutedFromLoop {
+		t.Fatalf("in %s, routedFromLoop %v", run.CurrentState, run.RoutedFromLoop)
+	}
+	var types []string
+	ran := []string{}
+	now := t0.Add(2 * time.Second)
+	for range 4 {
+		step, planned := m.Plan(run, now)
+		for _, e := range append(evs, planned...) {
+			s := e.Type
+			if e.Type == EventStateEnter {
+				s += ":" + e.Data["state"].(string)
+				if e.Data["flushed"] == true {
+					s += "(flushed)"
+				}
+			}
+			types = append(types, s)
+		}
+		if step.Kind != StepAction {
+			break
+		}
+		ran = append(ran, step.Action.Command)
+		_, evs = m.Complete(run, &ActionResult{ExitCode: 0, Output: "ok"}, now)
+	}
+	if got := strings.Join(ran, ","); got != "echo after,echo report" {
+		t.Errorf("ran %s, want the flushed state's action, then the summary's", got)
+	}
+	want := "state_enter:after(flushed)"
+	if got := strings.Join(types, " "); !strings.Contains(got, want+" action_start action_complete max_steps_summary state_enter:report") {
+		t.Errorf("events %s", got)
+	}
+	if run.TerminatedBy != v1alpha1.TerminatedMaxIterations || run.Iteration != 3 {
+		t.Errorf("ended %s at iteration %d", run.TerminatedBy, run.Iteration)
+	}
+
+	// Routed from a state with an action: no flush.
+	spec = parentSpec(nil)
+	spec.Initial, spec.MaxIterations, spec.OnMaxIterations = "first", ptrTo(int32(1)), "report"
+	spec.States["first"] = v1alpha1.State{Action: "echo first", Next: "after"}
+	spec.States["after"] = v1alpha1.State{Action: "echo after", Next: "done"}
+	spec.States["report"] = v1alpha1.State{Action: "echo report", Next: "done"}
+	m, err := New("plain", spec, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run = &v1alpha1.RunState{}
+	m.Start(run, "plain-1", t0)
+	m.Plan(run, t0)
+	m.Complete(run, &ActionResult{ExitCode: 0}, t0)
+	if step, _ := m.Plan(run, t0); step.Kind != StepAction || step.Action.Command != "echo report" {
+		t.Fatalf("after a plain route at the cap: %+v", step)
+	}
+}

@@ -47,6 +47,7 @@ type StateFile struct {
 	IterationCount    int32                `json:"iteration_count,omitempty"`
 	CapSummary        string               `json:"cap_summary,omitempty"`
 	Routed            bool                 `json:"routed,omitempty"`
+	RoutedFromLoop    bool                 `json:"routed_from_loop,omitempty"`
 	EdgeRevisitCounts map[string]int32     `json:"edge_revisit_counts,omitempty"`
 	RetryCounts       map[string]int32     `json:"retry_counts,omitempty"`
 	ActionRetries     int32                `json:"action_retries,omitempty"`
@@ -355,7 +356,7 @@ func encodeState(name, loopFile string, ctx map[string]any, run *v1alpha1.RunSta
 		Captured: map[string]CapturedFile{}, StartedAt: fmtTime(run.StartedAt), UpdatedAt: fmtTime(run.UpdatedAt),
 		Status: runStatus(run), AccumulatedMs: run.AccumulatedMs,
 		Messages: run.Messages,
-		RunID:    run.RunID, TerminatedBy: string(run.TerminatedBy), Error: run.Message, IterationCount: run.Passes, CapSummary: string(run.CapSummary), Routed: run.Routed,
+		RunID:    run.RunID, TerminatedBy: string(run.TerminatedBy), Error: run.Message, IterationCount: run.Passes, CapSummary: string(run.CapSummary), Routed: run.Routed, RoutedFromLoop: run.RoutedFromLoop,
 		EdgeRevisitCounts: run.EdgeRevisits, RetryCounts: run.RetryCounts, ActionRetries: run.Retries, NextStepAt: fmtTime(run.NextStepAt),
 		ResumedAt: fmtTime(run.ResumedAt), LastSeq: run.LastSeq, LoopFile: loopFile, Context: ctx,
 		FormatVersion: FormatVersion, Usage: usageFile(run.Usage), Budget: budgetFile(run.Budget),
@@ -472,7 +473,7 @@ func (f *StateFile) RunState() (*v1alpha1.RunState, error) {
 		return nil, err
 	}
 	run := &v1alpha1.RunState{
-		RunID: f.RunID, CurrentState: f.CurrentState, Iteration: f.Iteration, Passes: f.IterationCount, CapSummary: v1alpha1.TerminationReason(f.CapSummary), Routed: f.Routed,
+		RunID: f.RunID, CurrentState: f.CurrentState, Iteration: f.Iteration, Passes: f.IterationCount, CapSummary: v1alpha1.TerminationReason(f.CapSummary), Routed: f.Routed, RoutedFromLoop: f.RoutedFromLoop,
 		Phase: phase, TerminatedBy: v1alpha1.TerminationReason(f.TerminatedBy), Message: f.Error,
 		EdgeRevisits: f.EdgeRevisitCounts, RetryCounts: f.RetryCounts, Retries: f.ActionRetries, AccumulatedMs: f.AccumulatedMs, LastSeq: f.LastSeq,
 		Messages: f.Messages, Usage: f.Usage.Status(), Budget: f.Budget.Status(),
