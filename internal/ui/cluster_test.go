@@ -204,10 +204,18 @@ func TestClusterApprovalAndPod(t *testing.T) {
 	if err := c.Status().Update(ctx, loop); err != nil {
 		t.Fatal(err)
 	}
-	for i, retry := range []string{"0", "1"} { // the state's Pods: the retry is the last
-		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ship-r1-1-" + retry,
-			Labels:          map[string]string{v1alpha1.LabelLoop: "ship", v1alpha1.LabelIteration: "1", v1alpha1.LabelRetry: retry},
-			Annotations:     map[string]string{v1alpha1.AnnotationState: "build"},
+	long := "build-" + strings.Repeat("x", 70) // a state too long for a label value: its name is in an annotation
+	for i, p := range []struct{ name, state, retry string }{
+		{"ship-r1-1-0", "build", "0"}, {"ship-r1-1-1", "build", "1"}, // the state's Pods: the retry is the last
+		{"ship-r1-2-0", long, "0"},
+	} {
+		labels := map[string]string{v1alpha1.LabelLoop: "ship", v1alpha1.LabelIteration: "1", v1alpha1.LabelRetry: p.retry,
+			v1alpha1.LabelState: v1alpha1.LabelValue(p.state)}
+		var annotations map[string]string
+		if labels[v1alpha1.LabelState] != p.state {
+			annotations = map[string]string{v1alpha1.AnnotationState: p.state}
+		}
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: p.name, Labels: labels, Annotations: annotations,
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: v1alpha1.GroupVersion.String(), Kind: "Loop", Name: "ship", UID: loop.UID, Controller: ptr(true)}}},
 			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: v1alpha1.ActionContainerName, Image: "busybox"}}}}
 		if err := c.Create(ctx, pod); err != nil {
@@ -253,6 +261,11 @@ func TestClusterApprovalAndPod(t *testing.T) {
 	get(t, reader, base+"/states/build/pod", &pl)
 	if pl.Pod != "ship-r1-1-1" || pl.Iteration != 1 || pl.Phase != "Pending" {
 		t.Fatalf("the build state's Pod: %+v", pl)
+	}
+	var longs PodLog
+	get(t, reader, base+"/states/"+long+"/pod", &longs)
+	if longs.Pod != "ship-r1-2-0" {
+		t.Fatalf("the Pod of a state with a long name: %+v", longs)
 	}
 	var none PodLog
 	get(t, reader, base+"/states/done/pod", &none)
