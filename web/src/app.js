@@ -7,6 +7,9 @@ const app = document.getElementById("app");
 const crumb = document.getElementById("crumb");
 const live = document.getElementById("live");
 let stream = null;
+// generation counts the pages routed to: a page whose data comes after the
+// viewer went on to another draws nothing.
+let generation = 0;
 
 function h(tag, attrs = {}, ...children) {
   const el = document.createElement(tag);
@@ -60,10 +63,11 @@ function closeStream() {
 }
 
 // The list of runs, filtered as typed.
-async function listPage() {
+async function listPage(gen) {
   closeStream();
   crumb.textContent = "";
   const { loops, problems = [] } = await getJSON("/api/loops");
+  if (gen !== generation) return;
   const filter = h("input", { type: "search", placeholder: "filter by name, phase or state", "aria-label": "filter" });
   const body = h("tbody");
   const draw = () => {
@@ -94,7 +98,7 @@ function link(l) {
 }
 
 // A run's page: base is its API path.
-async function loopPage(base, name) {
+async function loopPage(gen, base, name) {
   closeStream();
   crumb.textContent = `/ ${name}`;
   const state = { selected: null, detail: null, pages: [], pods: {} };
@@ -121,6 +125,7 @@ async function loopPage(base, name) {
     drawTimeline(timeline, state, base, render);
   };
   await refresh();
+  if (gen !== generation) return;
   stream = new EventSource(`${base}/stream`);
   stream.onopen = () => live.classList.add("on");
   stream.onerror = () => live.classList.remove("on");
@@ -282,14 +287,15 @@ function drawTimeline(box, state, base, render) {
 }
 
 async function route() {
+  const gen = ++generation;
   const local = location.hash.match(/^#\/local\/([^/]+)$/);
   const cluster = location.hash.match(/^#\/cluster\/([^/]+)\/([^/]+)$/);
   try {
-    if (local) await loopPage(`/api/loops/local/${local[1]}`, decodeURIComponent(local[1]));
-    else if (cluster) await loopPage(`/api/loops/cluster/${cluster[1]}/${cluster[2]}`, `${decodeURIComponent(cluster[1])}/${decodeURIComponent(cluster[2])}`);
-    else await listPage();
+    if (local) await loopPage(gen, `/api/loops/local/${local[1]}`, decodeURIComponent(local[1]));
+    else if (cluster) await loopPage(gen, `/api/loops/cluster/${cluster[1]}/${cluster[2]}`, `${decodeURIComponent(cluster[1])}/${decodeURIComponent(cluster[2])}`);
+    else await listPage(gen);
   } catch (e) {
-    app.replaceChildren(h("p", { class: "error" }, String(e.message || e)));
+    if (gen === generation) app.replaceChildren(h("p", { class: "error" }, String(e.message || e)));
   }
 }
 
