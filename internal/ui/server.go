@@ -232,6 +232,10 @@ func (s *Server) follow(store *localrun.Store, lastSeq int64) (digested, error) 
 	return d.digested(), err
 }
 
+// maxFollowers bounds the runs and Loops followed at once: past it, one
+// followed before is forgotten (read again from its start if shown again).
+const maxFollowers = 512
+
 // follower is the run's follower; fresh is true when it was just made.
 func (s *Server) followerOf(name string) (f *follower, fresh bool) {
 	s.mu.Lock()
@@ -240,6 +244,12 @@ func (s *Server) followerOf(name string) (f *follower, fresh bool) {
 		s.runs = map[string]*follower{}
 	}
 	if f = s.runs[name]; f == nil {
+		for other := range s.runs {
+			if len(s.runs) < maxFollowers {
+				break
+			}
+			delete(s.runs, other)
+		}
 		f = &follower{}
 		s.runs[name] = f
 		fresh = true

@@ -208,3 +208,22 @@ func waitFor(t *testing.T, updates <-chan map[string]any, ok func(map[string]any
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// The view follows a bounded number of runs: one shown long ago is
+// forgotten (and read again if shown again), not kept for the life of the
+// process.
+func TestFollowersAreBounded(t *testing.T) {
+	s := &Server{}
+	for i := range 3 * maxFollowers {
+		if _, fresh := s.followerOf(itoa(int64(i))); !fresh {
+			t.Fatalf("run %d was not new", i)
+		}
+	}
+	if n := len(s.runs); n > maxFollowers {
+		t.Fatalf("%d followers kept", n)
+	}
+	last := itoa(3*maxFollowers - 1)
+	if _, fresh := s.followerOf(last); fresh {
+		t.Fatal("the run just followed was forgotten")
+	}
+}
