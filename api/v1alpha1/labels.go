@@ -137,6 +137,15 @@ func ParseRequest(s string) (verb string, iteration *int32, err error) {
 	return verb, nil, fmt.Errorf("%s: unknown request %q (want %s, %s:ITERATION, %s or %s)", RequestAnnotation, s, RequestStop, RequestRewind, RequestApprove, RequestReject)
 }
 
+// StateOf is the state an action Pod ran, from its labels and annotations:
+// AnnotationState when LabelState had to shorten the name, else the label.
+func StateOf(labels, annotations map[string]string) string {
+	if s := annotations[AnnotationState]; s != "" {
+		return s
+	}
+	return labels[LabelState]
+}
+
 // LabelValue makes s a valid label value: unchanged when it is one,
 // otherwise with the invalid characters replaced, shortened, and suffixed
 // with a hash of s (so two long names do not share a value).

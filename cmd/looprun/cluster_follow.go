@@ -252,10 +252,7 @@ func (k *kube) showNewLogs(ctx context.Context, out io.Writer, loop *v1alpha1.Lo
 			break // not finished (or not started): later
 		}
 		shown[sp.pod.Name], progressed = true, true
-		state := sp.pod.Annotations[v1alpha1.AnnotationState]
-		if state == "" {
-			state = sp.pod.Labels[v1alpha1.LabelState]
-		}
+		state := v1alpha1.StateOf(sp.pod.Labels, sp.pod.Annotations)
 		fmt.Fprintf(out, "==> iteration %d, state %s (pod %s) <==\n", sp.iteration, state, sp.pod.Name)
 		if err := k.podLog(ctx, out, sp.pod, follow); err != nil {
 			fmt.Fprintf(out, "(no log: %v)\n", err)

@@ -161,7 +161,7 @@ func (s *Server) clusterPodLog(w http.ResponseWriter, r *http.Request) {
 	lastIt, lastRetry := -1, -1
 	for i := range pods.Items {
 		p := &pods.Items[i]
-		if podState(p) != state || !controlledBy(p, name) {
+		if v1alpha1.StateOf(p.Labels, p.Annotations) != state || !controlledBy(p, name) {
 			continue
 		}
 		it, _ := strconv.Atoi(p.Labels[v1alpha1.LabelIteration])
@@ -183,15 +183,6 @@ func (s *Server) clusterPodLog(w http.ResponseWriter, r *http.Request) {
 	}
 	out.Log = strings.ToValidUTF8(string(raw), "\uFFFD")
 	writeJSON(w, out)
-}
-
-// podState is the state an action Pod ran: its label, or the annotation
-// holding the whole name when the label had to be shortened.
-func podState(p *corev1.Pod) string {
-	if s, ok := p.Annotations[v1alpha1.AnnotationState]; ok {
-		return s
-	}
-	return p.Labels[v1alpha1.LabelState]
 }
 
 // controlledBy says whether the Loop named name owns p.
