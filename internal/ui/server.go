@@ -178,9 +178,6 @@ func summary(name string, run *v1alpha1.RunState) Summary {
 // open reads a local run, its state and its loop, and what its event log
 // says (read on from where it was read last).
 func (s *Server) open(name string) (*localrun.Saved, digested, error) {
-	if err := localrun.ValidateName(name); err != nil {
-		return nil, digested{}, err
-	}
 	opts := s.Files
 	opts.LoopsDir = s.LoopsDir
 	saved, err := localrun.OpenWith(opts, name)
@@ -195,9 +192,6 @@ func (s *Server) open(name string) (*localrun.Saved, digested, error) {
 // was read last; unlike open it reads neither the loop file nor the whole
 // state (a timeline page needs neither).
 func (s *Server) followRun(name string) (digested, error) {
-	if err := localrun.ValidateName(name); err != nil {
-		return digested{}, err
-	}
 	store, err := localrun.NewStore(s.LoopsDir, name)
 	if err != nil {
 		return digested{}, err
@@ -307,12 +301,7 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusForbidden)
 		return
 	}
-	name := r.PathValue("name")
-	if err := localrun.ValidateName(name); err != nil {
-		httpError(w, err)
-		return
-	}
-	store, err := localrun.NewStore(s.LoopsDir, name)
+	store, err := localrun.NewStore(s.LoopsDir, r.PathValue("name"))
 	if err != nil {
 		httpError(w, err)
 		return
