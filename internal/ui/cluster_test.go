@@ -1,7 +1,6 @@
 package ui
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -150,17 +149,7 @@ func TestClusterLoops(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	updates := make(chan map[string]any, 10)
-	go func() {
-		sc := bufio.NewScanner(resp.Body)
-		for sc.Scan() {
-			if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
-				var m map[string]any
-				_ = json.Unmarshal([]byte(data), &m)
-				updates <- m
-			}
-		}
-	}()
+	updates := updatesOf(resp.Body)
 	waitFor(t, updates, func(m map[string]any) bool { return m["state"] == "sub" }) // the watch's first event
 	loop.Status.CurrentState, loop.Status.Iteration, loop.Status.LastSeq = "check", 4, 12
 	if err := c.Status().Update(ctx, loop); err != nil {

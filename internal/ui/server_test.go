@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -166,17 +167,7 @@ func TestStreamFollowsARun(t *testing.T) {
 	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
 		t.Fatalf("content type %s", ct)
 	}
-	updates := make(chan map[string]any, 100)
-	go func() {
-		sc := bufio.NewScanner(resp.Body)
-		for sc.Scan() {
-			if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
-				var m map[string]any
-				_ = json.Unmarshal([]byte(data), &m)
-				updates <- m
-			}
-		}
-	}()
+	updates := updatesOf(resp.Body)
 	if first := <-updates; first["phase"] != "completed" {
 		t.Fatalf("first update %v", first)
 	}
@@ -190,6 +181,23 @@ func TestStreamFollowsARun(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
+}
+
+// updatesOf reads a server-sent event stream's updates (its "data:" lines,
+// JSON) as they come.
+func updatesOf(body io.Reader) <-chan map[string]any {
+	updates := make(chan map[string]any, 100)
+	go func() {
+		sc := bufio.NewScanner(body)
+		for sc.Scan() {
+			if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+				var m map[string]any
+				_ = json.Unmarshal([]byte(data), &m)
+				updates <- m
+			}
+		}
+	}()
+	return updates
 }
 
 func waitFor(t *testing.T, updates <-chan map[string]any, ok func(map[string]any) bool) {
