@@ -193,6 +193,7 @@ try {
 
   // A local run waits for its approval; the page rejects it.
   const asking = spawn(looprun, ["run", "-q", "ask.yaml"], { cwd: dir, stdio: "ignore" });
+  children.push(asking); // stopped at the end if the test fails before it ends
   const askingExit = new Promise((ok) => asking.on("exit", ok));
   await until("the local run's approval", () => existsSync(join(dir, ".loops", ".running", "ask.state.json")), 20000);
   await page.goto(url);
@@ -205,6 +206,7 @@ try {
 
   // Live: a run waiting at its gate moves on the page without a reload.
   const gated = spawn(looprun, ["run", "-q", "gate.yaml"], { cwd: dir, stdio: "ignore" });
+  children.push(gated);
   const gatedExit = new Promise((ok) => gated.on("exit", ok));
   for (let i = 0; i < 200 && !existsSync(join(dir, "waiting")); i++) await sleep(50);
   await page.goto(`${url}#/local/gate`);
@@ -243,7 +245,7 @@ try {
   await browser.close();
   // The control plane last, and let it stop its kube-apiserver and etcd.
   for (const child of children.reverse()) {
-    const exited = new Promise((ok) => { if (child.exitCode != null) ok(); else child.on("exit", ok); });
+    const exited = new Promise((ok) => { if (child.exitCode != null || child.signalCode != null) ok(); else child.on("exit", ok); });
     child.kill("SIGTERM");
     await Promise.race([exited, sleep(15000)]);
   }
