@@ -105,6 +105,9 @@ func (m *Machine) GitAction(run *v1alpha1.RunState, op string, now time.Time) (*
 	if a.Git.Branch, err = expandGit(p.Branch, vars, "branch"); err != nil {
 		return nil, err
 	}
+	if err := gitws.CheckBranch(a.Git.Branch); err != nil {
+		return nil, fmt.Errorf("spec.runner.workspace.git.push.branch: %w", err)
+	}
 	msg := p.CommitMessage
 	if msg == "" {
 		msg = DefaultCommitMessage

@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -75,5 +76,25 @@ func TestGitActionsAndTheirEnds(t *testing.T) {
 	evs := m.Fail(fresh, now, "the clone failed")
 	if fresh.Phase != v1alpha1.PhaseFailed || fresh.TerminatedBy != v1alpha1.TerminatedError || len(evs) != 1 || evs[0].Type != EventLoopComplete {
 		t.Fatalf("failed run %+v %v", fresh, evs)
+	}
+}
+
+// A branch that only its expansion makes bad (a context value, an
+// agent's capture) is refused when the push is planned, never pushed.
+func TestGitPushBranchExpandedToABadName(t *testing.T) {
+	for _, b := range []string{"-delete", "HEAD", "x..y"} {
+		spec := gitSpec()
+		spec.Runner.Workspace.Git.Push.Branch = "${context.b}"
+		spec.SetContext("b", b)
+		m, err := New("fix", spec, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		run := &v1alpha1.RunState{}
+		m.Start(run, "r1", time.Now())
+		run.Phase = v1alpha1.PhaseCompleted
+		if _, err := m.GitAction(run, gitws.OpPush, time.Now()); err == nil || !strings.Contains(err.Error(), "spec.runner.workspace.git.push.branch") {
+			t.Fatalf("branch %q: %v", b, err)
+		}
 	}
 }

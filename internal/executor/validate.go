@@ -15,6 +15,7 @@ import (
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/executor/evaluate"
 	"github.com/looprun/looprun/internal/executor/interpolate"
+	"github.com/looprun/looprun/internal/gitws"
 	"github.com/looprun/looprun/internal/llm/baseurl"
 )
 
@@ -407,6 +408,11 @@ func validateGit(spec *v1alpha1.LoopSpec, captured map[string]bool, p *field.Pat
 			errs = append(errs, field.NotSupported(pp.Child("when"), push.When, []v1alpha1.GitPushWhen{v1alpha1.PushWhenCompleted, v1alpha1.PushWhenAlways}))
 		}
 		errs = append(errs, checkTemplate(push.Branch, captured, pp.Child("branch"))...)
+		if b := strings.TrimSpace(push.Branch); b != "" && !strings.Contains(b, "${") {
+			if err := gitws.CheckBranch(push.Branch); err != nil {
+				errs = append(errs, field.Invalid(pp.Child("branch"), push.Branch, err.Error()))
+			}
+		}
 		errs = append(errs, checkTemplate(push.CommitMessage, captured, pp.Child("commitMessage"))...)
 	}
 	return errs

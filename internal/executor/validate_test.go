@@ -46,6 +46,14 @@ func TestValidate(t *testing.T) {
 			s.Runner = &v1alpha1.RunnerSpec{Workspace: &v1alpha1.WorkspaceSpec{ClaimName: "c",
 				Git: &v1alpha1.GitWorkspace{URL: "u", Push: &v1alpha1.GitPush{Branch: "b-${captured.nope}"}}}}
 		}, []string{"spec.runner.workspace.git.push.branch", `no state captures "nope"`}},
+		{"git push branch HEAD", func(s *v1alpha1.LoopSpec) {
+			s.Runner = &v1alpha1.RunnerSpec{Workspace: &v1alpha1.WorkspaceSpec{ClaimName: "c",
+				Git: &v1alpha1.GitWorkspace{URL: "u", Push: &v1alpha1.GitPush{Branch: "HEAD"}}}}
+		}, []string{`spec.runner.workspace.git.push.branch: Invalid value: "HEAD"`, "not a branch name"}},
+		{"git push branch like an option", func(s *v1alpha1.LoopSpec) {
+			s.Runner = &v1alpha1.RunnerSpec{Workspace: &v1alpha1.WorkspaceSpec{ClaimName: "c",
+				Git: &v1alpha1.GitWorkspace{URL: "u", Push: &v1alpha1.GitPush{Branch: "-delete"}}}}
+		}, []string{`spec.runner.workspace.git.push.branch: Invalid value: "-delete"`}},
 		{"approval with an action", func(s *v1alpha1.LoopSpec) {
 			s.States["fix"] = v1alpha1.State{Action: "x", Approval: &v1alpha1.Approval{Message: "ok?"}, OnSuccess: "check"}
 		}, []string{"spec.states[fix].approval", "waits for a person"}},

