@@ -117,11 +117,23 @@ func withNonce(req, nonce string) string {
 // ParseRequest reads a RequestAnnotation value: its verb (RequestStop,
 // RequestRewind, RequestApprove or RequestReject) and rewind's iteration (nil: the newest checkpoint). An
 // unknown verb or a bad iteration is an error that says what is wanted.
+//
+// An answer (approve, reject) must be the value's very start, with no
+// white space before it: the chart's admission policy tells an answer from
+// other requests by that start (a value that starts with approve or
+// reject), and the two must never disagree, or a user the policy does not
+// check could answer. A value the policy did not take for an answer is
+// never read as one here.
 func ParseRequest(s string) (verb string, iteration *int32, err error) {
 	req, _, _ := strings.Cut(s, "@")
 	verb, arg, _ := strings.Cut(strings.TrimSpace(req), ":")
 	switch verb {
-	case RequestStop, RequestApprove, RequestReject:
+	case RequestApprove, RequestReject:
+		if !strings.HasPrefix(s, verb) {
+			return "", nil, fmt.Errorf("%s: %q: an %s or %s request must start the value, with nothing before it", RequestAnnotation, s, RequestApprove, RequestReject)
+		}
+		return verb, nil, nil
+	case RequestStop:
 		return verb, nil, nil
 	case RequestRewind:
 		if arg == "" {

@@ -3,6 +3,7 @@ package v1alpha1
 import (
 	"strings"
 	"testing"
+	"testing/quick"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 )
@@ -28,6 +29,13 @@ func TestRequests(t *testing.T) {
 		{"rewind:-1", RequestRewind, -1, `"-1" is not an iteration`},
 		{"rewind:x@1", RequestRewind, -1, `"x" is not an iteration`},
 		{"pause", "pause", -1, "unknown request"},
+		{"approve@n", RequestApprove, -1, ""},
+		{"reject \n@n", RequestReject, -1, ""},
+		{" approve@n", "", -1, "must start the value"},
+		{"\u00a0reject@n", "", -1, "must start the value"},
+		{"\u2003approve", "", -1, "must start the value"},
+		{"\tapprove:x@n", "", -1, "must start the value"},
+		{"Approve@n", "Approve", -1, "unknown request"},
 	}
 	for _, tt := range tests {
 		verb, iteration, err := ParseRequest(tt.in)
@@ -58,5 +66,35 @@ func TestLabelValue(t *testing.T) {
 	}
 	if LabelValue("fix lint") == LabelValue("fix-lint") {
 		t.Error("a sanitized value must not collide with the valid one")
+	}
+}
+
+// The chart's approval policy checks who makes a request that starts with
+// approve or reject (and only those): no other value may be read as an
+// answer, or a user without the verb approve could answer, credited to
+// whoever approved last.
+func TestOnlyWhatThePolicyChecksIsAnAnswer(t *testing.T) {
+	policyChecks := func(s string) bool {
+		return strings.HasPrefix(s, RequestApprove) || strings.HasPrefix(s, RequestReject)
+	}
+	var tries []string
+	for _, pre := range []string{"", " ", "\t", "\n", "\r", "\u00a0", "\u2003", "\u200b", "\ufeff", "\u3000", "x", "@"} {
+		for _, verb := range []string{"approve", "reject", "stop", "rewind:1"} {
+			for _, post := range []string{"", "@n", " @n", ":x@n", "\u00a0@n", "\n"} {
+				tries = append(tries, pre+verb+post)
+			}
+		}
+	}
+	f := func(s string) bool {
+		verb, _, err := ParseRequest(s)
+		return err != nil || (verb != RequestApprove && verb != RequestReject) || policyChecks(s)
+	}
+	for _, s := range tries {
+		if !f(s) {
+			t.Errorf("%q is read as an answer the policy does not check", s)
+		}
+	}
+	if err := quick.Check(func(pre, post string) bool { return f(pre+"approve"+post) && f(pre+"reject"+post) }, nil); err != nil {
+		t.Error(err)
 	}
 }

@@ -107,6 +107,17 @@ func TestApprovalPolicy(t *testing.T) {
 	if err := answer(bob, "stop@6", "bob"); err == nil {
 		t.Error("an editor rewrote who approved")
 	}
+	// What the policy lets bob write is never read as an answer by the
+	// operator (which would credit it to alice, who approved last).
+	for i, req := range []string{" approve@7", "\u00a0approve@8", "\u2003reject@9", "\tapprove:x@10", "\napprove", "Approve@11", "\u200bapprove@12"} {
+		err := answer(bob, req, "alice")
+		if err != nil {
+			continue // refused: not an answer either
+		}
+		if verb, _, perr := v1alpha1.ParseRequest(req); perr == nil && (verb == v1alpha1.RequestApprove || verb == v1alpha1.RequestReject) {
+			t.Errorf("try %d: bob's %q was admitted and the operator reads it as %s", i, req, verb)
+		}
+	}
 }
 
 func mustJSON(t *testing.T, v any) []byte {
