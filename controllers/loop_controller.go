@@ -18,7 +18,6 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
-	"k8s.io/utils/ptr"
 	ctrlbuilder "sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -286,13 +285,19 @@ func (r *LoopReconciler) SetupWithManager(mgr manager.Manager) error {
 	// deletion start a reconcile; actions ending and RequeueAfter do the rest.
 	b := ctrlbuilder.ControllerManagedBy(mgr).
 		For(&v1alpha1.Loop{}, ctrlbuilder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
-		// The classic work queue: controller-runtime v0.24's priority queue
-		// can deadlock on shutdown (a worker blocks in Get for ever, and the
+		// client-go's work queue over namespaces taking turns (fairQueue),
+		// not controller-runtime v0.24's priority queue, which can also
+		// deadlock on shutdown (a worker blocks in Get for ever, and the
 		// manager's grace period runs out), kubernetes-sigs/controller-runtime#3538.
-		WithOptions(controller.Options{MaxConcurrentReconciles: workers, RateLimiter: rateLimiter(), UsePriorityQueue: ptr.To(false)}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: workers, RateLimiter: rateLimiter(), NewQueue: newFairQueue}).
 		Named("loop")
 	for _, bg := range r.background() {
 		b = watch(b, bg.Wakes())
+	}
+	if r.queue != nil && r.queue.limit > 0 {
+		// Every Loop event, status changes too: the namespace's cap keeps
+		// its books from them and wakes the Loops a freed slot lets start.
+		b = b.Watches(&v1alpha1.Loop{}, r.queue.handler())
 	}
 	loopsCollector.watch(mgr.GetCache())
 	return b.Complete(r)

@@ -8,6 +8,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/looprun/looprun/api/v1alpha1"
@@ -80,5 +81,41 @@ var _ = Describe("The cap on running Loops per namespace", func() {
 			"done": {Terminal: true},
 		}}))
 		Expect(loop.Status.Phase).To(Equal(v1alpha1.PhaseCompleted))
+	})
+})
+
+var _ = Describe("The cap's idea of a child", func() {
+	It("counts a Loop its author labelled looprun.io/parent, and wakes it when the slot frees, without polling", func() {
+		op := startOperator(Config{MaxRunningPerNamespace: 1})
+		DeferCleanup(op.stop)
+		gate := GinkgoT().TempDir()
+		ns := newNamespace()
+		first := createLoop(ns, "first", v1alpha1.LoopSpec{Initial: "work", States: map[string]v1alpha1.State{
+			"work": {Action: fmt.Sprintf("until [ -f %s/go ]; do sleep 0.1; done", gate), Next: "done"},
+			"done": {Terminal: true},
+		}})
+		Eventually(func(g Gomega) {
+			g.Expect(getLoop(g, first).Status.Phase).To(Equal(v1alpha1.PhaseRunning))
+		}, "30s").Should(Succeed())
+		forged := &v1alpha1.Loop{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "forged",
+			Labels: map[string]string{v1alpha1.LabelParent: "first"}},
+			Spec: v1alpha1.LoopSpec{Initial: "a", States: map[string]v1alpha1.State{"a": {Action: "true", Next: "done"}, "done": {Terminal: true}}}}
+		Expect(k8sClient.Create(bg, forged)).To(Succeed())
+		key := client.ObjectKeyFromObject(forged)
+		Eventually(func(g Gomega) {
+			l := getLoop(g, key)
+			g.Expect(l.Status.Phase).To(Equal(v1alpha1.PhasePending))
+			g.Expect(condition(l, v1alpha1.ReconcilingCondition).Reason).To(Equal(v1alpha1.ReasonQueued))
+		}, "30s").Should(Succeed())
+		Consistently(func(g Gomega) {
+			g.Expect(getLoop(g, key).Status.Phase).To(Equal(v1alpha1.PhasePending))
+		}, "2s").Should(Succeed())
+		// The slot frees: the queued Loop is woken (its own look again is
+		// minutes away, so only the wake-up can start it in time).
+		Expect(os.WriteFile(filepath.Join(gate, "go"), nil, 0o644)).To(Succeed())
+		Expect(waitFinished(first).Status.Phase).To(Equal(v1alpha1.PhaseCompleted))
+		Eventually(func(g Gomega) {
+			g.Expect(getLoop(g, key).Status.Phase).To(Equal(v1alpha1.PhaseCompleted))
+		}, "20s").Should(Succeed())
 	})
 })

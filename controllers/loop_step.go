@@ -126,10 +126,9 @@ func (s *step) add(evs []executor.Event) { s.events = append(s.events, evs...) }
 func (s *step) take(ctx context.Context) (reconcile.Result, error) {
 	run := &s.loop.Status.RunState
 	if run.Phase == "" || run.Phase == v1alpha1.PhasePending {
-		ok, why, err := s.r.queue.admit(ctx, s.r.Client, s.loop, s.now)
-		if err != nil || !ok {
+		if ok, why := s.r.queue.admit(s.loop, s.now); !ok {
 			s.queued(why)
-			return reconcile.Result{RequeueAfter: queueRecheck}, err
+			return reconcile.Result{RequeueAfter: queueBackstop}, nil
 		}
 		if s.loop.Spec.ResumeFrom == nil {
 			s.add(s.m.Start(run, runID(s.loop), s.now))
@@ -148,9 +147,6 @@ func (s *step) take(ctx context.Context) (reconcile.Result, error) {
 // (an Event the first time).
 func (s *step) queued(why string) {
 	s.loop.Status.Phase = v1alpha1.PhasePending
-	if why == "" {
-		return // the cache could not be read: looked at again soon
-	}
 	s.out.health.queued = why
 	if c := findCondition(s.loop, v1alpha1.ReconcilingCondition); c == nil || c.Reason != v1alpha1.ReasonQueued {
 		s.r.event(s.loop, corev1.EventTypeNormal, v1alpha1.ReasonQueued, "Queue", "%s", why)

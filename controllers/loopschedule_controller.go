@@ -3,6 +3,7 @@ package controllers
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/robfig/cron/v3"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,6 +24,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	ctrlbuilder "sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -61,6 +64,9 @@ type LoopScheduleReconciler struct {
 	Scheme    *runtime.Scheme
 	Recorder  events.EventRecorder
 	Clock     clock.PassiveClock
+	// Workers bounds the schedules reconciled at once (0:
+	// DefaultScheduleWorkers).
+	Workers int
 }
 
 // RBAC, each verb for a reason:
@@ -79,13 +85,24 @@ type LoopScheduleReconciler struct {
 // SetupWithManager registers the reconciler: it watches LoopSchedules and
 // the Loops they own (a run that ends frees a Forbid schedule and counts
 // in its history).
+//
+// Many schedules fire at the same minute: ScheduleWorkers start their
+// runs at once, and namespaces take turns in the work queue (fairQueue),
+// so that one tenant's hundreds of schedules cannot hold another's past its
+// startingDeadlineSeconds.
 func (r *LoopScheduleReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.LoopSchedule{}, ctrlbuilder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Owns(&v1alpha1.Loop{}, ctrlbuilder.WithPredicates(runEnded)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: cmp.Or(r.Workers, DefaultScheduleWorkers), NewQueue: newFairQueue}).
 		Named("loopschedule").
 		Complete(r)
 }
+
+// DefaultScheduleWorkers is how many schedules are reconciled at once by
+// default: a reconcile that starts a run makes a few API calls, and a
+// minute boundary may find hundreds due.
+const DefaultScheduleWorkers = 8
 
 // runEnded passes the changes of a run that matter to its schedule: its
 // creation, its end and its deletion.
@@ -127,9 +144,15 @@ func (r *LoopScheduleReconciler) Reconcile(ctx context.Context, req reconcile.Re
 	}
 
 	res, err := r.schedule(ctx, sch, active, now)
-	sch.Status.ObservedGeneration = sch.Generation
-	if perr := r.Client.Status().Patch(ctx, sch, client.MergeFrom(before)); perr != nil {
-		return reconcile.Result{}, client.IgnoreNotFound(perr)
+	if err == nil {
+		// The generation is observed once its work was done.
+		sch.Status.ObservedGeneration = sch.Generation
+	}
+	if equality.Semantic.DeepEqual(before.Status, sch.Status) {
+		return res, err
+	}
+	if perr := r.Client.Status().Patch(ctx, sch, client.MergeFrom(before)); client.IgnoreNotFound(perr) != nil {
+		return reconcile.Result{}, errors.Join(err, perr)
 	}
 	return res, err
 }
@@ -159,6 +182,12 @@ func (r *LoopScheduleReconciler) schedule(ctx context.Context, sch *v1alpha1.Loo
 		r.setReady(sch, metav1.ConditionTrue, ReasonScheduled, "")
 	}
 	next := sched.Next(now)
+	if next.IsZero() {
+		sch.Status.NextScheduleTime = nil
+		r.setReady(sch, metav1.ConditionFalse, ReasonInvalidSchedule,
+			fmt.Sprintf("schedule %q never fires: no date matches it within five years", sch.Spec.Schedule))
+		return reconcile.Result{}, nil
+	}
 	sch.Status.NextScheduleTime = &metav1.Time{Time: next}
 	requeue := reconcile.Result{RequeueAfter: next.Sub(now) + 100*time.Millisecond}
 
@@ -338,6 +367,10 @@ func (r *LoopScheduleReconciler) newRun(sch *v1alpha1.LoopSchedule, spec *v1alph
 	}
 	maps.Copy(run.Labels, md.Labels)
 	maps.Copy(run.Annotations, md.Annotations)
+	// A run is no sub-loop's child: the labels the operator gives a child
+	// are not the author's to copy onto it.
+	delete(run.Labels, v1alpha1.LabelParent)
+	delete(run.Labels, v1alpha1.LabelTemplate)
 	run.Labels[LabelSchedule] = v1alpha1.LabelValue(sch.Name)
 	if shard := sch.Labels[v1alpha1.LabelShard]; shard != "" {
 		run.Labels[v1alpha1.LabelShard] = shard
@@ -383,10 +416,18 @@ func scheduledTime(l *v1alpha1.Loop) time.Time {
 }
 
 // observeRuns writes the runs into the status and returns the active ones.
+// status.lastScheduleTime is at least the newest run's time (the runs are
+// read from the API server): the status read may come from a cache that
+// has not caught up with this reconciler's last write, or that write was
+// lost, and the run it made then must not be taken for one still to make
+// (with Replace, deleted to make itself again).
 func observeRuns(sch *v1alpha1.LoopSchedule, runs []*v1alpha1.Loop) []*v1alpha1.Loop {
 	var active []*v1alpha1.Loop
 	sch.Status.Active = nil
 	for _, l := range runs {
+		if t := scheduledTime(l); sch.Status.LastScheduleTime == nil || t.After(sch.Status.LastScheduleTime.Time) {
+			sch.Status.LastScheduleTime = &metav1.Time{Time: t}
+		}
 		run := v1alpha1.ScheduledRun{Name: l.Name, ScheduledTime: metav1.Time{Time: scheduledTime(l)}, Phase: l.Status.Phase}
 		if !l.Status.Phase.IsFinished() {
 			if l.DeletionTimestamp.IsZero() {

@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -105,7 +106,8 @@ var _ = Describe("LoopSchedule", func() {
 	It("starts a run when it is due, once, names it from the minute, and reports it when it ends", func() {
 		ns := newNamespace()
 		sch := createSchedule(ns, "nightly", v1alpha1.LoopScheduleSpec{Schedule: "*/5 * * * *",
-			Loop: &v1alpha1.LoopRunTemplate{Metadata: v1alpha1.RunMetadata{Labels: map[string]string{"team": "a"}}, Spec: quickRun}})
+			Loop: &v1alpha1.LoopRunTemplate{Metadata: v1alpha1.RunMetadata{Labels: map[string]string{"team": "a",
+				v1alpha1.LabelParent: "someone", v1alpha1.LabelTemplate: "t"}}, Spec: quickRun}})
 		key := client.ObjectKeyFromObject(sch)
 		due := firstDue(sch)
 		s := newScheduleAt(key, due)
@@ -128,6 +130,9 @@ var _ = Describe("LoopSchedule", func() {
 		Expect(k8sClient.Get(bg, client.ObjectKey{Namespace: ns, Name: name}, run)).To(Succeed())
 		Expect(metav1.IsControlledBy(run, getSchedule(key))).To(BeTrue())
 		Expect(run.Labels).To(HaveKeyWithValue("team", "a"))
+		// A run is nobody's child: the child labels are not copied.
+		Expect(run.Labels).NotTo(HaveKey(v1alpha1.LabelParent))
+		Expect(run.Labels).NotTo(HaveKey(v1alpha1.LabelTemplate))
 		Expect(run.Annotations).To(HaveKeyWithValue(AnnotationScheduledTime, due.UTC().Format(time.RFC3339)))
 		got = getSchedule(key)
 		Expect(got.Status.LastScheduleTime.Time).To(BeTemporally("==", due))
@@ -179,7 +184,16 @@ var _ = Describe("LoopSchedule", func() {
 		Expect(runsOf(ns)).To(HaveLen(1))
 		got = getSchedule(key)
 		Expect(got.Status.LastScheduleTime.Time).To(BeTemporally("==", due))
-		Expect(got.Status.Active).To(HaveLen(1))
+		// The run is known again: still active, or (the operator ran it
+		// meanwhile) the last run.
+		var known []string
+		for _, a := range got.Status.Active {
+			known = append(known, a.Name)
+		}
+		if got.Status.LastRun != nil {
+			known = append(known, got.Status.LastRun.Name)
+		}
+		Expect(known).To(ConsistOf(runsOf(ns)))
 		Expect(again.recorded()).NotTo(ContainElement(ContainSubstring("RunStarted")))
 	})
 
@@ -254,6 +268,21 @@ var _ = Describe("LoopSchedule", func() {
 			Expect(runsOf(ns)).To(ConsistOf(first))
 		})
 
+		It("Replace never deletes the run it just made when its own status write is not in the cache yet", func() {
+			ns := newNamespace()
+			s, _, first := start(ns, v1alpha1.ReplaceConcurrent, nil)
+			Expect(getSchedule(s.key).Status.LastScheduleTime).NotTo(BeNil())
+			// The cache lags: the schedule as it was before that write.
+			s.r.Client = staleSchedules{Client: k8sClient}
+			due := firstDue(getSchedule(s.key))
+			s.at(due.Add(2 * time.Second))
+			s.at(due.Add(3 * time.Second))
+			Expect(runsOf(ns)).To(ConsistOf(first))
+			l := getLoop(Default, client.ObjectKey{Namespace: ns, Name: first})
+			Expect(l.DeletionTimestamp.IsZero()).To(BeTrue())
+			Expect(s.recorded()).NotTo(ContainElement(ContainSubstring("RunReplaced")))
+		})
+
 		It("Replace deletes the running one and starts the next", func() {
 			ns := newNamespace()
 			s, next, first := start(ns, v1alpha1.ReplaceConcurrent, nil)
@@ -319,6 +348,7 @@ var _ = Describe("LoopSchedule", func() {
 			"bad-cron": {Schedule: "61 * * * *"},
 			"bad-tz":   {Schedule: "@daily", TimeZone: ptr.To("Mars/Olympus")},
 			"too-fast": {Schedule: "@every 10s"},
+			"feb-30":   {Schedule: "0 0 30 2 *"},
 		} {
 			spec.Loop = &v1alpha1.LoopRunTemplate{Spec: quickRun}
 			sch := createSchedule(ns, name, spec)
@@ -406,3 +436,18 @@ var _ = Describe("LoopSchedule in the operator", func() {
 		}).Should(Succeed())
 	})
 })
+
+// staleSchedules reads LoopSchedules as a cache would that has not yet
+// seen their status's lastScheduleTime.
+type staleSchedules struct{ client.Client }
+
+func (c staleSchedules) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if err := c.Client.Get(ctx, key, obj, opts...); err != nil {
+		return err
+	}
+	if sch, ok := obj.(*v1alpha1.LoopSchedule); ok {
+		sch.Status.LastScheduleTime = nil
+		sch.Status.Active = nil
+	}
+	return nil
+}
