@@ -407,8 +407,8 @@ func (s *step) complete(ctx context.Context, res *executor.ActionResult) executo
 // observeUsage counts what an agent action or a judge call used in the
 // metrics, once the step is saved.
 func (s *step) observeUsage(u *agentstream.Usage) {
-	if u == nil {
-		return
+	if u == nil || u.Check() != nil {
+		return // the engine made the step an error and counted nothing
 	}
 	prices := s.m.Prices()
 	cost, priced := prices.CostMicroUSD(*u)

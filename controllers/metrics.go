@@ -61,7 +61,7 @@ func observeUsage(namespace, model string, u agentstream.Usage, costMicro int64,
 			agentTokens.WithLabelValues(namespace, model, kind).Add(float64(n))
 		}
 	}
-	if priced {
+	if priced && costMicro > 0 {
 		agentCost.WithLabelValues(namespace, model).Add(pricing.MicroToUSD(costMicro))
 	}
 	agentCalls.WithLabelValues(namespace, model, strconv.FormatBool(priced)).Inc()

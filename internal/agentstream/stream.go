@@ -10,7 +10,9 @@ package agentstream
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
+	"math"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -35,15 +37,61 @@ type Usage struct {
 }
 
 // Add sums o into u; the model is the last one known.
+// The counts stop at the largest int64 instead of wrapping.
 func (u *Usage) Add(o Usage) {
-	u.InputTokens += o.InputTokens
-	u.OutputTokens += o.OutputTokens
-	u.CacheReadTokens += o.CacheReadTokens
-	u.CacheCreationTokens += o.CacheCreationTokens
+	u.InputTokens = satAdd(u.InputTokens, o.InputTokens)
+	u.OutputTokens = satAdd(u.OutputTokens, o.OutputTokens)
+	u.CacheReadTokens = satAdd(u.CacheReadTokens, o.CacheReadTokens)
+	u.CacheCreationTokens = satAdd(u.CacheCreationTokens, o.CacheCreationTokens)
 	u.CLICostUSD += o.CLICostUSD
 	if o.Model != "" {
 		u.Model = o.Model
 	}
+}
+
+// The bounds of what one agent action may report: far above what any
+// model spends in one step, far below what overflows a sum or a price.
+const (
+	// MaxTokens bounds each token count of one action's usage.
+	MaxTokens = 1 << 40
+	// MaxCLICostUSD bounds the CLI's own figure for one action's cost.
+	MaxCLICostUSD = 1e6
+	// MaxModel bounds the length of the model's name.
+	MaxModel = 256
+)
+
+// Check says what is wrong with u, if anything: a negative or absurd token
+// count, a cost that is negative, not a number or absurd, a model name
+// too long to be one. Usage comes from what the agent printed (or the
+// code it ran): it is checked before it is priced, and a bad one is an
+// error of the step, never a free one.
+func (u Usage) Check() error {
+	for _, c := range []struct {
+		name string
+		n    int64
+	}{{"input_tokens", u.InputTokens}, {"output_tokens", u.OutputTokens},
+		{"cache_read_input_tokens", u.CacheReadTokens}, {"cache_creation_input_tokens", u.CacheCreationTokens}} {
+		if c.n < 0 || c.n > MaxTokens {
+			return fmt.Errorf("the agent reported %s %d, which no agent spends (0 to %d)", c.name, c.n, int64(MaxTokens))
+		}
+	}
+	if c := u.CLICostUSD; c < 0 || c > MaxCLICostUSD || c != c {
+		return fmt.Errorf("the agent reported total_cost_usd %v, which no agent spends (0 to %v)", c, MaxCLICostUSD)
+	}
+	if len(u.Model) > MaxModel {
+		return fmt.Errorf("the agent reported a model name of %d bytes (at most %d)", len(u.Model), MaxModel)
+	}
+	return nil
+}
+
+func satAdd(a, b int64) int64 {
+	switch {
+	case b > 0 && a > math.MaxInt64-b:
+		return math.MaxInt64
+	case b < 0 && a < math.MinInt64-b:
+		return math.MinInt64
+	}
+	return a + b
 }
 
 // Tokens is every token counted.
@@ -62,6 +110,8 @@ type Decoder struct {
 	passing bool // in a line too long to decode, passing it through
 	model   string
 	usage   *Usage
+	// bad is the first record's usage that failed Check.
+	bad *Usage
 }
 
 // New returns a Decoder writing text to text and result errors to stderr.
@@ -121,9 +171,15 @@ func (d *Decoder) Flush() {
 }
 
 // Usage is the sum of the result records' usage; nil when none had any.
+// When a record's usage fails Check, it is that record's, as reported, so
+// that the step that reads it fails.
 func (d *Decoder) Usage() *Usage {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.bad != nil {
+		u := *d.bad
+		return &u
+	}
 	if d.usage == nil {
 		return nil
 	}
@@ -224,8 +280,12 @@ func (d *Decoder) result(r *record) {
 			if d.usage == nil {
 				d.usage = &Usage{}
 			}
-			d.usage.Add(Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, CacheReadTokens: u.CacheReadTokens,
-				CacheCreationTokens: u.CacheCreationTokens, Model: cmpOr(r.Model, d.model), CLICostUSD: r.Cost})
+			one := Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, CacheReadTokens: u.CacheReadTokens,
+				CacheCreationTokens: u.CacheCreationTokens, Model: cmpOr(r.Model, d.model), CLICostUSD: r.Cost}
+			if err := one.Check(); err != nil && d.bad == nil {
+				d.bad = &one // kept as reported: the step's check says what is wrong
+			}
+			d.usage.Add(one)
 		}
 	}
 	if r.IsError {

@@ -3,6 +3,7 @@ package agentstream
 import (
 	"bytes"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -127,5 +128,33 @@ func TestUsageRowAsLittleLoopsWritesIt(t *testing.T) {
 	}
 	if err := AppendUsage(dir, row); err == nil {
 		t.Error("appended through a symbolic link")
+	}
+}
+
+// A result record whose usage no agent spends is what Usage returns, as
+// reported, so the step that reads it fails its check; valid records still
+// sum, saturating instead of wrapping.
+func TestBadUsageRecordIsKept(t *testing.T) {
+	var text, errs strings.Builder
+	d := New(&text, &errs)
+	_, _ = d.Write([]byte(`{"type":"result","usage":{"input_tokens":5,"output_tokens":1}}` + "\n" +
+		`{"type":"result","usage":{"input_tokens":1000000,"output_tokens":-1000000}}` + "\n" +
+		`{"type":"result","usage":{"input_tokens":7}}` + "\n"))
+	u := d.Usage()
+	if u == nil || u.Check() == nil || u.OutputTokens != -1000000 {
+		t.Fatalf("usage %+v", u)
+	}
+	if err := u.Check(); !strings.Contains(err.Error(), "output_tokens -1000000") {
+		t.Fatalf("check: %v", err)
+	}
+	var sum Usage
+	for range 4 {
+		sum.Add(Usage{InputTokens: math.MaxInt64 / 3})
+	}
+	if sum.InputTokens != math.MaxInt64 || sum.Check() == nil {
+		t.Fatalf("sum %+v", sum)
+	}
+	if (Usage{InputTokens: MaxTokens, CLICostUSD: 12.5, Model: "claude-x"}).Check() != nil {
+		t.Fatal("a large, sane usage was refused")
 	}
 }

@@ -36,7 +36,7 @@ func (m *Machine) Complete(run *v1alpha1.RunState, res *ActionResult, now time.T
 func (t *turn) complete(res *ActionResult) Step {
 	run := t.run
 	next := Step{Kind: StepNext}
-	st, res, ok := t.completing(t.asText(res))
+	st, res, ok := t.completing(checkUsage(t.asText(res)))
 	if ok && st.Approval != nil {
 		return t.completeApproval(&st, res)
 	}

@@ -3,6 +3,7 @@ package executor
 import (
 	"context"
 	"slices"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -659,5 +660,55 @@ func TestRestartActionAndRecord(t *testing.T) {
 	evs = m.Record(run, t0, EventSpecChanged, map[string]any{"generation": 2})
 	if len(evs) != 1 || evs[0].Seq != 5 || run.LastSeq != 5 {
 		t.Errorf("record %v", evs)
+	}
+}
+
+// What an agent reports it used is checked before it is priced: negative,
+// mixed-sign or absurd counts and costs make the step an error (its onError
+// route), counted nowhere, never a free step.
+func TestInvalidUsageIsAnErrorOfTheStep(t *testing.T) {
+	prices, err := pricing.Parse([]byte("models: {claude-x: {input: 1, output: 1, cacheRead: 1, cacheCreation: 1}}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, u := range map[string]agentstream.Usage{
+		"mixed signs":      {InputTokens: 1000000, OutputTokens: -1000000, Model: "claude-x"},
+		"negative":         {InputTokens: -5, Model: "claude-x"},
+		"overflowing":      {InputTokens: 3e18, OutputTokens: 3e18, CacheReadTokens: 3e18, Model: "claude-x"},
+		"negative cost":    {InputTokens: 1, CLICostUSD: -100, Model: "claude-x"},
+		"not a number":     {InputTokens: 1, CLICostUSD: math.NaN(), Model: "claude-x"},
+		"a model of 1 MiB": {InputTokens: 1, Model: strings.Repeat("m", 1<<20)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			spec := &v1alpha1.LoopSpec{Initial: "agent", States: map[string]v1alpha1.State{
+				"agent":  {Action: "/fix", ActionType: v1alpha1.ActionAgent, Evaluate: &v1alpha1.Evaluate{Type: v1alpha1.EvalExitCode}, OnSuccess: "done", OnError: "failed"},
+				"done":   {Terminal: true},
+				"failed": {Terminal: true},
+			}}
+			acts := &fakeActions{results: map[string][]ActionResult{"/fix": {{Output: "done", Usage: &u}}}}
+			r := runLoop(t, spec, acts, Options{Prices: prices}, time.Millisecond)
+			if r.run.CurrentState != "failed" {
+				t.Fatalf("ended in %s, want failed (onError)", r.run.CurrentState)
+			}
+			if r.run.Usage != nil && (r.run.Usage.Calls != 0 || r.run.Usage.CostMicroUSD != 0) {
+				t.Errorf("the bad usage was counted: %+v", r.run.Usage)
+			}
+			for _, e := range r.events {
+				if e.Type == EventActionComplete && e.Data["failure"] != ReasonInvalidUsage {
+					t.Errorf("action_complete %v", e.Data)
+				}
+			}
+		})
+	}
+	// The judge's call too.
+	spec := &v1alpha1.LoopSpec{Initial: "agent", States: map[string]v1alpha1.State{
+		"agent":  {Action: "/fix", OnSuccess: "done", OnFailure: "done", OnError: "failed"},
+		"done":   {Terminal: true},
+		"failed": {Terminal: true},
+	}}
+	judge := usageJudge{evaluate.Result{Verdict: "success", Details: map[string]any{}, Usage: &agentstream.Usage{InputTokens: -1000, Model: "claude-haiku-4-5-20251001"}}}
+	r := runJudged(t, spec, &fakeActions{}, judge, Options{}, time.Millisecond)
+	if r.run.CurrentState != "failed" || r.run.Usage != nil && r.run.Usage.Calls != 0 {
+		t.Fatalf("a judge's bad usage: ended in %s, usage %+v", r.run.CurrentState, r.run.Usage)
 	}
 }

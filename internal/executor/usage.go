@@ -6,6 +6,7 @@ import (
 
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/agentstream"
+	"github.com/looprun/looprun/internal/executor/evaluate"
 	"github.com/looprun/looprun/internal/pricing"
 )
 
@@ -17,6 +18,40 @@ func (m *Machine) Prices() *pricing.Table {
 		return m.opts.Prices
 	}
 	return defaultPrices()
+}
+
+// ReasonInvalidUsage is the failure of an action whose reported usage
+// fails agentstream.Usage.Check.
+const ReasonInvalidUsage = "InvalidUsage"
+
+// checkUsage checks what an action (or the judge) reported it used, where
+// it enters the engine: a result whose usage fails the check becomes a
+// failure of the action (its verdict error), the usage not counted; a
+// judge's answer with such usage becomes an error verdict. Nothing is
+// priced before it is checked.
+func checkUsage(res *ActionResult) *ActionResult {
+	if res == nil {
+		return nil
+	}
+	badAction := res.Usage != nil && res.Usage.Check() != nil
+	badJudge := res.Judgement != nil && res.Judgement.Usage != nil && res.Judgement.Usage.Check() != nil
+	if !badAction && !badJudge {
+		return res
+	}
+	c := *res
+	if badAction {
+		err := res.Usage.Check()
+		c.Usage = nil
+		if c.Failure == nil {
+			c.Failure = &ActionFailure{Reason: ReasonInvalidUsage, Message: err.Error()}
+		}
+	}
+	if badJudge {
+		err := res.Judgement.Usage.Check()
+		c.Judgement = &evaluate.Result{Verdict: v1alpha1.VerdictError, Details: map[string]any{
+			"reason": ReasonInvalidUsage, "error": "the judge's call: " + err.Error()}}
+	}
+	return &c
 }
 
 // recordUsage writes what one agent action or judge call used into its
