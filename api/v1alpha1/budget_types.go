@@ -20,15 +20,16 @@ const (
 type Budget struct {
 	// maxCostUSD is the most the run may spend, in US dollars, as a
 	// decimal string ("5", "2.50"). Cost is computed from the tokens each
-	// agent action and judge call reported and the price table.
+	// agent action and judge call reported and the price table. "0" means
+	// nothing may be spent: no state that spends is entered.
 	// +optional
 	// +kubebuilder:validation:Pattern=`^[0-9]{1,9}(\.[0-9]{1,6})?$`
 	MaxCostUSD string `json:"maxCostUSD,omitempty"`
 
 	// maxTokens is the most tokens the run may use: input, output, cache
-	// read and cache creation together.
+	// read and cache creation together. 0 means none may be used.
 	// +optional
-	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Minimum=0
 	MaxTokens *int64 `json:"maxTokens,omitempty"`
 
 	// warnAt is the share of a limit, in percent, at which a warning is

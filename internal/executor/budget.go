@@ -30,10 +30,13 @@ const (
 // budget warns when spec.budget.warnAt is unset.
 const DefaultBudgetWarnAt = 80
 
-// limits is a run's budget as numbers: 0 for no limit.
+// limits is a run's budget as numbers. A limit of 0 is a limit: nothing
+// may be spent (hasCost and hasTokens say whether there is one).
 type limits struct {
 	costMicro int64
 	tokens    int64
+	hasCost   bool
+	hasTokens bool
 	warnAt    int64
 	onExceed  v1alpha1.BudgetAction
 	state     string
@@ -46,9 +49,10 @@ func (t *turn) budget() limits {
 	if b := t.m.spec.Budget; b != nil {
 		if b.MaxCostUSD != "" {
 			l.costMicro, _ = pricing.ParseUSD(b.MaxCostUSD) // validated
+			l.hasCost = true
 		}
 		if b.MaxTokens != nil {
-			l.tokens = *b.MaxTokens
+			l.tokens, l.hasTokens = *b.MaxTokens, true
 		}
 		if b.WarnAt != nil {
 			l.warnAt = int64(*b.WarnAt)
@@ -59,8 +63,8 @@ func (t *turn) budget() limits {
 		l.state = b.State
 	}
 	if s := t.run.Budget; s != nil && s.RunMaxCostMicroUSD != nil {
-		if run := *s.RunMaxCostMicroUSD; l.costMicro == 0 || run < l.costMicro {
-			l.costMicro = run
+		if run := *s.RunMaxCostMicroUSD; !l.hasCost || run < l.costMicro {
+			l.costMicro, l.hasCost = run, true
 		}
 	}
 	return l
@@ -85,7 +89,7 @@ func (m *Machine) spends(st *v1alpha1.State) bool {
 // remaining is what is left of the cost limit, in millionths of a dollar,
 // and whether there is a limit at all.
 func (l limits) remaining(costMicro int64) (int64, bool) {
-	if l.costMicro == 0 {
+	if !l.hasCost {
 		return 0, false
 	}
 	return max(l.costMicro-costMicro, 0), true
@@ -94,9 +98,9 @@ func (l limits) remaining(costMicro int64) (int64, bool) {
 // exceeded says what of the budget is spent, "" when nothing is.
 func (l limits) exceeded(costMicro, tokens int64) string {
 	switch {
-	case l.costMicro > 0 && costMicro >= l.costMicro:
+	case l.hasCost && costMicro >= l.costMicro:
 		return fmt.Sprintf("spent $%s of its $%s budget", pricing.FormatUSD(costMicro), pricing.FormatUSD(l.costMicro))
-	case l.tokens > 0 && tokens >= l.tokens:
+	case l.hasTokens && tokens >= l.tokens:
 		return fmt.Sprintf("used %d of its %d tokens", tokens, l.tokens)
 	}
 	return ""
@@ -124,10 +128,10 @@ func (t *turn) checkBudget(st *v1alpha1.State) (step Step, hopped, stop bool) {
 	}
 	data := map[string]any{"state": run.CurrentState, "cost_usd": pricing.MicroToUSD(cost), "tokens": tokens,
 		"action": string(l.onExceed), "reason": why}
-	if l.costMicro > 0 {
+	if l.hasCost {
 		data["max_cost_usd"] = pricing.MicroToUSD(l.costMicro)
 	}
-	if l.tokens > 0 {
+	if l.hasTokens {
 		data["max_tokens"] = l.tokens
 	}
 	msg := fmt.Sprintf("the run %s before state %s", why, run.CurrentState)
@@ -163,10 +167,10 @@ func (t *turn) resumeBudget(l limits) {
 	}
 	run.Phase = v1alpha1.PhaseRunning
 	data := map[string]any{"state": run.CurrentState}
-	if l.costMicro > 0 {
+	if l.hasCost {
 		data["max_cost_usd"] = pricing.MicroToUSD(l.costMicro)
 	}
-	if l.tokens > 0 {
+	if l.hasTokens {
 		data["max_tokens"] = l.tokens
 	}
 	t.emit(EventBudgetResumed, data)
@@ -179,10 +183,10 @@ func (t *turn) warnBudget(l limits, cost, tokens int64) {
 	var key string
 	var data map[string]any
 	switch {
-	case l.costMicro > 0 && cost*100 >= l.costMicro*l.warnAt:
+	case l.costMicro > 0 && reached(cost, l.costMicro, l.warnAt):
 		key = "cost:" + strconv.FormatInt(l.costMicro, 10)
 		data = map[string]any{"cost_usd": pricing.MicroToUSD(cost), "max_cost_usd": pricing.MicroToUSD(l.costMicro)}
-	case l.tokens > 0 && tokens*100 >= l.tokens*l.warnAt:
+	case l.tokens > 0 && reached(tokens, l.tokens, l.warnAt):
 		key = "tokens:" + strconv.FormatInt(l.tokens, 10)
 		data = map[string]any{"tokens": tokens, "max_tokens": l.tokens}
 	default:
@@ -195,6 +199,12 @@ func (t *turn) warnBudget(l limits, cost, tokens int64) {
 	data["state"] = t.run.CurrentState
 	data["warn_at_percent"] = l.warnAt
 	t.emit(EventBudgetWarning, data)
+}
+
+// reached says whether spent is at least percent of limit, without the
+// products overflowing (a limit or a count may be near the largest int64).
+func reached(spent, limit, percent int64) bool {
+	return float64(spent)*100 >= float64(limit)*float64(percent)
 }
 
 // PausedWhy says what a run paused on its budget spent of which limit.
@@ -271,8 +281,8 @@ func validateBudget(spec *v1alpha1.LoopSpec, root *field.Path) field.ErrorList {
 		if b.MaxCostUSD == "" && b.MaxTokens == nil {
 			errs = append(errs, field.Required(p, "a budget needs maxCostUSD or maxTokens"))
 		}
-		if b.MaxTokens != nil && *b.MaxTokens < 1 {
-			errs = append(errs, field.Invalid(p.Child("maxTokens"), *b.MaxTokens, "must be at least 1"))
+		if b.MaxTokens != nil && *b.MaxTokens < 0 {
+			errs = append(errs, field.Invalid(p.Child("maxTokens"), *b.MaxTokens, "must be 0 (none may be used) or more"))
 		}
 		if b.WarnAt != nil && (*b.WarnAt < 1 || *b.WarnAt > 100) {
 			errs = append(errs, field.Invalid(p.Child("warnAt"), *b.WarnAt, "must be a percentage from 1 to 100"))

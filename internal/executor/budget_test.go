@@ -300,3 +300,58 @@ func TestAgentOptionsPerState(t *testing.T) {
 		t.Errorf("efforts recorded %v", efforts)
 	}
 }
+
+// A budget of zero is a limit, not none: nothing may be spent, so no state
+// that spends is entered. spec.budget.maxCostUSD "0", maxTokens 0, the
+// run's own --max-cost 0, and the share a child gets of a spent parent.
+func TestZeroBudgetSpendsNothing(t *testing.T) {
+	for name, setup := range map[string]func() (*v1alpha1.LoopSpec, *v1alpha1.BudgetStatus){
+		"maxCostUSD 0":    func() (*v1alpha1.LoopSpec, *v1alpha1.BudgetStatus) { return spendingLoop(&v1alpha1.Budget{MaxCostUSD: "0"}), nil },
+		"maxCostUSD 0.00": func() (*v1alpha1.LoopSpec, *v1alpha1.BudgetStatus) { return spendingLoop(&v1alpha1.Budget{MaxCostUSD: "0.00"}), nil },
+		"maxTokens 0":     func() (*v1alpha1.LoopSpec, *v1alpha1.BudgetStatus) { return spendingLoop(&v1alpha1.Budget{MaxTokens: ptr.To[int64](0)}), nil },
+		"--max-cost 0": func() (*v1alpha1.LoopSpec, *v1alpha1.BudgetStatus) {
+			return spendingLoop(nil), &v1alpha1.BudgetStatus{RunMaxCostMicroUSD: ptr.To[int64](0)}
+		},
+		"a child of a spent parent": func() (*v1alpha1.LoopSpec, *v1alpha1.BudgetStatus) {
+			spec := spendingLoop(&v1alpha1.Budget{MaxCostUSD: "10"})
+			ClampBudget(spec, &v1alpha1.Budget{MaxCostUSD: pricing.FormatUSD(0), MaxTokens: ptr.To[int64](0), OnExceeded: v1alpha1.BudgetStop})
+			return spec, nil
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			spec, status := setup()
+			if errs := Validate(spec); len(errs) > 0 {
+				t.Fatalf("a zero budget is refused: %v", errs)
+			}
+			d := newBudgetDriver(t, spec)
+			d.run.Budget = status
+			s := d.drive()
+			if d.agentRuns() != 0 || d.count(EventBudgetExceeded) != 1 {
+				t.Fatalf("%s: %d agent runs, %d budget_exceeded events", s.Kind, d.agentRuns(), d.count(EventBudgetExceeded))
+			}
+		})
+	}
+	// The share a spent parent gives its child is zero, not none.
+	spec := spendingLoop(&v1alpha1.Budget{MaxCostUSD: "1", OnExceeded: v1alpha1.BudgetRoute, State: "sub"})
+	spec.States["sub"] = v1alpha1.State{Loop: "inner", OnSuccess: "done"}
+	m, err := New("parent", spec, Options{Prices: dollarPrices(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := &v1alpha1.RunState{}
+	m.Start(run, "p", t0)
+	run.Usage = &v1alpha1.UsageStatus{UsageTotals: v1alpha1.UsageTotals{CostMicroUSD: 2_000_000}}
+	step, _ := m.Plan(run, t0)
+	if step.Kind != StepLoop || step.Loop.Budget == nil {
+		t.Fatalf("step %v in %s: %+v", step.Kind, run.CurrentState, step.Loop)
+	}
+	if c, err := pricing.ParseUSD(step.Loop.Budget.MaxCostUSD); err != nil || c != 0 {
+		t.Fatalf("the child's share %q", step.Loop.Budget.MaxCostUSD)
+	}
+	child := spendingLoop(nil)
+	ClampBudget(child, step.Loop.Budget)
+	d := newBudgetDriver(t, child)
+	if d.drive(); d.agentRuns() != 0 {
+		t.Fatalf("the child of a spent parent ran %d agent actions", d.agentRuns())
+	}
+}

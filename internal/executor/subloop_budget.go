@@ -14,7 +14,7 @@ import (
 // parent routes on its own next check).
 func (t *turn) subLoopBudget() *v1alpha1.Budget {
 	l := t.budget()
-	if l.costMicro == 0 && l.tokens == 0 {
+	if !l.hasCost && !l.hasTokens {
 		return nil
 	}
 	cost, tokens := spent(t.run)
@@ -22,10 +22,10 @@ func (t *turn) subLoopBudget() *v1alpha1.Budget {
 	if l.onExceed != v1alpha1.BudgetPause {
 		b.OnExceeded = v1alpha1.BudgetStop
 	}
-	if l.costMicro > 0 {
+	if l.hasCost {
 		b.MaxCostUSD = pricing.FormatUSD(max(l.costMicro-cost, 0))
 	}
-	if l.tokens > 0 {
+	if l.hasTokens {
 		left := max(l.tokens-tokens, 0)
 		b.MaxTokens = &left
 	}
