@@ -11,6 +11,7 @@ import (
 
 func newUICommand(g *globals, k *kube) *cobra.Command {
 	var listen string
+	var allowHosts []string
 	cmd := &cobra.Command{
 		Use:   "ui",
 		Short: "Serve a live web view of the local runs and the cluster's Loops (state graph, where each run is, timeline)",
@@ -29,7 +30,7 @@ prints the URL it serves; it listens on localhost unless told otherwise.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), stopSignals...)
 			defer stop()
-			srv := &ui.Server{LoopsDir: g.loopsDir, Files: g.fileOptions(), User: whoami()}
+			srv := &ui.Server{LoopsDir: g.loopsDir, Files: g.fileOptions(), User: whoami(), AllowedHosts: allowHosts}
 			if err := k.connect(); err == nil {
 				srv.Cluster = &ui.Cluster{Client: k.c, Namespace: k.namespace, Pods: k.cs}
 			} else {
@@ -41,5 +42,6 @@ prints the URL it serves; it listens on localhost unless told otherwise.`,
 		},
 	}
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:0", "address to serve at, HOST:PORT (port 0: a free one)")
+	cmd.Flags().StringSliceVar(&allowHosts, "allow-host", nil, "a host name requests may name besides localhost and IP addresses (an Ingress's); every other name is refused, against DNS rebinding")
 	return cmd
 }

@@ -14,10 +14,12 @@ import (
 
 const askLoop = `name: ask
 initial: ask
+context:
+  version: "1.2"
 states:
   ask:
     approval:
-      message: ship it?
+      message: ship ${context.version}?
     on_approved: done
     on_rejected: stop
   done:
@@ -83,7 +85,8 @@ func TestAnswerALocalApprovalOnThePage(t *testing.T) {
 	if d.Approval == nil {
 		t.Fatalf("the run never waited for its approval: %+v", d)
 	}
-	if a := d.Approval; a.State != "ask" || !a.CanAnswer || !strings.Contains(a.Who, "you (ana)") || !strings.Contains(a.Command, "looprun approve ask") {
+	// The question as asked, its template expanded.
+	if a := d.Approval; a.State != "ask" || a.Message != "ship 1.2?" || !a.CanAnswer || !strings.Contains(a.Who, "you (ana)") || !strings.Contains(a.Command, "looprun approve ask") {
 		t.Fatalf("approval %+v", a)
 	}
 
@@ -91,13 +94,14 @@ func TestAnswerALocalApprovalOnThePage(t *testing.T) {
 		why     string
 		body    string
 		headers map[string]string
+		code    int
 	}{
-		{"no answer header", `{"approve": true}`, map[string]string{AnswerHeader: ""}},
-		{"a form, as another site's page posts", "approve=true", map[string]string{"Content-Type": "application/x-www-form-urlencoded"}},
-		{"a host name of another site (DNS rebinding)", `{"approve": true}`, map[string]string{"Host": "attacker.example:80"}},
-		{"not JSON of an answer", `{"approve": "yes"}`, nil},
+		{"no answer header", `{"approve": true}`, map[string]string{AnswerHeader: ""}, http.StatusForbidden},
+		{"a form, as another site's page posts", "approve=true", map[string]string{"Content-Type": "application/x-www-form-urlencoded"}, http.StatusForbidden},
+		{"a host name of another site (DNS rebinding)", `{"approve": true}`, map[string]string{"Host": "attacker.example:80"}, http.StatusMisdirectedRequest},
+		{"not JSON of an answer", `{"approve": "yes"}`, nil, http.StatusForbidden},
 	} {
-		if code, body := post(t, base+"/approval", bad.body, bad.headers); code != http.StatusForbidden {
+		if code, body := post(t, base+"/approval", bad.body, bad.headers); code != bad.code {
 			t.Errorf("%s: %d %s", bad.why, code, body)
 		}
 	}

@@ -111,7 +111,7 @@ func (s *Server) clusterDetail(w http.ResponseWriter, r *http.Request) {
 // clusterAnswer approves or rejects what the Loop waits for, as the viewer
 // (their credentials: the API server and the admission policy decide).
 func (s *Server) clusterAnswer(w http.ResponseWriter, r *http.Request) {
-	req, err := readAnswer(r)
+	req, err := readAnswer(w, r)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusForbidden)
 		return
@@ -207,6 +207,11 @@ func (s *Server) clusterStream(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	done, ok := s.openStream(w)
+	if !ok {
+		return
+	}
+	defer done()
 	ns, name := r.PathValue("ns"), r.PathValue("name")
 	watch, err := s.Cluster.Client.Watch(r.Context(), &v1alpha1.LoopList{}, client.InNamespace(ns),
 		client.MatchingFieldsSelector{Selector: fields.OneTermEqualSelector("metadata.name", name)})

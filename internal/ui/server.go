@@ -18,7 +18,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fsnotify/fsnotify"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/looprun/looprun/api/v1alpha1"
@@ -47,10 +46,17 @@ type Server struct {
 	// User names who answers a local run's approval on the page (the
 	// person who started looprun ui).
 	User string
+	// AllowedHosts are the host names, besides localhost and IP
+	// addresses, that requests may name (an Ingress's, a Service's).
+	AllowedHosts []string
 
 	mu sync.Mutex
 	// runs follows each run's event log, by name.
 	runs map[string]*follower
+	// streams is how many event streams are open (MaxStreams at most).
+	streams int
+	// watch shares one file watcher among the local streams.
+	watch dirWatch
 }
 
 // follower reads one run's event log as it grows: a local run's file, or
@@ -107,17 +113,46 @@ func (s *Server) Handler() http.Handler {
 		}
 		files.ServeHTTP(w, r)
 	})
-	return securityHeaders(mux)
+	return s.guard(mux)
 }
 
-// securityHeaders keep the page to itself: no frames, no other origins.
-func securityHeaders(h http.Handler) http.Handler {
+// guard keeps the page to itself: no frames, no other origins, and no
+// request through a host name it does not answer to. Every request is
+// checked, not only answers: a page of another site that made its own DNS
+// name point at this machine (DNS rebinding) would otherwise read the
+// runs, and with a kubeconfig the cluster's Loops and Pod logs, as the
+// viewer.
+func (s *Server) guard(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Security-Policy", "default-src 'self'; style-src 'self' 'unsafe-inline'; frame-ancestors 'none'")
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		w.Header().Set("Referrer-Policy", "no-referrer")
+		if !s.knownHost(r.Host) {
+			http.Error(w, fmt.Sprintf("looprun ui answers at localhost or an IP address, not %q (--allow-host NAME adds a name)", r.Host), http.StatusMisdirectedRequest)
+			return
+		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// knownHost says whether a request's Host may reach the view: an IP
+// address (what no other site's DNS name can be), localhost, or a name
+// given with AllowedHosts.
+func (s *Server) knownHost(hostport string) bool {
+	host, _, err := net.SplitHostPort(hostport)
+	if err != nil {
+		host = hostport
+	}
+	host = strings.TrimSuffix(strings.ToLower(host), ".")
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") || net.ParseIP(strings.Trim(host, "[]")) != nil {
+		return true
+	}
+	for _, h := range s.AllowedHosts {
+		if strings.EqualFold(strings.TrimSuffix(h, "."), host) {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *Server) now() time.Time {
@@ -296,7 +331,7 @@ func (s *Server) detail(w http.ResponseWriter, r *http.Request) {
 // answer approves or rejects what a local run waits for, as looprun
 // approve and reject do (the answer file the run reads).
 func (s *Server) answer(w http.ResponseWriter, r *http.Request) {
-	req, err := readAnswer(r)
+	req, err := readAnswer(w, r)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusForbidden)
 		return
@@ -325,18 +360,23 @@ type answerRequest struct {
 }
 
 // readAnswer reads an answer that answerableFrom lets through.
-func readAnswer(r *http.Request) (answerRequest, error) {
+func readAnswer(w http.ResponseWriter, r *http.Request) (answerRequest, error) {
 	var req answerRequest
 	if err := answerableFrom(r); err != nil {
 		return req, err
 	}
 	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, 16<<10))
+	// A body sent slowly holds the handler no longer than this.
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(answerReadTimeout))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
 		return req, fmt.Errorf("an answer is JSON {\"approve\": true|false, \"message\": \"...\"}: %w", err)
 	}
 	return req, nil
 }
+
+// answerReadTimeout bounds the reading of an answer's body.
+const answerReadTimeout = 10 * time.Second
 
 // AnswerHeader must be on an answer: a page of another site cannot send it
 // without the browser asking first (a CORS preflight, never allowed here).
@@ -403,7 +443,13 @@ func (s *Server) describeRun(spec *v1alpha1.LoopSpec, run *v1alpha1.RunState, sm
 	}
 	if a := run.Action; a != nil && run.Phase == v1alpha1.PhaseRunning {
 		if st, ok := spec.States[a.State]; ok && st.Approval != nil {
-			d.Approval = &Approval{State: a.State, Message: st.Approval.Message,
+			// The question as it was asked (its templates expanded), not
+			// the state's template.
+			msg := st.Approval.Message
+			if a.Approval != nil {
+				msg = a.Approval.Message
+			}
+			d.Approval = &Approval{State: a.State, Message: msg,
 				Command: fmt.Sprintf("looprun approve %s   (or: looprun reject %s)", d.Name, d.Name)}
 		}
 	}
@@ -466,16 +512,17 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	watcher, err := fsnotify.NewWatcher()
+	done, ok := s.openStream(w)
+	if !ok {
+		return
+	}
+	defer done()
+	sub, err := s.watch.subscribe(filepath.Dir(store.StatePath()), filepath.Base(store.StatePath()), filepath.Base(store.EventsPath()))
 	if err != nil {
 		httpError(w, err)
 		return
 	}
-	defer watcher.Close()
-	if err := watcher.Add(filepath.Dir(store.StatePath())); err != nil {
-		httpError(w, err)
-		return
-	}
+	defer s.watch.unsubscribe(sub)
 	events.open()
 	// A state file caught between a save's steps sends nothing: the save's
 	// next notification does.
@@ -486,10 +533,6 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 	if !send() {
 		return
 	}
-	mine := func(path string) bool {
-		base := filepath.Base(path)
-		return base == filepath.Base(store.StatePath()) || base == filepath.Base(store.EventsPath())
-	}
 	// Notifications come in bursts (a save writes, renames, syncs): one
 	// update per burst.
 	var burst <-chan time.Time
@@ -499,11 +542,10 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-r.Context().Done():
 			return
-		case ev, ok := <-watcher.Events:
-			if !ok {
-				return
-			}
-			if burst == nil && mine(ev.Name) {
+		case <-sub.gone:
+			return // the page reconnects
+		case <-sub.changed:
+			if burst == nil {
 				burst = time.After(50 * time.Millisecond)
 			}
 		case <-burst:
@@ -514,10 +556,6 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 		case <-keepAlive.C:
 			if !events.keepAlive() {
 				return
-			}
-		case err := <-watcher.Errors:
-			if err != nil {
-				return // the runs' directory went: reconnecting starts over
 			}
 		}
 	}

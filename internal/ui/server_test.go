@@ -235,3 +235,137 @@ func TestFollowersAreBounded(t *testing.T) {
 		t.Fatal("the run just followed was forgotten")
 	}
 }
+
+// Every request names a host the view answers to (localhost, an IP
+// address, or one allowed): a page of another site whose DNS name points
+// at this machine (DNS rebinding) reads nothing, answers or not.
+func TestEveryRequestChecksItsHost(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "count.yaml")
+	if err := os.WriteFile(path, []byte(countLoop), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run(t, dir, path, "check")
+	srv := httptest.NewServer((&Server{LoopsDir: filepath.Join(dir, ".loops"), AllowedHosts: []string{"looprun.example.org"}}).Handler())
+	defer srv.Close()
+	status := func(path, host string) int {
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+path, nil)
+		req.Host = host
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, p := range []string{"/api/loops", "/api/loops/local/count", "/api/loops/local/count/timeline", "/api/loops/local/count/stream", "/", "/assets/x.js"} {
+		for _, host := range []string{"attacker.example", "attacker.example:8080", "localhost.attacker.example", "127.0.0.1.nip.example:80"} {
+			if code := status(p, host); code != http.StatusMisdirectedRequest {
+				t.Errorf("GET %s as %s: %d", p, host, code)
+			}
+		}
+	}
+	for _, host := range []string{"localhost:1", "LOCALHOST", "app.localhost", "127.0.0.1:9", "[::1]:9", "10.1.2.3:8080", "looprun.example.org", "looprun.example.org.:443"} {
+		if code := status("/api/loops", host); code != http.StatusOK {
+			t.Errorf("GET /api/loops as %s: %d", host, code)
+		}
+	}
+}
+
+// The local streams share one file watcher (one inotify instance, not one
+// per open tab), and the streams open at once are bounded.
+func TestStreamsShareOneWatcherAndAreBounded(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "count.yaml")
+	if err := os.WriteFile(path, []byte(countLoop), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run(t, dir, path, "check")
+	s := &Server{LoopsDir: filepath.Join(dir, ".loops")}
+	srv := httptest.NewServer(s.Handler())
+	defer srv.Close()
+	defer s.watch.close()
+	before := inotifyInstances(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var codes []int
+	var bodies []io.Closer
+	for range MaxStreams + 3 {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/api/loops/local/count/stream", nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		codes = append(codes, resp.StatusCode)
+		bodies = append(bodies, resp.Body)
+	}
+	defer func() {
+		for _, b := range bodies {
+			b.Close()
+		}
+	}()
+	for i, c := range codes {
+		want := http.StatusOK
+		if i >= MaxStreams {
+			want = http.StatusServiceUnavailable
+		}
+		if c != want {
+			t.Fatalf("stream %d: %d, want %d", i, c, want)
+		}
+	}
+	if n := inotifyInstances(t) - before; n > 1 {
+		t.Fatalf("%d open streams hold %d inotify instances", MaxStreams, n)
+	}
+	// Each stream still follows its run.
+	first := updatesOf(bodies[0].(io.Reader))
+	if m := <-first; m["phase"] != "completed" {
+		t.Fatalf("first update %v", m)
+	}
+	done := make(chan error, 1)
+	go func() { done <- runLoop(dir, path, "gate") }()
+	waitFor(t, first, func(m map[string]any) bool { return m["state"] == "gate" && m["phase"] == "running" })
+	last := updatesOf(bodies[MaxStreams-1].(io.Reader))
+	waitFor(t, last, func(m map[string]any) bool { return m["state"] == "gate" })
+	if err := os.WriteFile(filepath.Join(dir, "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	// Closed streams free their places.
+	for _, b := range bodies[:MaxStreams] {
+		b.Close()
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/api/loops/local/count/stream", nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the streams closed: %d", resp.StatusCode)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// inotifyInstances counts this process's inotify instances.
+func inotifyInstances(t *testing.T) int {
+	t.Helper()
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skip("no /proc/self/fd")
+	}
+	n := 0
+	for _, fd := range fds {
+		if target, err := os.Readlink(filepath.Join("/proc/self/fd", fd.Name())); err == nil && target == "anon_inode:inotify" {
+			n++
+		}
+	}
+	return n
+}
