@@ -306,9 +306,15 @@ func TestAgentOptionsPerState(t *testing.T) {
 // run's own --max-cost 0, and the share a child gets of a spent parent.
 func TestZeroBudgetSpendsNothing(t *testing.T) {
 	for name, setup := range map[string]func() (*v1alpha1.LoopSpec, *v1alpha1.BudgetStatus){
-		"maxCostUSD 0":    func() (*v1alpha1.LoopSpec, *v1alpha1.BudgetStatus) { return spendingLoop(&v1alpha1.Budget{MaxCostUSD: "0"}), nil },
-		"maxCostUSD 0.00": func() (*v1alpha1.LoopSpec, *v1alpha1.BudgetStatus) { return spendingLoop(&v1alpha1.Budget{MaxCostUSD: "0.00"}), nil },
-		"maxTokens 0":     func() (*v1alpha1.LoopSpec, *v1alpha1.BudgetStatus) { return spendingLoop(&v1alpha1.Budget{MaxTokens: ptr.To[int64](0)}), nil },
+		"maxCostUSD 0": func() (*v1alpha1.LoopSpec, *v1alpha1.BudgetStatus) {
+			return spendingLoop(&v1alpha1.Budget{MaxCostUSD: "0"}), nil
+		},
+		"maxCostUSD 0.00": func() (*v1alpha1.LoopSpec, *v1alpha1.BudgetStatus) {
+			return spendingLoop(&v1alpha1.Budget{MaxCostUSD: "0.00"}), nil
+		},
+		"maxTokens 0": func() (*v1alpha1.LoopSpec, *v1alpha1.BudgetStatus) {
+			return spendingLoop(&v1alpha1.Budget{MaxTokens: ptr.To[int64](0)}), nil
+		},
 		"--max-cost 0": func() (*v1alpha1.LoopSpec, *v1alpha1.BudgetStatus) {
 			return spendingLoop(nil), &v1alpha1.BudgetStatus{RunMaxCostMicroUSD: ptr.To[int64](0)}
 		},

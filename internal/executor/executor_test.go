@@ -2,8 +2,8 @@ package executor
 
 import (
 	"context"
-	"slices"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
