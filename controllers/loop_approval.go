@@ -55,12 +55,26 @@ func (s *step) announceApproval(e executor.Event) {
 }
 
 // answerApproval carries out an approve or reject request: the answer to
-// the approval the Loop waits for. A request with no approval waiting is
-// refused with a Warning Event.
-func (s *step) answerApproval(verb string) {
+// the approval the Loop waits for, when the request names that one (its
+// run, state and iteration). A request with no approval waiting, or naming
+// another (a stale page, a second approver, an answer meant for an earlier
+// question), is refused with a Warning Event.
+func (s *step) answerApproval(verb, req string) {
 	a := s.loop.Status.Action
 	if a == nil || a.Approval == nil || s.loop.Status.Phase.IsFinished() {
 		s.r.event(s.loop, corev1.EventTypeWarning, "NoApprovalWaiting", "Request", "%s: the Loop waits for no approval", verb)
+		return
+	}
+	waiting := v1alpha1.ApprovalTarget{RunID: s.loop.Status.RunID, State: a.State, Iteration: a.Iteration}
+	named, ok := v1alpha1.ParseApprovalTarget(req)
+	switch {
+	case !ok:
+		s.r.event(s.loop, corev1.EventTypeWarning, ReasonApprovalRefused, "Request",
+			"%s names no approval: an answer names the run, state and iteration it answers (%s), as looprun approve writes it; it waits in %s", verb, v1alpha1.ApprovalRequest(verb == v1alpha1.RequestApprove, waiting, "NONCE"), waiting)
+		return
+	case named != waiting:
+		s.r.event(s.loop, corev1.EventTypeWarning, ReasonApprovalRefused, "Request",
+			"%s answers %s, but the Loop waits in %s: not taken", verb, named, waiting)
 		return
 	}
 	// Who answered is as the request names them: the chart's admission
@@ -73,3 +87,7 @@ func (s *step) answerApproval(verb string) {
 		Message:  s.loop.Annotations[v1alpha1.ApprovalMessageAnnotation],
 	}
 }
+
+// ReasonApprovalRefused is the Event of an answer that names another
+// approval than the one waiting.
+const ReasonApprovalRefused = "ApprovalRefused"

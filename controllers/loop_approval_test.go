@@ -58,7 +58,7 @@ var _ = Describe("Approval states", func() {
 		Expect(condition(loop, v1alpha1.ReadyCondition).Message).To(ContainSubstring("ship v2?"))
 		Consistently(func(g Gomega) { g.Expect(getLoop(g, key).Status.Phase).To(Equal(v1alpha1.PhaseRunning)) }, time.Second).Should(Succeed())
 		setAnnotation(key, v1alpha1.ApprovalMessageAnnotation, "tests are green")
-		requestOn(key, v1alpha1.ApprovalRequest(true, "1"))
+		requestOn(key, v1alpha1.ApprovalRequest(true, waitingFor(loop), "1"))
 		loop = waitFinished(key)
 		Expect(loop.Status.Phase).To(Equal(v1alpha1.PhaseCompleted))
 		Expect(loop.Status.CurrentState).To(Equal("done"))
@@ -77,9 +77,9 @@ var _ = Describe("Approval states", func() {
 
 	It("routes a rejection", func() {
 		key := createLoop(ns, "rejected", gated(0))
-		waitAsking(key)
-		requestOn(key, v1alpha1.ApprovalRequest(false, "1"))
-		loop := waitFinished(key)
+		loop := waitAsking(key)
+		requestOn(key, v1alpha1.ApprovalRequest(false, waitingFor(loop), "1"))
+		loop = waitFinished(key)
 		Expect(loop.Status.CurrentState).To(Equal("stop"))
 		Expect(loop.Status.LastResult.Verdict).To(Equal(v1alpha1.VerdictRejected))
 	})
@@ -97,13 +97,47 @@ var _ = Describe("Approval states", func() {
 			"wait": {Action: "sleep 30", Next: "done"}, "done": {Terminal: true},
 		}})
 		Eventually(func(g Gomega) { g.Expect(getLoop(g, key).Status.Action).NotTo(BeNil()) }, 20*time.Second, 50*time.Millisecond).Should(Succeed())
-		requestOn(key, v1alpha1.ApprovalRequest(true, "1"))
+		requestOn(key, v1alpha1.ApprovalRequest(true, v1alpha1.ApprovalTarget{RunID: "r", State: "wait", Iteration: 1}, "1"))
 		Eventually(func() []string { return warningReasons(ns) }, 20*time.Second, 100*time.Millisecond).Should(ContainElement("NoApprovalWaiting"))
 		Expect(getLoop(Default, key).Status.Phase).To(Equal(v1alpha1.PhaseRunning))
 		requestOn(key, "stop") // its action must not outlive the spec
 		waitFinished(key)
 	})
+
+	It("takes an answer only for the approval it names: none, an earlier one or another run's is refused, and the Loop still waits", func() {
+		key := createLoop(ns, "named", gated(0))
+		loop := waitAsking(key)
+		waiting := waitingFor(loop)
+		stale := waiting
+		stale.Iteration--
+		otherRun := waiting
+		otherRun.RunID = "an-earlier-run"
+		otherState := waiting
+		otherState.State = "ship"
+		for i, req := range []string{"approve@1", "approve:x@2",
+			v1alpha1.ApprovalRequest(true, stale, "3"), v1alpha1.ApprovalRequest(true, otherRun, "4"), v1alpha1.ApprovalRequest(true, otherState, "5")} {
+			requestOn(key, req)
+			Eventually(func(g Gomega) {
+				g.Expect(getLoop(g, key).Status.LastRequest).To(Equal(req))
+			}, 20*time.Second, 50*time.Millisecond).Should(Succeed(), "request %d", i)
+			Expect(getLoop(Default, key).Status.Action.Approval).NotTo(BeNil(), "request %d answered the approval", i)
+		}
+		Eventually(func(g Gomega) {
+			notes := eventNotes(g, ns, ReasonApprovalRefused)
+			g.Expect(notes).To(ContainElement(ContainSubstring("approve names no approval")))
+			g.Expect(notes).To(ContainElement(ContainSubstring("of run an-earlier-run, but the Loop waits in state ask")))
+			g.Expect(notes).To(ContainElement(ContainSubstring("approve answers state ship at iteration")))
+		}, 20*time.Second, 100*time.Millisecond).Should(Succeed())
+		Expect(getLoop(Default, key).Status.Phase).To(Equal(v1alpha1.PhaseRunning))
+		requestOn(key, v1alpha1.ApprovalRequest(true, waiting, "6"))
+		Expect(waitFinished(key).Status.CurrentState).To(Equal("done"))
+	})
 })
+
+// waitingFor is the approval loop waits for, as an answer names it.
+func waitingFor(loop *v1alpha1.Loop) v1alpha1.ApprovalTarget {
+	return v1alpha1.ApprovalTarget{RunID: loop.Status.RunID, State: loop.Status.Action.State, Iteration: loop.Status.Action.Iteration}
+}
 
 func setAnnotation(key client.ObjectKey, k, v string) {
 	loop := &v1alpha1.Loop{}

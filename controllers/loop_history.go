@@ -103,7 +103,7 @@ func (s *step) request(ctx context.Context, req string) {
 	case v1alpha1.RequestRewind:
 		s.rewind(ctx, iteration)
 	case v1alpha1.RequestApprove, v1alpha1.RequestReject:
-		s.answerApproval(verb)
+		s.answerApproval(verb, req)
 	}
 }
 

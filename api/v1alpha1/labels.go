@@ -4,8 +4,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"net/url"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 )
@@ -98,13 +100,47 @@ func RewindRequest(iteration int32, nonce string) string {
 	return withNonce(fmt.Sprintf("%s:%d", RequestRewind, iteration), nonce)
 }
 
-// ApprovalRequest is the annotation value that answers an approval
-// state: approve, or reject.
-func ApprovalRequest(approved bool, nonce string) string {
+// ApprovalTarget names the approval an answer answers: the run, the
+// state waiting and the iteration it waits at. An answer that names
+// another approval than the one waiting (a stale page, a second approver,
+// an answer meant for an earlier question) is refused.
+type ApprovalTarget struct {
+	RunID     string
+	State     string
+	Iteration int32
+}
+
+// String is the target as people read it.
+func (t ApprovalTarget) String() string {
+	return fmt.Sprintf("state %s at iteration %d of run %s", t.State, t.Iteration, t.RunID)
+}
+
+// ApprovalRequest is the annotation value that answers the approval t:
+// approve:ITERATION:RUN:STATE or reject:…, the run and state
+// query-escaped, then the nonce.
+func ApprovalRequest(approved bool, t ApprovalTarget, nonce string) string {
+	verb := RequestReject
 	if approved {
-		return withNonce(RequestApprove, nonce)
+		verb = RequestApprove
 	}
-	return withNonce(RequestReject, nonce)
+	return withNonce(fmt.Sprintf("%s:%d:%s:%s", verb, t.Iteration, url.QueryEscape(t.RunID), url.QueryEscape(t.State)), nonce)
+}
+
+// ParseApprovalTarget reads the approval an approve or reject request
+// names; false when it names none (or is no such request).
+func ParseApprovalTarget(s string) (ApprovalTarget, bool) {
+	req, _, _ := strings.Cut(s, "@")
+	parts := strings.SplitN(strings.TrimRightFunc(req, unicode.IsSpace), ":", 4)
+	if len(parts) != 4 || (parts[0] != RequestApprove && parts[0] != RequestReject) {
+		return ApprovalTarget{}, false
+	}
+	it, err := strconv.ParseInt(parts[1], 10, 32)
+	run, err1 := url.QueryUnescape(parts[2])
+	state, err2 := url.QueryUnescape(parts[3])
+	if err != nil || err1 != nil || err2 != nil || it < 0 || run == "" || state == "" {
+		return ApprovalTarget{}, false
+	}
+	return ApprovalTarget{RunID: run, State: state, Iteration: int32(it)}, true
 }
 
 func withNonce(req, nonce string) string {

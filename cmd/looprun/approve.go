@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/looprun/looprun/internal/approval"
 )
@@ -39,11 +40,11 @@ func newApprovalCommand(g *globals, k *kube, approve bool) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			ans, err := store.WriteAnswer(approve, whoami(), message, time.Now())
+			ans, err := store.WriteAnswer(approve, whoami(), message, nil, time.Now())
 			if err != nil {
 				return &exitError{code: 1, msg: err.Error()}
 			}
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s: state %s (iteration %d) %sd\n", name, ans.State, ans.Iteration, verb)
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s: state %s (iteration %d) %s\n", name, ans.State, ans.Iteration, answered(approve))
 			return err
 		},
 	}
@@ -66,17 +67,24 @@ func (k *kube) answerApproval(ctx context.Context, out io.Writer, name string, a
 	if err != nil {
 		return err
 	}
-	a, err := approval.Answer(ctx, k.c, loop, approve, message, k.clock())
-	if errors.Is(err, approval.ErrNotWaiting) {
+	a, err := approval.Answer(ctx, k.c, loop, approve, message, nil, k.clock())
+	if errors.Is(err, approval.ErrNotWaiting) || errors.Is(err, approval.ErrAnswered) {
 		return &exitError{code: 1, msg: err.Error()}
+	}
+	if apierrors.IsConflict(err) {
+		return &exitError{code: 1, msg: fmt.Sprintf("loop/%s changed while it was answered (another answer?): look again with looprun get loop/%s", name, name)}
 	}
 	if err != nil {
 		return err
 	}
-	verb := "rejected"
-	if approve {
-		verb = "approved"
-	}
-	_, err = fmt.Fprintf(out, "loop/%s: state %s (iteration %d) %s\n", name, a.State, a.Iteration, verb)
+	_, err = fmt.Fprintf(out, "loop/%s: state %s (iteration %d) %s\n", name, a.State, a.Iteration, answered(approve))
 	return err
+}
+
+// answered is the verdict an answer gives, as a word.
+func answered(approve bool) string {
+	if approve {
+		return "approved"
+	}
+	return "rejected"
 }

@@ -67,24 +67,57 @@ func MayAnswer(ctx context.Context, c client.Client, ns, name string) (bool, err
 	return true, nil
 }
 
+// ErrAnswered is returned when the approval waiting has an answer the
+// operator has not taken yet: a second answer would replace it unseen.
+var ErrAnswered = errors.New("was answered already")
+
+// ErrStale is returned for an answer to an approval the Loop no longer
+// waits for.
+var ErrStale = errors.New("no longer waits for that approval")
+
+// Target is the approval loop waits for, as an answer names it.
+func Target(loop *v1alpha1.Loop) (v1alpha1.ApprovalTarget, bool) {
+	a := Waiting(loop)
+	if a == nil {
+		return v1alpha1.ApprovalTarget{}, false
+	}
+	return v1alpha1.ApprovalTarget{RunID: loop.Status.RunID, State: a.State, Iteration: a.Iteration}, true
+}
+
 // Answer writes an approve or reject request, with message, on loop (read
-// just before) and returns the approval it answers.
-func Answer(ctx context.Context, c client.Client, loop *v1alpha1.Loop, approve bool, message string, now time.Time) (*v1alpha1.ActionStatus, error) {
+// just before) and returns the approval it answers. With want, the answer
+// is to that approval only (the one the person was shown): one the Loop no
+// longer waits for is ErrStale. The request names the approval, and the
+// operator takes it only while that one waits.
+func Answer(ctx context.Context, c client.Client, loop *v1alpha1.Loop, approve bool, message string, want *v1alpha1.ApprovalTarget, now time.Time) (*v1alpha1.ActionStatus, error) {
 	a := Waiting(loop)
 	if a == nil {
 		return nil, fmt.Errorf("loop/%s %w", loop.Name, ErrNotWaiting)
+	}
+	target, _ := Target(loop)
+	if want != nil && *want != target {
+		return nil, fmt.Errorf("loop/%s %w (%s): it waits in %s", loop.Name, ErrStale, *want, target)
+	}
+	if pending := loop.Annotations[v1alpha1.RequestAnnotation]; pending != "" && pending != loop.Status.LastRequest {
+		if named, ok := v1alpha1.ParseApprovalTarget(pending); ok && named == target {
+			verb, _, _ := v1alpha1.ParseRequest(pending)
+			return nil, fmt.Errorf("loop/%s: %s %w (%s by %s), not yet taken by the operator", loop.Name, target, ErrAnswered,
+				verb, loop.Annotations[v1alpha1.ApprovedByAnnotation])
+		}
 	}
 	me, err := WhoAmI(ctx, c)
 	if err != nil {
 		return nil, err
 	}
-	patch := client.MergeFrom(loop.DeepCopy())
+	// At the resourceVersion read: an answer written meanwhile makes this
+	// one fail, not replace it unseen.
+	patch := client.MergeFromWithOptions(loop.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	if loop.Annotations == nil {
 		loop.Annotations = map[string]string{}
 	}
 	loop.Annotations[v1alpha1.ApprovalMessageAnnotation] = message
 	loop.Annotations[v1alpha1.ApprovedByAnnotation] = me
-	loop.Annotations[v1alpha1.RequestAnnotation] = v1alpha1.ApprovalRequest(approve, fmt.Sprint(now.UnixNano()))
+	loop.Annotations[v1alpha1.RequestAnnotation] = v1alpha1.ApprovalRequest(approve, target, fmt.Sprint(now.UnixNano()))
 	if err := c.Patch(ctx, loop, patch); err != nil {
 		return nil, err
 	}

@@ -19,6 +19,9 @@ const (
 
 // ApprovalRequest is what an approval state asks a person.
 type ApprovalRequest struct {
+	// RunID, State and Iteration name the approval: an answer names them
+	// and is taken only for this one.
+	RunID     string
 	State     string
 	Iteration int32
 	// Message is the question, its templates expanded.
@@ -63,7 +66,7 @@ func (t *turn) approval(st *v1alpha1.State) Step {
 // awaiting is the step of the approval in flight.
 func (t *turn) awaiting() Step {
 	a := t.run.Action
-	req := &ApprovalRequest{State: a.State, Iteration: a.Iteration, Message: a.Approval.Message}
+	req := &ApprovalRequest{RunID: t.run.RunID, State: a.State, Iteration: a.Iteration, Message: a.Approval.Message}
 	if d := a.Approval.Deadline; d != nil {
 		req.Deadline = d.Time
 	}

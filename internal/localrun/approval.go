@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/executor"
 	"github.com/looprun/looprun/internal/safefile"
 )
@@ -24,10 +25,11 @@ type Approver interface {
 }
 
 // Answer is a person's answer to a local run's approval, as looprun approve
-// and looprun reject write it beside the run's state file. State and
+// and looprun reject write it beside the run's state file. Run, State and
 // Iteration name the approval answered, so an answer never reaches a later
-// one.
+// one, nor another run's (one a killed run left).
 type Answer struct {
+	Run       string `json:"run"`
 	State     string `json:"state"`
 	Iteration int32  `json:"iteration"`
 	Approved  bool   `json:"approved"`
@@ -39,8 +41,18 @@ type Answer struct {
 // ErrNoApprovalWaiting is returned when a run waits for no approval.
 var ErrNoApprovalWaiting = errors.New("waits for no approval")
 
-// WriteAnswer answers the approval the store's run waits for.
-func (s *Store) WriteAnswer(approved bool, by, message string, now time.Time) (*Answer, error) {
+// ErrStaleAnswer is returned for an answer to an approval the run no
+// longer waits for.
+var ErrStaleAnswer = errors.New("no longer waits for that approval")
+
+// ErrAnswered is returned when the approval waiting has an answer the run
+// has not read yet: a second answer would replace it unseen.
+var ErrAnswered = errors.New("was answered already")
+
+// WriteAnswer answers the approval the store's run waits for; with want,
+// only that approval (the one the person was shown). A second answer to
+// an approval whose first is not read yet is refused, not put in its place.
+func (s *Store) WriteAnswer(approved bool, by, message string, want *v1alpha1.ApprovalTarget, now time.Time) (*Answer, error) {
 	sf, err := ReadStateFile(s.StatePath())
 	if err != nil {
 		return nil, err
@@ -49,7 +61,11 @@ func (s *Store) WriteAnswer(approved bool, by, message string, now time.Time) (*
 	if sf.Status != StatusRunning || a == nil || a.Approval == nil {
 		return nil, fmt.Errorf("loop %s %w", s.name, ErrNoApprovalWaiting)
 	}
-	ans := &Answer{State: a.State, Iteration: a.Iteration, Approved: approved, By: by, Message: message, At: now.UTC().Format(time.RFC3339)}
+	waiting := v1alpha1.ApprovalTarget{RunID: sf.RunID, State: a.State, Iteration: a.Iteration}
+	if want != nil && *want != waiting {
+		return nil, fmt.Errorf("loop %s %w (%s): it waits in %s", s.name, ErrStaleAnswer, *want, waiting)
+	}
+	ans := &Answer{Run: sf.RunID, State: a.State, Iteration: a.Iteration, Approved: approved, By: by, Message: message, At: now.UTC().Format(time.RFC3339)}
 	data, err := json.Marshal(ans)
 	if err != nil {
 		return nil, err
@@ -57,7 +73,52 @@ func (s *Store) WriteAnswer(approved bool, by, message string, now time.Time) (*
 	if err := s.mkdir(); err != nil {
 		return nil, err
 	}
-	return ans, safefile.WriteFile(s.AnswerPath(), data)
+	if prev, ok := s.readAnswer(); ok {
+		if prev.Run == ans.Run && prev.State == ans.State && prev.Iteration == ans.Iteration {
+			verdict := "rejected"
+			if prev.Approved {
+				verdict = "approved"
+			}
+			return nil, fmt.Errorf("loop %s: %s %w (%s by %s), not yet read by the run", s.name, waiting, ErrAnswered, verdict, cmp.Or(prev.By, "someone"))
+		}
+		_ = os.Remove(s.AnswerPath()) // an answer to another approval: never read
+	}
+	return ans, exclusiveWrite(s.AnswerPath(), data)
+}
+
+// readAnswer is the answer file's answer, if there is one to read.
+func (s *Store) readAnswer() (Answer, bool) {
+	var a Answer
+	data, err := safefile.Read(s.AnswerPath(), 64<<10)
+	return a, err == nil && json.Unmarshal(data, &a) == nil
+}
+
+// exclusiveWrite writes data at path whole, unless a file is there: a
+// temporary file linked to path (which fails when path exists), then
+// removed.
+func exclusiveWrite(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	_, err = tmp.Write(data)
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	if err := os.Link(tmp.Name(), path); err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return fmt.Errorf("%s: %w by another answer just now", path, ErrAnswered)
+		}
+		return err
+	}
+	return nil
 }
 
 // AnswerPath is where an answer to the run's approval is written.
@@ -102,8 +163,8 @@ func (f *fileApprover) read(req *executor.ApprovalRequest) *executor.ApprovalAns
 	}
 	_ = os.Remove(f.path)
 	var a Answer
-	if json.Unmarshal(data, &a) != nil || a.State != req.State || a.Iteration != req.Iteration {
-		return nil
+	if json.Unmarshal(data, &a) != nil || a.Run != req.RunID || a.State != req.State || a.Iteration != req.Iteration {
+		return nil // another approval's, or another run's (a killed run left it)
 	}
 	return &executor.ApprovalAnswer{Approved: a.Approved, By: a.By, Message: a.Message}
 }

@@ -3,6 +3,7 @@ package ui
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -109,7 +110,21 @@ func TestAnswerALocalApprovalOnThePage(t *testing.T) {
 		t.Fatalf("a refused answer was written: %v", err)
 	}
 
-	code, body := post(t, base+"/approval", `{"approve": false, "message": "not today"}`, nil)
+	// A stale page's answer (another run's, an earlier iteration's) and
+	// one naming no approval are refused.
+	a := d.Approval
+	for _, stale := range []string{
+		fmt.Sprintf(`{"approve": true, "run": "a-killed-run", "state": %q, "iteration": %d}`, a.State, a.Iteration),
+		fmt.Sprintf(`{"approve": true, "run": %q, "state": %q, "iteration": %d}`, a.Run, a.State, a.Iteration+1),
+	} {
+		if code, body := post(t, base+"/approval", stale, nil); code != http.StatusConflict || !strings.Contains(body, "no longer waits for that approval") {
+			t.Fatalf("a stale answer %s: %d %s", stale, code, body)
+		}
+	}
+	if code, body := post(t, base+"/approval", `{"approve": true}`, nil); code != http.StatusForbidden {
+		t.Fatalf("an answer naming no approval: %d %s", code, body)
+	}
+	code, body := post(t, base+"/approval", fmt.Sprintf(`{"approve": false, "message": "not today", "run": %q, "state": %q, "iteration": %d}`, a.Run, a.State, a.Iteration), nil)
 	var ans Answered
 	if code != http.StatusOK || json.Unmarshal([]byte(body), &ans) != nil || ans.State != "ask" || ans.Approved {
 		t.Fatalf("the answer: %d %s", code, body)
@@ -123,7 +138,7 @@ func TestAnswerALocalApprovalOnThePage(t *testing.T) {
 		d.States["ask"].Details["by"] != "ana" || d.States["ask"].Details["message"] != "not today" {
 		t.Fatalf("after the answer: %+v", d)
 	}
-	if code, body := post(t, base+"/approval", `{"approve": true}`, nil); code != http.StatusConflict {
+	if code, body := post(t, base+"/approval", fmt.Sprintf(`{"approve": true, "run": %q, "state": %q, "iteration": %d}`, a.Run, a.State, a.Iteration), nil); code != http.StatusConflict {
 		t.Fatalf("an answer to a run that waits for nothing: %d %s", code, body)
 	}
 }

@@ -121,8 +121,8 @@ func (s *Server) clusterAnswer(w http.ResponseWriter, r *http.Request) {
 		clusterError(w, err)
 		return
 	}
-	a, err := approval.Answer(r.Context(), s.Cluster.Client, loop, req.Approve, req.Message, s.now())
-	if errors.Is(err, approval.ErrNotWaiting) {
+	a, err := approval.Answer(r.Context(), s.Cluster.Client, loop, req.Approve, req.Message, req.target(), s.now())
+	if errors.Is(err, approval.ErrNotWaiting) || errors.Is(err, approval.ErrStale) || errors.Is(err, approval.ErrAnswered) {
 		http.Error(w, err.Error(), http.StatusConflict)
 		return
 	}

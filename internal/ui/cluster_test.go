@@ -268,16 +268,38 @@ func TestClusterApprovalAndPod(t *testing.T) {
 	if a := d.Approval; a == nil || !a.CanAnswer || !strings.Contains(a.Who, "you do") {
 		t.Fatalf("the approver's approval: %+v", d.Approval)
 	}
-	code, body := post(t, admin.URL+base+"/approval", `{"approve": true, "message": "green"}`, nil)
+	// A page gone stale (another iteration, another run) answers nothing;
+	// an answer naming no approval neither.
+	a := d.Approval
+	for _, stale := range []string{
+		fmt.Sprintf(`{"approve": true, "run": %q, "state": %q, "iteration": %d}`, a.Run, a.State, a.Iteration-1),
+		fmt.Sprintf(`{"approve": true, "run": "another-run", "state": %q, "iteration": %d}`, a.State, a.Iteration),
+	} {
+		if code, body := post(t, admin.URL+base+"/approval", stale, nil); code != http.StatusConflict || !strings.Contains(body, "no longer waits for that approval") {
+			t.Fatalf("a stale page's answer %s: %d %s", stale, code, body)
+		}
+	}
+	if code, body := post(t, admin.URL+base+"/approval", `{"approve": true}`, nil); code != http.StatusForbidden {
+		t.Fatalf("an answer naming no approval: %d %s", code, body)
+	}
+	answer := fmt.Sprintf(`{"approve": true, "message": "green", "run": %q, "state": %q, "iteration": %d}`, a.Run, a.State, a.Iteration)
+	code, body := post(t, admin.URL+base+"/approval", answer, nil)
 	if code != http.StatusOK || !strings.Contains(body, `"state":"ask"`) {
 		t.Fatalf("the approver's answer: %d %s", code, body)
 	}
 	if err := c.Get(ctx, client.ObjectKeyFromObject(loop), loop); err != nil {
 		t.Fatal(err)
 	}
-	if req := loop.Annotations[v1alpha1.RequestAnnotation]; !strings.HasPrefix(req, v1alpha1.RequestApprove+"@") ||
+	named, ok := v1alpha1.ParseApprovalTarget(loop.Annotations[v1alpha1.RequestAnnotation])
+	if req := loop.Annotations[v1alpha1.RequestAnnotation]; !strings.HasPrefix(req, v1alpha1.RequestApprove+":") || !ok ||
+		named != (v1alpha1.ApprovalTarget{RunID: a.Run, State: a.State, Iteration: a.Iteration}) ||
 		loop.Annotations[v1alpha1.ApprovedByAnnotation] == "" || loop.Annotations[v1alpha1.ApprovalMessageAnnotation] != "green" {
 		t.Fatalf("the Loop's annotations after the answer: %v", loop.Annotations)
+	}
+	// A second answer before the operator took the first is refused, not
+	// put in its place.
+	if code, body := post(t, admin.URL+base+"/approval", strings.Replace(answer, "true", "false", 1), nil); code != http.StatusConflict || !strings.Contains(body, "was answered already") {
+		t.Fatalf("a second answer: %d %s", code, body)
 	}
 }
 

@@ -73,6 +73,10 @@ type Usage struct {
 // Approval is the approval the run waits for: who may answer it, the
 // command that does, and whether this viewer may answer it on the page.
 type Approval struct {
+	// Run, State and Iteration name the approval: an answer sends them
+	// back, and is taken only while that one waits.
+	Run       string `json:"run"`
+	Iteration int32  `json:"iteration"`
 	State     string `json:"state"`
 	Message   string `json:"message,omitempty"`
 	Command   string `json:"command"`

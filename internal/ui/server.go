@@ -341,8 +341,8 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request) {
 		httpError(w, err)
 		return
 	}
-	ans, err := store.WriteAnswer(req.Approve, s.User, req.Message, s.now())
-	if errors.Is(err, localrun.ErrNoApprovalWaiting) {
+	ans, err := store.WriteAnswer(req.Approve, s.User, req.Message, req.target(), s.now())
+	if errors.Is(err, localrun.ErrNoApprovalWaiting) || errors.Is(err, localrun.ErrStaleAnswer) || errors.Is(err, localrun.ErrAnswered) {
 		http.Error(w, err.Error(), http.StatusConflict)
 		return
 	}
@@ -353,10 +353,20 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, Answered{State: ans.State, Iteration: ans.Iteration, Approved: ans.Approved})
 }
 
-// answerRequest is the body of an approval's answer.
+// answerRequest is the body of an approval's answer: the answer, and the
+// approval it answers (as the page showed it: a stale page answers
+// nothing).
 type answerRequest struct {
-	Approve bool   `json:"approve"`
-	Message string `json:"message"`
+	Approve   bool   `json:"approve"`
+	Message   string `json:"message"`
+	Run       string `json:"run"`
+	State     string `json:"state"`
+	Iteration int32  `json:"iteration"`
+}
+
+// target is the approval the answer names.
+func (a answerRequest) target() *v1alpha1.ApprovalTarget {
+	return &v1alpha1.ApprovalTarget{RunID: a.Run, State: a.State, Iteration: a.Iteration}
 }
 
 // readAnswer reads an answer that answerableFrom lets through.
@@ -369,8 +379,12 @@ func readAnswer(w http.ResponseWriter, r *http.Request) (answerRequest, error) {
 	// A body sent slowly holds the handler no longer than this.
 	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(answerReadTimeout))
 	dec.DisallowUnknownFields()
+	const form = `an answer is JSON {"approve": true|false, "message": "...", "run": RUN, "state": STATE, "iteration": N}`
 	if err := dec.Decode(&req); err != nil {
-		return req, fmt.Errorf("an answer is JSON {\"approve\": true|false, \"message\": \"...\"}: %w", err)
+		return req, fmt.Errorf("%s: %w", form, err)
+	}
+	if req.Run == "" || req.State == "" {
+		return req, fmt.Errorf("%s: it names the approval it answers", form)
 	}
 	return req, nil
 }
@@ -449,7 +463,7 @@ func (s *Server) describeRun(spec *v1alpha1.LoopSpec, run *v1alpha1.RunState, sm
 			if a.Approval != nil {
 				msg = a.Approval.Message
 			}
-			d.Approval = &Approval{State: a.State, Message: msg,
+			d.Approval = &Approval{Run: run.RunID, State: a.State, Iteration: a.Iteration, Message: msg,
 				Command: fmt.Sprintf("looprun approve %s   (or: looprun reject %s)", d.Name, d.Name)}
 		}
 	}

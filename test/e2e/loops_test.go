@@ -309,16 +309,18 @@ var _ = Describe("Loops on a real node", func() {
 			"done":    {Terminal: true},
 			"stopped": {Terminal: true},
 		}})
+		var waiting v1alpha1.ApprovalTarget
 		Eventually(func(g Gomega) {
 			loop := getLoop(g, key)
 			g.Expect(loop.Status.Action).NotTo(BeNil())
 			g.Expect(loop.Status.Action.Approval).NotTo(BeNil())
+			waiting = v1alpha1.ApprovalTarget{RunID: loop.Status.RunID, State: loop.Status.Action.State, Iteration: loop.Status.Action.Iteration}
 		}, time.Minute, time.Second).Should(Succeed())
 		// bob may edit Loops in the namespace, but not approve them.
 		run("kubectl", "create", "role", "loop-editor", "-n", ns, "--verb=get,patch,update", "--resource=loops.looprun.io")
 		run("kubectl", "create", "rolebinding", "editors", "-n", ns, "--role=loop-editor", "--user=bob")
 		denied := exec.Command("kubectl", "annotate", "--overwrite", "-n", ns, "--as", "bob", "loop/gate",
-			v1alpha1.RequestAnnotation+"=approve@1", v1alpha1.ApprovedByAnnotation+"=bob")
+			v1alpha1.RequestAnnotation+"="+v1alpha1.ApprovalRequest(true, waiting, "1"), v1alpha1.ApprovedByAnnotation+"=bob")
 		denied.Dir = root
 		out, err := denied.CombinedOutput()
 		Expect(err).To(HaveOccurred(), "bob approved:\n%s", out)
@@ -326,7 +328,8 @@ var _ = Describe("Loops on a real node", func() {
 		// alice holds the chart's approver role: her approval goes through.
 		run("kubectl", "create", "rolebinding", "approvers", "-n", ns, "--clusterrole=looprun-approver", "--user=alice")
 		run("kubectl", "annotate", "--overwrite", "-n", ns, "--as", "alice", "loop/gate",
-			v1alpha1.ApprovalMessageAnnotation+"=fine by me", v1alpha1.RequestAnnotation+"=approve@2", v1alpha1.ApprovedByAnnotation+"=alice")
+			v1alpha1.ApprovalMessageAnnotation+"=fine by me", v1alpha1.RequestAnnotation+"="+v1alpha1.ApprovalRequest(true, waiting, "2"),
+			v1alpha1.ApprovedByAnnotation+"=alice")
 		loop := waitFinished(key, time.Minute)
 		Expect(loop.Status.CurrentState).To(Equal("done"), describe(loop))
 		Expect(run(looprun, "history", "-n", ns, "loop/gate", "--type", "approval_answered", "-o", "json")).To(

@@ -172,7 +172,8 @@ function drawApproval(box, d, base, refresh) {
       const resp = await fetch(`${base}/approval`, {
         method: "POST",
         headers: { "Content-Type": "application/json", "X-Looprun-Answer": "1" },
-        body: JSON.stringify({ approve, message: message.value }),
+        // The approval shown: a page gone stale answers nothing.
+        body: JSON.stringify({ approve, message: message.value, run: a.run, state: a.state, iteration: a.iteration }),
       });
       if (!resp.ok) { note.textContent = `Not answered: ${await resp.text()}`; return; }
       const ans = await resp.json();
