@@ -60,7 +60,7 @@ type CloudEventSink struct {
 
 // NewCloudEventSink makes a sink of url with a queue of size events.
 func NewCloudEventSink(url string, size int) *CloudEventSink {
-	return &CloudEventSink{URL: url, Client: &http.Client{Timeout: 10 * time.Second}, Tries: 4, Backoff: time.Second,
+	return &CloudEventSink{URL: url, Client: &http.Client{Timeout: 10 * time.Second, CheckRedirect: noRedirects}, Tries: 4, Backoff: time.Second,
 		queue: make(chan cloudEvent, size)}
 }
 
@@ -184,3 +184,7 @@ func cloudEventOf(loop *v1alpha1.Loop, e executor.Event) (cloudEvent, bool) {
 		data:    data,
 	}, true
 }
+
+// noRedirects keeps a sink's events at the sink the admin configured: a
+// redirect is the sink's answer (a failure), never followed elsewhere.
+func noRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"time"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
@@ -524,8 +525,26 @@ func (r *LoopReconciler) appendEvents(ctx context.Context, loop *v1alpha1.Loop, 
 
 func (r *LoopReconciler) event(loop *v1alpha1.Loop, typ, reason, action, note string, args ...any) {
 	if r.Recorder != nil {
-		r.Recorder.Eventf(loop, nil, typ, reason, action, note, args...)
+		r.Recorder.Eventf(loop, nil, typ, reason, action, "%s", eventNote(fmt.Sprintf(note, args...)))
 	}
+}
+
+// maxEventNote is the longest note the API server takes in an Event
+// (events.k8s.io/v1 refuses a longer one, and the Event would be lost).
+const maxEventNote = 1024
+
+// eventNote is note cut to what an Event holds, at a character's edge,
+// marked as cut.
+func eventNote(note string) string {
+	if len(note) <= maxEventNote {
+		return note
+	}
+	const mark = " …(cut)"
+	cut := maxEventNote - len(mark)
+	for cut > 0 && !utf8.RuneStart(note[cut]) {
+		cut--
+	}
+	return note[:cut] + mark
 }
 
 // runID names a Loop's run: stable for the Loop's life.

@@ -17,6 +17,7 @@ type LLMSpec struct {
 	// model is the model the judge uses. Default claude-sonnet-5-5; the
 	// little-loops aliases sonnet, opus and haiku are accepted.
 	// +optional
+	// +kubebuilder:validation:MaxLength=128
 	Model string `json:"model,omitempty"`
 
 	// maxTokens bounds the judge's answer. Default 1024.

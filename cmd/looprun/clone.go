@@ -55,7 +55,9 @@ func cloneForRun(ctx context.Context, spec *v1alpha1.LoopSpec, runDir string, ou
 		return "", "", fmt.Errorf("--clone: %w", err)
 	}
 	spec.SetContext("repo_dir", op.Dir)
-	spec.SetContext(clonedKey, op.URL+"@"+res.Commit)
+	// Kept without its password: the context is printed and saved in the
+	// state file. A push goes to the loop's own URL (pushClone).
+	spec.SetContext(clonedKey, gitws.Redact(op.URL)+"@"+res.Commit)
 	fmt.Fprintf(out, "Cloned %s at %s into %s\n", gitws.Redact(op.URL), short(res.Commit), op.Dir)
 	return op.Dir, res.Commit, nil
 }
@@ -78,7 +80,7 @@ func clonedRun(values map[string]any) (dir, url, commit string, ok bool) {
 }
 
 // pushClone pushes the work of an ended run made with --clone, when its
-// loop says so (workspace.git.push, at such an end).
+// loop says so (workspace.git.push, at such an end), to the loop's URL.
 func pushClone(ctx context.Context, d *localrun.Driver, run *v1alpha1.RunState, out io.Writer) error {
 	dir, url, commit, ok := clonedRun(d.Context)
 	spec := d.Machine.Spec()
@@ -94,8 +96,11 @@ func pushClone(ctx context.Context, d *localrun.Driver, run *v1alpha1.RunState, 
 	if err != nil {
 		return err
 	}
+	// The push goes to spec.runner.workspace.git.url, by URL (gitws.Push),
+	// never where the context or the checkout's config say.
 	op := *a.Git
-	op.URL, op.Dir, op.Base = url, dir, commit
+	op.Dir, op.Base = dir, commit
+	url = gitws.Redact(op.URL)
 	res, err := gitws.Push(ctx, op, io.Discard)
 	switch {
 	case err != nil:

@@ -122,3 +122,60 @@ func TestDescribeGitOp(t *testing.T) {
 		}
 	}
 }
+
+// A run with --clone of a URL with a password: the password is never
+// printed nor kept in the state file, and the push goes to that URL even
+// when an action points the checkout's origin elsewhere.
+func TestClonePushGoesToTheLoopsURLAndKeepsThePasswordHidden(t *testing.T) {
+	srv, err := fixture.StartGitServer("loop", "s3cret-pw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	if _, err := srv.NewRepo("project", map[string]string{"a.txt": "broken\n"}); err != nil {
+		t.Fatal(err)
+	}
+	evil, err := fixture.StartGitServer("x", "y")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer evil.Close()
+	if _, err := evil.NewRepo("stolen", map[string]string{"x": "x"}); err != nil {
+		t.Fatal(err)
+	}
+	url := strings.Replace(srv.URL, "http://", "http://loop:s3cret-pw@", 1) + "/project.git"
+	dir := t.TempDir()
+	write(t, dir, "fix.yaml", `apiVersion: looprun.io/v1alpha1
+kind: Loop
+metadata: {name: fix}
+spec:
+  initial: fix
+  runner:
+    workspace:
+      claimName: ws
+      git:
+        url: `+url+`
+        push: {branch: 'looprun/fixed'}
+  states:
+    fix: {action: 'echo fixed > a.txt && git remote set-url origin `+evil.URL+`/stolen.git', onSuccess: done, onFailure: failed}
+    done: {terminal: true}
+    failed: {terminal: true, failure: true}
+`)
+	r := looprun(t, dir, "run", "--clone", "fix.yaml")
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if strings.Contains(r.stdout+r.stderr, "s3cret-pw") {
+		t.Fatalf("the password was printed:\n%s%s", r.stdout, r.stderr)
+	}
+	state, err := os.ReadFile(filepath.Join(dir, ".loops", ".running", "fix.state.json"))
+	if err != nil || strings.Contains(string(state), "s3cret-pw") {
+		t.Fatalf("the state file keeps the password (%v):\n%s", err, state)
+	}
+	if n := evil.Requests(); n != 0 {
+		t.Fatalf("the push went where the checkout's origin pointed: %d requests", n)
+	}
+	if got := gitCmd(t, filepath.Join(srv.Root, "project.git"), "show", "looprun/fixed:a.txt"); got != "fixed" {
+		t.Fatalf("a.txt on the pushed branch: %q", got)
+	}
+}

@@ -618,27 +618,36 @@ func validateRetryPolicy(st *v1alpha1.State, rp *v1alpha1.RetryPolicy, p *field.
 	return errs
 }
 
-// ShellWarnings lists the values a loop's shell actions insert without
-// quoting them for the shell: a context value, a capture or an environment
-// variable with a space, a quote or a ';' in it changes the command.
+// ShellWarnings lists the values a loop's shell actions (and its shell
+// exit hook) insert without quoting them for the shell: a context value, a
+// capture, an environment variable or the run's end message with a space,
+// a quote or a ';' in it changes the command.
 func ShellWarnings(spec *v1alpha1.LoopSpec) []string {
 	var out []string
-	for _, name := range slices.Sorted(maps.Keys(spec.States)) {
-		st := spec.States[name]
-		if st.Action == "" || st.IsAgent() || st.ActionType == v1alpha1.ActionMCP {
-			continue
-		}
-		for _, r := range interpolate.References(st.Action) {
-			switch r.Namespace {
-			case "context", "captured", "env", "prev":
+	unquoted := func(where, action string) {
+		for _, r := range interpolate.References(action) {
+			switch {
+			case r.Namespace == "context", r.Namespace == "captured", r.Namespace == "env", r.Namespace == "prev":
+			case r.Namespace == "loop" && len(r.Path) > 0 && (r.Path[0] == "message" || r.Path[0] == "git"):
+				// what the run's end says: an action's (an agent's) words
 			default:
 				continue
 			}
 			if !r.Shell {
 				ref := r.Namespace + "." + strings.Join(r.Path, ".")
-				out = append(out, fmt.Sprintf("spec.states[%s].action: ${%s} goes into a shell command unquoted; write ${%s:shell} unless it is meant to be shell syntax", name, ref, ref))
+				out = append(out, fmt.Sprintf("%s: ${%s} goes into a shell command unquoted; write ${%s:shell} unless it is meant to be shell syntax", where, ref, ref))
 			}
 		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(spec.States)) {
+		st := spec.States[name]
+		if st.Action == "" || st.IsAgent() || st.ActionType == v1alpha1.ActionMCP {
+			continue
+		}
+		unquoted(fmt.Sprintf("spec.states[%s].action", name), st.Action)
+	}
+	if h := spec.OnExit; h != nil && h.ActionType != v1alpha1.ActionAgent {
+		unquoted("spec.onExit.action", h.Action)
 	}
 	return out
 }

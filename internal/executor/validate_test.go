@@ -152,3 +152,29 @@ func TestNewRejectsInvalidSpec(t *testing.T) {
 		t.Errorf("New: %v", err)
 	}
 }
+
+// validate warns of a value a shell command takes unquoted: in a state's
+// action and in the exit hook (where the run's end message, an action's
+// words, may be), not in an agent's prompt or a quoted reference.
+func TestShellWarnings(t *testing.T) {
+	spec := &v1alpha1.LoopSpec{Initial: "a", States: map[string]v1alpha1.State{
+		"a":    {Action: "deploy ${context.target} ${captured.v.output:shell}", Next: "b"},
+		"b":    {Action: "/fix ${captured.v.output}", ActionType: v1alpha1.ActionAgent, Next: "done"},
+		"done": {Terminal: true},
+	}, OnExit: &v1alpha1.ExitHook{Action: "notify ${loop.name} ${loop.message} ${loop.final_state} ${captured.v.output}"}}
+	got := strings.Join(ShellWarnings(spec), "\n")
+	for _, want := range []string{"spec.states[a].action: ${context.target}", "spec.onExit.action: ${loop.message}", "spec.onExit.action: ${captured.v.output}"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("no warning %q in:\n%s", want, got)
+		}
+	}
+	for _, not := range []string{"states[b]", "${loop.name}", "${loop.final_state}", "states[a].action: ${captured"} {
+		if strings.Contains(got, not) {
+			t.Errorf("a warning of %q in:\n%s", not, got)
+		}
+	}
+	spec.OnExit.ActionType = v1alpha1.ActionAgent
+	if got := strings.Join(ShellWarnings(spec), "\n"); strings.Contains(got, "onExit") {
+		t.Errorf("an agent exit hook warned: %s", got)
+	}
+}
