@@ -30,6 +30,7 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
@@ -204,7 +205,7 @@ func scheduleBench(cfg *rest.Config, c client.Client, schedules, minutes int) er
 	}
 	spec := func(deadline *int64) v1alpha1.LoopScheduleSpec {
 		return v1alpha1.LoopScheduleSpec{Schedule: "* * * * *", StartingDeadlineSeconds: deadline,
-			SuccessfulRunsHistoryLimit: ptr.To[int32](1), FailedRunsHistoryLimit: ptr.To[int32](1),
+			SuccessfulRunsHistoryLimit: ptr.To[int32](int32(minutes) + 2), FailedRunsHistoryLimit: ptr.To[int32](int32(minutes) + 2),
 			Loop: &v1alpha1.LoopRunTemplate{Spec: oneStep}}
 	}
 	// The busy schedules are made first, so that a first-come queue has
@@ -232,18 +233,20 @@ func scheduleBench(cfg *rest.Config, c client.Client, schedules, minutes int) er
 	last := first.Add(time.Duration(minutes-1) * time.Minute)
 	time.Sleep(time.Until(last.Add(50 * time.Second)))
 
-	lateness := func(ns string) (map[time.Time]time.Duration, error) {
+	// By the minute's Unix time: time.Time values of one instant in two
+	// locations are not equal map keys.
+	lateness := func(ns string) (map[int64]time.Duration, error) {
 		var list v1alpha1.LoopList
 		if err := c.List(ctx, &list, client.InNamespace(ns)); err != nil {
 			return nil, err
 		}
-		late := map[time.Time]time.Duration{}
+		late := map[int64]time.Duration{}
 		for _, l := range list.Items {
 			due, err := time.Parse(time.RFC3339, l.Annotations[controllers.AnnotationScheduledTime])
 			if err != nil || due.Before(first) || due.After(last) {
 				continue
 			}
-			late[due] = max(late[due], l.CreationTimestamp.Sub(due))
+			late[due.Unix()] = max(late[due.Unix()], l.CreationTimestamp.Sub(due))
 		}
 		return late, nil
 	}
@@ -257,7 +260,7 @@ func scheduleBench(cfg *rest.Config, c client.Client, schedules, minutes int) er
 	}
 	var missed []string
 	for t := first; !t.After(last); t = t.Add(time.Minute) {
-		if _, ok := quietLate[t]; !ok {
+		if _, ok := quietLate[t.Unix()]; !ok {
 			missed = append(missed, t.Format("15:04"))
 		}
 	}
@@ -268,13 +271,18 @@ func scheduleBench(cfg *rest.Config, c client.Client, schedules, minutes int) er
 	for _, d := range quietLate {
 		quietMax = max(quietMax, d)
 	}
-	var events corev1.EventList
+	var events eventsv1.EventList
 	_ = c.List(ctx, &events, client.InNamespace(quietNS))
 	missedEvents := 0
 	for _, e := range events.Items {
 		if e.Reason == "MissedSchedule" {
 			missedEvents++
+			fmt.Println("  quiet:", e.Note)
 		}
+	}
+	quiet := &v1alpha1.LoopSchedule{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: quietNS, Name: "quiet"}, quiet); err == nil && len(missed) > 0 {
+		fmt.Printf("  the quiet schedule's status: %+v\n", quiet.Status)
 	}
 	fmt.Printf("schedules: %d every-minute schedules beside a quiet one (startingDeadlineSeconds 5), %d firings: the busy namespace's last run of a firing created after %v; the quiet one's runs created at most %v after they were due; missed %d (%v), MissedSchedule Events %d\n",
 		schedules, minutes, busyRuns.Round(time.Millisecond), quietMax.Round(time.Millisecond), len(missed), missed, missedEvents)

@@ -374,13 +374,67 @@ func (m *pathMap) add(from, to string) {
 }
 
 // rewrite replaces container paths in one pass, so a host directory put in
-// is never rewritten again.
+// is never rewritten again. Only whole paths are: a mount path where a
+// path starts (not inside another path: /work/tmp is not /tmp) and up to a
+// path's end or its next element. A path that is this machine's own (its
+// deepest existing directory is below the mount path: a test's checkout
+// under /tmp, while the Pod mounts /tmp) is left as it is.
 func (m *pathMap) rewrite(s string) string {
-	pairs := make([]string, 0, 2*len(m.from))
-	for i, f := range m.from {
-		pairs = append(pairs, f, m.to[i])
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		j := m.match(s, i)
+		if j < 0 {
+			b.WriteByte(s[i])
+			i++
+			continue
+		}
+		b.WriteString(m.to[j])
+		i += len(m.from[j])
 	}
-	return strings.NewReplacer(pairs...).Replace(s)
+	return b.String()
+}
+
+// match is the index of the mount path that starts a whole container path
+// at s[i:], or -1.
+func (m *pathMap) match(s string, i int) int {
+	if i > 0 && isPathChar(s[i-1]) {
+		return -1
+	}
+	for j, f := range m.from { // longest first
+		rest := s[i:]
+		if !strings.HasPrefix(rest, f) {
+			continue
+		}
+		if end := len(f); end < len(rest) && rest[end] != '/' && isPathChar(rest[end]) {
+			continue // /tmpfoo is not under /tmp
+		}
+		token := rest
+		if k := strings.IndexFunc(rest, func(r rune) bool { return r < 128 && !isPathChar(byte(r)) }); k >= 0 {
+			token = rest[:k]
+		}
+		if hostPath(token, f) {
+			continue
+		}
+		return j
+	}
+	return -1
+}
+
+// hostPath says whether p is a path of this machine rather than under the
+// container's mount path mount: its deepest existing ancestor (itself
+// included) lies below mount.
+func hostPath(p, mount string) bool {
+	for q := filepath.Clean(p); len(q) > len(mount); q = filepath.Dir(q) {
+		if _, err := os.Lstat(q); err == nil {
+			return strings.HasPrefix(q, strings.TrimSuffix(mount, "/")+"/")
+		}
+	}
+	return false
+}
+
+func isPathChar(c byte) bool {
+	return c == '/' || c == '.' || c == '-' || c == '_' || c == '~' || c == '+' ||
+		'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c >= 0x80
 }
 
 // exitCode is the container's exit code as a kubelet reports it: 128+N
