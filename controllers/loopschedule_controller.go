@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
@@ -43,8 +44,15 @@ const (
 	AnnotationScheduledTime = "looprun.io/scheduled-time"
 )
 
+// refused says the API server refused a run for what it is: admission
+// (a policy, a quota), its rules; not for a moment's trouble.
+func refused(err error) bool {
+	return apierrors.IsForbidden(err) || apierrors.IsInvalid(err) || apierrors.IsBadRequest(err)
+}
+
 // Condition reasons of a LoopSchedule.
 const (
+	ReasonRunRefused        = "RunRefused"
 	ReasonScheduled         = "Scheduled"
 	ReasonScheduleSuspended = "Suspended"
 	ReasonInvalidSchedule   = "InvalidSchedule"
@@ -218,6 +226,15 @@ func (r *LoopScheduleReconciler) schedule(ctx context.Context, sch *v1alpha1.Loo
 		return reconcile.Result{}, err
 	}
 	if err := createLoopObject(ctx, r.Client, run); err != nil {
+		if refused(err) {
+			// The API server (an admission policy, a quota, the CRD's
+			// rules) will refuse it again: said, and tried at the next
+			// firing, not in a loop of retries.
+			r.setReady(sch, metav1.ConditionFalse, ReasonRunRefused, fmt.Sprintf("the run of %s was refused: %v", due.UTC().Format(time.RFC3339), err))
+			r.event(sch, nil, corev1.EventTypeWarning, ReasonRunRefused, "Create", "the run of %s was refused: %v", due.UTC().Format(time.RFC3339), err)
+			sch.Status.LastScheduleTime = &metav1.Time{Time: due}
+			return requeue, nil
+		}
 		if !apierrors.IsAlreadyExists(err) {
 			return reconcile.Result{}, err
 		}
@@ -330,7 +347,11 @@ func (r *LoopScheduleReconciler) runSpec(ctx context.Context, sch *v1alpha1.Loop
 		md, what = t.Metadata, "LoopTemplate "+t.Name
 		tpl := &v1alpha1.LoopTemplate{}
 		if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: sch.Namespace, Name: t.Name}, tpl); err != nil {
-			if apierrors.IsNotFound(err) {
+			switch {
+			case len(validation.IsDNS1123Subdomain(t.Name)) > 0 || apierrors.IsInvalid(err) || apierrors.IsBadRequest(err):
+				// No such name can exist: said, not retried.
+				return nil, md, ReasonInvalidLoop, fmt.Sprintf("spec.template.name %q is not a LoopTemplate's name", t.Name), nil
+			case apierrors.IsNotFound(err):
 				return nil, md, ReasonTemplateNotFound, fmt.Sprintf("no LoopTemplate %q in namespace %s", t.Name, sch.Namespace), nil
 			}
 			return nil, md, "", "", err
@@ -492,6 +513,6 @@ func (r *LoopScheduleReconciler) setReady(sch *v1alpha1.LoopSchedule, status met
 
 func (r *LoopScheduleReconciler) event(sch *v1alpha1.LoopSchedule, related runtime.Object, typ, reason, action, note string, args ...any) {
 	if r.Recorder != nil {
-		r.Recorder.Eventf(sch, related, typ, reason, action, note, args...)
+		r.Recorder.Eventf(sch, related, typ, reason, action, "%s", eventNote(fmt.Sprintf(note, args...)))
 	}
 }

@@ -317,6 +317,32 @@ var _ = Describe("LoopSchedule", func() {
 		Expect(getSchedule(s.key).Status.LastRun.Phase).To(Equal(v1alpha1.PhaseFailed))
 	})
 
+	It("says when the API server refuses its run or its template's name can be none, instead of retrying for ever", func() {
+		ns := newNamespace()
+		// A label the API server refuses on the run.
+		sch := createSchedule(ns, "refused", v1alpha1.LoopScheduleSpec{Schedule: "*/5 * * * *",
+			Loop: &v1alpha1.LoopRunTemplate{Metadata: v1alpha1.RunMetadata{Labels: map[string]string{"team": "not a label value!"}}, Spec: quickRun}})
+		due := firstDue(sch)
+		s := newScheduleAt(client.ObjectKeyFromObject(sch), due)
+		Expect(s.at(due.Add(time.Second)).RequeueAfter).To(BeNumerically(">", time.Minute))
+		got := getSchedule(s.key)
+		ready := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ReadyCondition)
+		Expect(ready.Status).To(Equal(metav1.ConditionFalse))
+		Expect(ready.Reason).To(Equal(ReasonRunRefused))
+		Expect(ready.Message).To(ContainSubstring("not a label value!"))
+		Expect(got.Status.LastScheduleTime.Time).To(BeTemporally("==", due))
+		Expect(s.recorded()).To(ContainElement(ContainSubstring("RunRefused")))
+		Expect(runsOf(ns)).To(BeEmpty())
+
+		// A template name no object can have.
+		bad := createSchedule(ns, "badname", v1alpha1.LoopScheduleSpec{Schedule: "*/5 * * * *", Template: &v1alpha1.LoopTemplateRef{Name: "Not_A_Name"}})
+		s = newScheduleAt(client.ObjectKeyFromObject(bad), firstDue(bad))
+		s.at(firstDue(bad).Add(time.Second))
+		ready = meta.FindStatusCondition(getSchedule(s.key).Status.Conditions, v1alpha1.ReadyCondition)
+		Expect(ready.Reason).To(Equal(ReasonInvalidLoop))
+		Expect(ready.Message).To(ContainSubstring(`"Not_A_Name" is not a LoopTemplate's name`))
+	})
+
 	It("runs a LoopTemplate with its parameters bound, and says when the template is missing", func() {
 		ns := newNamespace()
 		sch := createSchedule(ns, "tpl", v1alpha1.LoopScheduleSpec{Schedule: "*/5 * * * *",
