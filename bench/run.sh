@@ -19,6 +19,9 @@ echo
 echo "== operator: 10,000 Loops (9,000 idle, 1,000 running), memory, throughput, restart"
 KUBEBUILDER_ASSETS="$(hack/setup-envtest.sh)" go run ./bench/scalebench || status=1
 echo
+echo "== operator: one tenant's 1,500 queued Loops and 300 schedules against another namespace's"
+KUBEBUILDER_ASSETS="$(hack/setup-envtest.sh)" go run ./bench/tenantbench || status=1
+echo
 echo "== checkpoints: save and load p95 of a run state with 100 captures of 4 KiB"
 KUBEBUILDER_ASSETS="$(hack/setup-envtest.sh)" go run ./bench/checkpointbench || status=1
 exit $status
