@@ -19,13 +19,13 @@ func TestRewriteWholePathsOnly(t *testing.T) {
 	m.add("/workspace", "/vol/ws")
 	m.add("/workspace/repo", "/vol/repo")
 	for in, want := range map[string]string{
-		"cat /tmp/x > /tmp/y":                 "cat /vol/tmp/x > /vol/tmp/y",
-		"cd /workspace/repo/src && ls /tmp":   "cd /vol/repo/src && ls /vol/tmp",
-		"/workspace":                          "/vol/ws",
-		"echo /data/tmp/x /tmpfile":           "echo /data/tmp/x /tmpfile",
+		"cat /tmp/x > /tmp/y":                "cat /vol/tmp/x > /vol/tmp/y",
+		"cd /workspace/repo/src && ls /tmp":  "cd /vol/repo/src && ls /vol/tmp",
+		"/workspace":                         "/vol/ws",
+		"echo /data/tmp/x /tmpfile":          "echo /data/tmp/x /tmpfile",
 		"X=/tmp;Y='/tmp/a' \"/workspace/b\"": "X=/vol/tmp;Y='/vol/tmp/a' \"/vol/ws/b\"",
-		host + "/bin/tool --out /tmp/o":       host + "/bin/tool --out /vol/tmp/o",
-		"test -f " + host + "/bin/new-file":   "test -f " + host + "/bin/new-file",
+		host + "/bin/tool --out /tmp/o":      host + "/bin/tool --out /vol/tmp/o",
+		"test -f " + host + "/bin/new-file":  "test -f " + host + "/bin/new-file",
 	} {
 		if got := m.rewrite(in); got != want {
 			t.Errorf("rewrite(%q) = %q, want %q", in, got, want)
