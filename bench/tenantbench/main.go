@@ -205,7 +205,7 @@ func scheduleBench(cfg *rest.Config, c client.Client, schedules, minutes int) er
 	}
 	spec := func(deadline *int64) v1alpha1.LoopScheduleSpec {
 		return v1alpha1.LoopScheduleSpec{Schedule: "* * * * *", StartingDeadlineSeconds: deadline,
-			SuccessfulRunsHistoryLimit: ptr.To[int32](int32(minutes) + 2), FailedRunsHistoryLimit: ptr.To[int32](int32(minutes) + 2),
+			SuccessfulRunsHistoryLimit: ptr.To[int32](keep), FailedRunsHistoryLimit: ptr.To[int32](keep),
 			Loop: &v1alpha1.LoopRunTemplate{Spec: oneStep}}
 	}
 	// The busy schedules are made first, so that a first-come queue has
@@ -233,53 +233,16 @@ func scheduleBench(cfg *rest.Config, c client.Client, schedules, minutes int) er
 	last := first.Add(time.Duration(minutes-1) * time.Minute)
 	time.Sleep(time.Until(last.Add(50 * time.Second)))
 
-	// By the minute's Unix time: time.Time values of one instant in two
-	// locations are not equal map keys.
-	lateness := func(ns string) (map[int64]time.Duration, error) {
-		var list v1alpha1.LoopList
-		if err := c.List(ctx, &list, client.InNamespace(ns)); err != nil {
-			return nil, err
-		}
-		late := map[int64]time.Duration{}
-		for _, l := range list.Items {
-			due, err := time.Parse(time.RFC3339, l.Annotations[controllers.AnnotationScheduledTime])
-			if err != nil || due.Before(first) || due.After(last) {
-				continue
-			}
-			late[due.Unix()] = max(late[due.Unix()], l.CreationTimestamp.Sub(due))
-		}
-		return late, nil
-	}
-	busyLate, err := lateness(busyNS)
+	w := watched{c: c, first: first, last: last}
+	busyRuns, _, err := w.lateness(ctx, busyNS)
 	if err != nil {
 		return err
 	}
-	quietLate, err := lateness(quietNS)
+	quietMax, missed, err := w.lateness(ctx, quietNS)
 	if err != nil {
 		return err
 	}
-	var missed []string
-	for t := first; !t.After(last); t = t.Add(time.Minute) {
-		if _, ok := quietLate[t.Unix()]; !ok {
-			missed = append(missed, t.Format("15:04"))
-		}
-	}
-	var busyRuns, quietMax time.Duration
-	for _, d := range busyLate {
-		busyRuns = max(busyRuns, d)
-	}
-	for _, d := range quietLate {
-		quietMax = max(quietMax, d)
-	}
-	var events eventsv1.EventList
-	_ = c.List(ctx, &events, client.InNamespace(quietNS))
-	missedEvents := 0
-	for _, e := range events.Items {
-		if e.Reason == "MissedSchedule" {
-			missedEvents++
-			fmt.Println("  quiet:", e.Note)
-		}
-	}
+	missedEvents := w.missedEvents(ctx, quietNS)
 	quiet := &v1alpha1.LoopSchedule{}
 	if err := c.Get(ctx, client.ObjectKey{Namespace: quietNS, Name: "quiet"}, quiet); err == nil && len(missed) > 0 {
 		fmt.Printf("  the quiet schedule's status: %+v\n", quiet.Status)
@@ -290,6 +253,60 @@ func scheduleBench(cfg *rest.Config, c client.Client, schedules, minutes int) er
 		return fmt.Errorf("the quiet schedule missed %d of %d firings", len(missed), minutes)
 	}
 	return nil
+}
+
+// keep is the runs a schedule keeps: all those watched.
+const keep = 10
+
+// watched are the firings from first to last.
+type watched struct {
+	c           client.Client
+	first, last time.Time
+}
+
+// lateness is how long after its time the latest run of a firing of ns
+// was created, at most over the firings, and the firings (HH:MM) with no
+// run.
+func (w watched) lateness(ctx context.Context, ns string) (time.Duration, []string, error) {
+	var list v1alpha1.LoopList
+	if err := w.c.List(ctx, &list, client.InNamespace(ns)); err != nil {
+		return 0, nil, err
+	}
+	// By the minute's Unix time: time.Time values of one instant in two
+	// locations are not equal map keys.
+	late := map[int64]time.Duration{}
+	for _, l := range list.Items {
+		due, err := time.Parse(time.RFC3339, l.Annotations[controllers.AnnotationScheduledTime])
+		if err != nil || due.Before(w.first) || due.After(w.last) {
+			continue
+		}
+		late[due.Unix()] = max(late[due.Unix()], l.CreationTimestamp.Sub(due))
+	}
+	var most time.Duration
+	for _, d := range late {
+		most = max(most, d)
+	}
+	var missed []string
+	for t := w.first; !t.After(w.last); t = t.Add(time.Minute) {
+		if _, ok := late[t.Unix()]; !ok {
+			missed = append(missed, t.Format("15:04"))
+		}
+	}
+	return most, missed, nil
+}
+
+// missedEvents counts (and prints) the MissedSchedule Events of ns.
+func (w watched) missedEvents(ctx context.Context, ns string) int {
+	var events eventsv1.EventList
+	_ = w.c.List(ctx, &events, client.InNamespace(ns))
+	n := 0
+	for _, e := range events.Items {
+		if e.Reason == "MissedSchedule" {
+			n++
+			fmt.Println("  "+ns+":", e.Note)
+		}
+	}
+	return n
 }
 
 func namespace(ctx context.Context, c client.Client, prefix string) (string, error) {

@@ -67,22 +67,22 @@ func cloneForRun(ctx context.Context, spec *v1alpha1.LoopSpec, runDir string, ou
 const clonedKey = "looprun_cloned"
 
 // clonedRun is the checkout of a run made with --clone, from its saved
-// context: its directory, the source and the cloned commit; ok is false
-// for a run in the current directory.
-func clonedRun(values map[string]any) (dir, url, commit string, ok bool) {
+// context: its directory and the cloned commit; ok is false for a run in
+// the current directory.
+func clonedRun(values map[string]any) (dir, commit string, ok bool) {
 	dir, _ = values["repo_dir"].(string)
 	from, _ := values[clonedKey].(string)
 	i := strings.LastIndexByte(from, '@')
 	if dir == "" || i < 0 {
-		return "", "", "", false
+		return "", "", false
 	}
-	return dir, from[:i], from[i+1:], true
+	return dir, from[i+1:], true
 }
 
 // pushClone pushes the work of an ended run made with --clone, when its
 // loop says so (workspace.git.push, at such an end), to the loop's URL.
 func pushClone(ctx context.Context, d *localrun.Driver, run *v1alpha1.RunState, out io.Writer) error {
-	dir, url, commit, ok := clonedRun(d.Context)
+	dir, commit, ok := clonedRun(d.Context)
 	spec := d.Machine.Spec()
 	g := spec.GitWorkspace()
 	if !ok || g == nil || g.Push == nil || !run.Phase.IsFinished() {
@@ -100,7 +100,7 @@ func pushClone(ctx context.Context, d *localrun.Driver, run *v1alpha1.RunState, 
 	// never where the context or the checkout's config say.
 	op := *a.Git
 	op.Dir, op.Base = dir, commit
-	url = gitws.Redact(op.URL)
+	url := gitws.Redact(op.URL)
 	res, err := gitws.Push(ctx, op, io.Discard)
 	switch {
 	case err != nil:

@@ -351,7 +351,7 @@ func newDriver(g *globals, store *localrun.Store, path string, lf *loopfile.File
 		abs = path
 	}
 	runner := &local.Runner{Loop: loop.Name, Stdout: outLog, Stderr: errLog}
-	if dir, _, _, ok := clonedRun(ctxValues); ok {
+	if dir, _, ok := clonedRun(ctxValues); ok {
 		runner.Dir = dir // a run made with --clone works in its checkout
 	}
 	d := &localrun.Driver{

@@ -408,10 +408,11 @@ func (m *pathMap) match(s string, i int) int {
 		if end := len(f); end < len(rest) && rest[end] != '/' && isPathChar(rest[end]) {
 			continue // /tmpfoo is not under /tmp
 		}
-		token := rest
-		if k := strings.IndexFunc(rest, func(r rune) bool { return r < 128 && !isPathChar(byte(r)) }); k >= 0 {
-			token = rest[:k]
+		end := 0
+		for end < len(rest) && isPathChar(rest[end]) {
+			end++
 		}
+		token := rest[:end]
 		if hostPath(token, f) {
 			continue
 		}
