@@ -2,6 +2,7 @@ package main
 
 import (
 	"math/rand/v2"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -33,9 +34,13 @@ func TestKilledRunNeverRerunsAFinishedAction(t *testing.T) {
 			cmd = exec.Command(binary, "run", "-q", "count.yaml")
 		}
 		cmd.Dir = dir
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
+		exited := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(exited) }()
 		if i == 0 {
 			// Until the run has a state, there is nothing to resume.
 			proc.WaitFile(t, filepath.Join(dir, ".loops/.running/count.state.json"))
@@ -43,10 +48,22 @@ func TestKilledRunNeverRerunsAFinishedAction(t *testing.T) {
 		// Once this run has taken a step (on a busy machine a resume can
 		// take longer than the moments below to start), a random moment.
 		ran := traceLines(dir)
-		proc.Until(t, time.Minute, "the resumed run takes a step", func() bool { return traceLines(dir) > ran })
+		proc.Until(t, time.Minute, "the resumed run takes a step", func() bool {
+			select {
+			case <-exited:
+				t.Fatalf("round %d: the run ended before taking a step: %v\n%s", i, cmd.ProcessState, stderr.String())
+			default:
+			}
+			return traceLines(dir) > ran
+		})
 		time.Sleep(time.Duration(r.IntN(40)) * time.Millisecond) // a random moment, not a wait for something
 		_ = cmd.Process.Signal(syscall.SIGKILL)
-		_ = cmd.Wait()
+		<-exited
+		// A child the run was forking when killed (not yet exec'd) shares
+		// its lock until that child has died too, after the run is
+		// reaped: a resume started before then is refused ("already
+		// running here").
+		proc.Until(t, 10*time.Second, "the killed run's lock to be released", func() bool { return unlocked(dir) })
 		if _, err := localrun.ReadStateFile(filepath.Join(dir, ".loops/.running/count.state.json")); err != nil {
 			t.Fatalf("kill %d: %v", i, err)
 		}
@@ -66,6 +83,21 @@ func TestKilledRunNeverRerunsAFinishedAction(t *testing.T) {
 		t.Errorf("only %d iterations in %d rounds", last, killRounds)
 	}
 	t.Logf("%d kills, %d actions run, %d iterations: no finished action ran again", killRounds, steps, last)
+}
+
+// unlocked reports whether the run's lock is free: the killed run, and
+// any child of it still holding a copy of the descriptor, are gone.
+func unlocked(dir string) bool {
+	f, err := os.Open(filepath.Join(dir, ".loops/.running/count.lock"))
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
+		return false
+	}
+	_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	return true
 }
 
 // traceLines counts the actions the run recorded in its trace file.
