@@ -62,18 +62,18 @@ func (s *step) announceApproval(e executor.Event) {
 func (s *step) answerApproval(verb, req string) {
 	a := s.loop.Status.Action
 	if a == nil || a.Approval == nil || s.loop.Status.Phase.IsFinished() {
-		s.r.event(s.loop, corev1.EventTypeWarning, "NoApprovalWaiting", "Request", "%s: the Loop waits for no approval", verb)
+		s.requestWarning("NoApprovalWaiting", "%s: the Loop waits for no approval", verb)
 		return
 	}
 	waiting := v1alpha1.ApprovalTarget{RunID: s.loop.Status.RunID, State: a.State, Iteration: a.Iteration}
 	named, ok := v1alpha1.ParseApprovalTarget(req)
 	switch {
 	case !ok:
-		s.r.event(s.loop, corev1.EventTypeWarning, ReasonApprovalRefused, "Request",
+		s.requestWarning(ReasonApprovalRefused,
 			"%s names no approval: an answer names the run, state and iteration it answers (%s), as looprun approve writes it; it waits in %s", verb, v1alpha1.ApprovalRequest(verb == v1alpha1.RequestApprove, waiting, "NONCE"), waiting)
 		return
 	case named != waiting:
-		s.r.event(s.loop, corev1.EventTypeWarning, ReasonApprovalRefused, "Request",
+		s.requestWarning(ReasonApprovalRefused,
 			"%s answers %s, but the Loop waits in %s: not taken", verb, named, waiting)
 		return
 	}

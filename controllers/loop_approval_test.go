@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"fmt"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -102,6 +103,21 @@ var _ = Describe("Approval states", func() {
 		Expect(getLoop(Default, key).Status.Phase).To(Equal(v1alpha1.PhaseRunning))
 		requestOn(key, "stop") // its action must not outlive the spec
 		waitFinished(key)
+	})
+
+	It("bounds the Warning Events a stream of bad requests makes", func() {
+		key := createLoop(ns, "spammed", gated(0))
+		waitAsking(key)
+		last := ""
+		for i := range 15 {
+			last = fmt.Sprintf("frobnicate-%d", i)
+			requestOn(key, last)
+		}
+		Eventually(func(g Gomega) { g.Expect(getLoop(g, key).Status.LastRequest).To(Equal(last)) }, 20*time.Second, 50*time.Millisecond).Should(Succeed())
+		Consistently(func(g Gomega) {
+			g.Expect(len(eventNotes(g, ns, "InvalidRequest"))).To(BeNumerically("<=", requestEventBurst))
+		}, 2*time.Second, 200*time.Millisecond).Should(Succeed())
+		Expect(eventNotes(Default, ns, "InvalidRequest")).NotTo(BeEmpty())
 	})
 
 	It("takes an answer only for the approval it names: none, an earlier one or another run's is refused, and the Loop still waits", func() {

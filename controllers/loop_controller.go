@@ -61,6 +61,8 @@ type LoopReconciler struct {
 	// memory is what this process keeps per Loop between reconciles;
 	// forget clears it with everything else kept per Loop.
 	memory memories
+	// requests bounds the Warning Events a Loop's requests make.
+	requests requestEvents
 	// queue holds back starts past the namespace's cap (nil: none).
 	queue *queue
 	// CloudEvents sends Loops' milestones to the admin's sink (nil: none).
@@ -212,6 +214,7 @@ func (r *LoopReconciler) get(ctx context.Context, req reconcile.Request) (*v1alp
 // cache.
 func (r *LoopReconciler) forget(key types.NamespacedName) {
 	r.memory.drop(key)
+	r.requests.drop(key)
 	for _, b := range r.background() {
 		b.Forget(key)
 	}

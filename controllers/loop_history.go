@@ -94,7 +94,7 @@ func (s *step) request(ctx context.Context, req string) {
 	s.loop.Status.LastRequest = req
 	verb, iteration, err := v1alpha1.ParseRequest(req)
 	if err != nil {
-		s.r.event(s.loop, corev1.EventTypeWarning, "InvalidRequest", "Request", "%s", err.Error())
+		s.requestWarning("InvalidRequest", "%s", err.Error())
 		return
 	}
 	switch verb {

@@ -54,9 +54,12 @@ func (l *Actions) Start(_ context.Context, loop *v1alpha1.Loop, a executor.Actio
 	return 0, l.start(key, loop, a) // the job wakes the Loop when it ends
 }
 
-// Hook implements runner.Runner: the hook is a job of its own key; one
-// this process does not know but the status says started was lost with
-// an earlier operator process, and is not run again.
+// Hook implements runner.Runner: the hook is a job of its own key. One
+// this process does not know but the status says started was lost with an
+// earlier operator process (its process group went with it, or goes before
+// this one starts): it runs again, as a lost action does, so that an
+// operator restart does not leave a run's exit hook (or its clone or push)
+// undone. In a cluster the Pod is found again instead.
 func (l *Actions) Hook(_ context.Context, loop *v1alpha1.Loop, a executor.Action, started bool) (runner.Outcome, string, error) {
 	key := runner.ActionKey(loop, a.Iteration) + "/" + a.State
 	switch res, state := l.jobs.Result(key); state {
@@ -64,9 +67,6 @@ func (l *Actions) Hook(_ context.Context, loop *v1alpha1.Loop, a executor.Action
 		return runner.Outcome{State: runner.Done, Result: res}, "", nil
 	case background.Running:
 		return runner.Outcome{State: runner.Running}, "", nil
-	}
-	if started {
-		return runner.Outcome{State: runner.Done, Result: runner.Failure("ActionLost", "the process running %s was lost", a.State)}, "", nil
 	}
 	if err := l.start(key, loop, a); err != nil {
 		return runner.Outcome{}, "", err

@@ -92,3 +92,28 @@ func TestActionsKillWhatAnEarlierOperatorLeft(t *testing.T) {
 	_, _ = second.Start(t.Context(), loop, executor.Action{Iteration: 1, Command: "true", Timeout: time.Minute})
 	proc.WaitGone(t, pid) // the action an earlier operator left was killed
 }
+
+// An exit hook an earlier operator process started, lost with it, runs
+// again in the new one (as a lost action does), instead of being recorded
+// as failed and never run.
+func TestLostHookRunsAgain(t *testing.T) {
+	base := t.TempDir()
+	loop := &v1alpha1.Loop{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "loop", UID: "u1"}}
+	loop.Status.RunID = "r"
+	hook := executor.Action{Iteration: 3, State: executor.ExitState, Command: "echo hooked", Timeout: 10 * time.Second}
+	// A new operator process: it knows no job; the status says the hook
+	// had started.
+	a := NewActions(base)
+	defer a.Close()
+	out, _, err := a.Hook(t.Context(), loop, hook, true)
+	if err != nil || out.State != runner.Running {
+		t.Fatalf("a lost hook: %+v %v", out, err)
+	}
+	proc.Until(t, 10*time.Second, "the hook to end", func() bool {
+		out, _, _ = a.Hook(t.Context(), loop, hook, true)
+		return out.State != runner.Running
+	})
+	if out.State != runner.Done || out.Result.ExitCode != 0 || strings.TrimSpace(out.Result.Output) != "hooked" {
+		t.Fatalf("the hook run again: %+v", out)
+	}
+}
