@@ -150,3 +150,51 @@ states:
 		t.Errorf("trace %q", got)
 	}
 }
+
+// looprun reject says "rejected"; a second answer to the same approval
+// never also reports success: it is refused whether the run has read the
+// first (no approval waits) or not yet (answered already).
+func TestSecondAnswerIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "gate.yaml", `name: gate
+initial: ask
+states:
+  ask:
+    approval:
+      message: ship?
+      timeout: 1m
+    route:
+      approved: done
+      rejected: stop
+      timeout: stop
+  done:
+    terminal: true
+  stop:
+    terminal: true
+`)
+	cmd := exec.Command(binary, "run", "gate.yaml")
+	cmd.Dir = dir
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	state := filepath.Join(dir, ".loops/.running/gate.state.json")
+	proc.Until(t, 20*time.Second, "the run to wait for approval", func() bool {
+		sf, err := localrun.ReadStateFile(state)
+		return err == nil && sf.ActiveAction != nil && sf.ActiveAction.Approval != nil
+	})
+	r := looprun(t, dir, "reject", "gate", "-m", "not today")
+	if r.code != 0 || !strings.Contains(r.stdout, "state ask (iteration 1) rejected") {
+		t.Fatalf("reject: exit %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	again := looprun(t, dir, "approve", "gate")
+	if again.code != 1 || !strings.Contains(again.stderr, "was answered already") && !strings.Contains(again.stderr, "waits for no approval") {
+		t.Fatalf("a second answer: exit %d %q %q", again.code, again.stdout, again.stderr)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	sf, err := localrun.ReadStateFile(state)
+	if err != nil || sf.CurrentState != "stop" {
+		t.Fatalf("ended in %s (%v): the second answer replaced the first", sf.CurrentState, err)
+	}
+}

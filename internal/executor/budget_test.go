@@ -361,3 +361,18 @@ func TestZeroBudgetSpendsNothing(t *testing.T) {
 		t.Fatalf("the child of a spent parent ran %d agent actions", d.agentRuns())
 	}
 }
+
+// A budget's warning neither overflows nor misfires near the largest
+// counts (maxTokens × warnAt past int64).
+func TestBudgetWarningNearTheLargestCounts(t *testing.T) {
+	const huge = int64(1) << 62
+	if !reached(huge, huge, 80) || reached(huge/2, huge, 80) || !reached(huge/10*9, huge, 80) {
+		t.Fatal("warning at the largest limits")
+	}
+	if reached(1, huge, 80) {
+		t.Fatal("one token of a huge limit warned")
+	}
+	if !reached(81, 100, 80) || reached(79, 100, 80) {
+		t.Fatal("the ordinary case")
+	}
+}

@@ -1,9 +1,11 @@
 package ui
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -158,5 +160,30 @@ func TestAnswersComeOnlyFromThisMachine(t *testing.T) {
 		if err := answerableFrom(r); err != nil {
 			t.Errorf("%s: %v", host, err)
 		}
+	}
+}
+
+// An answer whose body comes slowly holds the handler no longer than
+// answerReadTimeout: it is refused, not waited for.
+func TestSlowAnswerBodyIsCutOff(t *testing.T) {
+	defer func(d time.Duration) { answerReadTimeout = d }(answerReadTimeout)
+	answerReadTimeout = 200 * time.Millisecond
+	srv := httptest.NewServer((&Server{LoopsDir: t.TempDir()}).Handler())
+	defer srv.Close()
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	// Headers and the body's first byte; the rest never comes.
+	fmt.Fprintf(conn, "POST /api/loops/local/ask/approval HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n%s: 1\r\nContent-Length: 1000\r\n\r\n{", AnswerHeader)
+	_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	start := time.Now()
+	line, err := bufio.NewReader(conn).ReadString('\n')
+	if err != nil {
+		t.Fatalf("no answer within 5 s (the handler waits for the body): %v", err)
+	}
+	if !strings.Contains(line, "403") || time.Since(start) > 3*time.Second {
+		t.Fatalf("answered %q after %v", line, time.Since(start))
 	}
 }

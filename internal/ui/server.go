@@ -389,8 +389,9 @@ func readAnswer(w http.ResponseWriter, r *http.Request) (answerRequest, error) {
 	return req, nil
 }
 
-// answerReadTimeout bounds the reading of an answer's body.
-const answerReadTimeout = 10 * time.Second
+// answerReadTimeout bounds the reading of an answer's body (a variable
+// for the test of a slow one).
+var answerReadTimeout = 10 * time.Second
 
 // AnswerHeader must be on an answer: a page of another site cannot send it
 // without the browser asking first (a CORS preflight, never allowed here).
