@@ -215,6 +215,7 @@ func (r *LoopReconciler) get(ctx context.Context, req reconcile.Request) (*v1alp
 func (r *LoopReconciler) forget(key types.NamespacedName) {
 	r.memory.drop(key)
 	r.requests.drop(key)
+	r.queue.forget(key)
 	for _, b := range r.background() {
 		b.Forget(key)
 	}

@@ -130,7 +130,9 @@ func (q *queue) handler() handler.TypedEventHandler[client.Object, reconcile.Req
 		}
 		b := q.books(l.Namespace)
 		if deleted {
-			b.gone(l.Name)
+			if e := b.loops[l.Name]; e != nil && e.uid == l.UID {
+				b.gone(l.Name) // not a Loop made again under its name
+			}
 		} else {
 			b.see(l)
 		}
@@ -333,4 +335,21 @@ func (q *queue) later(ns string, d time.Duration) {
 		b.expire(time.Now())
 		q.wakeFree(ns, b)
 	})
+}
+
+// forget drops a Loop the reconciler found gone: an admission may have put
+// it in the books after its delete event was handled (it read the Loop
+// just before it went), and no event would remove it then.
+func (q *queue) forget(key types.NamespacedName) {
+	if q == nil || q.limit <= 0 {
+		return
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	b := q.books(key.Namespace)
+	if b.loops[key.Name] == nil {
+		return
+	}
+	b.gone(key.Name)
+	q.wakeFree(key.Namespace, b)
 }

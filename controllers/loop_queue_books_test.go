@@ -204,3 +204,39 @@ func BenchmarkQueueAdmit(b *testing.B) {
 		})
 	}
 }
+
+// A Loop an admission put back in the books after its delete event (the
+// reconcile read it just before it went) is dropped when the reconciler
+// finds it gone, and frees its place in line.
+func TestQueueForgetsALoopFoundGone(t *testing.T) {
+	q, woken := testQueue(1)
+	now := time.Now()
+	q.seeForTest(booksLoop("t", "running", 0, v1alpha1.PhaseRunning))
+	ghost, next := booksLoop("t", "ghost", 1, ""), booksLoop("t", "next", 2, "")
+	q.seeForTest(next)
+	// ghost's delete event came first; then an admission saw it.
+	q.admit(ghost, now)
+	running := booksLoop("t", "running", 0, v1alpha1.PhaseCompleted)
+	q.seeForTest(running)
+	if fmt.Sprint(*woken) != "[ghost]" {
+		t.Fatalf("woken %v", *woken)
+	}
+	*woken = nil
+	q.forget(types.NamespacedName{Namespace: "t", Name: "ghost"})
+	if fmt.Sprint(*woken) != "[next]" {
+		t.Fatalf("after the ghost was forgotten, woken %v", *woken)
+	}
+	if ok, _ := q.admit(next, now); !ok {
+		t.Fatal("the next in line was held by a Loop that is gone")
+	}
+	// A late delete of an old copy does not drop a Loop made again.
+	again := booksLoop("t", "next", 3, "")
+	again.UID = "new"
+	q.seeForTest(again)
+	q.mu.Lock()
+	e := q.books("t").loops["next"]
+	q.mu.Unlock()
+	if e == nil || e.uid != "new" {
+		t.Fatalf("entry %+v", e)
+	}
+}

@@ -146,7 +146,7 @@ func (r *LoopScheduleReconciler) Reconcile(ctx context.Context, req reconcile.Re
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	active := observeRuns(sch, runs)
+	active := observeRuns(sch, runs, now)
 	if err := r.pruneHistory(ctx, sch, runs); err != nil {
 		return reconcile.Result{}, err
 	}
@@ -442,11 +442,13 @@ func scheduledTime(l *v1alpha1.Loop) time.Time {
 // has not caught up with this reconciler's last write, or that write was
 // lost, and the run it made then must not be taken for one still to make
 // (with Replace, deleted to make itself again).
-func observeRuns(sch *v1alpha1.LoopSchedule, runs []*v1alpha1.Loop) []*v1alpha1.Loop {
+func observeRuns(sch *v1alpha1.LoopSchedule, runs []*v1alpha1.Loop, now time.Time) []*v1alpha1.Loop {
 	var active []*v1alpha1.Loop
 	sch.Status.Active = nil
 	for _, l := range runs {
-		if t := scheduledTime(l); sch.Status.LastScheduleTime == nil || t.After(sch.Status.LastScheduleTime.Time) {
+		// A time to come is no run's (its annotation was edited): it would
+		// silence the schedule until then.
+		if t := scheduledTime(l); !t.After(now) && (sch.Status.LastScheduleTime == nil || t.After(sch.Status.LastScheduleTime.Time)) {
 			sch.Status.LastScheduleTime = &metav1.Time{Time: t}
 		}
 		run := v1alpha1.ScheduledRun{Name: l.Name, ScheduledTime: metav1.Time{Time: scheduledTime(l)}, Phase: l.Status.Phase}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/looprun/looprun/api/v1alpha1"
@@ -73,6 +74,13 @@ func (s *Store) WriteAnswer(approved bool, by, message string, want *v1alpha1.Ap
 	if err := s.mkdir(); err != nil {
 		return nil, err
 	}
+	// Answers are written one at a time, so that two answers at once
+	// cannot both find no answer there and both report success.
+	unlock, err := s.lockAnswers()
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	if prev, ok := s.readAnswer(); ok {
 		if prev.Run == ans.Run && prev.State == ans.State && prev.Iteration == ans.Iteration {
 			verdict := "rejected"
@@ -84,6 +92,20 @@ func (s *Store) WriteAnswer(approved bool, by, message string, want *v1alpha1.Ap
 		_ = os.Remove(s.AnswerPath()) // an answer to another approval: never read
 	}
 	return ans, exclusiveWrite(s.AnswerPath(), data)
+}
+
+// lockAnswers holds the run's answer lock (a file beside the answer)
+// until the returned func is called.
+func (s *Store) lockAnswers() (func(), error) {
+	f, err := safefile.OpenFile(s.AnswerPath()+".lock", os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return func() { _ = f.Close() }, nil
 }
 
 // readAnswer is the answer file's answer, if there is one to read.
@@ -157,11 +179,17 @@ func (f *fileApprover) Await(ctx context.Context, req *executor.ApprovalRequest)
 // read takes the answer to req from the file, if it is there; an answer to
 // another approval is dropped.
 func (f *fileApprover) read(req *executor.ApprovalRequest) *executor.ApprovalAnswer {
-	data, err := safefile.Read(f.path, 64<<10)
+	// The file is claimed (renamed away) before it is read, so that an
+	// answer written meanwhile is never the one removed.
+	claimed := fmt.Sprintf("%s.read.%d", f.path, os.Getpid())
+	if os.Rename(f.path, claimed) != nil {
+		return nil
+	}
+	data, err := safefile.Read(claimed, 64<<10)
+	_ = os.Remove(claimed)
 	if err != nil {
 		return nil
 	}
-	_ = os.Remove(f.path)
 	var a Answer
 	if json.Unmarshal(data, &a) != nil || a.Run != req.RunID || a.State != req.State || a.Iteration != req.Iteration {
 		return nil // another approval's, or another run's (a killed run left it)

@@ -123,5 +123,8 @@ func (t *Table) CostMicroUSD(u agentstream.Usage) (int64, bool) {
 	// Rates are per million tokens: tokens × rate is micro-dollars.
 	micro := float64(u.InputTokens)*r.Input + float64(u.OutputTokens)*r.Output +
 		float64(u.CacheReadTokens)*r.CacheRead + float64(u.CacheCreationTokens)*r.CacheCreation
+	if micro >= math.MaxInt64 {
+		return math.MaxInt64, true // never wrapped to a negative, free cost
+	}
 	return int64(math.Round(micro)), true
 }

@@ -1,6 +1,7 @@
 package pricing
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -78,5 +79,18 @@ func TestUSDRoundTrip(t *testing.T) {
 		if got := FormatUSD(micro); got != want {
 			t.Errorf("FormatUSD(%d) = %q; want %q", micro, got, want)
 		}
+	}
+}
+
+// A cost past what an int64 holds is the largest, never wrapped to a
+// negative (free) one.
+func TestCostDoesNotWrap(t *testing.T) {
+	tbl, err := Parse([]byte("models: {dear: {input: 1e12, output: 1e12}}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, ok := tbl.CostMicroUSD(agentstream.Usage{InputTokens: 1 << 40, OutputTokens: 1 << 40, Model: "dear"})
+	if !ok || c != math.MaxInt64 {
+		t.Fatalf("cost %d %v", c, ok)
 	}
 }

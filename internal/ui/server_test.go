@@ -369,3 +369,53 @@ func inotifyInstances(t *testing.T) int {
 	}
 	return n
 }
+
+// When the runs' directory goes, the streams on it end (the page
+// reconnects) and a new stream watches it afresh.
+func TestStreamsEndWhenTheirDirectoryGoes(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "count.yaml")
+	if err := os.WriteFile(path, []byte(countLoop), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run(t, dir, path, "check")
+	s := &Server{LoopsDir: filepath.Join(dir, ".loops")}
+	srv := httptest.NewServer(s.Handler())
+	defer srv.Close()
+	defer s.watch.close()
+	open := func() *http.Response {
+		resp, err := http.Get(srv.URL + "/api/loops/local/count/stream")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	first := open()
+	defer first.Body.Close()
+	<-updatesOf(first.Body)
+	if err := os.RemoveAll(filepath.Join(dir, ".loops", ".running")); err != nil {
+		t.Fatal(err)
+	}
+	ended := make(chan struct{})
+	go func() { _, _ = io.Copy(io.Discard, first.Body); close(ended) }()
+	select {
+	case <-ended:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stream went on after its directory went")
+	}
+	// The run starts again: a new stream follows it.
+	run(t, dir, path, "check")
+	second := open()
+	defer second.Body.Close()
+	updates := updatesOf(second.Body)
+	<-updates
+	done := make(chan error, 1)
+	go func() { done <- runLoop(dir, path, "gate") }()
+	waitFor(t, updates, func(m map[string]any) bool { return m["state"] == "gate" })
+	if err := os.WriteFile(filepath.Join(dir, "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}

@@ -109,6 +109,14 @@ func (d *dirWatch) dispatch(w *fsnotify.Watcher) {
 			}
 			dir, base := filepath.Dir(ev.Name), filepath.Base(ev.Name)
 			d.mu.Lock()
+			if _, watched := d.dirs[ev.Name]; watched && ev.Op&(fsnotify.Remove|fsnotify.Rename) != 0 {
+				// The directory itself went (inotify dropped its watch):
+				// its streams end, and the pages reconnect, watching it
+				// afresh.
+				d.dropDir(ev.Name)
+				d.mu.Unlock()
+				continue
+			}
 			for sub := range d.subs {
 				if sub.dir == dir && sub.files[base] {
 					select {
@@ -136,6 +144,18 @@ func (d *dirWatch) dispatch(w *fsnotify.Watcher) {
 			}
 		}
 	}
+}
+
+// dropDir ends the streams of dir and forgets it (d.mu held).
+func (d *dirWatch) dropDir(dir string) {
+	for sub := range d.subs {
+		if sub.dir == dir {
+			delete(d.subs, sub)
+			close(sub.gone)
+		}
+	}
+	delete(d.dirs, dir)
+	_ = d.w.Remove(dir)
 }
 
 // close stops the hub's watcher (a test's server going away).

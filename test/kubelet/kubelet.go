@@ -359,6 +359,9 @@ func (k *Kubelet) writeSecret(ns, name, dir string) {
 }
 
 func (m *pathMap) add(from, to string) {
+	if from != "/" {
+		from = filepath.Clean(from) // a mount path may end in '/'
+	}
 	m.from, m.to = append(m.from, from), append(m.to, to)
 	// Longest first, so /a/b wins over /a.
 	idx := make([]int, len(m.from))

@@ -17,7 +17,8 @@ func TestRewriteWholePathsOnly(t *testing.T) {
 	m := &pathMap{}
 	m.add("/tmp", "/vol/tmp")
 	m.add("/workspace", "/vol/ws")
-	m.add("/workspace/repo", "/vol/repo")
+	m.add("/workspace/repo/", "/vol/repo") // a mount path may end in '/'
+
 	for in, want := range map[string]string{
 		"cat /tmp/x > /tmp/y":                "cat /vol/tmp/x > /vol/tmp/y",
 		"cd /workspace/repo/src && ls /tmp":  "cd /vol/repo/src && ls /vol/tmp",
