@@ -240,14 +240,7 @@ func TestFollowersAreBounded(t *testing.T) {
 // address, or one allowed): a page of another site whose DNS name points
 // at this machine (DNS rebinding) reads nothing, answers or not.
 func TestEveryRequestChecksItsHost(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "count.yaml")
-	if err := os.WriteFile(path, []byte(countLoop), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	run(t, dir, path, "check")
-	srv := httptest.NewServer((&Server{LoopsDir: filepath.Join(dir, ".loops"), AllowedHosts: []string{"looprun.example.org"}}).Handler())
-	defer srv.Close()
+	_, _, srv := servedCountRun(t, &Server{AllowedHosts: []string{"looprun.example.org"}})
 	status := func(path, host string) int {
 		req, _ := http.NewRequest(http.MethodGet, srv.URL+path, nil)
 		req.Host = host
@@ -275,16 +268,8 @@ func TestEveryRequestChecksItsHost(t *testing.T) {
 // The local streams share one file watcher (one inotify instance, not one
 // per open tab), and the streams open at once are bounded.
 func TestStreamsShareOneWatcherAndAreBounded(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "count.yaml")
-	if err := os.WriteFile(path, []byte(countLoop), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	run(t, dir, path, "check")
-	s := &Server{LoopsDir: filepath.Join(dir, ".loops")}
-	srv := httptest.NewServer(s.Handler())
-	defer srv.Close()
-	defer s.watch.close()
+	s := &Server{}
+	dir, path, srv := servedCountRun(t, s)
 	before := inotifyInstances(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -373,16 +358,8 @@ func inotifyInstances(t *testing.T) int {
 // When the runs' directory goes, the streams on it end (the page
 // reconnects) and a new stream watches it afresh.
 func TestStreamsEndWhenTheirDirectoryGoes(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "count.yaml")
-	if err := os.WriteFile(path, []byte(countLoop), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	run(t, dir, path, "check")
-	s := &Server{LoopsDir: filepath.Join(dir, ".loops")}
-	srv := httptest.NewServer(s.Handler())
-	defer srv.Close()
-	defer s.watch.close()
+	s := &Server{}
+	dir, path, srv := servedCountRun(t, s)
 	open := func() *http.Response {
 		resp, err := http.Get(srv.URL + "/api/loops/local/count/stream")
 		if err != nil {
@@ -418,4 +395,23 @@ func TestStreamsEndWhenTheirDirectoryGoes(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
+}
+
+// servedCountRun runs countLoop once in a new directory and serves its
+// runs with s (its LoopsDir set); the server is closed at the test's end.
+func servedCountRun(t *testing.T, s *Server) (dir, path string, srv *httptest.Server) {
+	t.Helper()
+	dir = t.TempDir()
+	path = filepath.Join(dir, "count.yaml")
+	if err := os.WriteFile(path, []byte(countLoop), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run(t, dir, path, "check")
+	s.LoopsDir = filepath.Join(dir, ".loops")
+	srv = httptest.NewServer(s.Handler())
+	t.Cleanup(func() {
+		srv.Close()
+		s.watch.close()
+	})
+	return dir, path, srv
 }
