@@ -60,12 +60,11 @@ func (s *step) announceApproval(e executor.Event) {
 // another (a stale page, a second approver, an answer meant for an earlier
 // question), is refused with a Warning Event.
 func (s *step) answerApproval(verb, req string) {
-	a := s.loop.Status.Action
-	if a == nil || a.Approval == nil || s.loop.Status.Phase.IsFinished() {
+	waiting, ok := s.loop.Status.WaitingApproval()
+	if !ok {
 		s.requestWarning("NoApprovalWaiting", "%s: the Loop waits for no approval", verb)
 		return
 	}
-	waiting := v1alpha1.ApprovalTarget{RunID: s.loop.Status.RunID, State: a.State, Iteration: a.Iteration}
 	named, ok := v1alpha1.ParseApprovalTarget(req)
 	switch {
 	case !ok:

@@ -210,6 +210,9 @@ func (b *books) gone(name string) {
 
 // isChild says whether e's controlling Loop names e as its child.
 func (b *books) isChild(e *entry) bool {
+	if e.owner == "" {
+		return false
+	}
 	p := b.byUID[e.owner]
 	return p != nil && p.child == e.name
 }
@@ -219,7 +222,7 @@ func (b *books) place(e *entry) {
 	s := slotNone
 	switch {
 	case e.deleting || e.phase.IsFinished():
-	case e.owner != "" && b.isChild(e):
+	case b.isChild(e):
 		if e.slot == slotWaiting {
 			// Its parent's status named it after it was queued: it
 			// goes now, uncounted.

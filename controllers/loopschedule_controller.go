@@ -230,8 +230,9 @@ func (r *LoopScheduleReconciler) schedule(ctx context.Context, sch *v1alpha1.Loo
 			// The API server (an admission policy, a quota, the CRD's
 			// rules) will refuse it again: said, and tried at the next
 			// firing, not in a loop of retries.
-			r.setReady(sch, metav1.ConditionFalse, ReasonRunRefused, fmt.Sprintf("the run of %s was refused: %v", due.UTC().Format(time.RFC3339), err))
-			r.event(sch, nil, corev1.EventTypeWarning, ReasonRunRefused, "Create", "the run of %s was refused: %v", due.UTC().Format(time.RFC3339), err)
+			msg := fmt.Sprintf("the run of %s was refused: %v", due.UTC().Format(time.RFC3339), err)
+			r.setReady(sch, metav1.ConditionFalse, ReasonRunRefused, msg)
+			r.event(sch, nil, corev1.EventTypeWarning, ReasonRunRefused, "Create", "%s", msg)
 			sch.Status.LastScheduleTime = &metav1.Time{Time: due}
 			return requeue, nil
 		}

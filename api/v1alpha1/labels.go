@@ -110,6 +110,16 @@ type ApprovalTarget struct {
 	Iteration int32
 }
 
+// WaitingApproval is the approval the run waits for, as an answer names
+// it; false when it waits for none (or has ended).
+func (r *RunState) WaitingApproval() (ApprovalTarget, bool) {
+	a := r.Action
+	if a == nil || a.Approval == nil || r.Phase.IsFinished() {
+		return ApprovalTarget{}, false
+	}
+	return ApprovalTarget{RunID: r.RunID, State: a.State, Iteration: a.Iteration}, true
+}
+
 // String is the target as people read it.
 func (t ApprovalTarget) String() string {
 	return fmt.Sprintf("state %s at iteration %d of run %s", t.State, t.Iteration, t.RunID)

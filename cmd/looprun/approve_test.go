@@ -53,11 +53,7 @@ states:
 		t.Fatal(err)
 	}
 	state := filepath.Join(dir, ".loops/.running/gate.state.json")
-	proc.Until(t, 20*time.Second, "the run to wait for approval", func() bool {
-		sf, err := localrun.ReadStateFile(state)
-		return err == nil && sf.ActiveAction != nil && sf.ActiveAction.Approval != nil
-	})
-	sf, _ := localrun.ReadStateFile(state)
+	sf := waitingForApproval(t, state)
 	if sf.ActiveAction.Approval.Message != "ship v2?" || sf.ActiveAction.Approval.Deadline == "" {
 		t.Errorf("waiting for %+v", sf.ActiveAction.Approval)
 	}
@@ -117,12 +113,7 @@ states:
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		proc.Until(t, 20*time.Second, "the run to wait for approval", func() bool {
-			sf, err := localrun.ReadStateFile(state)
-			return err == nil && sf.ActiveAction != nil && sf.ActiveAction.Approval != nil && sf.Status == localrun.StatusRunning
-		})
-		sf, _ := localrun.ReadStateFile(state)
-		return sf
+		return waitingForApproval(t, state)
 	}
 	run := exec.Command(binary, "run", "gate.yaml")
 	first := waiting(run)
@@ -178,10 +169,7 @@ states:
 		t.Fatal(err)
 	}
 	state := filepath.Join(dir, ".loops/.running/gate.state.json")
-	proc.Until(t, 20*time.Second, "the run to wait for approval", func() bool {
-		sf, err := localrun.ReadStateFile(state)
-		return err == nil && sf.ActiveAction != nil && sf.ActiveAction.Approval != nil
-	})
+	waitingForApproval(t, state)
 	r := looprun(t, dir, "reject", "gate", "-m", "not today")
 	if r.code != 0 || !strings.Contains(r.stdout, "state ask (iteration 1) rejected") {
 		t.Fatalf("reject: exit %d %q %q", r.code, r.stdout, r.stderr)
@@ -197,4 +185,20 @@ states:
 	if err != nil || sf.CurrentState != "stop" {
 		t.Fatalf("ended in %s (%v): the second answer replaced the first", sf.CurrentState, err)
 	}
+}
+
+// waitingForApproval waits until the run of the state file waits, running,
+// for an approval, and returns its state file.
+func waitingForApproval(t *testing.T, state string) *localrun.StateFile {
+	t.Helper()
+	var sf *localrun.StateFile
+	proc.Until(t, 20*time.Second, "the run to wait for approval", func() bool {
+		got, err := localrun.ReadStateFile(state)
+		if err != nil || got.ActiveAction == nil || got.ActiveAction.Approval == nil || got.Status != localrun.StatusRunning {
+			return false
+		}
+		sf = got
+		return true
+	})
+	return sf
 }

@@ -75,15 +75,6 @@ var ErrAnswered = errors.New("was answered already")
 // waits for.
 var ErrStale = errors.New("no longer waits for that approval")
 
-// Target is the approval loop waits for, as an answer names it.
-func Target(loop *v1alpha1.Loop) (v1alpha1.ApprovalTarget, bool) {
-	a := Waiting(loop)
-	if a == nil {
-		return v1alpha1.ApprovalTarget{}, false
-	}
-	return v1alpha1.ApprovalTarget{RunID: loop.Status.RunID, State: a.State, Iteration: a.Iteration}, true
-}
-
 // Answer writes an approve or reject request, with message, on loop (read
 // just before) and returns the approval it answers. With want, the answer
 // is to that approval only (the one the person was shown): one the Loop no
@@ -94,7 +85,7 @@ func Answer(ctx context.Context, c client.Client, loop *v1alpha1.Loop, approve b
 	if a == nil {
 		return nil, fmt.Errorf("loop/%s %w", loop.Name, ErrNotWaiting)
 	}
-	target, _ := Target(loop)
+	target, _ := loop.Status.WaitingApproval()
 	if want != nil && *want != target {
 		return nil, fmt.Errorf("loop/%s %w (%s): it waits in %s", loop.Name, ErrStale, *want, target)
 	}

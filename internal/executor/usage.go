@@ -33,23 +33,30 @@ func checkUsage(res *ActionResult) *ActionResult {
 	if res == nil {
 		return nil
 	}
-	badAction := res.Usage != nil && res.Usage.Check() != nil
-	badJudge := res.Judgement != nil && res.Judgement.Usage != nil && res.Judgement.Usage.Check() != nil
-	if !badAction && !badJudge {
+	check := func(u *agentstream.Usage) error {
+		if u == nil {
+			return nil
+		}
+		return u.Check()
+	}
+	actionErr := check(res.Usage)
+	var judgeErr error
+	if res.Judgement != nil {
+		judgeErr = check(res.Judgement.Usage)
+	}
+	if actionErr == nil && judgeErr == nil {
 		return res
 	}
 	c := *res
-	if badAction {
-		err := res.Usage.Check()
+	if actionErr != nil {
 		c.Usage = nil
 		if c.Failure == nil {
-			c.Failure = &ActionFailure{Reason: ReasonInvalidUsage, Message: err.Error()}
+			c.Failure = &ActionFailure{Reason: ReasonInvalidUsage, Message: actionErr.Error()}
 		}
 	}
-	if badJudge {
-		err := res.Judgement.Usage.Check()
+	if judgeErr != nil {
 		c.Judgement = &evaluate.Result{Verdict: v1alpha1.VerdictError, Details: map[string]any{
-			"reason": ReasonInvalidUsage, "error": "the judge's call: " + err.Error()}}
+			"reason": ReasonInvalidUsage, "error": "the judge's call: " + judgeErr.Error()}}
 	}
 	return &c
 }

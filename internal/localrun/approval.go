@@ -91,7 +91,7 @@ func (s *Store) WriteAnswer(approved bool, by, message string, want *v1alpha1.Ap
 		}
 		_ = os.Remove(s.AnswerPath()) // an answer to another approval: never read
 	}
-	return ans, exclusiveWrite(s.AnswerPath(), data)
+	return ans, safefile.WriteFile(s.AnswerPath(), data) // no other writer: the lock is held
 }
 
 // lockAnswers holds the run's answer lock (a file beside the answer)
@@ -113,34 +113,6 @@ func (s *Store) readAnswer() (Answer, bool) {
 	var a Answer
 	data, err := safefile.Read(s.AnswerPath(), 64<<10)
 	return a, err == nil && json.Unmarshal(data, &a) == nil
-}
-
-// exclusiveWrite writes data at path whole, unless a file is there: a
-// temporary file linked to path (which fails when path exists), then
-// removed.
-func exclusiveWrite(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	_, err = tmp.Write(data)
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return err
-	}
-	if err := os.Link(tmp.Name(), path); err != nil {
-		if errors.Is(err, os.ErrExist) {
-			return fmt.Errorf("%s: %w by another answer just now", path, ErrAnswered)
-		}
-		return err
-	}
-	return nil
 }
 
 // AnswerPath is where an answer to the run's approval is written.

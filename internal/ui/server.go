@@ -139,11 +139,7 @@ func (s *Server) guard(h http.Handler) http.Handler {
 // address (what no other site's DNS name can be), localhost, or a name
 // given with AllowedHosts.
 func (s *Server) knownHost(hostport string) bool {
-	host, _, err := net.SplitHostPort(hostport)
-	if err != nil {
-		host = hostport
-	}
-	host = strings.TrimSuffix(strings.ToLower(host), ".")
+	host := strings.TrimSuffix(strings.ToLower(hostOf(hostport)), ".")
 	if host == "localhost" || strings.HasSuffix(host, ".localhost") || net.ParseIP(strings.Trim(host, "[]")) != nil {
 		return true
 	}
@@ -424,11 +420,16 @@ func loopback(addr string) bool {
 }
 
 func loopbackHost(hostport string) bool {
-	host, _, err := net.SplitHostPort(hostport)
-	if err != nil {
-		host = hostport
-	}
+	host := hostOf(hostport)
 	return host == "localhost" || loopback(strings.Trim(host, "[]"))
+}
+
+// hostOf is the host of a Host header, with or without its port.
+func hostOf(hostport string) string {
+	if host, _, err := net.SplitHostPort(hostport); err == nil {
+		return host
+	}
+	return hostport
 }
 
 // describeRun is a run's page.
