@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/internal/executor"
 	"github.com/looprun/looprun/test/fixture"
 )
 
@@ -171,9 +172,14 @@ var _ = Describe("A pattern that backtracks", func() {
 		}
 		Eventually(func(g Gomega) {
 			for _, key := range slow {
-				c := condition(getLoop(g, key), v1alpha1.ReadyCondition)
+				loop := getLoop(g, key)
+				c := condition(loop, v1alpha1.ReadyCondition)
 				g.Expect(c).NotTo(BeNil())
 				g.Expect(c.Message).To(ContainSubstring("searching the output of state check"))
+				// Saved as waiting for its verdict: a wake judges it, never enters it again.
+				g.Expect(loop.Status.Action).NotTo(BeNil())
+				g.Expect(loop.Status.Action.Verdict).To(BeTrue())
+				g.Expect(loop.Status.Iteration).To(Equal(int32(1)))
 			}
 		}, 30*time.Second).Should(Succeed())
 
@@ -186,6 +192,15 @@ var _ = Describe("A pattern that backtracks", func() {
 			Expect(judgeError(loop)).To(ContainSubstring("took too long"))
 			Expect(loop.Status.UpdatedAt.After(other.Status.UpdatedAt.Time)).To(BeTrue(),
 				"the unrelated Loop ended before the searches gave up")
+			// The state waited for its verdict across reconciles, entered once.
+			var entered int
+			for _, e := range loopEvents(loop) {
+				if e.Type == executor.EventStateEnter {
+					entered++
+				}
+			}
+			Expect(entered).To(Equal(1), "check, once")
+			Expect(loop.Status.Iteration).To(Equal(int32(1)))
 		}
 	})
 })

@@ -164,7 +164,7 @@ func (r *LoopReconciler) startGrace() time.Duration {
 // up. It reports whether it did, and when to look again at the latest.
 func (s *step) deferStart(waiting *unsavedStart, err error, recheck time.Duration) (time.Duration, bool) {
 	run := &s.loop.Status.RunState
-	if waiting == nil || err != nil || s.completed || s.cp != nil || s.out.health != (health{}) ||
+	if waiting == nil || err != nil || s.completedState || s.cp != nil || s.out.health != (health{}) ||
 		run.Phase != v1alpha1.PhaseRunning || !run.Action.IsAction() {
 		return 0, false
 	}

@@ -129,6 +129,8 @@ func progressing(loop *v1alpha1.Loop, run v1alpha1.RunState, h health) {
 		reason, msg = v1alpha1.ReasonJudging, fmt.Sprintf("the LLM judge weighs the result of state %s, iteration %d", run.CurrentState, run.Iteration)
 	case h.searching:
 		msg = fmt.Sprintf("searching the output of state %s, iteration %d, for its pattern", run.CurrentState, run.Iteration)
+	case run.Action != nil && run.Action.Verdict:
+		reason, msg = v1alpha1.ReasonJudging, fmt.Sprintf("state %s, iteration %d, waits for its verdict", run.Action.State, run.Action.Iteration)
 	case run.Action != nil && run.Action.Approval != nil:
 		reason, msg = v1alpha1.ReasonAwaitingApproval, fmt.Sprintf("state %s waits for approval (looprun approve or reject): %s", run.Action.State, run.Action.Approval.Message)
 	case run.Action != nil:

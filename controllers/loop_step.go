@@ -2,7 +2,6 @@ package controllers
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -31,7 +30,11 @@ import (
 // unsavedStart).
 func (r *LoopReconciler) reconcileLoop(ctx context.Context, loop *v1alpha1.Loop) (reconcile.Result, outcome, error) {
 	req := pendingRequest(loop)
-	if loop.Status.Phase.IsFinished() && req == "" {
+	ended := loop.Status.Phase.IsFinished()
+	if ended {
+		r.memory.finished(loop) // its push and exit hook may still run
+	}
+	if ended && req == "" && (r.Actions == nil || !afterEnd(loop)) {
 		res, err := r.reconcileFinished(ctx, loop)
 		return res, outcome{}, err
 	}
@@ -43,12 +46,18 @@ func (r *LoopReconciler) reconcileLoop(ctx context.Context, loop *v1alpha1.Loop)
 		// in little-loops (and as a child runs locally).
 		IgnoreSignals: loop.Labels[v1alpha1.LabelParent] != "",
 		Prices:        r.Prices,
+		Clone:         executor.CloneOf(&loop.Spec),
 	})
 	if err != nil {
+		if ended && req == "" {
+			// An ended run whose spec no longer holds runs nothing more.
+			res, err := r.reconcileFinished(ctx, loop)
+			return res, outcome{}, err
+		}
 		r.announceInvalid(loop, err)
 		return reconcile.Result{}, outcome{health: health{invalid: err.Error()}}, reconcile.TerminalError(err)
 	}
-	s := &step{r: r, loop: loop, m: m, now: r.now()}
+	s := &step{r: r, loop: loop, m: m, now: r.now(), ended: ended}
 	waiting := r.resumeUnsaved(loop)
 	if waiting != nil {
 		s.events = slices.Clip(waiting.events)
@@ -56,16 +65,7 @@ func (r *LoopReconciler) reconcileLoop(ctx context.Context, loop *v1alpha1.Loop)
 	if req != "" {
 		s.request(ctx, req)
 	}
-	var result reconcile.Result
-	if loop.Status.Phase.IsFinished() {
-		result, err = r.reconcileFinished(ctx, loop)
-	} else {
-		result, err = s.take(ctx)
-		if err == nil && r.Actions != nil && afterEnd(loop) {
-			// The run ended: its push and exit hook start once the end is saved.
-			result = reconcile.Result{RequeueAfter: time.Millisecond}
-		}
-	}
+	result, err := s.take(ctx)
 	r.Tracer.Begin(&loop.Status.RunState, loop.Annotations[v1alpha1.AnnotationTraceParent])
 	if wait, ok := s.deferStart(waiting, err, result.RequeueAfter); ok {
 		return reconcile.Result{RequeueAfter: wait}, outcome{deferred: true}, nil
@@ -101,7 +101,7 @@ func (s *step) cloudEvents() {
 // it looks again (the source may be imported or repaired meanwhile).
 const forkRetry = time.Minute
 
-// step is one reconcile's work on a running Loop.
+// step is one reconcile's work on a Loop's run.
 type step struct {
 	r      *LoopReconciler
 	loop   *v1alpha1.Loop
@@ -109,17 +109,17 @@ type step struct {
 	now    time.Time
 	events []executor.Event
 	out    outcome
+	// ended is true when the run had ended before this reconcile.
+	ended bool
 	// recheck asks for another look at a running action after this long.
 	recheck time.Duration
-	// completed is true when a state was completed.
-	completed bool
+	// completedState is true when a state was completed.
+	completedState bool
 	// cp is the checkpoint taken in this step, stored with its events.
 	cp *history.Checkpoint
 	// answer is a person's answer to the approval the Loop waits for
 	// (an approve or reject request); nil for none.
 	approvalAnswer *executor.ApprovalAnswer
-	// planned is what the status and events were before the last plan.
-	planned *planMark
 }
 
 func (s *step) add(evs []executor.Event) { s.events = append(s.events, evs...) }
@@ -138,7 +138,7 @@ func (s *step) take(ctx context.Context) (reconcile.Result, error) {
 			return reconcile.Result{RequeueAfter: forkRetry}, nil
 		}
 	}
-	if g := s.loop.Generation; s.loop.Status.ObservedGeneration != 0 && g != s.loop.Status.ObservedGeneration {
+	if g := s.loop.Generation; !run.Phase.IsFinished() && s.loop.Status.ObservedGeneration != 0 && g != s.loop.Status.ObservedGeneration {
 		s.add(s.m.Record(run, s.now, executor.EventSpecChanged, map[string]any{"generation": g}))
 	}
 	return s.drive(ctx)
@@ -154,181 +154,120 @@ func (s *step) queued(why string) {
 	}
 }
 
-// drive walks the machine as every driver does, one step kind at a time,
-// until the step waits for something outside the reconcile (an action, a
-// child Loop, the judge, a backoff) or the run ends. A reconcile completes
-// the action in flight and starts the next; any other completion is saved
-// in a reconcile of its own.
+// drive walks the machine as every driver does: Plan at the head, run
+// what the step asks for, Complete with its result; until the step waits
+// for something outside the reconcile (an action, a child Loop, the
+// judge, a search, a person, a backoff) or the run ends. Plan returns the
+// same step for whatever is in flight, so a reconcile that ends while it
+// waits changes nothing to undo. A reconcile collects the action (or
+// clone, push, exit hook) in flight and goes on to the next step; any
+// other completion is saved in a reconcile of its own.
 func (s *step) drive(ctx context.Context) (reconcile.Result, error) {
-	next, res, err := s.first(ctx)
-	if err != nil || next.Kind == stepHold {
-		return reconcile.Result{RequeueAfter: s.recheck}, err
-	}
-	collected := res != nil // first's only result is the action in flight's
-	for {
-		var stop *reconcile.Result
-		switch next.Kind {
-		case executor.StepNext:
-			if next, stop, err = s.afterCompletion(ctx, collected); stop != nil || err != nil {
-				return ptr.Deref(stop, reconcile.Result{}), err
-			}
-			collected = false
-		case executor.StepWait:
-			return reconcile.Result{RequeueAfter: next.WaitUntil.Sub(s.now)}, nil
-		case executor.StepDone:
-			return s.r.reconcileFinished(ctx, s.loop)
-		case executor.StepPaused:
-			// The budget is spent: nothing runs until a spec edit raises
-			// it, and that edit wakes the Loop.
-			return reconcile.Result{}, nil
-		default:
-			if res, stop, err = s.answer(ctx, next, res); stop != nil || err != nil {
-				return ptr.Deref(stop, reconcile.Result{}), err
-			}
-			next = s.complete(ctx, res)
-		}
-	}
-}
-
-// answer is the answer to a step that waits for one: an action's result,
-// a child's ending, the judge's verdict (added to res), a person's answer;
-// nil for a state without an action. stop says how the reconcile ends
-// while the answer is not there yet: what it waits for wakes the Loop.
-func (s *step) answer(ctx context.Context, next executor.Step, res *executor.ActionResult) (*executor.ActionResult, *reconcile.Result, error) {
-	var err error
-	switch next.Kind {
-	case executor.StepAction:
-		if res, err = s.start(ctx, *next.Action); err != nil || res == nil {
-			return nil, &reconcile.Result{RequeueAfter: s.recheck}, err
-		}
-	case executor.StepEvaluate:
-		res = nil
-	case executor.StepJudge:
-		var ok bool
-		if res, ok = s.judged(*next.Judge, res); !ok {
-			return s.awaitVerdict(res)
-		}
-	case executor.StepSearch:
-		var ok bool
-		if res, ok = s.searched(*next.Search, res); !ok {
-			return s.awaitVerdict(res)
-		}
-	case executor.StepLoop:
-		if res, err = s.child(ctx, next.Loop); err != nil || res == nil {
-			return nil, &reconcile.Result{}, err
-		}
-	case executor.StepApproval:
-		if res = s.approval(next.Approval); res == nil {
-			wait := s.awaitApproval(next.Approval)
-			return nil, &wait, nil
-		}
-	default:
-		return nil, nil, fmt.Errorf("step %s: no driver for it", next.Kind)
-	}
-	return res, nil, nil
-}
-
-// awaitVerdict ends the reconcile while a verdict is made in the
-// background; its end wakes the Loop. A state without an action (res nil)
-// is not saved as entered (see unplan).
-func (s *step) awaitVerdict(res *executor.ActionResult) (*executor.ActionResult, *reconcile.Result, error) {
-	if res == nil {
-		s.unplan()
-	}
-	return nil, &reconcile.Result{}, nil
-}
-
-// afterCompletion is the next step once a state is complete: the plan
-// after the action in flight was collected, so that the next action starts
-// in the same reconcile; any other completion is saved in a reconcile of
-// its own (stop says how it ends).
-func (s *step) afterCompletion(ctx context.Context, collected bool) (next executor.Step, stop *reconcile.Result, err error) {
-	if !collected {
-		return next, &reconcile.Result{RequeueAfter: time.Millisecond}, nil
-	}
-	if hold, err := s.suspended(ctx); hold || err != nil {
-		return next, &reconcile.Result{}, err
-	}
-	next, evs := s.plan()
-	s.add(evs)
-	return next, nil, nil
-}
-
-// plan asks the machine for the next step, noting what the status and
-// events were before it (see unplan).
-func (s *step) plan() (executor.Step, []executor.Event) {
-	s.planned = &planMark{status: *s.loop.Status.DeepCopy(), events: len(s.events)}
-	return s.m.Plan(&s.loop.Status.RunState, s.now)
-}
-
-// unplan takes back the last plan: a state without an action that waits
-// for its verdict (the judge, a pattern search) is entered again, the same
-// way, once the verdict is there; saving the entry would enter it once more
-// on every wake.
-func (s *step) unplan() {
-	if m := s.planned; m != nil {
-		s.loop.Status = m.status
-		s.events = s.events[:m.events]
-	}
-}
-
-// planMark is the status and the count of events before a plan.
-type planMark struct {
-	status v1alpha1.LoopStatus
-	events int
-}
-
-// stepHold is first's answer when the reconcile has nothing more to do:
-// the action in flight runs, the Loop is suspended, or no runner exists.
-const stepHold executor.StepKind = -1
-
-// first is where the reconcile starts: the result of the action in
-// flight when it ended (completed, its StepNext returned), or the machine's
-// plan. An action whose runner lost it, or never started it, is planned
-// again, so that it runs as the loop says now.
-func (s *step) first(ctx context.Context) (executor.Step, *executor.ActionResult, error) {
 	run := &s.loop.Status.RunState
-	inFlight := run.Action.IsAction()
-	if !inFlight {
+	for first := true; ; first = false {
+		if result, hold, err := s.hold(ctx); hold || err != nil {
+			return result, err
+		}
+		step, evs := s.m.Plan(run, s.now)
+		s.add(evs)
+		res, ready, result, err := s.run(ctx, step)
+		if !ready || err != nil {
+			return result, err
+		}
+		if !s.complete(ctx, step, res) {
+			return reconcile.Result{}, nil // the verdict's end wakes the Loop
+		}
+		if !first || step.Kind != executor.StepAction || !step.InFlight {
+			return reconcile.Result{RequeueAfter: time.Millisecond}, nil
+		}
+	}
+}
+
+// hold reports whether the reconcile stops before the next Plan: the run
+// ended in it (what follows its end waits until the end is saved), the
+// Loop is suspended, or nothing can run its actions.
+func (s *step) hold(ctx context.Context) (reconcile.Result, bool, error) {
+	run := &s.loop.Status.RunState
+	if run.Phase.IsFinished() && !s.ended && s.r.Actions != nil && s.m.AfterEnd(run) {
+		// The run ended: its push and exit hook start once the end is saved.
+		return reconcile.Result{RequeueAfter: time.Millisecond}, true, nil
+	}
+	if !run.Phase.IsFinished() && !run.Action.IsAction() {
 		if hold, err := s.suspended(ctx); hold || err != nil {
-			return executor.Step{Kind: stepHold}, nil, err
+			return reconcile.Result{}, true, err
 		}
 	}
-	if (inFlight || run.Action == nil) && s.r.Actions == nil {
+	switch {
+	case s.r.Actions != nil:
+	case run.Phase.IsFinished():
+		res, err := s.r.reconcileFinished(ctx, s.loop) // nothing runs its push or hook
+		return res, true, err
+	case run.Action == nil || run.Action.IsAction():
 		s.out.health.noRunner = true
-		return executor.Step{Kind: stepHold}, nil, nil
+		return reconcile.Result{}, true, nil
 	}
-	if !inFlight && s.r.Actions != nil && executor.NeedsClone(&s.loop.Spec, run) {
-		// The checkout is made before the first step.
-		if done, err := s.clone(ctx); !done || err != nil {
-			return executor.Step{Kind: stepHold}, nil, err
+	return reconcile.Result{}, false, nil
+}
+
+// run does what step asks for and returns its result (nil for a state
+// without an action); ready is false while the reconcile ends first (what
+// it waits for wakes the Loop, or result says when to look again).
+func (s *step) run(ctx context.Context, step executor.Step) (res *executor.ActionResult, ready bool, result reconcile.Result, err error) {
+	run := &s.loop.Status.RunState
+	switch step.Kind {
+	case executor.StepDone:
+		if s.r.Actions != nil && !s.ended && s.m.AfterEnd(run) {
+			// The run ended: its push and exit hook start once the end is saved.
+			return nil, false, reconcile.Result{RequeueAfter: time.Millisecond}, nil
 		}
-		if run.Phase.IsFinished() {
-			return executor.Step{Kind: executor.StepDone}, nil, nil
+		result, err = s.r.reconcileFinished(ctx, s.loop)
+		return nil, false, result, err
+	case executor.StepPaused:
+		// The budget is spent: nothing runs until a spec edit raises it,
+		// and that edit wakes the Loop.
+		return nil, false, reconcile.Result{}, nil
+	case executor.StepWait:
+		return nil, false, reconcile.Result{RequeueAfter: step.WaitUntil.Sub(s.now)}, nil
+	case executor.StepAction:
+		if executor.IsLifecycle(step.Action) {
+			res, ready, err = s.lifecycle(ctx, step)
+		} else {
+			res, err = s.action(ctx, step)
+			ready = res != nil
 		}
+		return res, ready, reconcile.Result{RequeueAfter: s.recheck}, err
+	case executor.StepEvaluate:
+		return nil, true, reconcile.Result{}, nil
+	case executor.StepLoop:
+		res, err = s.child(ctx, step.Loop)
+		return res, res != nil, reconcile.Result{}, err
+	case executor.StepApproval:
+		if res = s.approval(step.Approval); res == nil {
+			return nil, false, s.awaitApproval(step.Approval), nil
+		}
+		return res, true, reconcile.Result{}, nil
 	}
-	var lost bool
-	if inFlight {
+	return nil, false, reconcile.Result{}, fmt.Errorf("step %s: no driver for it", step.Kind)
+}
+
+// action is the result of the state's action: collected once it ended,
+// else started (nil while it runs). An action whose runner lost it (the
+// operator restarted) runs again, as the loop says now.
+func (s *step) action(ctx context.Context, step executor.Step) (*executor.ActionResult, error) {
+	if step.InFlight {
 		out, err := s.r.Actions.Check(ctx, s.loop)
 		switch {
 		case err != nil:
-			return executor.Step{}, nil, err
+			return nil, err
 		case out.State == runner.Running:
 			s.recheck = out.RecheckAfter
-			return executor.Step{Kind: stepHold}, nil, nil
+			return nil, nil
 		case out.State == runner.Done:
-			res := out.Result
-			return s.complete(ctx, &res), &res, nil
+			return ptr.To(out.Result), nil
 		}
-		lost = out.State == runner.Lost
+		s.add(s.m.RestartAction(&s.loop.Status.RunState, s.now))
 	}
-	next, evs := s.plan()
-	s.add(evs)
-	if lost && next.Kind == executor.StepAction {
-		// The process that ran it is gone (the operator restarted): run it again.
-		s.add(s.m.RestartAction(run, s.now))
-	}
-	return next, nil, nil
+	return s.start(ctx, *step.Action)
 }
 
 // suspended applies spec.suspend to a Loop with no action in flight: it
@@ -380,16 +319,38 @@ func (s *step) start(ctx context.Context, a executor.Action) (*executor.ActionRe
 	return &res, nil
 }
 
-// complete finishes the current state with res (nil: it ran no action),
-// or returns the question Complete asks first (StepJudge).
-func (s *step) complete(ctx context.Context, res *executor.ActionResult) executor.Step {
+// complete finishes what step ran with res (nil: a state without an
+// action), asking the judge or the search Complete asks for first; false
+// while their verdict is made in the background (the state waits as
+// Plan's step: its end wakes the Loop).
+func (s *step) complete(ctx context.Context, step executor.Step, res *executor.ActionResult) bool {
 	run := &s.loop.Status.RunState
 	action := run.Action
-	next, evs := s.m.Complete(run, res, s.now)
-	if next.Kind != executor.StepNext {
-		return next
+	for {
+		next, evs := s.m.Complete(run, res, s.now)
+		var ok bool
+		switch next.Kind {
+		case executor.StepJudge:
+			res, ok = s.judged(*next.Judge, res)
+		case executor.StepSearch:
+			res, ok = s.searched(*next.Search, res)
+		default:
+			s.add(evs)
+			s.completed(ctx, step, action, res)
+			return true
+		}
+		if !ok {
+			return false
+		}
 	}
-	s.add(evs)
+}
+
+// completed counts what a completion used and ended, once it is saved.
+func (s *step) completed(ctx context.Context, step executor.Step, action *v1alpha1.ActionStatus, res *executor.ActionResult) {
+	if executor.IsLifecycle(step.Action) {
+		s.lifecycleEnded(step.Action)
+		return
+	}
 	if action.IsAction() {
 		observeAction(res.Duration)
 		loop := s.loop
@@ -399,10 +360,9 @@ func (s *step) complete(ctx context.Context, res *executor.ActionResult) executo
 	if res != nil && res.Judgement != nil {
 		s.observeUsage(res.Judgement.Usage) // the judge's call counts as an agent's
 	}
-	s.completed = true
+	s.completedState = true
 	s.takeCheckpoint(ctx)
 	transitions.Inc()
-	return next
 }
 
 // observeUsage counts what an agent action or a judge call used in the
@@ -470,28 +430,10 @@ func (s *step) announce(ctx context.Context) {
 	}
 }
 
-// afterEnd reports whether the ended run has work left after its end: its
-// push, its exit hook.
-func afterEnd(loop *v1alpha1.Loop) bool {
-	run := &loop.Status.RunState
-	return executor.NeedsPush(&loop.Spec, run) || executor.NeedsExitHook(&loop.Spec, run)
-}
-
-// reconcileFinished deletes a finished Loop once its ttlSecondsAfterFinished passed.
+// reconcileFinished deletes a finished Loop once its ttlSecondsAfterFinished
+// passed (after its push and exit hook: the engine's steps after its end).
 func (r *LoopReconciler) reconcileFinished(ctx context.Context, loop *v1alpha1.Loop) (reconcile.Result, error) {
 	r.memory.finished(loop)
-	if r.Actions != nil && executor.NeedsPush(&loop.Spec, &loop.Status.RunState) {
-		res, running, err := r.push(ctx, loop)
-		if running || err != nil {
-			return res, err // the exit hook and the ttl wait for it
-		}
-	}
-	if r.Actions != nil && executor.NeedsExitHook(&loop.Spec, &loop.Status.RunState) {
-		res, running, err := r.exitHook(ctx, loop)
-		if running || err != nil {
-			return res, err // the Loop is kept (ttl) until its hook ended
-		}
-	}
 	ttl := loop.Spec.TTLSecondsAfterFinished
 	if ttl == nil || loop.Status.UpdatedAt == nil {
 		return reconcile.Result{}, nil
@@ -572,22 +514,9 @@ func orEnd(next string) string {
 const RunDirBase = ".loops/runs"
 
 // runContext is what the operator gives a run's context, as a local run
-// gets it, each unless the Loop sets it: run_dir (on the workspace, made
-// before each action), max_steps, input_hash for a text input, and
-// repo_dir, the checkout of workspace.git.
+// gets it (executor.RunContext): run_dir on the workspace (made before each
+// action), max_steps, input_hash, and repo_dir, the checkout of
+// workspace.git.
 func runContext(loop *v1alpha1.Loop) map[string]any {
-	ctx := map[string]any{
-		"run_dir":   RunDirBase + "/" + runID(loop) + "/",
-		"max_steps": loop.Spec.GetMaxIterations(),
-	}
-	if dir := loop.Spec.Runner.GetCheckoutPath(); dir != "" {
-		ctx["repo_dir"] = dir
-	}
-	var input any
-	if raw, ok := loop.Spec.Context["input"]; ok && json.Unmarshal(raw.Raw, &input) == nil {
-		if h, ok := executor.InputHash(input); ok {
-			ctx["input_hash"] = h
-		}
-	}
-	return ctx
+	return executor.RunContext{RunDir: RunDirBase + "/" + runID(loop) + "/", RepoDir: loop.Spec.Runner.GetCheckoutPath()}.Defaults(&loop.Spec)
 }

@@ -313,9 +313,9 @@ func (l *Loop) ActsAs(ns, name string) bool {
 }
 
 // IsAction reports whether what is in flight is an action a runner runs:
-// not a child Loop, nor an approval state's wait.
+// not a child Loop, an approval state's wait, nor a verdict awaited.
 func (a *ActionStatus) IsAction() bool {
-	return a != nil && a.Child == "" && a.Approval == nil
+	return a != nil && a.Child == "" && a.Approval == nil && !a.Verdict
 }
 
 // GetIdleTimeout returns how long the state's action may print nothing; 0: no limit.

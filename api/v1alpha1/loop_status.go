@@ -237,6 +237,10 @@ type ActionStatus struct {
 	// approval is the question of an approval state waiting for a person.
 	// +optional
 	Approval *ApprovalWait `json:"approval,omitempty"`
+	// verdict marks a state without an action that waits for its verdict
+	// (the LLM judge's, a pattern search's): it is judged, not entered, again.
+	// +optional
+	Verdict bool `json:"verdict,omitempty"`
 }
 
 // ApprovalWait is an approval state's question while it waits.

@@ -1,19 +1,17 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
-	"path/filepath"
+	"regexp"
 	"strings"
-	"time"
 
 	git "github.com/go-git/go-git/v5"
 
 	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/internal/executor"
 	"github.com/looprun/looprun/internal/gitws"
-	"github.com/looprun/looprun/internal/localrun"
 )
 
 // A local run works in the current directory. With --clone it works in a
@@ -24,6 +22,8 @@ import (
 // its work from there when it ends, as in a cluster (to the url, or to the
 // repository it was cloned from). Credentials are not read: a local clone
 // is of what this user can reach with none (a local path, a public URL).
+// The clone and the push are the run's own steps (the engine's, as in a
+// cluster): the push, then the exit hook, once the run ended.
 
 // cloneSource is what --clone clones: the loop's repository, or the one
 // the current directory is in.
@@ -42,73 +42,78 @@ func cloneSource(spec *v1alpha1.LoopSpec) (gitws.Op, error) {
 	return gitws.Op{Op: gitws.OpClone, URL: wt.Filesystem.Root()}, nil
 }
 
-// cloneForRun makes the run's checkout under runDir and names it in the
-// run's context (repo_dir); it returns the checkout and the cloned commit.
-func cloneForRun(ctx context.Context, spec *v1alpha1.LoopSpec, runDir string, out io.Writer) (dir, commit string, err error) {
-	op, err := cloneSource(spec)
-	if err != nil {
-		return "", "", err
-	}
-	op.Dir = filepath.Join(runDir, v1alpha1.CheckoutDir)
-	res, err := gitws.Clone(ctx, op, io.Discard)
-	if err != nil {
-		return "", "", fmt.Errorf("--clone: %w", err)
-	}
-	spec.SetContext("repo_dir", op.Dir)
-	// Kept without its password: the context is printed and saved in the
-	// state file. A push goes to the loop's own URL (pushClone).
-	spec.SetContext(clonedKey, gitws.Redact(op.URL)+"@"+res.Commit)
-	fmt.Fprintf(out, "Cloned %s at %s into %s\n", gitws.Redact(op.URL), short(res.Commit), op.Dir)
-	return op.Dir, res.Commit, nil
-}
-
-// clonedKey keeps in the run's context where its checkout came from
-// (URL@COMMIT), so that a resumed run works there and pushes from it.
+// clonedKey keeps in the run's context where its checkout is cloned from
+// (the URL without its password), so that a resumed run works there.
+// Older runs kept URL@COMMIT, the commit cloned.
 const clonedKey = "looprun_cloned"
 
-// clonedRun is the checkout of a run made with --clone, from its saved
-// context: its directory and the cloned commit; ok is false for a run in
-// the current directory.
-func clonedRun(values map[string]any) (dir, commit string, ok bool) {
-	dir, _ = values["repo_dir"].(string)
-	from, _ := values[clonedKey].(string)
-	i := strings.LastIndexByte(from, '@')
-	if dir == "" || i < 0 {
-		return "", "", false
-	}
-	return dir, from[i+1:], true
+// markClone names in the run's context (repo_dir, clonedKey) the checkout
+// a run made with --clone works in: dir, cloned from op by the run's
+// first step.
+func markClone(spec *v1alpha1.LoopSpec, op gitws.Op, dir string) {
+	spec.SetContext("repo_dir", dir)
+	spec.SetContext(clonedKey, gitws.Redact(op.URL))
 }
 
-// pushClone pushes the work of an ended run made with --clone, when its
-// loop says so (workspace.git.push, at such an end), to the loop's URL.
-func pushClone(ctx context.Context, d *localrun.Driver, run *v1alpha1.RunState, out io.Writer) error {
-	dir, commit, ok := clonedRun(d.Context)
-	spec := d.Machine.Spec()
+// oldCloned matches the URL@COMMIT of a run that an older looprun cloned
+// before it started.
+var oldCloned = regexp.MustCompile(`@([0-9a-f]{40})$`)
+
+// clonedRun is the checkout of a run made with --clone, from its saved
+// context: its directory and what it is cloned from (the loop's
+// workspace.git, else the repository named); ok is false for a run in
+// the current directory. A run an older looprun cloned before it started
+// gets its clone's status from the commit it kept.
+func clonedRun(spec *v1alpha1.LoopSpec, values map[string]any, run *v1alpha1.RunState) (dir string, src *gitws.Op, ok bool) {
+	dir, _ = values["repo_dir"].(string)
+	from, _ := values[clonedKey].(string)
+	if dir == "" || from == "" {
+		return "", nil, false
+	}
+	if m := oldCloned.FindStringSubmatch(from); m != nil {
+		from = strings.TrimSuffix(from, m[0])
+		if run != nil && run.Git == nil {
+			run.Git = &v1alpha1.GitStatus{Clone: &v1alpha1.GitOpStatus{Phase: v1alpha1.ExitHookSucceeded, Commit: m[1]}}
+		}
+	}
+	if src = executor.CloneOf(spec); src == nil {
+		src = &gitws.Op{Op: gitws.OpClone, URL: from}
+	}
+	return dir, src, true
+}
+
+// gitProgress prints how the run's clone or push went.
+func gitProgress(out io.Writer, dir, url string) func(op string, st *v1alpha1.GitOpStatus) {
+	return func(op string, st *v1alpha1.GitOpStatus) {
+		switch {
+		case st.Phase != v1alpha1.ExitHookSucceeded:
+			fmt.Fprintf(out, "The %s failed: %s\n", op, st.Message)
+		case op == gitws.OpClone:
+			fmt.Fprintf(out, "Cloned %s at %s into %s\n", url, short(st.Commit), dir)
+		case !st.Pushed:
+			fmt.Fprintf(out, "Nothing to push: no change since the clone (%s)\n", short(st.Commit))
+		default:
+			fmt.Fprintf(out, "Pushed %s to branch %s of %s\n", short(st.Commit), st.Branch, url)
+		}
+	}
+}
+
+// pushOutcome says what became of an ended run's push: an error when it
+// failed (the run's exit code says so), a note when the loop pushes only a
+// completed run.
+func pushOutcome(spec *v1alpha1.LoopSpec, run *v1alpha1.RunState, out io.Writer) error {
 	g := spec.GitWorkspace()
-	if !ok || g == nil || g.Push == nil || !run.Phase.IsFinished() {
+	if g == nil || g.Push == nil || !run.Phase.IsFinished() || run.Git == nil || run.Git.Clone == nil {
+		return nil
+	}
+	if p := run.Git.Push; p != nil && p.Iteration == run.Iteration {
+		if p.Phase == v1alpha1.ExitHookFailed {
+			return errors.New("the push failed: " + p.Message)
+		}
 		return nil
 	}
 	if g.Push.When != v1alpha1.PushWhenAlways && run.Phase != v1alpha1.PhaseCompleted {
 		fmt.Fprintf(out, "Not pushed: the run ended %s (workspace.git.push.when: Completed)\n", run.Phase)
-		return nil
-	}
-	a, err := d.Machine.GitAction(run, gitws.OpPush, time.Now())
-	if err != nil {
-		return err
-	}
-	// The push goes to spec.runner.workspace.git.url, by URL (gitws.Push),
-	// never where the context or the checkout's config say.
-	op := *a.Git
-	op.Dir, op.Base = dir, commit
-	url := gitws.Redact(op.URL)
-	res, err := gitws.Push(ctx, op, io.Discard)
-	switch {
-	case err != nil:
-		return errors.New("the push failed: " + err.Error())
-	case !res.Pushed:
-		fmt.Fprintf(out, "Nothing to push: no change since %s\n", short(commit))
-	default:
-		fmt.Fprintf(out, "Pushed %s to branch %s of %s\n", short(res.Commit), res.Branch, gitws.Redact(url))
 	}
 	return nil
 }

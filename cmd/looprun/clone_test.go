@@ -40,6 +40,7 @@ spec:
       git:
         url: `+bare+`
         push: {branch: 'looprun/${loop.name}-${run.id}', commitMessage: 'fix a.txt'}
+  onExit: {action: 'echo "pushed=${loop.git.pushed} branch=${loop.git.branch} commit=${loop.git.commit}" > `+dir+`/hook.out'}
   states:
     fix: {action: 'test "$PWD" = "${context.repo_dir}" && echo fixed > a.txt', onSuccess: done, onFailure: failed}
     done: {terminal: true}
@@ -67,6 +68,12 @@ spec:
 	}
 	if got := gitCmd(t, bare, "show", "main:a.txt"); got != "broken" {
 		t.Fatalf("main changed: %q", got)
+	}
+	// The exit hook runs after the push, as in a cluster, and reads it.
+	head := gitCmd(t, bare, "rev-parse", branches)
+	hook, err := os.ReadFile(filepath.Join(dir, "hook.out"))
+	if want := "pushed=True branch=" + branches + " commit=" + head + "\n"; err != nil || string(hook) != want {
+		t.Fatalf("the exit hook wrote %q (%v), want %q", hook, err, want)
 	}
 }
 

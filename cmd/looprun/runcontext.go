@@ -57,42 +57,25 @@ func setContext(spec *v1alpha1.LoopSpec, kvs []string) error {
 	return nil
 }
 
-// setRunContext adds run_dir (DIR/runs/RUN_ID/ under the loops directory),
-// input_hash (the first 12 hex digits of the SHA-256 of a text input) and
-// max_steps, unless set; it returns run_dir.
+// setRunContext gives the run's context what a runner gives it, each
+// unless set (executor.RunContext): run_dir (DIR/runs/RUN_ID/ under the
+// loops directory, absolute), input_hash and max_steps; it returns run_dir.
 func setRunContext(spec *v1alpha1.LoopSpec, loopsDir, runID string) (string, error) {
-	if err := setRunDir(spec, loopsDir, runID); err != nil {
-		return "", err
-	}
-	setInputHash(spec)
-	if _, ok := spec.Context["max_steps"]; !ok {
-		spec.SetContext("max_steps", spec.GetMaxIterations())
-	}
-	return runDirOf(spec)
+	return setDefaults(spec, loopsDir, runID, false)
 }
 
-// setRunDir sets run_dir, unless set, to DIR/runs/LEAF/ under the loops
-// directory, absolute.
-func setRunDir(spec *v1alpha1.LoopSpec, loopsDir, leaf string) error {
-	if _, ok := spec.Context["run_dir"]; ok {
-		return nil
-	}
+// setDefaults sets the context a runner gives a run whose run_dir is
+// DIR/runs/LEAF/ under the loops directory, and returns run_dir.
+func setDefaults(spec *v1alpha1.LoopSpec, loopsDir, leaf string, simulated bool) (string, error) {
 	abs, err := filepath.Abs(loopsDir)
 	if err != nil {
-		return err
+		return "", err
 	}
-	spec.SetContext("run_dir", filepath.Join(abs, "runs", leaf)+"/")
-	return nil
-}
-
-// setInputHash sets input_hash, unless set, for a text input.
-func setInputHash(spec *v1alpha1.LoopSpec) {
-	if _, ok := spec.Context["input_hash"]; ok {
-		return
+	rc := executor.RunContext{RunDir: filepath.Join(abs, "runs", leaf) + "/", NoMaxSteps: simulated}
+	for k, v := range rc.Defaults(spec) {
+		spec.SetContext(k, v)
 	}
-	if h, ok := executor.InputHash(contextValue(spec, loopfile.DefaultInputKey)); ok {
-		spec.SetContext("input_hash", h)
-	}
+	return runDirOf(spec)
 }
 
 // runDirOf is the run's run_dir, which must be a directory name.

@@ -11,10 +11,6 @@ import (
 // there), input_hash is that of the input. As in little-loops, a walk gets
 // no max_steps variable.
 func setSimulationContext(spec *v1alpha1.LoopSpec, loopsDir, name string) error {
-	if err := setRunDir(spec, loopsDir, name+"-simulate"); err != nil {
-		return err
-	}
-	setInputHash(spec)
-	_, err := runDirOf(spec)
+	_, err := setDefaults(spec, loopsDir, name+"-simulate", true)
 	return err
 }

@@ -20,10 +20,12 @@ import (
 // Complete finishes the current state with the result of its action (nil for
 // a state without one): it evaluates, stores the capture, routes, and
 // enforces the edge limit, and returns StepNext. When the verdict is the LLM
-// judge's and res has no Judgement yet, it changes nothing and returns
-// StepJudge with the question: the driver asks it and calls Complete again
-// with the same result, its Judgement set (for a state without an action, a
-// result holding only the Judgement).
+// judge's and res has no Judgement yet, it returns StepJudge with the
+// question: the driver asks it and calls Complete again with the same
+// result, its Judgement set (for a state without an action, a result
+// holding only the Judgement). Until then the state waits (a state without
+// an action is marked so: Plan returns StepEvaluate again). The run's
+// clone, push and exit hook are completed here too.
 func (m *Machine) Complete(run *v1alpha1.RunState, res *ActionResult, now time.Time) (Step, []Event) {
 	t := m.begin(run, now)
 	step := t.complete(res)
@@ -36,6 +38,9 @@ func (m *Machine) Complete(run *v1alpha1.RunState, res *ActionResult, now time.T
 func (t *turn) complete(res *ActionResult) Step {
 	run := t.run
 	next := Step{Kind: StepNext}
+	if t.completeLifecycle(res) {
+		return next
+	}
 	st, res, ok := t.completing(checkUsage(t.asText(res)))
 	if ok && st.Approval != nil {
 		return t.completeApproval(&st, res)
@@ -45,9 +50,11 @@ func (t *turn) complete(res *ActionResult) Step {
 	}
 	if t.answer == nil && !t.skipsEvaluation(&st, res) {
 		if q := t.question(&st, res); q != nil {
+			t.awaitVerdict()
 			return Step{Kind: StepJudge, Judge: q}
 		}
 		if q := t.search(&st, res); q != nil {
+			t.awaitVerdict()
 			return Step{Kind: StepSearch, Search: q}
 		}
 	}
@@ -86,6 +93,17 @@ func (t *turn) complete(res *ActionResult) Step {
 	}
 	t.stopAfterRoute()
 	return next
+}
+
+// awaitVerdict marks a state without an action as waiting for its verdict
+// (the judge's, a search's), so that Plan returns the same step again
+// instead of entering the state once more. A state with an action waits
+// as its action in flight.
+func (t *turn) awaitVerdict() {
+	run := t.run
+	if run.Action == nil {
+		run.Action = &v1alpha1.ActionStatus{State: run.CurrentState, Iteration: run.Iteration, Verdict: true}
+	}
 }
 
 // recordAction records the result of a state's action (its event, its

@@ -87,16 +87,25 @@ func ForgetGitOp(run *v1alpha1.RunState, op string) {
 // branch and commit message expanded over the run.
 func (m *Machine) GitAction(run *v1alpha1.RunState, op string, now time.Time) (*Action, error) {
 	g := m.spec.GitWorkspace()
-	if g == nil {
-		return nil, fmt.Errorf("the Loop has no spec.runner.workspace.git")
-	}
-	a := &Action{Iteration: run.Iteration, Timeout: v1alpha1.DefaultGitTimeoutSeconds * time.Second,
-		Git: &gitws.Op{Op: op, URL: g.URL, Revision: g.Revision, Depth: int(g.Depth)}}
+	a := &Action{Iteration: run.Iteration, Timeout: v1alpha1.DefaultGitTimeoutSeconds * time.Second}
 	if op == gitws.OpClone {
-		a.State = GitCloneState
+		src := m.opts.Clone
+		if src == nil {
+			src = CloneOf(m.spec)
+		}
+		if src == nil {
+			return nil, fmt.Errorf("the Loop has no spec.runner.workspace.git")
+		}
+		clone := *src
+		clone.Op = gitws.OpClone
+		a.State, a.Git = GitCloneState, &clone
 		return a, nil
 	}
+	if g == nil || g.Push == nil {
+		return nil, fmt.Errorf("the Loop has no spec.runner.workspace.git.push")
+	}
 	a.State = GitPushState
+	a.Git = &gitws.Op{Op: op, URL: g.URL, Revision: g.Revision, Depth: int(g.Depth)}
 	p := g.Push
 	t := m.begin(run, now)
 	vars := t.vars()
@@ -163,13 +172,4 @@ func (m *Machine) Fail(run *v1alpha1.RunState, now time.Time, message string) []
 	t := m.begin(run, now)
 	t.finish(v1alpha1.TerminatedError, message)
 	return t.done()
-}
-
-// Cloned records the run's checkout in the event log.
-func (m *Machine) Cloned(run *v1alpha1.RunState, now time.Time, g *v1alpha1.GitWorkspace, commit string) []Event {
-	data := map[string]any{"url": gitws.Redact(g.URL), "commit": commit}
-	if g.Revision != "" {
-		data["revision"] = g.Revision
-	}
-	return m.Record(run, now, EventGitClone, data)
 }

@@ -88,6 +88,12 @@ type Options struct {
 	// Prices turn an agent action's tokens into its cost; nil: the
 	// defaults (pricing.Default).
 	Prices *pricing.Table
+	// Clone is the checkout the run works in, made before its first
+	// state (see lifecycle.go): a Loop's workspace.git (CloneOf), or what
+	// looprun run --clone clones; nil for none.
+	Clone *gitws.Op
+	// SkipExitHook runs no spec.onExit (a simulation).
+	SkipExitHook bool
 }
 
 // Machine runs one loop spec. It holds no run state (only what its log
@@ -131,6 +137,15 @@ func New(name string, spec *v1alpha1.LoopSpec, opts Options) (*Machine, error) {
 func (m *Machine) AsChild() *Machine {
 	opts := m.opts
 	opts.IgnoreSignals = true
+	opts.Clone = nil // a child works in its parent's checkout
+	return &Machine{name: m.name, spec: m.spec, context: m.context, opts: opts}
+}
+
+// WithoutExitHook is the machine for m's loop that runs no spec.onExit (a
+// simulation).
+func (m *Machine) WithoutExitHook() *Machine {
+	opts := m.opts
+	opts.SkipExitHook = true
 	return &Machine{name: m.name, spec: m.spec, context: m.context, opts: opts}
 }
 
@@ -169,7 +184,9 @@ const (
 	StepEvaluate
 	// StepWait means nothing to do until Step.WaitUntil (backoff); call Plan again then.
 	StepWait
-	// StepDone means the run is over.
+	// StepDone means the run is over. A run that ended in this Plan may
+	// still have its push and exit hook to run: once the end is saved,
+	// plan again while Machine.AfterEnd says so.
 	StepDone
 	// StepLoop asks the driver to run Step.Loop, a sub-loop, to its end,
 	// then call Complete with a result whose Child says how it ended.
@@ -255,6 +272,10 @@ type Step struct {
 	WaitUntil time.Time
 	// Paused says why a StepPaused run holds (what it spent of which limit).
 	Paused string
+	// InFlight says Plan found the step's action (or clone, push, exit
+	// hook) begun before, not begun now: a driver that lost track of it (a
+	// restart) looks for it before it starts it again.
+	InFlight bool
 }
 
 // ActionResult is what running an action produced. Output and Stderr are the

@@ -12,8 +12,10 @@ import (
 // Plan says what the current state needs. It enters the state when needed
 // (checking the limits first, counting the iteration, preparing the action)
 // and returns the events that produced. Called again while an action is in
-// flight, it returns the same action and no events: that is how a driver
-// that lost track of an action (a restart) finds it again.
+// flight, it returns the same action and no events (Step.InFlight): that is
+// how a driver that lost track of an action (a restart) finds it again. The
+// same holds for every wait: a sub-loop, an approval, a verdict awaited
+// (the judge's, a search's), the run's clone, push and exit hook.
 func (m *Machine) Plan(run *v1alpha1.RunState, now time.Time) (Step, []Event) {
 	t := m.begin(run, now)
 	step := t.plan()
@@ -26,11 +28,15 @@ func (m *Machine) Plan(run *v1alpha1.RunState, now time.Time) (Step, []Event) {
 func (t *turn) plan() Step {
 	run, spec := t.run, t.m.spec
 	if run.Phase.IsFinished() {
-		return Step{Kind: StepDone}
+		return t.afterEnd()
+	}
+	if step, ok := t.checkout(); ok {
+		return step
 	}
 	if run.Action != nil {
 		// A sub-loop whose name no longer expands hops to onError.
 		if step := t.inFlight(); step.Kind != stepHop {
+			step.InFlight = step.Kind != StepDone
 			return step
 		}
 	}
@@ -103,6 +109,11 @@ func (t *turn) enter(st *v1alpha1.State) Step {
 func (t *turn) inFlight() Step {
 	run, spec := t.run, t.m.spec
 	a := run.Action
+	if a.Verdict {
+		// A state without an action whose verdict (the judge's, a
+		// search's) is awaited: it is judged again, not entered again.
+		return Step{Kind: StepEvaluate}
+	}
 	// The action in flight runs (again) as the loop says now: its
 	// command is expanded from the spec, never taken from the saved
 	// state, which only says which state and iteration it was.

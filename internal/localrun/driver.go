@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/eventlog"
 	"github.com/looprun/looprun/internal/executor"
 	"github.com/looprun/looprun/internal/executor/evaluate"
+	"github.com/looprun/looprun/internal/gitws"
 	"github.com/looprun/looprun/internal/history"
 	"github.com/looprun/looprun/internal/runner/process"
 	"github.com/looprun/looprun/internal/tracing"
@@ -90,6 +90,9 @@ type Driver struct {
 	MaxCost *int64
 	// OnExitHook, when set, is told when the exit hook starts and ends.
 	OnExitHook func(*v1alpha1.ExitHookStatus)
+	// OnGit, when set, is told how the run's clone (gitws.OpClone) or
+	// push ended.
+	OnGit func(op string, st *v1alpha1.GitOpStatus)
 	// Tracer, when set, makes spans of the run's events (TraceParent, a
 	// W3C traceparent, is where a new run's trace hangs: $TRACEPARENT).
 	Tracer      *tracing.Tracer
@@ -225,7 +228,7 @@ func (d *Driver) drive(ctx context.Context, w recorder, sched *history.Schedule,
 	d.notify(batch)
 	var cp *history.Snapshot // taken after the last completed state, saved with the next save
 	for {
-		if ctx.Err() != nil {
+		if ctx.Err() != nil && !run.Phase.IsFinished() { // an ended run's hook records its own end
 			return d.interrupt(w, run, batch, cp)
 		}
 		step, evs := d.Machine.Plan(run, d.now())
@@ -234,39 +237,13 @@ func (d *Driver) drive(ctx context.Context, w recorder, sched *history.Schedule,
 		switch step.Kind {
 		case executor.StepDone, executor.StepPaused:
 			// A paused run (its budget spent) is saved as it stands:
-			// looprun resume NAME --max-cost N goes on from there.
-			if err := w.save(run, batch, cp); err != nil || step.Kind == executor.StepPaused {
-				return err
-			}
-			return d.exitHook(ctx, w, run)
-		case executor.StepEvaluate:
-			var res *executor.ActionResult
-			if d.Decide != nil {
-				res = d.Decide(run)
-			}
-			evs = d.complete(ctx, run, res)
-		case executor.StepLoop, executor.StepApproval:
-			// The step that starts the child, or the wait, is on disk
-			// before it begins: after a kill, resume finds and continues it.
-			if err := w.save(run, batch, cp); err != nil {
+			// looprun resume NAME --max-cost N goes on from there. An
+			// ended one's push and exit hook come once its end is saved.
+			if err := w.save(run, batch, cp); err != nil || step.Kind == executor.StepPaused || !d.Machine.AfterEnd(run) {
 				return err
 			}
 			batch, cp = nil, nil
-			res, err := d.answer(ctx, w, run, step)
-			if paused := (*childPausedError)(nil); errors.As(err, &paused) {
-				// Saved as paused: looprun resume NAME --max-cost N goes
-				// on with the child, its share raised.
-				evs := d.Machine.ChildPaused(run, paused.child, paused.why, d.now())
-				d.notify(evs)
-				return w.save(run, evs, nil)
-			}
-			if err != nil {
-				return err
-			}
-			if ctx.Err() != nil {
-				return d.interrupt(w, run, nil, nil)
-			}
-			evs = d.complete(ctx, run, res)
+			continue
 		case executor.StepWait:
 			if err := w.save(run, batch, cp); err != nil {
 				return err
@@ -274,26 +251,30 @@ func (d *Driver) drive(ctx context.Context, w recorder, sched *history.Schedule,
 			batch, cp = nil, nil
 			d.clock().SleepUntil(ctx, step.WaitUntil) // if cancelled, the loop head interrupts
 			continue
-		case executor.StepAction:
-			// The step that starts the action is saved while its process
-			// starts, and the action begins once it is on disk: a run
-			// killed at any moment never runs a finished action again.
-			if err := w.saveAsync(run, batch, cp); err != nil {
+		case executor.StepEvaluate:
+			var res *executor.ActionResult
+			if d.Decide != nil {
+				res = d.Decide(run)
+			}
+			evs = d.complete(ctx, run, res)
+		default:
+			// The step that starts an action, a child or a wait is on
+			// disk before it begins (an action's is saved while its
+			// process starts): a run killed at any moment never runs a
+			// finished action again, and resume finds what was in flight.
+			save := w.save
+			if step.Kind == executor.StepAction {
+				save = w.saveAsync
+			}
+			if err := save(run, batch, cp); err != nil {
 				return err
 			}
 			batch, cp = nil, nil
-			res := d.Runner.RunWhenReady(ctx, step.Action, func(pgid int) error {
-				w.recordAction(pgid)
-				return w.wait()
-			})
-			w.forgetAction()
-			if err := w.wait(); err != nil {
-				return err // the action did not run
+			var done bool
+			var err error
+			if evs, done, err = d.await(ctx, w, run, step); done || err != nil {
+				return err
 			}
-			if ctx.Err() != nil {
-				return d.interrupt(w, run, nil, nil)
-			}
-			evs = d.complete(ctx, run, &res)
 		}
 		d.notify(evs)
 		batch = append(batch, evs...)
@@ -303,30 +284,87 @@ func (d *Driver) drive(ctx context.Context, w recorder, sched *history.Schedule,
 	}
 }
 
-// exitHook runs the ended run's spec.onExit where its actions ran, once
-// the end is on disk, and keeps what it did in the state file. A run
-// interrupted by a signal runs none.
-func (d *Driver) exitHook(ctx context.Context, w recorder, run *v1alpha1.RunState) error {
-	if d.Decide != nil || !executor.NeedsExitHook(d.Machine.Spec(), run) {
-		return nil // a simulation runs no hook
+// await runs what the step just saved waits for (an action, the run's
+// clone, push or exit hook, a sub-loop, a person's answer) and completes
+// it. done: the drive ends there (interrupted, a child paused), with err.
+func (d *Driver) await(ctx context.Context, w recorder, run *v1alpha1.RunState, step executor.Step) (evs []executor.Event, done bool, err error) {
+	var res *executor.ActionResult
+	switch {
+	case step.Kind == executor.StepAction && executor.IsLifecycle(step.Action):
+		r, err := d.lifecycle(ctx, w, run, step.Action)
+		if err != nil {
+			return nil, true, err
+		}
+		evs = d.complete(ctx, run, &r)
+		d.lifecycleEnded(run, step.Action)
+		return evs, false, nil
+	case step.Kind == executor.StepAction:
+		r := d.Runner.RunWhenReady(ctx, step.Action, func(pgid int) error {
+			w.recordAction(pgid)
+			return w.wait()
+		})
+		w.forgetAction()
+		if err := w.wait(); err != nil {
+			return nil, true, err // the action did not run
+		}
+		res = &r
+	default:
+		r, err := d.answer(ctx, w, run, step)
+		if paused := (*childPausedError)(nil); errors.As(err, &paused) {
+			// Saved as paused: looprun resume NAME --max-cost N goes
+			// on with the child, its share raised.
+			evs := d.Machine.ChildPaused(run, paused.child, paused.why, d.now())
+			d.notify(evs)
+			return nil, true, w.save(run, evs, nil)
+		}
+		if err != nil {
+			return nil, true, err
+		}
+		res = r
 	}
-	now := metav1.NewTime(d.now())
-	h := &v1alpha1.ExitHookStatus{Iteration: run.Iteration, Phase: v1alpha1.ExitHookRunning, StartedAt: &now}
-	if d.OnExitHook != nil {
-		d.OnExitHook(h)
+	if ctx.Err() != nil {
+		return nil, true, d.interrupt(w, run, nil, nil)
 	}
-	var res executor.ActionResult
-	if a, err := d.Machine.ExitAction(run, d.now()); err != nil {
-		res = executor.ExitHookNotRun(err)
-	} else {
-		res = d.Runner.RunWhenReady(ctx, a, func(int) error { return nil })
+	return d.complete(ctx, run, res), false, nil
+}
+
+// lifecycle runs the run's clone, push or exit hook (a simulation has
+// none: no checkout, and its machine runs no hook). Its result is recorded
+// even when the run is being stopped: the end, or the checkout, is what
+// the state says.
+func (d *Driver) lifecycle(ctx context.Context, w recorder, run *v1alpha1.RunState, a *executor.Action) (executor.ActionResult, error) {
+	if a.Exit && d.OnExitHook != nil {
+		d.OnExitHook(run.ExitHook)
 	}
-	executor.EndExitHook(h, res, d.now())
-	run.ExitHook = h
-	if d.OnExitHook != nil {
-		d.OnExitHook(h)
+	if a.Git != nil { // git runs in this process: nothing to record
+		if err := w.wait(); err != nil {
+			return executor.ActionResult{}, err
+		}
+		return d.Runner.RunWhenReady(ctx, a, nil), nil
 	}
-	return w.save(run, nil, nil)
+	res := d.Runner.RunWhenReady(ctx, a, func(pgid int) error {
+		w.recordAction(pgid)
+		return w.wait()
+	})
+	w.forgetAction()
+	return res, w.wait()
+}
+
+// lifecycleEnded tells OnExitHook and OnGit how the run's clone, push or
+// exit hook ended.
+func (d *Driver) lifecycleEnded(run *v1alpha1.RunState, a *executor.Action) {
+	switch {
+	case a.Exit && d.OnExitHook != nil:
+		d.OnExitHook(run.ExitHook)
+	case a.Git != nil && d.OnGit != nil && run.Git != nil:
+		st := run.Git.Clone
+		if a.Git.Op == gitws.OpPush {
+			st = run.Git.Push
+		}
+		if st != nil {
+			d.OnGit(a.Git.Op, st)
+		}
+	}
 }
 
 // complete completes the current state with res, asking the LLM judge

@@ -266,6 +266,8 @@ type ActionFile struct {
 	Flush bool `json:"flush,omitempty"`
 	// Approval: the question of an approval state waiting for a person.
 	Approval *ApprovalFile `json:"approval,omitempty"`
+	// Verdict: a state without an action waiting for its verdict.
+	Verdict bool `json:"verdict,omitempty"`
 }
 
 // ApprovalFile is an approval state's question while it waits.
@@ -386,7 +388,7 @@ func encodeState(name, loopFile string, ctx map[string]any, run *v1alpha1.RunSta
 	}
 	if a := run.Action; a != nil {
 		f.ActiveAction = &ActionFile{State: a.State, Iteration: a.Iteration, Command: a.Command, Agent: a.Agent,
-			TimeoutSeconds: a.TimeoutSeconds, StartedAt: fmtTime(a.StartedAt), Loop: a.Loop, Child: a.Child, ChildUID: a.ChildUID, Flush: a.Flush}
+			TimeoutSeconds: a.TimeoutSeconds, StartedAt: fmtTime(a.StartedAt), Loop: a.Loop, Child: a.Child, ChildUID: a.ChildUID, Flush: a.Flush, Verdict: a.Verdict}
 		if w := a.Approval; w != nil {
 			f.ActiveAction.Approval = &ApprovalFile{Message: w.Message, Deadline: fmtTime(w.Deadline)}
 		}
@@ -529,7 +531,7 @@ func (f *StateFile) RunState() (*v1alpha1.RunState, error) {
 		started, err := parseTime(a.StartedAt)
 		errs = append(errs, err)
 		run.Action = &v1alpha1.ActionStatus{State: a.State, Iteration: a.Iteration, Command: a.Command, Agent: a.Agent,
-			TimeoutSeconds: a.TimeoutSeconds, StartedAt: started, Loop: a.Loop, Child: a.Child, ChildUID: a.ChildUID, Flush: a.Flush}
+			TimeoutSeconds: a.TimeoutSeconds, StartedAt: started, Loop: a.Loop, Child: a.Child, ChildUID: a.ChildUID, Flush: a.Flush, Verdict: a.Verdict}
 		if w := a.Approval; w != nil {
 			deadline, err := parseTime(w.Deadline)
 			errs = append(errs, err)

@@ -20,6 +20,7 @@ import (
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/agentstream"
 	"github.com/looprun/looprun/internal/executor"
+	"github.com/looprun/looprun/internal/runner"
 	"github.com/looprun/looprun/internal/runner/probe"
 	"github.com/looprun/looprun/internal/runner/process"
 )
@@ -62,6 +63,9 @@ func (r *Runner) Run(ctx context.Context, a *executor.Action) executor.ActionRes
 // command begins after. ready is told the process group; its error stops
 // the action unrun.
 func (r *Runner) RunWhenReady(ctx context.Context, a *executor.Action, ready func(pgid int) error) executor.ActionResult {
+	if a.Git != nil {
+		return r.git(ctx, a) // in this process: no group, ready is not asked
+	}
 	runDir := a.RunDir
 	if runDir != "" {
 		if !filepath.IsAbs(runDir) {
@@ -123,4 +127,17 @@ func (r *Runner) InDir(dir string) *Runner {
 	c := *r
 	c.Dir = dir
 	return &c
+}
+
+// git runs the run's clone or push in this process, its checkout in Dir
+// (the clone makes it).
+func (r *Runner) git(ctx context.Context, a *executor.Action) executor.ActionResult {
+	op := *a.Git
+	if op.Dir == "" {
+		op.Dir = r.Dir
+	}
+	if op.Dir == "" {
+		return runner.Failure("NoCheckout", "the %s has no directory for the checkout", op.Op)
+	}
+	return runner.Git(ctx, op)
 }
