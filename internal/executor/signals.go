@@ -6,6 +6,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/internal/pycompat"
 )
 
 // Signals are lines an action prints to stop its loop, as in little-loops:
@@ -153,7 +154,7 @@ func (m *markScan) runes(data []byte) int {
 			return used // a character cut in two
 		}
 		switch {
-		case m.phase == scanBlank && isPythonSpace(r):
+		case m.phase == scanBlank && pycompat.IsSpace(r):
 			m.sawBlank = m.sawBlank || r != '\n'
 		case r == '\n':
 			m.phase, m.found = scanDone, true
@@ -182,25 +183,9 @@ func (s *SignalScanner) Signal() *Signal {
 		default:
 			continue
 		}
-		return &Signal{Kind: mk.kind, Payload: strings.TrimRightFunc(string(m.text), isPythonSpace)}
+		return &Signal{Kind: mk.kind, Payload: strings.TrimRightFunc(string(m.text), pycompat.IsSpace)}
 	}
 	return nil
-}
-
-// isPythonSpace is Python's idea of white space (str.isspace, and \s in
-// its patterns): Unicode's, plus the ASCII separators \x1c to \x1f.
-func isPythonSpace(r rune) bool {
-	switch {
-	case r == ' ' || r >= '\t' && r <= '\r' || r >= 0x1c && r <= 0x1f:
-		return true
-	case r < 0x80:
-		return false
-	}
-	switch r {
-	case 0x85, 0xa0, 0x1680, 0x2028, 0x2029, 0x202f, 0x205f, 0x3000:
-		return true
-	}
-	return r >= 0x2000 && r <= 0x200a
 }
 
 // noteSignal looks for the signal the state's action printed: the runner

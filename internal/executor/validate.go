@@ -17,6 +17,7 @@ import (
 	"github.com/looprun/looprun/internal/executor/interpolate"
 	"github.com/looprun/looprun/internal/gitws"
 	"github.com/looprun/looprun/internal/llm/baseurl"
+	"github.com/looprun/looprun/internal/pycompat"
 )
 
 // MaxStates is how many states a loop may have (the Loop CRD's bound on
@@ -525,7 +526,7 @@ func checkNumberField(j *apiextensionsv1.JSON, rules int, captured map[string]bo
 		return nil
 	case string:
 		if !interpolate.HasReferences(t) {
-			if _, ok := evaluate.ParsePyFloat(t); !ok { // as little-loops reads it, with Python's float()
+			if _, ok := pycompat.ParseFloat(t); !ok { // as little-loops reads it, with Python's float()
 				return field.ErrorList{field.Invalid(p, t, "must be a number or a ${...} template")}
 			}
 		}
