@@ -13,10 +13,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/internal/baseurl"
 	"github.com/looprun/looprun/internal/executor/evaluate"
 	"github.com/looprun/looprun/internal/executor/interpolate"
 	"github.com/looprun/looprun/internal/gitws"
-	"github.com/looprun/looprun/internal/llm/baseurl"
 	"github.com/looprun/looprun/internal/pycompat"
 )
 
