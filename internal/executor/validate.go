@@ -283,7 +283,9 @@ func validateTargets(spec *v1alpha1.LoopSpec, st *v1alpha1.State, p *field.Path)
 	check := func(fp *field.Path, target string, current bool) {
 		switch {
 		case target == "":
-			return
+			// Only a route entry gets here empty (Targets skips unset
+			// fields), and Route would go to a state named "".
+			errs = append(errs, field.Required(fp, "a route entry names the state it goes to"))
 		case target == v1alpha1.CurrentStateToken && current:
 			return
 		case target == v1alpha1.CurrentStateToken:
