@@ -78,7 +78,7 @@ envtest: ## Build kube-apiserver, etcd and kubectl for the tests into bin/k8s (o
 	hack/setup-envtest.sh >/dev/null
 
 .PHONY: verify
-verify: verify-generated fmt-check vet lint chart-lint ## Generated code and docs fresh, formatting, vet, lint, chart, fuzz target list, no tracked binaries.
+verify: verify-generated tidy-check fmt-check vet lint chart-lint ## Generated code and docs fresh, go.mod tidy, formatting, vet, lint, chart, fuzz target list, no tracked binaries.
 	hack/verify-fuzz-targets.sh
 	hack/verify-no-binaries.sh
 
@@ -95,6 +95,10 @@ docs: crd-ref-docs ## Generate the API reference (docs/reference/api.md) from th
 chart-lint: helm ## helm lint and helm template the chart (test/chart checks what it renders).
 	$(HELM) lint --strict charts/looprun
 	$(HELM) template looprun charts/looprun --namespace looprun-system >/dev/null
+
+.PHONY: tidy-check
+tidy-check: ## Fail when go mod tidy would change go.mod or go.sum (prints the diff).
+	go mod tidy -diff
 
 .PHONY: fmt-check
 fmt-check: ## Fail when a Go file is not gofmt-formatted.

@@ -13,10 +13,10 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/internal/baseurl"
 	"github.com/looprun/looprun/internal/executor"
 	"github.com/looprun/looprun/internal/executor/evaluate"
 	"github.com/looprun/looprun/internal/llm"
-	"github.com/looprun/looprun/internal/llm/baseurl"
 	"github.com/looprun/looprun/internal/runner"
 	"github.com/looprun/looprun/internal/runner/judge"
 	"github.com/looprun/looprun/internal/runner/pod"
@@ -39,7 +39,7 @@ type Judges struct {
 	OperatorKey, OperatorBaseURL string
 	// AllowedBaseURLs are the endpoints a Loop may send its judge calls to
 	// (--llm-allowed-base-urls): a Loop's baseURL must be at or under one
-	// (see internal/llm/baseurl).
+	// (see internal/baseurl).
 	AllowedBaseURLs []string
 	// OperatorNamespace and OperatorServiceAccount are the operator's own
 	// identity, as which no Secret is read for a Loop.

@@ -140,18 +140,7 @@ func (r *LoopScheduleReconciler) Reconcile(ctx context.Context, req reconcile.Re
 		return reconcile.Result{}, nil
 	}
 	before := sch.DeepCopy()
-	now := r.Clock.Now()
-
-	runs, err := r.runs(ctx, sch)
-	if err != nil {
-		return reconcile.Result{}, err
-	}
-	active := observeRuns(sch, runs, now)
-	if err := r.pruneHistory(ctx, sch, runs); err != nil {
-		return reconcile.Result{}, err
-	}
-
-	res, err := r.schedule(ctx, sch, active, now)
+	res, err := r.reconcile(ctx, sch, r.Clock.Now())
 	if err == nil {
 		// The generation is observed once its work was done.
 		sch.Status.ObservedGeneration = sch.Generation
@@ -163,6 +152,21 @@ func (r *LoopScheduleReconciler) Reconcile(ctx context.Context, req reconcile.Re
 		return reconcile.Result{}, errors.Join(err, perr)
 	}
 	return res, err
+}
+
+// reconcile observes the schedule's runs, prunes its history and starts
+// the run that is due; what it learnt is in sch's status, even when a step
+// failed.
+func (r *LoopScheduleReconciler) reconcile(ctx context.Context, sch *v1alpha1.LoopSchedule, now time.Time) (reconcile.Result, error) {
+	runs, err := r.runs(ctx, sch)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	active := observeRuns(sch, runs, now)
+	if err := r.pruneHistory(ctx, sch, runs); err != nil {
+		return reconcile.Result{}, err
+	}
+	return r.schedule(ctx, sch, active, now)
 }
 
 // schedule starts the run that is due and says when the next one is.

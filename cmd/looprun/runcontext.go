@@ -13,9 +13,9 @@ import (
 
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/executor"
-	"github.com/looprun/looprun/internal/executor/evaluate"
 	"github.com/looprun/looprun/internal/executor/interpolate"
 	"github.com/looprun/looprun/internal/loopfile"
+	"github.com/looprun/looprun/internal/pycompat"
 	"github.com/looprun/looprun/internal/safefile"
 )
 
@@ -48,7 +48,7 @@ func setInput(spec *v1alpha1.LoopSpec, key, raw string) {
 func setContext(spec *v1alpha1.LoopSpec, kvs []string) error {
 	for _, kv := range kvs {
 		k, v, ok := strings.Cut(kv, "=")
-		k, v = evaluate.PyStrip(k), evaluate.PyStrip(v) // " k = v " sets k to v, as in ll-loop
+		k, v = pycompat.Strip(k), pycompat.Strip(v) // " k = v " sets k to v, as in ll-loop
 		if !ok || !interpolate.IsName(k) {
 			return fmt.Errorf("--set %q: want KEY=VALUE, KEY a name (letters, digits, '_', '-'); ${context.KEY} reads it", kv)
 		}

@@ -27,8 +27,8 @@ import (
 
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/controllers"
+	"github.com/looprun/looprun/internal/baseurl"
 	"github.com/looprun/looprun/internal/eventlog/configmaps"
-	"github.com/looprun/looprun/internal/llm/baseurl"
 	"github.com/looprun/looprun/internal/pricing"
 	"github.com/looprun/looprun/internal/runner/judge"
 	"github.com/looprun/looprun/internal/runner/pod"

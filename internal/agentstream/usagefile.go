@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/looprun/looprun/internal/executor/interpolate"
+	"github.com/looprun/looprun/internal/pycompat"
 	"github.com/looprun/looprun/internal/safefile"
 )
 
@@ -51,9 +51,9 @@ func (r UsageRow) Encode() string {
 		if i > 0 {
 			b.WriteString(", ")
 		}
-		b.WriteString(interpolate.PyJSON(f.key))
+		b.WriteString(pycompat.JSONDumps(f.key))
 		b.WriteString(": ")
-		b.WriteString(interpolate.PyJSON(f.value))
+		b.WriteString(pycompat.JSONDumps(f.value))
 	}
 	b.WriteString("}\n")
 	return b.String()

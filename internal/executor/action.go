@@ -16,6 +16,7 @@ import (
 	"github.com/looprun/looprun/internal/executor/evaluate"
 	"github.com/looprun/looprun/internal/executor/interpolate"
 	"github.com/looprun/looprun/internal/pricing"
+	"github.com/looprun/looprun/internal/pycompat"
 )
 
 // What a runner gets for a state's action: the command rendered from the
@@ -112,7 +113,7 @@ func mcpCall(command []string, tool string, params *apiextensionsv1.JSON, vars *
 		return "", fmt.Errorf("params: %w", err)
 	}
 	words := make([]string, 0, len(command)+2)
-	for _, w := range append(slices.Clip(command), tool, interpolate.PyJSON(expanded)) {
+	for _, w := range append(slices.Clip(command), tool, pycompat.JSONDumps(expanded)) {
 		words = append(words, interpolate.ShellQuote(w))
 	}
 	return "exec " + strings.Join(words, " "), nil

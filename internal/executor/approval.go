@@ -30,15 +30,6 @@ type ApprovalRequest struct {
 	Deadline time.Time
 }
 
-// ApprovalAnswer is a person's answer to an ApprovalRequest.
-type ApprovalAnswer struct {
-	Approved bool
-	// By names who answered, as the driver knows them ("" unknown).
-	By string
-	// Message is what they said.
-	Message string
-}
-
 // approval begins the wait of an approval state just entered: the
 // question is expanded and recorded as the action in flight.
 func (t *turn) approval(st *v1alpha1.State) Step {

@@ -163,18 +163,6 @@ func TestCaptureIsBounded(t *testing.T) {
 	}
 }
 
-func TestTailKeepsCharacters(t *testing.T) {
-	if got := Tail("aé", 1); got != "" {
-		t.Errorf("Tail cut a character: %q", got)
-	}
-	if got := Tail("aéb", 2); got != "b" {
-		t.Errorf("Tail = %q", got)
-	}
-	if got := Tail("abc", 10); got != "abc" {
-		t.Errorf("Tail = %q", got)
-	}
-}
-
 // Seed FEAT-045: $current routes back to the state itself.
 func TestCurrentToken(t *testing.T) {
 	spec := &v1alpha1.LoopSpec{Initial: "poll", States: map[string]v1alpha1.State{

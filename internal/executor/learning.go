@@ -10,6 +10,7 @@ import (
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/executor/evaluate"
 	"github.com/looprun/looprun/internal/executor/interpolate"
+	"github.com/looprun/looprun/internal/pycompat"
 )
 
 // The events of a learning state, as little-loops writes them.
@@ -198,7 +199,7 @@ func LearningSlug(target string) string {
 	dash := false
 	for _, r := range target {
 		switch {
-		case r == '-' || isPythonSpace(r):
+		case r == '-' || pycompat.IsSpace(r):
 			dash = true
 			continue
 		case r != '_' && !unicode.IsLetter(r) && !unicode.IsNumber(r):

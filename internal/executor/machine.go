@@ -19,7 +19,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/looprun/looprun/api/v1alpha1"
-	"github.com/looprun/looprun/internal/agentstream"
 	"github.com/looprun/looprun/internal/executor/evaluate"
 	"github.com/looprun/looprun/internal/executor/interpolate"
 	"github.com/looprun/looprun/internal/gitws"
@@ -217,49 +216,6 @@ func (k StepKind) String() string {
 	return [...]string{"Action", "Evaluate", "Wait", "Done", "Loop", "Approval", "Judge", "Next", "Search", "Paused"}[k]
 }
 
-// Action is an action to run.
-type Action struct {
-	State     string
-	Iteration int32
-	// Retry is 0 for the first try of the iteration's action, n for the
-	// n-th retry (spec.states[].retryPolicy).
-	Retry   int32
-	Command string
-	Agent   bool
-	// RunDir is the run's context.run_dir: the runner makes sure it
-	// exists before the action starts, as little-loops does. "" for none.
-	RunDir string
-	// CallsAgent is true for a shell command that runs the agent command
-	// itself (a learning state's gate): it runs where agent actions run.
-	CallsAgent bool
-	// AgentStream says the agent (of an agent action, or the one a
-	// CallsAgent command runs) prints stream-json: the runner decodes the
-	// output (agentstream) and reports the usage.
-	AgentStream bool
-	// AgentCommand runs an agent action, Command appended (spec.agent.command).
-	AgentCommand []string
-	Timeout      time.Duration
-	// IdleTimeout stops the action when it prints nothing for this long
-	// (exit code 124); 0: none.
-	IdleTimeout time.Duration
-	// Probe is a shell command for the runner to run right after the
-	// action, where it ran, when the evaluator needs to look there
-	// (diff_stall's git diff, score_stall's history file); its result goes
-	// in ActionResult.Probe. "" for none.
-	Probe string
-	// Evaluate is the state's evaluator with its templates expanded, for a
-	// runner that judges the complete output itself (the pod entrypoint). It
-	// is nil when the evaluator is not deterministic or reads values only
-	// known once the action ended (prev, result, loop.elapsed, source).
-	Evaluate *v1alpha1.Evaluate
-	// Exit is true for the run's exit hook (spec.onExit), run once the
-	// run ended; its iteration is the run's last.
-	Exit bool
-	// Git is the clone or the push of the Loop's workspace.git: the
-	// runner fills in where the checkout and the credentials are.
-	Git *gitws.Op
-}
-
 // Step is what Plan (or Complete) asks of the driver.
 type Step struct {
 	Kind     StepKind
@@ -278,47 +234,6 @@ type Step struct {
 	InFlight bool
 }
 
-// ActionResult is what running an action produced. Output and Stderr are the
-// tails the runner kept; the machine bounds them again before storing them.
-type ActionResult struct {
-	Output          string
-	Stderr          string
-	ExitCode        int
-	Duration        time.Duration
-	OutputTruncated bool
-	StderrTruncated bool
-	// Verdict, when set, was computed by the runner over the complete output
-	// (the pod entrypoint does this) or scripted (simulate); it replaces
-	// deterministic evaluation.
-	Verdict *evaluate.Result
-	// Failure, when set, says why the action did not finish on its own (its
-	// Pod was deleted or never started): the verdict is error, with the
-	// reason and message in its details. For a sub-loop, why the child
-	// could not run (its loop not found, too deep, a cycle).
-	Failure *ActionFailure
-	// Child is how a sub-loop ended (StepLoop).
-	Child *ChildResult
-	// Judgement is the LLM judge's verdict on the StepJudge request that
-	// Complete returned for this result.
-	Judgement *evaluate.Result
-	// Approval is a person's answer to a StepApproval.
-	Approval *ApprovalAnswer
-	// Probe is what Action.Probe printed.
-	Probe *ProbeResult
-	// Signal is the signal (FATAL_ERROR:, CONTEXT_HANDOFF:, LOOP_STOP:)
-	// the runner found in the complete stdout, nil for none; with
-	// SignalScanned false the runner did not look and the machine scans
-	// Output.
-	Signal        *Signal
-	SignalScanned bool
-	// Usage is what an agent action reported it used (tokens, model);
-	// nil when it reported nothing.
-	Usage *agentstream.Usage
-	// TimedOut: the action ran out of its time and was killed (its exit
-	// code is then 124); Output is what it printed until then.
-	TimedOut bool
-}
-
 // Judged is res with the LLM judge's answer to the StepJudge question
 // Complete asked about it; for a state without an action (res nil), a
 // result holding only the answer.
@@ -328,17 +243,6 @@ func Judged(res *ActionResult, answer evaluate.Result) *ActionResult {
 	}
 	res.Judgement = &answer
 	return res
-}
-
-// ActionFailure is why an action did not run to its end.
-type ActionFailure struct {
-	// Reason is a CamelCase word, for example PodDeleted or ImagePullFailed.
-	Reason string
-	// Message says what happened, for people.
-	Message string
-	// Transient says the same action may well succeed if run again (its Pod
-	// never started or was lost): a state's retryPolicy retries it.
-	Transient bool
 }
 
 // turn is one call of the engine (Plan, Complete, ...): it accumulates the

@@ -13,19 +13,6 @@ import (
 	"github.com/looprun/looprun/internal/executor/interpolate"
 )
 
-// ProbeResult is what a probe printed: the runner runs a state's probe
-// (Action.Probe) right after its action, where the action ran, for the
-// evaluators that look at the workspace (diff_stall, score_stall,
-// open_question_stall).
-type ProbeResult struct {
-	// Output is the tail of its stdout; SHA256 the hash of all of it.
-	Output string
-	SHA256 string
-	// ExitCode of the probe; Stderr the tail of its stderr.
-	ExitCode int
-	Stderr   string
-}
-
 // isStall reports whether t is one of the stall evaluators.
 func isStall(t v1alpha1.EvaluatorType) bool {
 	switch t {

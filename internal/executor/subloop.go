@@ -59,19 +59,6 @@ type SubLoop struct {
 	Budget *v1alpha1.Budget
 }
 
-// ChildResult is how a sub-loop ended.
-type ChildResult struct {
-	TerminatedBy    v1alpha1.TerminationReason
-	FailureTerminal bool
-	Error           string
-	Captured        map[string]v1alpha1.CapturedResult
-	// Events is the child's event stream as JSON lines, for a state that
-	// captures it; empty when the driver does not have it.
-	Events string
-	// Usage is what the child's agents used in all; nil when nothing.
-	Usage *v1alpha1.UsageTotals
-}
-
 // ChildResultOf is the result of a child run that ended.
 func ChildResultOf(run *v1alpha1.RunState) *ChildResult {
 	return &ChildResult{

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"unicode/utf8"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 )
@@ -20,23 +19,6 @@ func decodeJSONValue(raw []byte) (any, error) {
 		return nil, err
 	}
 	return v, nil
-}
-
-// Tail returns the last max bytes of s, cut at a character boundary.
-func Tail(s string, max int) string {
-	if max <= 0 || len(s) <= max {
-		return s
-	}
-	s = s[len(s)-max:]
-	for i := 0; i < utf8.UTFMax && i < len(s); i++ {
-		if utf8.RuneStart(s[i]) {
-			return s[i:]
-		}
-	}
-	if len(s) < utf8.UTFMax {
-		return "" // only the end of a character fits
-	}
-	return s // not UTF-8: keep the bytes
 }
 
 // preview is the end of an action's output for its action_complete event,

@@ -13,10 +13,11 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/internal/baseurl"
 	"github.com/looprun/looprun/internal/executor/evaluate"
 	"github.com/looprun/looprun/internal/executor/interpolate"
 	"github.com/looprun/looprun/internal/gitws"
-	"github.com/looprun/looprun/internal/llm/baseurl"
+	"github.com/looprun/looprun/internal/pycompat"
 )
 
 // MaxStates is how many states a loop may have (the Loop CRD's bound on
@@ -282,7 +283,9 @@ func validateTargets(spec *v1alpha1.LoopSpec, st *v1alpha1.State, p *field.Path)
 	check := func(fp *field.Path, target string, current bool) {
 		switch {
 		case target == "":
-			return
+			// Only a route entry gets here empty (Targets skips unset
+			// fields), and Route would go to a state named "".
+			errs = append(errs, field.Required(fp, "a route entry names the state it goes to"))
 		case target == v1alpha1.CurrentStateToken && current:
 			return
 		case target == v1alpha1.CurrentStateToken:
@@ -525,7 +528,7 @@ func checkNumberField(j *apiextensionsv1.JSON, rules int, captured map[string]bo
 		return nil
 	case string:
 		if !interpolate.HasReferences(t) {
-			if _, ok := evaluate.ParsePyFloat(t); !ok { // as little-loops reads it, with Python's float()
+			if _, ok := pycompat.ParseFloat(t); !ok { // as little-loops reads it, with Python's float()
 				return field.ErrorList{field.Invalid(p, t, "must be a number or a ${...} template")}
 			}
 		}

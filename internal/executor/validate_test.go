@@ -105,6 +105,9 @@ func TestValidate(t *testing.T) {
 		{"route key empty", func(s *v1alpha1.LoopSpec) {
 			s.States["check"] = v1alpha1.State{Action: "x", Route: map[string]v1alpha1.StateName{"": "done", "yes": "done"}}
 		}, nil},
+		{"route target empty", func(s *v1alpha1.LoopSpec) {
+			s.States["check"] = v1alpha1.State{Action: "x", Route: map[string]v1alpha1.StateName{"yes": "", "no": "done"}}
+		}, []string{"spec.states[check].route[yes]: Required"}},
 		{"direction", func(s *v1alpha1.LoopSpec) {
 			s.States["check"] = v1alpha1.State{Action: "x", OnSuccess: "done", Evaluate: &v1alpha1.Evaluate{Type: "convergence", Target: jsp(1), Direction: "down"}}
 		}, []string{"spec.states[check].evaluate.direction"}},

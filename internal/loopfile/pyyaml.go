@@ -12,7 +12,7 @@ import (
 
 	yaml "go.yaml.in/yaml/v3"
 
-	"github.com/looprun/looprun/internal/executor/interpolate"
+	"github.com/looprun/looprun/internal/pycompat"
 )
 
 // A little-loops file is read by PyYAML (safe_load, YAML 1.1), and what a
@@ -108,7 +108,7 @@ func (d *pyDecoder) mapping(n *yaml.Node, depth int) (map[string]any, error) {
 		if err != nil {
 			return nil, err
 		}
-		out[pyStr(key)] = val
+		out[pycompat.Str(key)] = val
 	}
 	for _, m := range merged {
 		for k, v := range m {
@@ -248,23 +248,5 @@ func pyFloatValue(s string) any {
 	if math.IsInf(f, 0) || math.IsNaN(f) {
 		return s
 	}
-	return json.Number(interpolate.PyFloat(f))
-}
-
-// pyStr is the text Python's str() gives a decoded scalar used as a key.
-func pyStr(v any) string {
-	switch x := v.(type) {
-	case string:
-		return x
-	case nil:
-		return "None"
-	case bool:
-		if x {
-			return "True"
-		}
-		return "False"
-	case json.Number:
-		return string(x)
-	}
-	return fmt.Sprint(v)
+	return json.Number(pycompat.FormatFloat(f))
 }

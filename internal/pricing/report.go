@@ -11,7 +11,7 @@ import (
 	"strings"
 
 	"github.com/looprun/looprun/internal/agentstream"
-	"github.com/looprun/looprun/internal/executor/interpolate"
+	"github.com/looprun/looprun/internal/pycompat"
 )
 
 // StateCost is what one state's agent actions used, summed over the rows
@@ -162,11 +162,11 @@ type field struct {
 
 func writeFields(b *strings.Builder, indent string, fields []field) {
 	for i, f := range fields {
-		v := interpolate.PyJSON(f.value)
+		v := pycompat.JSONDumps(f.value)
 		if c, ok := f.value.(usd); ok {
-			v = interpolate.PyFloat(MicroToUSD(int64(c)))
+			v = pycompat.FormatFloat(MicroToUSD(int64(c)))
 		}
-		b.WriteString(indent + interpolate.PyJSON(f.key) + ": " + v)
+		b.WriteString(indent + pycompat.JSONDumps(f.key) + ": " + v)
 		if i < len(fields)-1 {
 			b.WriteByte(',')
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/dlclark/regexp2"
 
 	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/internal/pycompat"
 )
 
 // MatchBudget bounds the searches of a pattern for one verdict, however many
@@ -26,7 +27,7 @@ type Pattern struct {
 
 // CompilePattern compiles a pattern once for many searches.
 func CompilePattern(pattern string) Pattern {
-	expr, err := pythonSyntax(pattern)
+	expr, err := pycompat.TranslateRegex(pattern)
 	if err != nil {
 		return Pattern{literal: pattern}
 	}

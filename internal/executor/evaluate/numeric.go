@@ -9,7 +9,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
 	"github.com/looprun/looprun/api/v1alpha1"
-	"github.com/looprun/looprun/internal/executor/interpolate"
+	"github.com/looprun/looprun/internal/pycompat"
 )
 
 // Operators lists the comparison operators.
@@ -63,11 +63,11 @@ func opName(op string) string {
 }
 
 // parseNumber reads a number as little-loops reads one, with Python's
-// float() (ParsePyFloat): inf and nan are numbers too.
+// float() (pycompat.ParseFloat): inf and nan are numbers too.
 func parseNumber(s string) (float64, error) {
-	f, ok := ParsePyFloat(s)
+	f, ok := pycompat.ParseFloat(s)
 	if !ok {
-		return 0, fmt.Errorf("%q is not a number", truncate(PyStrip(s), 80))
+		return 0, fmt.Errorf("%q is not a number", truncate(pycompat.Strip(s), 80))
 	}
 	return f, nil
 }
@@ -152,7 +152,7 @@ func outputNumeric(cfg *v1alpha1.Evaluate, in Input) Result {
 // NaN, which JSON cannot hold, as Python prints it (inf, -inf, nan).
 func detailNumber(f float64) any {
 	if math.IsInf(f, 0) || math.IsNaN(f) {
-		return interpolate.PyFloat(f)
+		return pycompat.FormatFloat(f)
 	}
 	return f
 }

@@ -12,6 +12,8 @@ import (
 	"fmt"
 	"strings"
 	"unicode"
+
+	"github.com/looprun/looprun/internal/pycompat"
 )
 
 // Error is a template that cannot be expanded. Var is the reference as written.
@@ -209,7 +211,7 @@ func Render(v any) string {
 	case string:
 		return t
 	}
-	return pyRepr(v)
+	return pycompat.Repr(v)
 }
 
 // ShellQuote quotes s so bash reads it as one word.

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/looprun/looprun/internal/action"
 	"github.com/looprun/looprun/internal/agentstream"
-	"github.com/looprun/looprun/internal/executor"
 	"github.com/looprun/looprun/internal/executor/evaluate"
 	"github.com/looprun/looprun/internal/runner/process"
 )
@@ -35,8 +35,8 @@ type Result struct {
 	Verdict     *evaluate.Result `json:"verdict,omitempty"`
 	// Signal is the signal in the complete stdout (FATAL_ERROR:, ...);
 	// SignalScanned says the wrapper looked (an older one did not).
-	Signal        *executor.Signal `json:"signal,omitempty"`
-	SignalScanned bool             `json:"signalScanned,omitempty"`
+	Signal        *action.Signal `json:"signal,omitempty"`
+	SignalScanned bool           `json:"signalScanned,omitempty"`
 	// Probe is what the action's probe printed (ProbeEnv), its output
 	// cut to ProbeOutputBytes; the hash is of all of it.
 	Probe *Probe `json:"probe,omitempty"`
@@ -52,7 +52,7 @@ type Probe struct {
 	Stderr   string `json:"stderr,omitempty"`
 }
 
-// RunDirEnv names the run's run_dir (executor.Action.RunDir), which the
+// RunDirEnv names the run's run_dir (action.Action.RunDir), which the
 // entrypoint makes before the action starts.
 const RunDirEnv = "LOOPRUN_RUN_DIR"
 
@@ -68,7 +68,7 @@ const (
 	AgentStreamShell  = "shell"
 )
 
-// ProbeEnv carries an action's probe (executor.Action.Probe) to the
+// ProbeEnv carries an action's probe (action.Action.Probe) to the
 // wrapper, which runs it after the action.
 const ProbeEnv = "LOOPRUN_PROBE"
 
@@ -79,7 +79,7 @@ const (
 )
 
 // NewProbe keeps what the termination message can hold of a probe.
-func NewProbe(p *executor.ProbeResult) *Probe {
+func NewProbe(p *action.ProbeResult) *Probe {
 	if p == nil {
 		return nil
 	}
@@ -90,7 +90,7 @@ func NewProbe(p *executor.ProbeResult) *Probe {
 			out = out[i+1:]
 		}
 	}
-	return &Probe{ExitCode: p.ExitCode, SHA256: p.SHA256, Output: out, Stderr: executor.Tail(p.Stderr, probeStderrBytes)}
+	return &Probe{ExitCode: p.ExitCode, SHA256: p.SHA256, Output: out, Stderr: action.Tail(p.Stderr, probeStderrBytes)}
 }
 
 // ReasonCannotStart is the failure reason of an action whose command could
@@ -132,7 +132,7 @@ func (r Result) Encode() []byte {
 		case r.Verdict != nil && len(r.Verdict.Details) > 0:
 			r.Verdict = &evaluate.Result{Verdict: r.Verdict.Verdict}
 		case r.Verdict != nil && len(r.Verdict.Verdict) > 256:
-			r.Verdict = &evaluate.Result{Verdict: executor.Tail(r.Verdict.Verdict, 256)}
+			r.Verdict = &evaluate.Result{Verdict: action.Tail(r.Verdict.Verdict, 256)}
 		default:
 			return []byte(fmt.Sprintf(`{"exitCode":%d,"durationMs":%d,"stdout":"","stderr":""}`, r.ExitCode, r.DurationMs))
 		}
@@ -171,27 +171,27 @@ func shorten(s string, over int) string {
 	if keep <= 0 {
 		return ""
 	}
-	return executor.Tail(s, keep)
+	return action.Tail(s, keep)
 }
 
 // Decode reads a termination message back into an action result.
-func Decode(msg string) (executor.ActionResult, error) {
+func Decode(msg string) (action.Result, error) {
 	var r Result
 	if err := json.Unmarshal([]byte(msg), &r); err != nil {
-		return executor.ActionResult{}, fmt.Errorf("termination message is not a wrapper result: %w", err)
+		return action.Result{}, fmt.Errorf("termination message is not a wrapper result: %w", err)
 	}
-	res := executor.ActionResult{
+	res := action.Result{
 		Output: r.Stdout, Stderr: r.Stderr, ExitCode: r.ExitCode,
 		Duration:        time.Duration(r.DurationMs) * time.Millisecond,
 		OutputTruncated: r.StdoutTruncated, StderrTruncated: r.StderrTruncated,
 		Verdict: r.Verdict, Signal: r.Signal, SignalScanned: r.SignalScanned, Usage: r.Usage, TimedOut: r.TimedOut,
 	}
 	if p := r.Probe; p != nil {
-		res.Probe = &executor.ProbeResult{ExitCode: p.ExitCode, SHA256: p.SHA256, Output: p.Output, Stderr: p.Stderr}
+		res.Probe = &action.ProbeResult{ExitCode: p.ExitCode, SHA256: p.SHA256, Output: p.Output, Stderr: p.Stderr}
 	}
 	if r.CannotStart != "" {
 		// All a Loop's author sees is its status: it says why.
-		res.Failure = &executor.ActionFailure{Reason: ReasonCannotStart, Message: r.CannotStart + " (in the action's image)"}
+		res.Failure = &action.Failure{Reason: ReasonCannotStart, Message: r.CannotStart + " (in the action's image)"}
 	}
 	return res, nil
 }

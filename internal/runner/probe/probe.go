@@ -1,4 +1,4 @@
-// Package probe runs the probe of an action (executor.Action.Probe): a
+// Package probe runs the probe of an action (action.Action.Probe): a
 // short shell command run right after the action, where the action ran, for
 // an evaluator that looks there (diff_stall's git diff, score_stall's
 // history file).
@@ -15,7 +15,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/looprun/looprun/internal/executor"
+	"github.com/looprun/looprun/internal/action"
 	"github.com/looprun/looprun/internal/executor/evaluate"
 )
 
@@ -31,7 +31,7 @@ const (
 // Run runs command with bash -c in dir (the current directory when "")
 // with env (this process's when nil). A probe that cannot start or is
 // killed has a non-zero exit code, its reason in Stderr.
-func Run(ctx context.Context, dir string, env []string, command string) *executor.ProbeResult {
+func Run(ctx context.Context, dir string, env []string, command string) *action.ProbeResult {
 	ctx, cancel := context.WithTimeout(ctx, Timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", "-c", command)
@@ -43,7 +43,7 @@ func Run(ctx context.Context, dir string, env []string, command string) *executo
 	errs := &tail{max: StderrBytes}
 	cmd.Stdout, cmd.Stderr = out, errs
 	err := cmd.Run()
-	res := &executor.ProbeResult{Output: out.String(), SHA256: hex.EncodeToString(out.h.Sum(nil)), Stderr: errs.String()}
+	res := &action.ProbeResult{Output: out.String(), SHA256: hex.EncodeToString(out.h.Sum(nil)), Stderr: errs.String()}
 	var ee *exec.ExitError
 	switch {
 	case err == nil:

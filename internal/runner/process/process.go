@@ -28,8 +28,8 @@ import (
 	"time"
 
 	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/internal/action"
 	"github.com/looprun/looprun/internal/agentstream"
-	"github.com/looprun/looprun/internal/executor"
 	"github.com/looprun/looprun/internal/executor/evaluate"
 )
 
@@ -113,15 +113,15 @@ type Result struct {
 	Verdict *evaluate.Result
 	// Signal is the signal (FATAL_ERROR:, ...) in the complete stdout; nil
 	// for none.
-	Signal *executor.Signal
+	Signal *action.Signal
 	// Usage is what an AgentStream command reported it used; nil when it
 	// reported nothing (a CLI printing plain text).
 	Usage *agentstream.Usage
 }
 
 // ActionResult is the result as the executor takes it.
-func (r Result) ActionResult() executor.ActionResult {
-	return executor.ActionResult{
+func (r Result) ActionResult() action.Result {
+	return action.Result{
 		Output: r.Stdout, Stderr: r.Stderr, ExitCode: r.ExitCode, Duration: r.Duration,
 		OutputTruncated: r.StdoutTruncated, StderrTruncated: r.StderrTruncated, Verdict: r.Verdict,
 		Signal: r.Signal, SignalScanned: true, Usage: r.Usage, TimedOut: r.TimedOut,
@@ -140,7 +140,7 @@ func Run(ctx context.Context, s Spec) Result {
 	out := newTail(cmp.Or(max(s.OutputWindow, 0), DefaultOutputWindow))
 	errs := newTail(cmp.Or(max(s.StderrWindow, 0), DefaultStderrWindow))
 	lines := newLineJudge(s.Evaluate)
-	signals := &executor.SignalScanner{}
+	signals := &action.SignalScanner{}
 	stdout := &fanout{sinks: []io.Writer{writerOr(s.Stdout), out, lines, signals}}
 	stderr := &fanout{sinks: []io.Writer{writerOr(s.Stderr), errs}}
 	var files *outputFiles

@@ -1,8 +1,9 @@
-package evaluate
+package pycompat
 
 import (
 	"math"
 	"testing"
+	"unicode"
 )
 
 func TestParsePyFloat(t *testing.T) {
@@ -39,12 +40,22 @@ func TestParsePyFloat(t *testing.T) {
 		{"", 0, false},
 		{"½", 0, false},
 	} {
-		got, ok := ParsePyFloat(tc.in)
+		got, ok := ParseFloat(tc.in)
 		if ok != tc.ok || ok && got != tc.want {
-			t.Errorf("ParsePyFloat(%q) = %v, %v; want %v, %v", tc.in, got, ok, tc.want, tc.ok)
+			t.Errorf("ParseFloat(%q) = %v, %v; want %v, %v", tc.in, got, ok, tc.want, tc.ok)
 		}
 	}
-	if f, ok := ParsePyFloat("-nan"); !ok || !math.IsNaN(f) {
-		t.Errorf("ParsePyFloat(-nan) = %v, %v; want NaN", f, ok)
+	if f, ok := ParseFloat("-nan"); !ok || !math.IsNaN(f) {
+		t.Errorf("ParseFloat(-nan) = %v, %v; want NaN", f, ok)
+	}
+}
+
+// IsSpace, which looks nothing up, agrees with Unicode's white space and
+// the four separators Python adds, on every code point.
+func TestIsSpace(t *testing.T) {
+	for r := rune(0); r <= unicode.MaxRune; r++ {
+		if want := unicode.IsSpace(r) || r >= 0x1c && r <= 0x1f; IsSpace(r) != want {
+			t.Errorf("IsSpace(%U) = %v, want %v", r, !want, want)
+		}
 	}
 }

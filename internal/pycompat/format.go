@@ -1,4 +1,4 @@
-package interpolate
+package pycompat
 
 import (
 	"bytes"
@@ -12,8 +12,8 @@ import (
 	"unicode/utf16"
 )
 
-// pyRepr is Python's repr() of a decoded JSON value.
-func pyRepr(v any) string {
+// Repr is Python's repr() of a decoded JSON value.
+func Repr(v any) string {
 	switch t := v.(type) {
 	case nil:
 		return "None"
@@ -23,23 +23,23 @@ func pyRepr(v any) string {
 		}
 		return "False"
 	case string:
-		return pyQuote(t)
+		return quote(t)
 	case json.Number:
 		return t.String()
 	case int, int32, int64:
 		return fmt.Sprintf("%d", t)
 	case float64:
-		return PyFloat(t)
+		return FormatFloat(t)
 	case []any:
 		parts := make([]string, len(t))
 		for i, e := range t {
-			parts[i] = pyRepr(e)
+			parts[i] = Repr(e)
 		}
 		return "[" + strings.Join(parts, ", ") + "]"
 	case map[string]any:
 		parts := make([]string, 0, len(t))
 		for _, k := range slices.Sorted(maps.Keys(t)) {
-			parts = append(parts, pyQuote(k)+": "+pyRepr(t[k]))
+			parts = append(parts, quote(k)+": "+Repr(t[k]))
 		}
 		return "{" + strings.Join(parts, ", ") + "}"
 	}
@@ -50,9 +50,9 @@ func pyRepr(v any) string {
 	return string(b)
 }
 
-// pyQuote is Python's repr() of a string: single quotes, unless the string
+// quote is Python's repr() of a string: single quotes, unless the string
 // holds a single quote and no double one.
-func pyQuote(s string) string {
+func quote(s string) string {
 	q := byte('\'')
 	if strings.ContainsRune(s, '\'') && !strings.ContainsRune(s, '"') {
 		q = '"'
@@ -82,9 +82,9 @@ func pyQuote(s string) string {
 	return b.String()
 }
 
-// PyFloat writes f as Python's repr() does: the shortest digits that read
+// FormatFloat writes f as Python's repr() does: the shortest digits that read
 // back, ".0" on whole numbers, an exponent from 1e16 up and below 1e-4.
-func PyFloat(f float64) string {
+func FormatFloat(f float64) string {
 	switch {
 	case math.IsInf(f, 1):
 		return "inf"
@@ -103,16 +103,35 @@ func PyFloat(f float64) string {
 	return s
 }
 
-// PyJSON is v as Python's json.dumps writes it (how little-loops hands
+// Str is the text Python's str() gives a decoded scalar (a YAML key that
+// is not text, for one): None, True, False, numbers as written.
+func Str(v any) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case nil:
+		return "None"
+	case bool:
+		if x {
+			return "True"
+		}
+		return "False"
+	case json.Number:
+		return string(x)
+	}
+	return fmt.Sprint(v)
+}
+
+// JSONDumps is v as Python's json.dumps writes it (how little-loops hands
 // params to mcp-call): ", " and ": " between items, non-ASCII as \u
 // escapes. Keys are sorted (a loop file's order is not kept).
-func PyJSON(v any) string {
+func JSONDumps(v any) string {
 	var b strings.Builder
-	pyJSON(&b, v)
+	jsonDumps(&b, v)
 	return b.String()
 }
 
-func pyJSON(b *strings.Builder, v any) {
+func jsonDumps(b *strings.Builder, v any) {
 	switch x := v.(type) {
 	case map[string]any:
 		b.WriteByte('{')
@@ -120,9 +139,9 @@ func pyJSON(b *strings.Builder, v any) {
 			if i > 0 {
 				b.WriteString(", ")
 			}
-			pyJSON(b, k)
+			jsonDumps(b, k)
 			b.WriteString(": ")
-			pyJSON(b, x[k])
+			jsonDumps(b, x[k])
 		}
 		b.WriteByte('}')
 	case []any:
@@ -131,7 +150,7 @@ func pyJSON(b *strings.Builder, v any) {
 			if i > 0 {
 				b.WriteString(", ")
 			}
-			pyJSON(b, e)
+			jsonDumps(b, e)
 		}
 		b.WriteByte(']')
 	case string:

@@ -1,4 +1,4 @@
-package evaluate
+package pycompat
 
 import (
 	"errors"
@@ -8,22 +8,22 @@ import (
 	"unicode"
 )
 
-// errNotPython says a pattern does not compile in Python's re: little-loops
+// ErrNotPython says a pattern does not compile in Python's re: little-loops
 // then looks for it as plain text.
-var errNotPython = errors.New("not a Python regular expression")
+var ErrNotPython = errors.New("not a Python regular expression")
 
 // pyEscapes are the letters Python's re knows after a backslash outside a
 // character class; any other letter is an error there.
 const pyEscapes = "abfnrtvABZdDsSwWxuUN"
 
-// pythonSyntax writes a pattern in Python's re syntax (3.11) as the
+// TranslateRegex writes a pattern in Python's re syntax (3.11) as the
 // backtracking engine (.NET syntax) reads it with the same meaning:
 // (?P<name>...) and (?P=name) as named groups; \Z, the end of the text in
 // Python, as \z; possessive quantifiers (a++, a*+, a?+, a{2}+) as atomic
-// groups; {,n} as {0,n}. What Python refuses is errNotPython: an escape
+// groups; {,n} as {0,n}. What Python refuses is ErrNotPython: an escape
 // Python does not know (\z, \k, \p, \G), a (?<name> or (?'name' group, a
 // flag group such as (?i) after the start.
-func pythonSyntax(p string) (string, error) {
+func TranslateRegex(p string) (string, error) {
 	t := &pyTranslator{p: p, atom: -1, verbose: isFlagGroup(p) && strings.Contains(p[:strings.IndexByte(p, ')')], "x")}
 	for ; t.i < len(p); t.i++ {
 		if err := t.step(); err != nil {
@@ -31,7 +31,7 @@ func pythonSyntax(p string) (string, error) {
 		}
 	}
 	if len(t.groups) > 0 {
-		return "", errNotPython
+		return "", ErrNotPython
 	}
 	return t.out.String(), nil
 }
@@ -72,7 +72,7 @@ func (t *pyTranslator) piece(c byte) error {
 	case '[':
 		end := classEnd(t.p, t.i)
 		if end < 0 {
-			return errNotPython
+			return ErrNotPython
 		}
 		t.atom = t.out.Len()
 		t.out.WriteString(t.p[t.i : end+1])
@@ -81,7 +81,7 @@ func (t *pyTranslator) piece(c byte) error {
 		return t.group()
 	case ')':
 		if len(t.groups) == 0 {
-			return errNotPython
+			return ErrNotPython
 		}
 		t.atom = t.groups[len(t.groups)-1]
 		t.groups = t.groups[:len(t.groups)-1]
@@ -97,11 +97,11 @@ func (t *pyTranslator) piece(c byte) error {
 
 func (t *pyTranslator) escape() error {
 	if t.i+1 >= len(t.p) {
-		return errNotPython
+		return ErrNotPython
 	}
 	e := t.p[t.i+1]
 	if isASCIILetter(e) && !strings.ContainsRune(pyEscapes, rune(e)) {
-		return errNotPython
+		return ErrNotPython
 	}
 	t.atom = t.out.Len()
 	switch e {
@@ -110,7 +110,7 @@ func (t *pyTranslator) escape() error {
 	case 'U': // \UXXXXXXXX, a code point the engine has no escape for
 		n, err := strconv.ParseUint(t.p[t.i+2:min(t.i+10, len(t.p))], 16, 32)
 		if err != nil || t.i+10 > len(t.p) || n > unicode.MaxRune {
-			return errNotPython
+			return ErrNotPython
 		}
 		t.out.WriteString(regexp.QuoteMeta(string(rune(n))))
 		t.i += 8
@@ -131,16 +131,16 @@ func (t *pyTranslator) group() error {
 	case strings.HasPrefix(rest, "(?P="):
 		j := strings.IndexByte(rest, ')')
 		if j < 0 {
-			return errNotPython
+			return ErrNotPython
 		}
 		t.atom = t.out.Len()
 		t.out.WriteString(`\k<` + rest[len("(?P="):j] + ">")
 		t.i += j
 	case strings.HasPrefix(rest, "(?<") && !strings.HasPrefix(rest, "(?<=") && !strings.HasPrefix(rest, "(?<!"),
 		strings.HasPrefix(rest, "(?'"):
-		return errNotPython
+		return ErrNotPython
 	case t.i > 0 && isFlagGroup(rest):
-		return errNotPython // Python 3.11: global flags not at the start
+		return ErrNotPython // Python 3.11: global flags not at the start
 	default:
 		t.groups = append(t.groups, t.out.Len())
 		t.out.WriteByte('(')

@@ -1,4 +1,4 @@
-package evaluate
+package pycompat
 
 import (
 	"errors"
@@ -8,14 +8,25 @@ import (
 	"unicode"
 )
 
-// pyIsSpace is Python's str.isspace for one character: Unicode white
-// space, and the ASCII separators \x1c-\x1f that Python counts too.
-func pyIsSpace(r rune) bool {
-	return unicode.IsSpace(r) || r >= 0x1c && r <= 0x1f
+// IsSpace is Python's idea of white space (str.isspace, and \s in its
+// patterns): Unicode's, plus the ASCII separators \x1c to \x1f. It looks
+// nothing up: the signal scanner calls it on every byte of an output.
+func IsSpace(r rune) bool {
+	switch {
+	case r == ' ' || r >= '\t' && r <= '\r' || r >= 0x1c && r <= 0x1f:
+		return true
+	case r < 0x80:
+		return false
+	}
+	switch r {
+	case 0x85, 0xa0, 0x1680, 0x2028, 0x2029, 0x202f, 0x205f, 0x3000:
+		return true
+	}
+	return r >= 0x2000 && r <= 0x200a
 }
 
-// PyStrip is Python's str.strip(): s without white space at either end.
-func PyStrip(s string) string { return strings.TrimFunc(s, pyIsSpace) }
+// Strip is Python's str.strip(): s without white space at either end.
+func Strip(s string) string { return strings.TrimFunc(s, IsSpace) }
 
 // decimalDigit is the ASCII digit of a Unicode decimal digit (category Nd):
 // such digits come in runs of ten, zero first, so the value is the
@@ -34,12 +45,12 @@ func decimalDigit(r rune) (byte, bool) {
 	return "0123456789"[(r-start)%10], true
 }
 
-// ParsePyFloat reads s as Python's float() does: surrounding white space
+// ParseFloat reads s as Python's float() does: surrounding white space
 // is ignored; inf, infinity and nan in any case, signed or not; digits of
 // any script; an underscore between two digits; a value past the range of
 // a double is an infinity. Hexadecimal is refused, as float() refuses it.
-func ParsePyFloat(s string) (float64, bool) {
-	s = PyStrip(s)
+func ParseFloat(s string) (float64, bool) {
+	s = Strip(s)
 	var b strings.Builder
 	for _, r := range s {
 		switch d, ok := decimalDigit(r); {
@@ -66,7 +77,7 @@ func ParsePyFloat(s string) (float64, bool) {
 	case "nan":
 		return math.NaN(), true
 	}
-	clean, ok := pyDecimal(body)
+	clean, ok := decimal(body)
 	if !ok {
 		return 0, false
 	}
@@ -82,10 +93,10 @@ func ParsePyFloat(s string) (float64, bool) {
 
 func isRange(err error) bool { return errors.Is(err, strconv.ErrRange) }
 
-// pyDecimal checks s against the decimal syntax of float() (digits with
+// decimal checks s against the decimal syntax of float() (digits with
 // single underscores between them, an optional fraction and exponent) and
 // returns it without the underscores.
-func pyDecimal(s string) (string, bool) {
+func decimal(s string) (string, bool) {
 	var out strings.Builder
 	i := 0
 	digits := func() int {
