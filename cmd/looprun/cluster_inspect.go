@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -75,8 +74,7 @@ func newGetCommand(k *kube) *cobra.Command {
 				fmt.Fprintf(cmd.ErrOrStderr(), "No loops in namespace %s.\n", k.ns)
 				return nil
 			}
-			w := tabwriter.NewWriter(out, 0, 4, 3, ' ', 0)
-			fmt.Fprintln(w, "NAME\tSTATE\tITERATION\tPHASE\tVERDICT\tREASON\tAGE")
+			w := newTable(out, "NAME", "STATE", "ITERATION", "PHASE", "VERDICT", "REASON", "AGE")
 			for _, r := range loopTree(loops) {
 				l := r.loop
 				verdict := ""
@@ -91,9 +89,9 @@ func newGetCommand(k *kube) *cobra.Command {
 				if c := meta.FindStatusCondition(l.Status.Conditions, v1alpha1.ReadyCondition); c != nil {
 					reason = c.Reason // as kubectl get loops shows it: what it waits for, how it ended
 				}
-				fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", name, l.Status.CurrentState, l.Status.Iteration, l.Status.Phase, verdict, reason, age(l.CreationTimestamp.Time, k.clock()))
+				w.row(name, l.Status.CurrentState, l.Status.Iteration, l.Status.Phase, verdict, reason, age(l.CreationTimestamp.Time, k.clock()))
 			}
-			return w.Flush()
+			return w.flush()
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: yaml or json")
@@ -181,31 +179,26 @@ func describeChildren(out io.Writer, parent *v1alpha1.Loop, children []v1alpha1.
 	}
 	slices.SortFunc(mine, func(a, b v1alpha1.Loop) int { return a.CreationTimestamp.Compare(b.CreationTimestamp.Time) })
 	fmt.Fprintln(out, "Children:")
-	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "  NAME\tTEMPLATE\tSTATE\tPHASE\tAGE")
+	t := newFields(out, "  ", "NAME", "TEMPLATE", "STATE", "PHASE", "AGE")
 	for _, c := range mine {
-		fmt.Fprintf(w, "  %s\t%s\t%s\t%s\t%s\n", c.Name, c.Labels[v1alpha1.LabelTemplate], orNone(c.Status.CurrentState), orNone(string(c.Status.Phase)), age(c.CreationTimestamp.Time, now))
+		t.row(c.Name, c.Labels[v1alpha1.LabelTemplate], orNone(c.Status.CurrentState), orNone(string(c.Status.Phase)), age(c.CreationTimestamp.Time, now))
 	}
-	return w.Flush()
+	return t.flush()
 }
 
 func describe(out io.Writer, loop *v1alpha1.Loop, events []executor.Event, now time.Time) error {
-	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	row := func(k string, format string, v ...any) {
-		fmt.Fprintf(w, "%s:\t"+format+"\n", append([]any{k}, v...)...)
-	}
-	describeRun(row, loop, now)
-	describeHistory(row, loop)
-	if err := w.Flush(); err != nil {
+	fields := newFields(out, "")
+	describeRun(fields.field, loop, now)
+	describeHistory(fields.field, loop)
+	if err := fields.flush(); err != nil {
 		return err
 	}
 	fmt.Fprintln(out, "Conditions:")
-	cw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(cw, "  TYPE\tSTATUS\tREASON\tMESSAGE")
+	conds := newFields(out, "  ", "TYPE", "STATUS", "REASON", "MESSAGE")
 	for _, c := range loop.Status.Conditions {
-		fmt.Fprintf(cw, "  %s\t%s\t%s\t%s\n", c.Type, c.Status, c.Reason, c.Message)
+		conds.row(c.Type, c.Status, c.Reason, c.Message)
 	}
-	if err := cw.Flush(); err != nil {
+	if err := conds.flush(); err != nil {
 		return err
 	}
 	if len(events) > 5 {
@@ -348,8 +341,7 @@ func newCheckpointsCommand(g *globals, k *kube) *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name, cluster := k.loopTarget(args[0], !local)
-			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 3, ' ', 0)
-			fmt.Fprintln(w, "ITERATION\tSTATE\tTAKEN\tSEQ\tCHECK")
+			t := newTable(cmd.OutOrStdout(), "ITERATION", "STATE", "TAKEN", "SEQ", "CHECK")
 			if !cluster {
 				store, err := localStore(g, name)
 				if err != nil {
@@ -360,12 +352,12 @@ func newCheckpointsCommand(g *globals, k *kube) *cobra.Command {
 					return err
 				}
 				for _, c := range good {
-					fmt.Fprintf(w, "%d\t%s\t%s\t%d\tok\n", c.Iteration, c.State, c.Time.UTC().Format(time.RFC3339), c.Seq)
+					t.row(c.Iteration, c.State, c.Time.UTC().Format(time.RFC3339), c.Seq, "ok")
 				}
 				for _, err := range bad {
-					fmt.Fprintf(w, "-\t-\t-\t-\t%v\n", err)
+					t.row("-", "-", "-", "-", err)
 				}
-				return w.Flush()
+				return t.flush()
 			}
 			loop, err := k.getLoop(cmd.Context(), name)
 			if err != nil {
@@ -377,12 +369,12 @@ func newCheckpointsCommand(g *globals, k *kube) *cobra.Command {
 			}
 			for _, c := range kept {
 				if c.Err != nil {
-					fmt.Fprintf(w, "-\t-\t-\t-\t%v\n", c.Err)
+					t.row("-", "-", "-", "-", c.Err)
 					continue
 				}
-				fmt.Fprintf(w, "%d\t%s\t%s\t%d\tok\n", c.Ref.Iteration, c.Ref.State, c.Ref.Time.UTC().Format(time.RFC3339), c.Ref.Seq)
+				t.row(c.Ref.Iteration, c.Ref.State, c.Ref.Time.UTC().Format(time.RFC3339), c.Ref.Seq, "ok")
 			}
-			return w.Flush()
+			return t.flush()
 		},
 	}
 	cmd.Flags().BoolVar(&local, "local", false, "the local run's checkpoints (under --loops-dir)")

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -49,8 +48,8 @@ func newStatusCommand(g *globals) *cobra.Command {
 				fmt.Fprintln(out, string(b))
 				return nil
 			}
-			w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-			row := func(k string, v any) { fmt.Fprintf(w, "%s:\t%s\n", k, printable(fmt.Sprint(v))) }
+			w := newFields(out, "")
+			row := func(k string, v any) { w.field(k, "%s", printable(fmt.Sprint(v))) }
 			row("Loop", sf.LoopName)
 			row("Status", sf.Status)
 			row("State", sf.CurrentState)
@@ -87,7 +86,7 @@ func newStatusCommand(g *globals) *cobra.Command {
 			if b := sf.Budget.Status(); b != nil && b.Exceeded != "" && sf.Status == localrun.StatusPaused {
 				row("Paused", b.Exceeded+" ("+pausedHint(g, args[0])+")")
 			}
-			return w.Flush()
+			return w.flush()
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: json for the state file")
@@ -119,25 +118,24 @@ func newListCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "NAME\tSTATUS\tSTATE\tITERATION\tUPDATED")
+			w := newTable(cmd.OutOrStdout(), "NAME", "STATUS", "STATE", "ITERATION", "UPDATED")
 			slices.SortFunc(states, func(a, b *localrun.StateFile) int { return strings.Compare(a.LoopName, b.LoopName) })
 			now := time.Now()
 			for _, s := range states {
 				if running && s.Status != localrun.StatusRunning {
 					continue
 				}
-				fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\n", printable(s.LoopName), printable(s.Status), printable(s.CurrentState), s.Iteration, printable(agoText(s.UpdatedAt, now)))
+				w.row(printable(s.LoopName), printable(s.Status), printable(s.CurrentState), s.Iteration, printable(agoText(s.UpdatedAt, now)))
 			}
 			// An unreadable state file is listed too, and the command
 			// fails after the list, naming each (as ls does).
 			var msgs []string
 			for _, u := range unreadable {
 				name := strings.TrimSuffix(filepath.Base(u.Path), ".state.json")
-				fmt.Fprintf(w, "%s\tunreadable\t-\t-\t-\n", name)
+				w.row(printable(name), "unreadable", "-", "-", "-")
 				msgs = append(msgs, u.Error())
 			}
-			if err := w.Flush(); err != nil {
+			if err := w.flush(); err != nil {
 				return err
 			}
 			if len(msgs) > 0 {
