@@ -10,7 +10,6 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/duration"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -149,14 +148,6 @@ func (k *kube) request(ctx context.Context, name string, req func(nonce string) 
 	}
 	loop.Annotations[v1alpha1.RequestAnnotation] = req(strconv.FormatInt(k.clock().UnixNano(), 10))
 	return k.c.Patch(ctx, loop, patch)
-}
-
-// age renders how long ago t was, as kubectl does.
-func age(t, now time.Time) string {
-	if t.IsZero() {
-		return "<unknown>"
-	}
-	return duration.HumanDuration(now.Sub(t))
 }
 
 func orNone(s string) string { return cmp.Or(s, "<none>") }

@@ -206,7 +206,7 @@ func describe(out io.Writer, loop *v1alpha1.Loop, events []executor.Event, now t
 	}
 	fmt.Fprintln(out, "Recent events:")
 	for _, e := range events {
-		fmt.Fprintf(out, "  %s\n", eventLine(e, fmt.Sprintf("%-8s", ago(e.Time, now))))
+		fmt.Fprintf(out, "  %s\n", eventLine(e, fmt.Sprintf("%-8s", age(e.Time, now))))
 	}
 	return nil
 }
@@ -246,7 +246,7 @@ func describeRun(row rowFunc, loop *v1alpha1.Loop, now time.Time) {
 		if st.Phase.IsFinished() && st.UpdatedAt != nil {
 			end = st.UpdatedAt.Time
 		}
-		row("Running time", "%s", executor.Elapsed(&st.RunState, end).Round(time.Millisecond))
+		row("Running time", "%s", span(executor.Elapsed(&st.RunState, end)))
 	}
 	if st.LastResult != nil {
 		row("Last verdict", "%s", st.LastResult.Verdict)
@@ -318,19 +318,6 @@ func sinceStart(start time.Time) func(time.Time) string {
 	return func(t time.Time) string {
 		return fmt.Sprintf("%s %8s", t.UTC().Format("15:04:05"), "+"+span(t.Sub(start)))
 	}
-}
-
-// span is a duration in one word: "6ms", "1.4s", "12.0s", "3m05s", "1h02m".
-func span(d time.Duration) string {
-	switch {
-	case d < time.Second:
-		return fmt.Sprintf("%dms", max(d, 0).Milliseconds())
-	case d < time.Minute:
-		return fmt.Sprintf("%.1fs", max(d, 0).Seconds())
-	case d < time.Hour:
-		return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
-	}
-	return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
 }
 
 func newCheckpointsCommand(g *globals, k *kube) *cobra.Command {

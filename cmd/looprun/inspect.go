@@ -103,7 +103,7 @@ func timeRows(row func(string, any), sf *localrun.StateFile, now time.Time) {
 		if sf.Status != localrun.StatusRunning && run.UpdatedAt != nil {
 			end = run.UpdatedAt.Time
 		}
-		row("Running time", humanDuration(executor.Elapsed(run, end)))
+		row("Running time", span(executor.Elapsed(run, end)))
 	}
 }
 
@@ -125,7 +125,7 @@ func newListCommand(g *globals) *cobra.Command {
 				if running && s.Status != localrun.StatusRunning {
 					continue
 				}
-				w.row(printable(s.LoopName), printable(s.Status), printable(s.CurrentState), s.Iteration, printable(agoText(s.UpdatedAt, now)))
+				w.row(printable(s.LoopName), printable(s.Status), printable(s.CurrentState), s.Iteration, printable(ageText(s.UpdatedAt, now)))
 			}
 			// An unreadable state file is listed too, and the command
 			// fails after the list, naming each (as ls does).
