@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
@@ -11,132 +10,13 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/eventlog/configmaps"
 	"github.com/looprun/looprun/internal/executor"
 )
-
-func newGetCommand(k *kube) *cobra.Command {
-	var output string
-	cmd := &cobra.Command{
-		Use:   "get [NAME...]",
-		Short: "List Loops in the cluster: state, iteration, phase, verdict, age",
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := k.connect(); err != nil {
-				return err
-			}
-			var loops []v1alpha1.Loop
-			if len(args) == 0 {
-				list := &v1alpha1.LoopList{}
-				if err := k.c.List(cmd.Context(), list, client.InNamespace(k.ns)); err != nil {
-					return err
-				}
-				loops = list.Items
-			}
-			for _, a := range args {
-				name, _ := k.loopTarget(a, true)
-				loop, err := k.getLoop(cmd.Context(), name)
-				if err != nil {
-					return err
-				}
-				loops = append(loops, *loop)
-			}
-			out := cmd.OutOrStdout()
-			switch output {
-			case "yaml", "json":
-				for i := range loops {
-					loops[i].APIVersion, loops[i].Kind = v1alpha1.GroupVersion.String(), "Loop"
-					loops[i].ManagedFields = nil
-				}
-				var v any = &v1alpha1.LoopList{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "List"}, Items: loops}
-				if len(args) == 1 {
-					v = &loops[0]
-				}
-				b, err := json.MarshalIndent(v, "", "  ")
-				if err == nil && output == "yaml" {
-					b, err = yaml.JSONToYAML(b)
-				}
-				if err != nil {
-					return err
-				}
-				_, err = fmt.Fprintln(out, strings.TrimRight(string(b), "\n"))
-				return err
-			case "":
-			default:
-				return fmt.Errorf("--output %q: want yaml or json", output)
-			}
-			if len(loops) == 0 {
-				fmt.Fprintf(cmd.ErrOrStderr(), "No loops in namespace %s.\n", k.ns)
-				return nil
-			}
-			w := newTable(out, "NAME", "STATE", "ITERATION", "PHASE", "VERDICT", "REASON", "AGE")
-			for _, r := range loopTree(loops) {
-				l := r.loop
-				verdict := ""
-				if l.Status.LastResult != nil {
-					verdict = l.Status.LastResult.Verdict
-				}
-				name := l.Name
-				if r.depth > 0 {
-					name = strings.Repeat("  ", r.depth-1) + "└─ " + name
-				}
-				reason := ""
-				if c := meta.FindStatusCondition(l.Status.Conditions, v1alpha1.ReadyCondition); c != nil {
-					reason = c.Reason // as kubectl get loops shows it: what it waits for, how it ended
-				}
-				w.row(name, l.Status.CurrentState, l.Status.Iteration, l.Status.Phase, verdict, reason, age(l.CreationTimestamp.Time, k.clock()))
-			}
-			return w.flush()
-		},
-	}
-	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: yaml or json")
-	return cmd
-}
-
-// treeRow is a Loop and how deep it is below the Loops listed with it.
-type treeRow struct {
-	loop  *v1alpha1.Loop
-	depth int
-}
-
-// loopTree orders Loops as a tree: each child Loop (a sub-loop's) right
-// under its parent, oldest first; a child whose parent is not in the list
-// stands on its own.
-func loopTree(loops []v1alpha1.Loop) []treeRow {
-	byUID := map[string]bool{}
-	for _, l := range loops {
-		byUID[string(l.UID)] = true
-	}
-	children := map[string][]*v1alpha1.Loop{}
-	var roots []*v1alpha1.Loop
-	for i := range loops {
-		l := &loops[i]
-		if ref := metav1.GetControllerOf(l); ref != nil && ref.Kind == "Loop" && byUID[string(ref.UID)] {
-			children[string(ref.UID)] = append(children[string(ref.UID)], l)
-			continue
-		}
-		roots = append(roots, l)
-	}
-	var out []treeRow
-	var walk func(l *v1alpha1.Loop, depth int)
-	walk = func(l *v1alpha1.Loop, depth int) {
-		out = append(out, treeRow{l, depth})
-		kids := children[string(l.UID)]
-		slices.SortFunc(kids, func(a, b *v1alpha1.Loop) int { return a.CreationTimestamp.Compare(b.CreationTimestamp.Time) })
-		for _, c := range kids {
-			walk(c, depth+1)
-		}
-	}
-	for _, r := range roots {
-		walk(r, 0)
-	}
-	return out
-}
 
 func newDescribeCommand(k *kube) *cobra.Command {
 	return &cobra.Command{

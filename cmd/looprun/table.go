@@ -17,10 +17,13 @@ type table struct {
 	indent string
 }
 
-// newTable starts a list with a header row.
+// newTable starts a list with a header row (none when no headers are
+// given: the later lines of a watch).
 func newTable(w io.Writer, headers ...string) *table {
 	t := &table{w: tabwriter.NewWriter(w, 0, 4, 3, ' ', 0)}
-	t.row(anys(headers)...)
+	if len(headers) > 0 {
+		t.row(anys(headers)...)
+	}
 	return t
 }
 
