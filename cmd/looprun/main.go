@@ -73,6 +73,7 @@ func newRootCommand(k *kube) *cobra.Command {
 		c.GroupID = "cluster"
 		root.AddCommand(c)
 	}
+	root.AddCommand(newVersionCommand(k))
 	return root
 }
 
