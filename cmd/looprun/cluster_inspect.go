@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"maps"
@@ -208,44 +209,82 @@ func newCheckpointsCommand(g *globals, k *kube) *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name, cluster := k.loopTarget(args[0], !local)
-			t := newTable(cmd.OutOrStdout(), "ITERATION", "STATE", "TAKEN", "SEQ", "CHECK")
-			if !cluster {
-				store, err := localStore(g, name)
-				if err != nil {
-					return err
-				}
-				good, bad, err := store.Checkpoints()
-				if err != nil {
-					return err
-				}
-				for _, c := range good {
-					t.row(c.Iteration, c.State, c.Time.UTC().Format(time.RFC3339), c.Seq, "ok")
-				}
-				for _, err := range bad {
-					t.row("-", "-", "-", "-", err)
-				}
-				return t.flush()
+			var rows []checkpointRow
+			var err error
+			if cluster {
+				rows, err = k.clusterCheckpoints(cmd.Context(), name)
+			} else {
+				rows, err = localCheckpoints(g, name)
 			}
-			loop, err := k.getLoop(cmd.Context(), name)
 			if err != nil {
 				return err
 			}
-			kept, err := configmaps.Checkpoints(cmd.Context(), k.c, loop)
-			if err != nil {
-				return err
-			}
-			for _, c := range kept {
-				if c.Err != nil {
-					t.row("-", "-", "-", "-", c.Err)
-					continue
-				}
-				t.row(c.Ref.Iteration, c.Ref.State, c.Ref.Time.UTC().Format(time.RFC3339), c.Ref.Seq, "ok")
-			}
-			return t.flush()
+			return printCheckpoints(cmd.OutOrStdout(), rows)
 		},
 	}
 	cmd.Flags().BoolVar(&local, "local", false, "the local run's checkpoints (under --loops-dir)")
 	return cmd
+}
+
+// checkpointRow is a checkpoint as checkpoints lists it; err says why it
+// does not check against its SHA-256.
+type checkpointRow struct {
+	iteration int32
+	state     string
+	taken     time.Time
+	seq       int64
+	err       error
+}
+
+// localCheckpoints are the checkpoints of the local run name.
+func localCheckpoints(g *globals, name string) ([]checkpointRow, error) {
+	store, err := localStore(g, name)
+	if err != nil {
+		return nil, err
+	}
+	good, bad, err := store.Checkpoints()
+	if err != nil {
+		return nil, err
+	}
+	var rows []checkpointRow
+	for _, c := range good {
+		rows = append(rows, checkpointRow{iteration: c.Iteration, state: c.State, taken: c.Time, seq: c.Seq})
+	}
+	for _, err := range bad {
+		rows = append(rows, checkpointRow{err: err})
+	}
+	return rows, nil
+}
+
+// clusterCheckpoints are the checkpoints of the Loop name.
+func (k *kube) clusterCheckpoints(ctx context.Context, name string) ([]checkpointRow, error) {
+	loop, err := k.getLoop(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	kept, err := configmaps.Checkpoints(ctx, k.c, loop)
+	if err != nil {
+		return nil, err
+	}
+	rows := make([]checkpointRow, 0, len(kept))
+	for _, c := range kept {
+		rows = append(rows, checkpointRow{iteration: c.Ref.Iteration, state: c.Ref.State, taken: c.Ref.Time.Time, seq: c.Ref.Seq, err: c.Err})
+	}
+	return rows, nil
+}
+
+// printCheckpoints lists checkpoints, oldest first; one that does not
+// check is a row of dashes and why.
+func printCheckpoints(out io.Writer, rows []checkpointRow) error {
+	t := newTable(out, "ITERATION", "STATE", "TAKEN", "SEQ", "CHECK")
+	for _, r := range rows {
+		if r.err != nil {
+			t.row("-", "-", "-", "-", r.err)
+			continue
+		}
+		t.row(r.iteration, r.state, r.taken.UTC().Format(time.RFC3339), r.seq, "ok")
+	}
+	return t.flush()
 }
 
 // describeGit adds what the run's workspace.git did: its clone and push.
