@@ -19,6 +19,11 @@ FUZZTIME ?= 30s
 # "context deadline exceeded" and no failing input (a race in the fuzzing
 # coordinator, go.dev/issue/75804). A count has no deadline to race.
 SHORT_FUZZTIME ?= 20000x
+# What looprun version prints: the chart's appVersion (the version the chart
+# labels the operator's Deployment with) and the commit built from.
+VERSION ?= $(shell sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}$$/\1/p' charts/looprun/Chart.yaml)
+GIT_COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null)
+VERSION_LDFLAGS = -X github.com/looprun/looprun/internal/version.Version=$(VERSION) -X github.com/looprun/looprun/internal/version.GitCommit=$(GIT_COMMIT)
 
 .PHONY: all
 all: build
@@ -130,7 +135,7 @@ fuzz: ## Run each fuzz target for FUZZTIME (default 30s; a count such as 5000x a
 
 .PHONY: build
 build: ## Build the binaries into bin/.
-	go build -o $(LOCALBIN)/looprun ./cmd/looprun
+	go build -ldflags "$(VERSION_LDFLAGS)" -o $(LOCALBIN)/looprun ./cmd/looprun
 	go build -o $(LOCALBIN)/manager ./cmd/manager
 	CGO_ENABLED=0 go build -o $(LOCALBIN)/entrypoint ./cmd/entrypoint
 

@@ -10,21 +10,25 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/duration"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/looprun/looprun/api/v1alpha1"
 )
 
-// kube is how the cluster commands reach the cluster, flags as kubectl's.
+// kube is how the cluster commands reach the cluster: kubectl's flags
+// (client-go's override flags: --kubeconfig, --context, -n, --as, --token,
+// --server, --request-timeout, ...) and kubeconfig loading rules.
 type kube struct {
-	kubeconfig string
-	context    string
-	namespace  string
+	// loading finds the kubeconfig: --kubeconfig, else $KUBECONFIG, else
+	// ~/.kube/config.
+	loading *clientcmd.ClientConfigLoadingRules
+	// overrides are what the flags say over the kubeconfig.
+	overrides clientcmd.ConfigOverrides
 	// plugin is true when looprun runs as kubectl-loop: bare names then
 	// always mean Loops in the cluster.
 	plugin bool
@@ -40,11 +44,33 @@ type kube struct {
 	ns     string
 }
 
+// bind adds kubectl's cluster flags to root, persistent as kubectl's are.
 func (k *kube) bind(root *cobra.Command) {
 	f := root.PersistentFlags()
-	f.StringVar(&k.kubeconfig, "kubeconfig", "", "path to the kubeconfig file (default $KUBECONFIG or ~/.kube/config)")
-	f.StringVar(&k.context, "context", "", "the kubeconfig context to use")
-	f.StringVarP(&k.namespace, "namespace", "n", "", "the namespace (default: the context's)")
+	k.loading = clientcmd.NewDefaultClientConfigLoadingRules()
+	f.StringVar(&k.loading.ExplicitPath, clientcmd.RecommendedConfigPathFlag, "", "path to the kubeconfig file (default $KUBECONFIG or ~/.kube/config)")
+	clientcmd.BindOverrideFlags(&k.overrides, f, clientcmd.RecommendedConfigOverrideFlags(""))
+}
+
+// namespaceFlag is the namespace -n named, "" when none was named.
+func (k *kube) namespaceFlag() string { return k.overrides.Context.Namespace }
+
+// restConfig is the client configuration the kubeconfig and the flags
+// make, and the namespace the commands use (-n, else the context's).
+func (k *kube) restConfig() (*rest.Config, string, error) {
+	if k.loading == nil {
+		k.loading = clientcmd.NewDefaultClientConfigLoadingRules()
+	}
+	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(k.loading, &k.overrides)
+	cfg, err := cc.ClientConfig()
+	if err != nil {
+		return nil, "", fmt.Errorf("no cluster to talk to: %w", err)
+	}
+	ns, _, err := cc.Namespace()
+	if err != nil {
+		return nil, "", err
+	}
+	return cfg, ns, nil
 }
 
 // connect builds the clients once.
@@ -52,19 +78,11 @@ func (k *kube) connect() error {
 	if k.c != nil {
 		return nil
 	}
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = k.kubeconfig
-	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: k.context})
-	cfg, err := cc.ClientConfig()
+	cfg, ns, err := k.restConfig()
 	if err != nil {
-		return fmt.Errorf("no cluster to talk to: %w", err)
+		return err
 	}
-	k.ns = k.namespace
-	if k.ns == "" {
-		if k.ns, _, err = cc.Namespace(); err != nil {
-			return err
-		}
-	}
+	k.ns = ns
 	k.scheme = runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(k.scheme))
 	utilruntime.Must(v1alpha1.AddToScheme(k.scheme))
@@ -130,14 +148,6 @@ func (k *kube) request(ctx context.Context, name string, req func(nonce string) 
 	}
 	loop.Annotations[v1alpha1.RequestAnnotation] = req(strconv.FormatInt(k.clock().UnixNano(), 10))
 	return k.c.Patch(ctx, loop, patch)
-}
-
-// age renders how long ago t was, as kubectl does.
-func age(t, now time.Time) string {
-	if t.IsZero() {
-		return "<unknown>"
-	}
-	return duration.HumanDuration(now.Sub(t))
 }
 
 func orNone(s string) string { return cmp.Or(s, "<none>") }

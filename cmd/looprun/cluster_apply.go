@@ -92,13 +92,13 @@ func (f *applyFlags) run(cmd *cobra.Command, g *globals, k *kube) error {
 	}
 	out := cmd.OutOrStdout()
 	if f.dryRun == dryRunClient {
-		return printObjects(out, objs, k.namespace, lf.Loop.Namespace)
+		return printObjects(out, objs, k.namespaceFlag(), lf.Loop.Namespace)
 	}
 	if err := k.connect(); err != nil {
 		return err
 	}
 	ns := k.ns
-	if lf.Loop.Namespace != "" && k.namespace == "" {
+	if lf.Loop.Namespace != "" && k.namespaceFlag() == "" {
 		ns = lf.Loop.Namespace
 	}
 	suffix := ""

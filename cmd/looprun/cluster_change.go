@@ -45,11 +45,11 @@ func (k *kube) setSuspend(ctx context.Context, out io.Writer, name string, suspe
 			name, run.Phase, cmp.Or(string(run.TerminatedBy), "-"), run.CurrentState, name, name)
 	}
 	if loop.Spec.Suspend == suspend {
-		state := "not suspended"
+		state := "not suspended: nothing changed (resume loop/NAME unsuspends a Loop; resume NAME, without loop/, continues a local run)"
 		if suspend {
-			state = "already suspended"
+			state = "already suspended: nothing changed"
 		}
-		_, err = fmt.Fprintf(out, "loop/%s is %s: nothing changed\n", name, state)
+		_, err = fmt.Fprintf(out, "loop/%s is %s\n", name, state)
 		return err
 	}
 	patch := client.MergeFrom(loop.DeepCopy())

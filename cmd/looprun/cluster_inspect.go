@@ -1,144 +1,23 @@
 package main
 
 import (
-	"encoding/json"
+	"context"
 	"fmt"
 	"io"
 	"maps"
 	"slices"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/eventlog/configmaps"
 	"github.com/looprun/looprun/internal/executor"
 )
-
-func newGetCommand(k *kube) *cobra.Command {
-	var output string
-	cmd := &cobra.Command{
-		Use:   "get [NAME...]",
-		Short: "List Loops in the cluster: state, iteration, phase, verdict, age",
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := k.connect(); err != nil {
-				return err
-			}
-			var loops []v1alpha1.Loop
-			if len(args) == 0 {
-				list := &v1alpha1.LoopList{}
-				if err := k.c.List(cmd.Context(), list, client.InNamespace(k.ns)); err != nil {
-					return err
-				}
-				loops = list.Items
-			}
-			for _, a := range args {
-				name, _ := k.loopTarget(a, true)
-				loop, err := k.getLoop(cmd.Context(), name)
-				if err != nil {
-					return err
-				}
-				loops = append(loops, *loop)
-			}
-			out := cmd.OutOrStdout()
-			switch output {
-			case "yaml", "json":
-				for i := range loops {
-					loops[i].APIVersion, loops[i].Kind = v1alpha1.GroupVersion.String(), "Loop"
-					loops[i].ManagedFields = nil
-				}
-				var v any = &v1alpha1.LoopList{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "List"}, Items: loops}
-				if len(args) == 1 {
-					v = &loops[0]
-				}
-				b, err := json.MarshalIndent(v, "", "  ")
-				if err == nil && output == "yaml" {
-					b, err = yaml.JSONToYAML(b)
-				}
-				if err != nil {
-					return err
-				}
-				_, err = fmt.Fprintln(out, strings.TrimRight(string(b), "\n"))
-				return err
-			case "":
-			default:
-				return fmt.Errorf("--output %q: want yaml or json", output)
-			}
-			if len(loops) == 0 {
-				fmt.Fprintf(cmd.ErrOrStderr(), "No loops in namespace %s.\n", k.ns)
-				return nil
-			}
-			w := tabwriter.NewWriter(out, 0, 4, 3, ' ', 0)
-			fmt.Fprintln(w, "NAME\tSTATE\tITERATION\tPHASE\tVERDICT\tREASON\tAGE")
-			for _, r := range loopTree(loops) {
-				l := r.loop
-				verdict := ""
-				if l.Status.LastResult != nil {
-					verdict = l.Status.LastResult.Verdict
-				}
-				name := l.Name
-				if r.depth > 0 {
-					name = strings.Repeat("  ", r.depth-1) + "└─ " + name
-				}
-				reason := ""
-				if c := meta.FindStatusCondition(l.Status.Conditions, v1alpha1.ReadyCondition); c != nil {
-					reason = c.Reason // as kubectl get loops shows it: what it waits for, how it ended
-				}
-				fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", name, l.Status.CurrentState, l.Status.Iteration, l.Status.Phase, verdict, reason, age(l.CreationTimestamp.Time, k.clock()))
-			}
-			return w.Flush()
-		},
-	}
-	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: yaml or json")
-	return cmd
-}
-
-// treeRow is a Loop and how deep it is below the Loops listed with it.
-type treeRow struct {
-	loop  *v1alpha1.Loop
-	depth int
-}
-
-// loopTree orders Loops as a tree: each child Loop (a sub-loop's) right
-// under its parent, oldest first; a child whose parent is not in the list
-// stands on its own.
-func loopTree(loops []v1alpha1.Loop) []treeRow {
-	byUID := map[string]bool{}
-	for _, l := range loops {
-		byUID[string(l.UID)] = true
-	}
-	children := map[string][]*v1alpha1.Loop{}
-	var roots []*v1alpha1.Loop
-	for i := range loops {
-		l := &loops[i]
-		if ref := metav1.GetControllerOf(l); ref != nil && ref.Kind == "Loop" && byUID[string(ref.UID)] {
-			children[string(ref.UID)] = append(children[string(ref.UID)], l)
-			continue
-		}
-		roots = append(roots, l)
-	}
-	var out []treeRow
-	var walk func(l *v1alpha1.Loop, depth int)
-	walk = func(l *v1alpha1.Loop, depth int) {
-		out = append(out, treeRow{l, depth})
-		kids := children[string(l.UID)]
-		slices.SortFunc(kids, func(a, b *v1alpha1.Loop) int { return a.CreationTimestamp.Compare(b.CreationTimestamp.Time) })
-		for _, c := range kids {
-			walk(c, depth+1)
-		}
-	}
-	for _, r := range roots {
-		walk(r, 0)
-	}
-	return out
-}
 
 func newDescribeCommand(k *kube) *cobra.Command {
 	return &cobra.Command{
@@ -181,31 +60,26 @@ func describeChildren(out io.Writer, parent *v1alpha1.Loop, children []v1alpha1.
 	}
 	slices.SortFunc(mine, func(a, b v1alpha1.Loop) int { return a.CreationTimestamp.Compare(b.CreationTimestamp.Time) })
 	fmt.Fprintln(out, "Children:")
-	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "  NAME\tTEMPLATE\tSTATE\tPHASE\tAGE")
+	t := newFields(out, "  ", "NAME", "TEMPLATE", "STATE", "PHASE", "AGE")
 	for _, c := range mine {
-		fmt.Fprintf(w, "  %s\t%s\t%s\t%s\t%s\n", c.Name, c.Labels[v1alpha1.LabelTemplate], orNone(c.Status.CurrentState), orNone(string(c.Status.Phase)), age(c.CreationTimestamp.Time, now))
+		t.row(c.Name, c.Labels[v1alpha1.LabelTemplate], orNone(c.Status.CurrentState), orNone(string(c.Status.Phase)), age(c.CreationTimestamp.Time, now))
 	}
-	return w.Flush()
+	return t.flush()
 }
 
 func describe(out io.Writer, loop *v1alpha1.Loop, events []executor.Event, now time.Time) error {
-	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	row := func(k string, format string, v ...any) {
-		fmt.Fprintf(w, "%s:\t"+format+"\n", append([]any{k}, v...)...)
-	}
-	describeRun(row, loop, now)
-	describeHistory(row, loop)
-	if err := w.Flush(); err != nil {
+	fields := newFields(out, "")
+	describeRun(fields.field, loop, now)
+	describeHistory(fields.field, loop)
+	if err := fields.flush(); err != nil {
 		return err
 	}
 	fmt.Fprintln(out, "Conditions:")
-	cw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(cw, "  TYPE\tSTATUS\tREASON\tMESSAGE")
+	conds := newFields(out, "  ", "TYPE", "STATUS", "REASON", "MESSAGE")
 	for _, c := range loop.Status.Conditions {
-		fmt.Fprintf(cw, "  %s\t%s\t%s\t%s\n", c.Type, c.Status, c.Reason, c.Message)
+		conds.row(c.Type, c.Status, c.Reason, c.Message)
 	}
-	if err := cw.Flush(); err != nil {
+	if err := conds.flush(); err != nil {
 		return err
 	}
 	if len(events) > 5 {
@@ -213,7 +87,7 @@ func describe(out io.Writer, loop *v1alpha1.Loop, events []executor.Event, now t
 	}
 	fmt.Fprintln(out, "Recent events:")
 	for _, e := range events {
-		fmt.Fprintf(out, "  %s\n", eventLine(e, fmt.Sprintf("%-8s", ago(e.Time, now))))
+		fmt.Fprintf(out, "  %s\n", eventLine(e, fmt.Sprintf("%-8s", age(e.Time, now))))
 	}
 	return nil
 }
@@ -253,7 +127,7 @@ func describeRun(row rowFunc, loop *v1alpha1.Loop, now time.Time) {
 		if st.Phase.IsFinished() && st.UpdatedAt != nil {
 			end = st.UpdatedAt.Time
 		}
-		row("Running time", "%s", executor.Elapsed(&st.RunState, end).Round(time.Millisecond))
+		row("Running time", "%s", span(executor.Elapsed(&st.RunState, end)))
 	}
 	if st.LastResult != nil {
 		row("Last verdict", "%s", st.LastResult.Verdict)
@@ -327,19 +201,6 @@ func sinceStart(start time.Time) func(time.Time) string {
 	}
 }
 
-// span is a duration in one word: "6ms", "1.4s", "12.0s", "3m05s", "1h02m".
-func span(d time.Duration) string {
-	switch {
-	case d < time.Second:
-		return fmt.Sprintf("%dms", max(d, 0).Milliseconds())
-	case d < time.Minute:
-		return fmt.Sprintf("%.1fs", max(d, 0).Seconds())
-	case d < time.Hour:
-		return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
-	}
-	return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
-}
-
 func newCheckpointsCommand(g *globals, k *kube) *cobra.Command {
 	var local bool
 	cmd := &cobra.Command{
@@ -348,45 +209,82 @@ func newCheckpointsCommand(g *globals, k *kube) *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name, cluster := k.loopTarget(args[0], !local)
-			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 3, ' ', 0)
-			fmt.Fprintln(w, "ITERATION\tSTATE\tTAKEN\tSEQ\tCHECK")
-			if !cluster {
-				store, err := localStore(g, name)
-				if err != nil {
-					return err
-				}
-				good, bad, err := store.Checkpoints()
-				if err != nil {
-					return err
-				}
-				for _, c := range good {
-					fmt.Fprintf(w, "%d\t%s\t%s\t%d\tok\n", c.Iteration, c.State, c.Time.UTC().Format(time.RFC3339), c.Seq)
-				}
-				for _, err := range bad {
-					fmt.Fprintf(w, "-\t-\t-\t-\t%v\n", err)
-				}
-				return w.Flush()
+			var rows []checkpointRow
+			var err error
+			if cluster {
+				rows, err = k.clusterCheckpoints(cmd.Context(), name)
+			} else {
+				rows, err = localCheckpoints(g, name)
 			}
-			loop, err := k.getLoop(cmd.Context(), name)
 			if err != nil {
 				return err
 			}
-			kept, err := configmaps.Checkpoints(cmd.Context(), k.c, loop)
-			if err != nil {
-				return err
-			}
-			for _, c := range kept {
-				if c.Err != nil {
-					fmt.Fprintf(w, "-\t-\t-\t-\t%v\n", c.Err)
-					continue
-				}
-				fmt.Fprintf(w, "%d\t%s\t%s\t%d\tok\n", c.Ref.Iteration, c.Ref.State, c.Ref.Time.UTC().Format(time.RFC3339), c.Ref.Seq)
-			}
-			return w.Flush()
+			return printCheckpoints(cmd.OutOrStdout(), rows)
 		},
 	}
 	cmd.Flags().BoolVar(&local, "local", false, "the local run's checkpoints (under --loops-dir)")
 	return cmd
+}
+
+// checkpointRow is a checkpoint as checkpoints lists it; err says why it
+// does not check against its SHA-256.
+type checkpointRow struct {
+	iteration int32
+	state     string
+	taken     time.Time
+	seq       int64
+	err       error
+}
+
+// localCheckpoints are the checkpoints of the local run name.
+func localCheckpoints(g *globals, name string) ([]checkpointRow, error) {
+	store, err := localStore(g, name)
+	if err != nil {
+		return nil, err
+	}
+	good, bad, err := store.Checkpoints()
+	if err != nil {
+		return nil, err
+	}
+	var rows []checkpointRow
+	for _, c := range good {
+		rows = append(rows, checkpointRow{iteration: c.Iteration, state: c.State, taken: c.Time, seq: c.Seq})
+	}
+	for _, err := range bad {
+		rows = append(rows, checkpointRow{err: err})
+	}
+	return rows, nil
+}
+
+// clusterCheckpoints are the checkpoints of the Loop name.
+func (k *kube) clusterCheckpoints(ctx context.Context, name string) ([]checkpointRow, error) {
+	loop, err := k.getLoop(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	kept, err := configmaps.Checkpoints(ctx, k.c, loop)
+	if err != nil {
+		return nil, err
+	}
+	rows := make([]checkpointRow, 0, len(kept))
+	for _, c := range kept {
+		rows = append(rows, checkpointRow{iteration: c.Ref.Iteration, state: c.Ref.State, taken: c.Ref.Time.Time, seq: c.Ref.Seq, err: c.Err})
+	}
+	return rows, nil
+}
+
+// printCheckpoints lists checkpoints, oldest first; one that does not
+// check is a row of dashes and why.
+func printCheckpoints(out io.Writer, rows []checkpointRow) error {
+	t := newTable(out, "ITERATION", "STATE", "TAKEN", "SEQ", "CHECK")
+	for _, r := range rows {
+		if r.err != nil {
+			t.row("-", "-", "-", "-", r.err)
+			continue
+		}
+		t.row(r.iteration, r.state, r.taken.UTC().Format(time.RFC3339), r.seq, "ok")
+	}
+	return t.flush()
 }
 
 // describeGit adds what the run's workspace.git did: its clone and push.

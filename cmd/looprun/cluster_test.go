@@ -162,7 +162,7 @@ var normalizers = []struct {
 	{regexp.MustCompile(`\b\d\d:\d\d:\d\d\.\d{3}\b`), "<clock>"},
 	{regexp.MustCompile(`\b\d\d:\d\d:\d\d +\+(\d+ms|\d+\.\ds|\d+m\d\ds|\d+h\d\dm)`), "<clock> +<t>"},
 	{regexp.MustCompile(`(duration|delay)=(\d+ms|\d+\.\ds|\d+m\d\ds|\d+h\d\dm)`), "$1=<d>"},
-	{regexp.MustCompile(`(?m)^(\s+\d+  )(just now|\d+[smhd] ago) +`), "$1<ago> "},
+	{regexp.MustCompile(`(?m)^(\s+\d+  )(\d+[smhdy])+ +`), "$1<ago> "},
 	{regexp.MustCompile(`\b[0-9a-f]{8}\b`), "<run>"},
 	{regexp.MustCompile(`(duration_ms|exit_code_ms)=\d+`), "$1=<n>"},
 	{regexp.MustCompile(`\d+ bytes`), "<n> bytes"},

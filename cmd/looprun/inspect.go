@@ -4,12 +4,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -40,58 +40,63 @@ func newStatusCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			out := cmd.OutOrStdout()
 			if output == "json" {
 				b, err := json.MarshalIndent(sf, "", "  ")
 				if err != nil {
 					return err
 				}
-				fmt.Fprintln(out, string(b))
-				return nil
+				_, err = fmt.Fprintln(cmd.OutOrStdout(), string(b))
+				return err
 			}
-			w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-			row := func(k string, v any) { fmt.Fprintf(w, "%s:\t%s\n", k, printable(fmt.Sprint(v))) }
-			row("Loop", sf.LoopName)
-			row("Status", sf.Status)
-			row("State", sf.CurrentState)
-			row("Iteration", sf.Iteration)
-			if sf.TerminatedBy != "" {
-				row("Terminated by", sf.TerminatedBy)
-			}
-			if sf.Error != "" {
-				row("Error", sf.Error)
-			}
-			if sf.LastResult != nil {
-				row("Last verdict", sf.LastResult.Verdict)
-			}
-			if a := sf.ActiveAction; a != nil {
-				row("Action in flight", fmt.Sprintf("%s (iteration %d)", a.State, a.Iteration))
-			}
-			timeRows(row, sf, time.Now())
-			if len(sf.Captured) > 0 {
-				row("Captured", strings.Join(slices.Sorted(maps.Keys(sf.Captured)), ", "))
-			}
-			if u := sf.Usage.Status(); u != nil {
-				row("Usage", describeUsage(&u.UsageTotals))
-				for _, name := range slices.Sorted(maps.Keys(u.States)) {
-					t := u.States[name]
-					row("  "+name, describeUsage(&t))
-				}
-			}
-			if h, err := sf.ExitHook.Status(); err == nil && h != nil {
-				row("Exit hook", describeExitHook(h))
-			}
-			if b := sf.Budget.Status(); b != nil && b.RunMaxCostMicroUSD != nil {
-				row("Budget", fmt.Sprintf("$%s (--max-cost)", pricing.FormatUSD(*b.RunMaxCostMicroUSD)))
-			}
-			if b := sf.Budget.Status(); b != nil && b.Exceeded != "" && sf.Status == localrun.StatusPaused {
-				row("Paused", b.Exceeded+" ("+pausedHint(g, args[0])+")")
-			}
-			return w.Flush()
+			return printStatus(cmd.OutOrStdout(), sf, func() string { return pausedHint(g, args[0]) }, time.Now())
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: json for the state file")
 	return cmd
+}
+
+// printStatus describes a local run from its state file; paused says how
+// a run paused on its budget goes on.
+func printStatus(out io.Writer, sf *localrun.StateFile, paused func() string, now time.Time) error {
+	w := newFields(out, "")
+	row := func(k string, v any) { w.field(k, "%s", printable(fmt.Sprint(v))) }
+	row("Loop", sf.LoopName)
+	row("Status", sf.Status)
+	row("State", sf.CurrentState)
+	row("Iteration", sf.Iteration)
+	if sf.TerminatedBy != "" {
+		row("Terminated by", sf.TerminatedBy)
+	}
+	if sf.Error != "" {
+		row("Error", sf.Error)
+	}
+	if sf.LastResult != nil {
+		row("Last verdict", sf.LastResult.Verdict)
+	}
+	if a := sf.ActiveAction; a != nil {
+		row("Action in flight", fmt.Sprintf("%s (iteration %d)", a.State, a.Iteration))
+	}
+	timeRows(row, sf, now)
+	if len(sf.Captured) > 0 {
+		row("Captured", strings.Join(slices.Sorted(maps.Keys(sf.Captured)), ", "))
+	}
+	if u := sf.Usage.Status(); u != nil {
+		row("Usage", describeUsage(&u.UsageTotals))
+		for _, name := range slices.Sorted(maps.Keys(u.States)) {
+			t := u.States[name]
+			row("  "+name, describeUsage(&t))
+		}
+	}
+	if h, err := sf.ExitHook.Status(); err == nil && h != nil {
+		row("Exit hook", describeExitHook(h))
+	}
+	if b := sf.Budget.Status(); b != nil && b.RunMaxCostMicroUSD != nil {
+		row("Budget", fmt.Sprintf("$%s (--max-cost)", pricing.FormatUSD(*b.RunMaxCostMicroUSD)))
+	}
+	if b := sf.Budget.Status(); b != nil && b.Exceeded != "" && sf.Status == localrun.StatusPaused {
+		row("Paused", b.Exceeded+" ("+paused()+")")
+	}
+	return w.flush()
 }
 
 // timeRows are a local run's times: when it started and was last saved,
@@ -104,7 +109,7 @@ func timeRows(row func(string, any), sf *localrun.StateFile, now time.Time) {
 		if sf.Status != localrun.StatusRunning && run.UpdatedAt != nil {
 			end = run.UpdatedAt.Time
 		}
-		row("Running time", humanDuration(executor.Elapsed(run, end)))
+		row("Running time", span(executor.Elapsed(run, end)))
 	}
 }
 
@@ -119,28 +124,19 @@ func newListCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "NAME\tSTATUS\tSTATE\tITERATION\tUPDATED")
-			slices.SortFunc(states, func(a, b *localrun.StateFile) int { return strings.Compare(a.LoopName, b.LoopName) })
-			now := time.Now()
-			for _, s := range states {
-				if running && s.Status != localrun.StatusRunning {
-					continue
-				}
-				fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\n", printable(s.LoopName), printable(s.Status), printable(s.CurrentState), s.Iteration, printable(agoText(s.UpdatedAt, now)))
+			if running {
+				states = slices.DeleteFunc(states, func(s *localrun.StateFile) bool { return s.Status != localrun.StatusRunning })
+			}
+			if err := printRuns(cmd.OutOrStdout(), states, unreadable, time.Now()); err != nil {
+				return err
 			}
 			// An unreadable state file is listed too, and the command
 			// fails after the list, naming each (as ls does).
-			var msgs []string
-			for _, u := range unreadable {
-				name := strings.TrimSuffix(filepath.Base(u.Path), ".state.json")
-				fmt.Fprintf(w, "%s\tunreadable\t-\t-\t-\n", name)
-				msgs = append(msgs, u.Error())
-			}
-			if err := w.Flush(); err != nil {
-				return err
-			}
-			if len(msgs) > 0 {
+			if len(unreadable) > 0 {
+				msgs := make([]string, len(unreadable))
+				for i, u := range unreadable {
+					msgs[i] = u.Error()
+				}
 				return &exitError{code: 1, msg: strings.Join(msgs, "\n")}
 			}
 			return nil
@@ -148,6 +144,20 @@ func newListCommand(g *globals) *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&running, "running", false, "only runs still running")
 	return cmd
+}
+
+// printRuns lists local runs by name, then the state files it could not
+// read.
+func printRuns(out io.Writer, states []*localrun.StateFile, unreadable []*localrun.UnreadableError, now time.Time) error {
+	w := newTable(out, "NAME", "STATUS", "STATE", "ITERATION", "UPDATED")
+	slices.SortFunc(states, func(a, b *localrun.StateFile) int { return strings.Compare(a.LoopName, b.LoopName) })
+	for _, s := range states {
+		w.row(printable(s.LoopName), printable(s.Status), printable(s.CurrentState), s.Iteration, printable(ageText(s.UpdatedAt, now)))
+	}
+	for _, u := range unreadable {
+		w.row(printable(strings.TrimSuffix(filepath.Base(u.Path), ".state.json")), "unreadable", "-", "-", "-")
+	}
+	return w.flush()
 }
 
 func newHistoryCommand(g *globals, k *kube) *cobra.Command {

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -36,19 +35,20 @@ func newPruneCommand(g *globals) *cobra.Command {
 				return err
 			}
 			pruned, err := localrun.Prune(g.loopsDir, time.Now().Add(-d), dryRun)
-			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			out := cmd.OutOrStdout()
+			w := newFields(out, "")
 			verb := "deleted"
 			if dryRun {
 				verb = "would delete"
 			}
 			for _, p := range pruned {
-				fmt.Fprintf(w, "%s %s\t(%s, updated %s)\t%d files\n", verb, p.Name, p.Status, p.Updated.UTC().Format(time.RFC3339), len(p.Files))
+				w.row(verb+" "+p.Name, fmt.Sprintf("(%s, updated %s)", p.Status, p.Updated.UTC().Format(time.RFC3339)), fmt.Sprintf("%d files", len(p.Files)))
+			}
+			if ferr := w.flush(); err == nil {
+				err = ferr
 			}
 			if len(pruned) == 0 {
-				fmt.Fprintf(w, "no local run in %s is older than %s\n", g.loopsDir, olderThan)
-			}
-			if ferr := w.Flush(); err == nil {
-				err = ferr
+				fmt.Fprintf(out, "no local run in %s is older than %s\n", g.loopsDir, olderThan)
 			}
 			return err
 		},

@@ -42,8 +42,12 @@ func (g *globals) fileOptions() loopfile.Options {
 func newRootCommand(k *kube) *cobra.Command {
 	g := &globals{}
 	root := &cobra.Command{
-		Use:           "looprun",
-		Short:         "Run loops: state machines that act, judge the result and route until done",
+		Use:   "looprun",
+		Short: "Run loops: state machines that act, judge the result and route until done",
+		Long: "Run loops: state machines that act, judge the result and route until done, on this\n" +
+			"machine (a run saved under --loops-dir) or as Loops in a Kubernetes cluster (the\n" +
+			"kubeconfig and flags as kubectl's). Where a command takes both, loop/NAME always names\n" +
+			"a Loop in the cluster; what a bare NAME names is said in each group's title.",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -56,23 +60,36 @@ func newRootCommand(k *kube) *cobra.Command {
 		"more directories of loops and libraries, searched after --loops-dir, separated by ':' (default $LOOPRUN_LIBRARY_PATH); a little-loops install's scripts/little_loops/loops makes its bundled loops and lib/ found")
 	k.bind(root)
 	root.PersistentPreRun = func(*cobra.Command, []string) { k.loopsDir = g.loopsDir }
-	root.AddGroup(&cobra.Group{ID: "local", Title: "Local runs (no cluster):"}, &cobra.Group{ID: "cluster", Title: "Loops in a cluster (kubeconfig as kubectl):"})
-	for _, c := range []*cobra.Command{
-		newRunCommand(g), newStatusCommand(g), newListCommand(g), newValidateCommand(g),
-		newSimulateCommand(g), newConvertCommand(g), newPruneCommand(g), newUICommand(g, k),
-	} {
-		c.GroupID = "local"
-		root.AddCommand(c)
+	for _, grp := range helpGroups(k.plugin) {
+		root.AddGroup(&cobra.Group{ID: grp.id, Title: grp.title})
 	}
-	for _, c := range []*cobra.Command{
-		newResumeCommand(g, k), newHistoryCommand(g, k), newCheckpointsCommand(g, k), newRewindCommand(g, k),
-		newExportCommand(g, k), newImportCommand(g, k),
-		newGetCommand(k), newDescribeCommand(k), newWatchCommand(k), newLogsCommand(k), newSuspendCommand(k),
-		newStopCommand(k), newForkCommand(k), newApplyCommand(g, k), newApprovalCommand(g, k, true), newApprovalCommand(g, k, false), newBudgetCommand(k),
+	resume := newResumeCommand(g, k)
+	for _, grp := range []struct {
+		id   string
+		cmds []*cobra.Command
+	}{
+		{groupLocal, []*cobra.Command{
+			newRunCommand(g), newStatusCommand(g), newListCommand(g), newValidateCommand(g),
+			newSimulateCommand(g), newConvertCommand(g), newPruneCommand(g),
+		}},
+		{groupCluster, []*cobra.Command{
+			newGetCommand(k), newDescribeCommand(k), newWatchCommand(k), newLogsCommand(k), newSuspendCommand(k),
+			newStopCommand(k), newForkCommand(k), newApplyCommand(g, k), newBudgetCommand(k),
+		}},
+		{groupLocalFirst, []*cobra.Command{
+			resume, newHistoryCommand(g, k), newApprovalCommand(g, k, true), newApprovalCommand(g, k, false),
+		}},
+		{groupClusterFirst, []*cobra.Command{
+			newCheckpointsCommand(g, k), newRewindCommand(g, k), newExportCommand(g, k), newImportCommand(g, k),
+		}},
+		{groupBoth, []*cobra.Command{newUICommand(g, k)}},
 	} {
-		c.GroupID = "cluster"
-		root.AddCommand(c)
+		for _, c := range grp.cmds {
+			c.GroupID = helpGroupOf(grp.id, k.plugin)
+			root.AddCommand(c)
+		}
 	}
+	root.AddCommand(newVersionCommand(k))
 	return root
 }
 

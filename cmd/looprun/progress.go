@@ -273,7 +273,7 @@ func (p *progress) completed(d map[string]any, depth int, pad string) {
 		}
 	}
 	ms := toFloat(d["duration_ms"])
-	parts := []string{pad + s.dim("("+humanDuration(time.Duration(ms)*time.Millisecond)+")")}
+	parts := []string{pad + s.dim("("+llDuration(time.Duration(ms)*time.Millisecond)+")")}
 	switch code := fmt.Sprint(d["exit_code"]); {
 	case d["failure"] != nil:
 		parts = append(parts, s.warn(fmt.Sprintf("%v: %v", d["failure"], d["failure_message"])))
@@ -373,10 +373,10 @@ func (p *progress) note(e executor.Event, pad, indent string) (string, bool) {
 	switch e.Type {
 	case executor.EventActionRetry:
 		r := executor.RetryOf(e)
-		return pad + s.warn(fmt.Sprintf("retry %d of %d in %s: %s", r.Retry, r.Limit, humanDuration(time.Duration(r.DelayMs)*time.Millisecond), r.Reason)), true
+		return pad + s.warn(fmt.Sprintf("retry %d of %d in %s: %s", r.Retry, r.Limit, llDuration(time.Duration(r.DelayMs)*time.Millisecond), r.Reason)), true
 	case executor.EventRateLimitWaiting:
 		wait := toFloat(d["wait_seconds"])
-		return pad + s.warn(fmt.Sprintf("rate limited: %v try %v in %s", d["tier"], d["attempt"], humanDuration(time.Duration(wait*float64(time.Second))))), true
+		return pad + s.warn(fmt.Sprintf("rate limited: %v try %v in %s", d["tier"], d["attempt"], llDuration(time.Duration(wait*float64(time.Second))))), true
 	case executor.EventAPIErrorRetry, executor.EventInfraRetry:
 		return pad + s.warn(fmt.Sprintf("%s: try %v in %vs", strings.ReplaceAll(e.Type, "_", " "), d["attempt"], d["backoff"])), true
 	case executor.EventSubLoopComplete:
@@ -423,11 +423,13 @@ func (p *progress) elapsed(t time.Time) string {
 	if p.start.IsZero() || t.Before(p.start) {
 		return "0s"
 	}
-	return humanDuration(t.Sub(p.start))
+	return llDuration(t.Sub(p.start))
 }
 
-// humanDuration is d as "0.2s", "12s", "3m 5s", "1h 2m".
-func humanDuration(d time.Duration) string {
+// llDuration is d as ll-loop's progress lines print it: "0.2s", "12s",
+// "3m 5s", "1h 2m". Only the progress of run and watch uses it (their
+// output copies ll-loop's); everything else prints a duration with span.
+func llDuration(d time.Duration) string {
 	switch {
 	case d < 10*time.Second:
 		return fmt.Sprintf("%.1fs", d.Seconds())
@@ -543,5 +545,5 @@ func (p *progress) hookTime(h *v1alpha1.ExitHookStatus) string {
 	if h.StartedAt == nil || h.FinishedAt == nil {
 		return ""
 	}
-	return " " + p.style.dim("("+humanDuration(h.FinishedAt.Sub(h.StartedAt.Time))+")")
+	return " " + p.style.dim("("+llDuration(h.FinishedAt.Sub(h.StartedAt.Time))+")")
 }

@@ -55,6 +55,8 @@ func newResumeCommand(g *globals, k *kube) *cobra.Command {
 			return o.resume(cmd, k, args[0])
 		},
 	}
+	// Its two forms are told apart as the help groups say what a bare NAME means.
+	cmd.Long, cmd.Example = resumeHelp(k.plugin)
 	o.flags.bind(cmd, false)
 	return cmd
 }

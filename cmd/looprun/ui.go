@@ -32,7 +32,7 @@ prints the URL it serves; it listens on localhost unless told otherwise.`,
 			defer stop()
 			srv := &ui.Server{LoopsDir: g.loopsDir, Files: g.fileOptions(), User: whoami(), AllowedHosts: allowHosts}
 			if err := k.connect(); err == nil {
-				srv.Cluster = &ui.Cluster{Client: k.c, Namespace: k.namespace, Pods: k.cs}
+				srv.Cluster = &ui.Cluster{Client: k.c, Namespace: k.namespaceFlag(), Pods: k.cs}
 			} else {
 				fmt.Fprintf(cmd.ErrOrStderr(), "looprun ui: local runs only (%v)\n", err)
 			}
