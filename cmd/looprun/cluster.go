@@ -135,6 +135,17 @@ func (k *kube) loopTarget(arg string, clusterDefault bool) (name string, cluster
 	return arg, clusterDefault || k.plugin
 }
 
+// localOrLoop is the target of a command with --local: the local run NAME
+// when the flag is given (as kubectl loop too, where a bare NAME is
+// otherwise a Loop), else as loopTarget says with a Loop by default.
+func (k *kube) localOrLoop(arg string, local bool) (name string, cluster bool) {
+	name, cluster = k.loopTarget(arg, true)
+	if local && name == arg {
+		return arg, false
+	}
+	return name, cluster
+}
+
 // request sets the looprun.io/request annotation to what req makes of a
 // nonce, which makes a repeated request a new one.
 func (k *kube) request(ctx context.Context, name string, req func(nonce string) string) error {

@@ -133,7 +133,7 @@ func newRewindCommand(g *globals, k *kube) *cobra.Command {
 			if cmd.Flags().Changed("iteration") {
 				it = &iteration
 			}
-			name, cluster := k.loopTarget(args[0], !local)
+			name, cluster := k.localOrLoop(args[0], local)
 			if !cluster {
 				return rewindLocal(cmd, g, name, it, file)
 			}
@@ -197,7 +197,7 @@ func newExportCommand(g *globals, k *kube) *cobra.Command {
 			"versioned JSON document with a SHA-256 checksum; looprun import recreates and continues it.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			name, cluster := k.loopTarget(args[0], !local)
+			name, cluster := k.localOrLoop(args[0], local)
 			var run *history.Run
 			var err error
 			if cluster {

@@ -208,7 +208,7 @@ func newCheckpointsCommand(g *globals, k *kube) *cobra.Command {
 		Short: "List a run's checkpoints, each checked against its SHA-256",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			name, cluster := k.loopTarget(args[0], !local)
+			name, cluster := k.localOrLoop(args[0], local)
 			var rows []checkpointRow
 			var err error
 			if cluster {

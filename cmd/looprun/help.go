@@ -29,7 +29,7 @@ func helpGroups(plugin bool) []helpGroup {
 	}
 	if plugin {
 		groups = slices.Delete(groups, 2, 3)
-		groups[2].title = "A Loop or a local run (as kubectl loop, NAME and loop/NAME are a Loop in the cluster):"
+		groups[2].title = "A Loop or a local run (as kubectl loop, NAME and loop/NAME are a Loop in the cluster; --local NAME, where a command has it, a local run):"
 	}
 	return groups
 }

@@ -46,3 +46,26 @@ func TestBareNameSaysWhereItLooked(t *testing.T) {
 		t.Errorf("describe without a cluster: exit %d\n%s", r.code, r.stderr)
 	}
 }
+
+// --local names the local run, as kubectl loop too (where a bare NAME is
+// otherwise a Loop); loop/NAME is a Loop whatever the flag.
+func TestLocalFlagNamesTheLocalRun(t *testing.T) {
+	for _, tc := range []struct {
+		plugin, local bool
+		arg           string
+		name          string
+		cluster       bool
+	}{
+		{false, false, "fix", "fix", true},
+		{false, true, "fix", "fix", false},
+		{true, false, "fix", "fix", true},
+		{true, true, "fix", "fix", false},
+		{true, true, "loop/fix", "fix", true},
+		{false, true, "loop/fix", "fix", true},
+	} {
+		k := &kube{plugin: tc.plugin}
+		if name, cluster := k.localOrLoop(tc.arg, tc.local); name != tc.name || cluster != tc.cluster {
+			t.Errorf("plugin %v, --local %v, %s: %s cluster %v, want %s cluster %v", tc.plugin, tc.local, tc.arg, name, cluster, tc.name, tc.cluster)
+		}
+	}
+}
