@@ -20,9 +20,12 @@ COPY controllers/ controllers/
 COPY internal/ internal/
 ARG TARGETOS=linux
 ARG TARGETARCH=amd64
+# What looprun version prints: docker build --build-arg VERSION=0.1.0 --build-arg GIT_COMMIT=$(git rev-parse --short HEAD)
+ARG VERSION=dev
+ARG GIT_COMMIT=unknown
 RUN CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH} go build -trimpath -ldflags="-s -w" -o /out/manager ./cmd/manager
 RUN CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH} go build -trimpath -ldflags="-s -w" -o /out/entrypoint ./cmd/entrypoint
-RUN CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH} go build -trimpath -ldflags="-s -w" -o /out/looprun ./cmd/looprun
+RUN CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH} go build -trimpath -ldflags="-s -w -X github.com/looprun/looprun/internal/version.Version=${VERSION} -X github.com/looprun/looprun/internal/version.GitCommit=${GIT_COMMIT}" -o /out/looprun ./cmd/looprun
 
 # The wrapper alone, for clusters that pull a small image into every action Pod.
 FROM gcr.io/distroless/static-debian12:nonroot AS entrypoint

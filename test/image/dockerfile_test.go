@@ -89,7 +89,7 @@ func TestDockerfile(t *testing.T) {
 			t.Fatalf("%v: %s", err, b)
 		}
 	}
-	vars := map[string]string{"TARGETOS": "linux", "TARGETARCH": runtime.GOARCH}
+	vars := map[string]string{"TARGETOS": "linux", "TARGETARCH": runtime.GOARCH, "VERSION": "9.9.9-test", "GIT_COMMIT": "c0ffee1"}
 	for _, in := range build.Body {
 		if in.Cmd != "RUN" {
 			continue
@@ -113,6 +113,11 @@ func TestDockerfile(t *testing.T) {
 				}
 				checkStatic(t, bin)
 			}
+		}
+		// The CLI says the version the build was given.
+		if b, err := exec.Command(filepath.Join(out, "looprun"), "version", "--client").CombinedOutput(); err != nil ||
+			!strings.Contains(string(b), "9.9.9-test") || !strings.Contains(string(b), "c0ffee1") {
+			t.Errorf("looprun version --client: %v\n%s", err, b)
 		}
 		for _, c := range [][]string{{"manager", "--help"}, {"entrypoint", "--help"}, {"looprun", "--help"}} {
 			cmd := exec.Command(filepath.Join(out, c[0]), c[1:]...)
