@@ -167,9 +167,5 @@ func (m *Machine) Fail(run *v1alpha1.RunState, now time.Time, message string) []
 
 // Cloned records the run's checkout in the event log.
 func (m *Machine) Cloned(run *v1alpha1.RunState, now time.Time, g *v1alpha1.GitWorkspace, commit string) []Event {
-	data := map[string]any{"url": gitws.Redact(g.URL), "commit": commit}
-	if g.Revision != "" {
-		data["revision"] = g.Revision
-	}
-	return m.Record(run, now, EventGitClone, data)
+	return m.Record(run, now, EventGitClone, GitCloneEvent{URL: gitws.Redact(g.URL), Commit: commit, Revision: g.Revision}.Data())
 }
