@@ -169,8 +169,8 @@ func cloudEventOf(loop *v1alpha1.Loop, e executor.Event) (cloudEvent, bool) {
 	if run.Message != "" {
 		data["message"] = run.Message
 	}
-	if m, ok := e.Data["message"]; ok && e.Type == executor.EventApprovalRequested {
-		data["message"] = m
+	if e.Type == executor.EventApprovalRequested {
+		data["message"] = executor.ApprovalRequestedOf(e).Message
 	}
 	if u := run.Usage; u != nil {
 		data["usage"] = map[string]any{"calls": u.Calls, "tokens": u.Tokens(), "costUSD": pricing.MicroToUSD(u.CostMicroUSD)}

@@ -110,6 +110,13 @@ type EventUsage struct {
 	Priced  bool
 }
 
+// Data is the usage as its event keeps it.
+func (u EventUsage) Data() map[string]any {
+	data := map[string]any{}
+	u.put(data)
+	return data
+}
+
 // put writes u with little-loops' token keys.
 func (u EventUsage) put(data map[string]any) {
 	data["input_tokens"], data["output_tokens"] = u.InputTokens, u.OutputTokens
@@ -484,6 +491,18 @@ func DepthOf(e Event) int { return int(num(e.Data, depthKey)) }
 func Forwarded(e Event) bool {
 	_, ok := e.Data[depthKey]
 	return ok
+}
+
+// StatesNamed are the states an event of any type names: the state it is
+// about, or the two a route joins.
+func StatesNamed(e Event) []string {
+	var out []string
+	for _, k := range []string{"state", "from", "to"} {
+		if s := str(e.Data, k); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // boolean is the boolean under k; false when there is none.
