@@ -32,7 +32,7 @@ func (r *LoopReconciler) exitHook(ctx context.Context, loop *v1alpha1.Loop) (res
 	}
 	if !started {
 		run.ExitHook = &v1alpha1.ExitHookStatus{Iteration: run.Iteration, Phase: v1alpha1.ExitHookRunning, Pod: where, StartedAt: ptr.To(metav1.NewTime(r.now()))}
-		r.event(loop, corev1.EventTypeNormal, "ExitHookStarted", "Run", "the run ended (%s): its exit hook runs%s", run.Phase, inPod(where))
+		r.event(loop, corev1.EventTypeNormal, v1alpha1.EventReasonExitHookStarted, "Run", "the run ended (%s): its exit hook runs%s", run.Phase, inPod(where))
 	}
 	switch out.State {
 	case runner.Running:
@@ -72,9 +72,9 @@ func (r *LoopReconciler) endExitHook(loop *v1alpha1.Loop, started bool, res exec
 	}
 	executor.EndExitHook(h, res, now.Time)
 	if h.Phase == v1alpha1.ExitHookSucceeded {
-		r.event(loop, corev1.EventTypeNormal, "ExitHookSucceeded", "Run", "the exit hook ended with exit 0%s", inPod(where))
+		r.event(loop, corev1.EventTypeNormal, v1alpha1.EventReasonExitHookSucceeded, "Run", "the exit hook ended with exit 0%s", inPod(where))
 	} else {
-		r.event(loop, corev1.EventTypeWarning, "ExitHookFailed", "Run", "the exit hook failed (exit %d)%s: %s", *h.ExitCode, inPod(where), h.Message)
+		r.event(loop, corev1.EventTypeWarning, v1alpha1.EventReasonExitHookFailed, "Run", "the exit hook failed (exit %d)%s: %s", *h.ExitCode, inPod(where), h.Message)
 	}
 	run.ExitHook = h
 }

@@ -30,10 +30,10 @@ func (s *step) clone(ctx context.Context) (done bool, err error) {
 	url := gitws.Redact(g.URL)
 	if st.Phase == v1alpha1.ExitHookSucceeded {
 		s.add(s.m.Cloned(run, s.now, g, st.Commit))
-		s.r.event(s.loop, corev1.EventTypeNormal, "Cloned", "Clone", "cloned %s%s at %s%s", url, atRevision(g.Revision), st.Commit, inPod(where))
+		s.r.event(s.loop, corev1.EventTypeNormal, v1alpha1.EventReasonCloned, "Clone", "cloned %s%s at %s%s", url, atRevision(g.Revision), st.Commit, inPod(where))
 		return true, nil
 	}
-	s.r.event(s.loop, corev1.EventTypeWarning, "CloneFailed", "Clone", "the clone of %s failed%s: %s", url, inPod(where), st.Message)
+	s.r.event(s.loop, corev1.EventTypeWarning, v1alpha1.EventReasonCloneFailed, "Clone", "the clone of %s failed%s: %s", url, inPod(where), st.Message)
 	s.add(s.m.Fail(run, s.now, "the clone of "+url+" failed: "+st.Message))
 	return true, nil
 }
@@ -54,11 +54,11 @@ func (r *LoopReconciler) push(ctx context.Context, loop *v1alpha1.Loop) (res rec
 	url := gitws.Redact(g.URL)
 	switch {
 	case st.Phase != v1alpha1.ExitHookSucceeded:
-		r.event(loop, corev1.EventTypeWarning, "PushFailed", "Push", "the push to %s failed%s: %s", url, inPod(where), st.Message)
+		r.event(loop, corev1.EventTypeWarning, v1alpha1.EventReasonPushFailed, "Push", "the push to %s failed%s: %s", url, inPod(where), st.Message)
 	case st.Pushed:
-		r.event(loop, corev1.EventTypeNormal, "Pushed", "Push", "pushed %s to branch %s of %s", st.Commit, st.Branch, url)
+		r.event(loop, corev1.EventTypeNormal, v1alpha1.EventReasonPushed, "Push", "pushed %s to branch %s of %s", st.Commit, st.Branch, url)
 	default:
-		r.event(loop, corev1.EventTypeNormal, "NothingToPush", "Push", "nothing changed since the clone (%s): branch %s not pushed", st.Commit, st.Branch)
+		r.event(loop, corev1.EventTypeNormal, v1alpha1.EventReasonNothingToPush, "Push", "nothing changed since the clone (%s): branch %s not pushed", st.Commit, st.Branch)
 	}
 	return reconcile.Result{}, false, nil
 }

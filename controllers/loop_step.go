@@ -429,13 +429,13 @@ func (s *step) announce(ctx context.Context) {
 			logger.V(1).Info("Transition", "from", r.From, "to", r.To)
 		case executor.EventLoopStart:
 			logger.Info("Loop started")
-			s.r.event(s.loop, corev1.EventTypeNormal, "Started", "Start", "loop started in state %s", s.loop.Spec.Initial)
+			s.r.event(s.loop, corev1.EventTypeNormal, v1alpha1.EventReasonStarted, "Start", "loop started in state %s", s.loop.Spec.Initial)
 		case executor.EventSpecChanged:
-			s.r.event(s.loop, corev1.EventTypeNormal, "SpecChanged", "Update", "spec generation %d applies from the next state", s.loop.Generation)
+			s.r.event(s.loop, corev1.EventTypeNormal, v1alpha1.EventReasonSpecChanged, "Update", "spec generation %d applies from the next state", s.loop.Generation)
 		case executor.EventActionRetry:
 			r := executor.RetryOf(e)
 			logger.Info("Action failed for a transient reason; retrying", "reason", r.Reason, "retry", r.Retry, "delayMs", r.DelayMs)
-			s.r.event(s.loop, corev1.EventTypeWarning, "ActionRetry", "Retry", "the action of state %s failed (%s): retry %d of %d in %d ms",
+			s.r.event(s.loop, corev1.EventTypeWarning, v1alpha1.EventReasonActionRetry, "Retry", "the action of state %s failed (%s): retry %d of %d in %d ms",
 				r.State, r.Reason, r.Retry, r.Limit, r.DelayMs)
 		case executor.EventRetryExhausted:
 			r := executor.RetryExhaustedOf(e)
@@ -443,11 +443,11 @@ func (s *step) announce(ctx context.Context) {
 			if r.Reason != "" {
 				why = " (" + r.Reason + ")"
 			}
-			s.r.event(s.loop, corev1.EventTypeWarning, "RetryExhausted", "Escalate", "state %s used up its retries%s; next: %s", r.State, why, orEnd(r.Next))
+			s.r.event(s.loop, corev1.EventTypeWarning, v1alpha1.EventReasonRetryExhausted, "Escalate", "state %s used up its retries%s; next: %s", r.State, why, orEnd(r.Next))
 		case executor.EventActionRestarted:
 			r := executor.RestartedOf(e)
 			logger.Info("Action restarted: the process running it was lost", "actionState", r.State)
-			s.r.event(s.loop, corev1.EventTypeWarning, "ActionRestarted", "Restart", "the action of state %s (iteration %d) runs again: the process running it was lost", r.State, r.Iteration)
+			s.r.event(s.loop, corev1.EventTypeWarning, v1alpha1.EventReasonActionRestarted, "Restart", "the action of state %s (iteration %d) runs again: the process running it was lost", r.State, r.Iteration)
 		case executor.EventApprovalRequested, executor.EventApprovalAnswered:
 			s.announceApproval(e)
 		case executor.EventBudgetWarning, executor.EventBudgetExceeded, executor.EventBudgetResumed, executor.EventCostCeiling:
@@ -457,14 +457,14 @@ func (s *step) announce(ctx context.Context) {
 		case executor.EventHandoffDetected:
 			run := s.loop.Status.RunState
 			logger.Info("Loop paused by a handoff", "finalState", run.CurrentState)
-			s.r.event(s.loop, corev1.EventTypeNormal, "Handoff", "Pause", "the action of state %s asked for a handoff (CONTEXT_HANDOFF:): %s; resume the Loop to go on", run.CurrentState, run.Message)
+			s.r.event(s.loop, corev1.EventTypeNormal, v1alpha1.EventReasonHandoff, "Pause", "the action of state %s asked for a handoff (CONTEXT_HANDOFF:): %s; resume the Loop to go on", run.CurrentState, run.Message)
 		case executor.EventLoopComplete:
 			run := s.loop.Status.RunState
 			logger.Info("Loop finished", "phase", run.Phase, "terminatedBy", run.TerminatedBy, "finalState", run.CurrentState)
 			if run.Phase == v1alpha1.PhaseCompleted {
-				s.r.event(s.loop, corev1.EventTypeNormal, "Completed", "Complete", "loop completed in state %s after %d iterations", run.CurrentState, run.Iteration)
+				s.r.event(s.loop, corev1.EventTypeNormal, v1alpha1.EventReasonCompleted, "Complete", "loop completed in state %s after %d iterations", run.CurrentState, run.Iteration)
 			} else {
-				s.r.event(s.loop, corev1.EventTypeWarning, "Failed", "Complete", "loop ended (%s) in state %s after %d iterations: %s", run.TerminatedBy, run.CurrentState, run.Iteration, run.Message)
+				s.r.event(s.loop, corev1.EventTypeWarning, v1alpha1.EventReasonFailed, "Complete", "loop ended (%s) in state %s after %d iterations: %s", run.TerminatedBy, run.CurrentState, run.Iteration, run.Message)
 			}
 		}
 	}
@@ -508,7 +508,7 @@ func (r *LoopReconciler) reconcileFinished(ctx context.Context, loop *v1alpha1.L
 // The Loop is not retried (a terminal error): a spec change starts a new reconcile.
 func (r *LoopReconciler) announceInvalid(loop *v1alpha1.Loop, err error) {
 	if c := findCondition(loop, v1alpha1.StalledCondition); c == nil || c.Reason != v1alpha1.ReasonInvalidSpec || c.Message != err.Error() {
-		r.event(loop, corev1.EventTypeWarning, "InvalidSpec", "Validate", "%s", err.Error())
+		r.event(loop, corev1.EventTypeWarning, v1alpha1.EventReasonInvalidSpec, "Validate", "%s", err.Error())
 	}
 }
 
