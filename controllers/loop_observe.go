@@ -7,6 +7,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/internal/cloudevents"
 	"github.com/looprun/looprun/internal/executor"
 )
 
@@ -22,8 +23,8 @@ func (s *step) cloudEvents() {
 		return
 	}
 	for _, e := range s.events {
-		if ce, ok := cloudEventOf(s.loop, e); ok {
-			s.out.afterSave = append(s.out.afterSave, func() { sink.enqueue(ce) })
+		if ce, ok := cloudevents.Of(s.loop, e); ok {
+			s.out.afterSave = append(s.out.afterSave, func() { sink.Enqueue(ce) })
 		}
 	}
 }
