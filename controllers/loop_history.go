@@ -59,7 +59,7 @@ func (s *step) fork(ctx context.Context) bool {
 	}
 	run := &s.loop.Status.RunState
 	s.add(s.m.Start(run, runID(s.loop), s.now))
-	s.add(s.m.Restore(run, cpRun, s.now, executor.EventLoopFork, map[string]any{"source": from.Loop}))
+	s.add(s.m.Restore(run, cpRun, s.now, executor.EventLoopFork, executor.LoopForkEvent{Source: from.Loop}.Data()))
 	s.out.health.checkpointOK = true
 	s.r.event(s.loop, corev1.EventTypeNormal, v1alpha1.EventReasonForked, "Fork", "started from the checkpoint of %s at iteration %d (state %s)", from.Loop, cpRun.Iteration, cpRun.CurrentState)
 	return true

@@ -124,7 +124,7 @@ func (s *step) take(ctx context.Context) (reconcile.Result, error) {
 		}
 	}
 	if g := s.loop.Generation; s.loop.Status.ObservedGeneration != 0 && g != s.loop.Status.ObservedGeneration {
-		s.add(s.m.Record(run, s.now, executor.EventSpecChanged, map[string]any{"generation": g}))
+		s.add(s.m.Record(run, s.now, executor.EventSpecChanged, executor.SpecChangedEvent{Generation: g}.Data()))
 	}
 	return s.drive(ctx)
 }
