@@ -462,6 +462,30 @@ func MaxPassesSummaryOf(e Event) MaxPassesSummaryEvent {
 	return MaxPassesSummaryEvent{IterationCount: num32(e.Data, "iteration_count"), SummaryState: str(e.Data, "summary_state")}
 }
 
+// WorktreeEvent is an event of a sub-loop's worktree, which the local
+// driver writes (localrun.EventWorktreeAttached, ...Detached, ...Error):
+// the worktree of Branch at Path was attached or detached, or could not be
+// made, for Error.
+type WorktreeEvent struct {
+	Branch, Path, Error string
+}
+
+// Data is the event's payload as the log keeps it: the path, or the error.
+func (e WorktreeEvent) Data() map[string]any {
+	data := map[string]any{"branch": e.Branch}
+	if e.Error != "" {
+		data["error"] = e.Error
+	} else {
+		data["path"] = e.Path
+	}
+	return data
+}
+
+// WorktreeOf reads an event of a sub-loop's worktree.
+func WorktreeOf(e Event) WorktreeEvent {
+	return WorktreeEvent{Branch: str(e.Data, "branch"), Path: str(e.Data, "path"), Error: str(e.Data, "error")}
+}
+
 // summaryEvent is the event of a cap that sends the run to its summary
 // state: its payload, naming that state.
 type summaryEvent interface {

@@ -213,6 +213,23 @@ func TestEventAccessorsRoundTrip(t *testing.T) {
 	}
 }
 
+// The local driver's worktree events read back as they were written.
+func TestWorktreeEventRoundTrip(t *testing.T) {
+	for _, w := range []WorktreeEvent{{Branch: "fix-a", Path: ".worktrees/run-a-1"}, {Branch: "fix-a", Error: "git worktree add: exit 128"}} {
+		line, err := json.Marshal(Event{Type: "sub_loop_worktree_attached", Data: w.Data()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back Event
+		if err := json.Unmarshal(line, &back); err != nil {
+			t.Fatal(err)
+		}
+		if got := WorktreeOf(back); got != w {
+			t.Errorf("read %+v, want %+v", got, w)
+		}
+	}
+}
+
 // An event forwarded from a sub-loop reads as the child's own, with its
 // depth beside it.
 func TestForwardedEventReadsAsItsOwn(t *testing.T) {
