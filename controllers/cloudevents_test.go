@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/internal/cloudevents"
 )
 
 // received is what a sink got: the CloudEvents headers and the data.
@@ -56,7 +57,7 @@ var _ = Describe("CloudEvents out", func() {
 			r.CloudEvents.Client.Timeout = time.Minute
 		})
 		DeferCleanup(op.stop)
-		failedBefore := testutil.ToFloat64(cloudEventsFailed.WithLabelValues(CloudEventFailed, "refused"))
+		failedBefore := testutil.ToFloat64(cloudevents.Failed.WithLabelValues(cloudevents.TypeFailed, "refused"))
 
 		ns := newNamespace()
 		loop := waitFinished(createLoop(ns, "announced", fixUntilClean()))
@@ -73,8 +74,8 @@ var _ = Describe("CloudEvents out", func() {
 				}
 			}
 			g.Expect(got).To(HaveLen(2))
-			g.Expect(got[0].typ).To(Equal(CloudEventStarted))
-			g.Expect(got[1].typ).To(Equal(CloudEventCompleted))
+			g.Expect(got[0].typ).To(Equal(cloudevents.TypeStarted))
+			g.Expect(got[1].typ).To(Equal(cloudevents.TypeCompleted))
 			for _, e := range got {
 				g.Expect(e.spec).To(Equal("1.0"))
 				g.Expect(e.contentType).To(Equal("application/json"))
@@ -91,7 +92,7 @@ var _ = Describe("CloudEvents out", func() {
 			"a": {Action: "exit 1", OnSuccess: "done", OnFailure: "broken"}, "done": {Terminal: true}, "broken": {Terminal: true, Failure: ptrTo(true)}}}))
 		Expect(stuck.Status.Phase).To(Equal(v1alpha1.PhaseFailed))
 		Expect(waitFinished(createLoop(ns, "after", fixUntilClean())).Status.Phase).To(Equal(v1alpha1.PhaseCompleted))
-		Expect(testutil.ToFloat64(cloudEventsFailed.WithLabelValues(CloudEventFailed, "refused"))).To(Equal(failedBefore))
+		Expect(testutil.ToFloat64(cloudevents.Failed.WithLabelValues(cloudevents.TypeFailed, "refused"))).To(Equal(failedBefore))
 	})
 })
 

@@ -126,7 +126,7 @@ var _ = Describe("The event log never lies", func() {
 		second := waitFinished(createLoop(ns, "again", spec))
 		evs := loopEvents(second)
 		for _, e := range evs {
-			Expect(e.Data["state"]).NotTo(Equal("fix"), "an event of the deleted Loop's run")
+			Expect(executor.StatesNamed(e)).NotTo(ContainElement("fix"), "an event of the deleted Loop's run")
 		}
 	})
 })

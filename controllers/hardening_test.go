@@ -1,11 +1,7 @@
 package controllers
 
 import (
-	"context"
-	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -14,24 +10,6 @@ import (
 
 	"github.com/looprun/looprun/api/v1alpha1"
 )
-
-// A sink that redirects is a sink that refused: its events never go where
-// the redirect points.
-func TestCloudEventsSinkDoesNotFollowRedirects(t *testing.T) {
-	var elsewhere atomic.Int32
-	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { elsewhere.Add(1) }))
-	defer other.Close()
-	sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		http.Redirect(w, r, other.URL, http.StatusTemporaryRedirect)
-	}))
-	defer sink.Close()
-	s := NewCloudEventSink(sink.URL, 1)
-	s.Tries, s.Backoff = 2, time.Millisecond
-	s.deliver(context.Background(), cloudEvent{typ: "io.looprun.loop.started", id: "1", data: map[string]any{}})
-	if n := elsewhere.Load(); n != 0 {
-		t.Fatalf("the redirect was followed %d times", n)
-	}
-}
 
 // An Event's note longer than the API server takes is cut, not lost (an
 // approval's long question, a long error).

@@ -39,7 +39,7 @@ func (s *step) awaitApproval(req *executor.ApprovalRequest) reconcile.Result {
 func (s *step) announceApproval(e executor.Event) {
 	if e.Type == executor.EventApprovalRequested {
 		asked := executor.ApprovalRequestedOf(e)
-		s.r.event(s.loop, corev1.EventTypeNormal, "ApprovalRequested", "Wait", "state %s waits for approval: %s", asked.State, asked.Message)
+		s.r.event(s.loop, corev1.EventTypeNormal, v1alpha1.EventReasonApprovalRequested, "Wait", "state %s waits for approval: %s", asked.State, asked.Message)
 		return
 	}
 	got := executor.ApprovalAnsweredOf(e)
@@ -51,7 +51,7 @@ func (s *step) announceApproval(e executor.Event) {
 	if got.By != "" {
 		by = " by " + got.By
 	}
-	s.r.event(s.loop, typ, "Approval", "Answer", "state %s: %s%s", got.State, got.Verdict, by)
+	s.r.event(s.loop, typ, v1alpha1.EventReasonApproval, "Answer", "state %s: %s%s", got.State, got.Verdict, by)
 }
 
 // answerApproval carries out an approve or reject request: the answer to
@@ -62,17 +62,17 @@ func (s *step) announceApproval(e executor.Event) {
 func (s *step) answerApproval(verb, req string) {
 	waiting, ok := s.loop.Status.WaitingApproval()
 	if !ok {
-		s.requestWarning("NoApprovalWaiting", "%s: the Loop waits for no approval", verb)
+		s.requestWarning(v1alpha1.EventReasonNoApprovalWaiting, "%s: the Loop waits for no approval", verb)
 		return
 	}
 	named, ok := v1alpha1.ParseApprovalTarget(req)
 	switch {
 	case !ok:
-		s.requestWarning(ReasonApprovalRefused,
+		s.requestWarning(v1alpha1.EventReasonApprovalRefused,
 			"%s names no approval: an answer names the run, state and iteration it answers (%s), as looprun approve writes it; it waits in %s", verb, v1alpha1.ApprovalRequest(verb == v1alpha1.RequestApprove, waiting, "NONCE"), waiting)
 		return
 	case named != waiting:
-		s.requestWarning(ReasonApprovalRefused,
+		s.requestWarning(v1alpha1.EventReasonApprovalRefused,
 			"%s answers %s, but the Loop waits in %s: not taken", verb, named, waiting)
 		return
 	}
@@ -86,7 +86,3 @@ func (s *step) answerApproval(verb, req string) {
 		Message:  s.loop.Annotations[v1alpha1.ApprovalMessageAnnotation],
 	}
 }
-
-// ReasonApprovalRefused is the Event of an answer that names another
-// approval than the one waiting.
-const ReasonApprovalRefused = "ApprovalRefused"

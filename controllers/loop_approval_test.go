@@ -71,8 +71,8 @@ var _ = Describe("Approval states", func() {
 			}
 		}
 		Expect(answered).NotTo(BeNil())
-		Expect(answered.Data["verdict"]).To(Equal(v1alpha1.VerdictApproved))
-		Expect(answered.Data["message"]).To(Equal("tests are green"))
+		Expect(executor.ApprovalAnsweredOf(*answered).Verdict).To(Equal(v1alpha1.VerdictApproved))
+		Expect(executor.ApprovalAnsweredOf(*answered).Message).To(Equal("tests are green"))
 		Expect(eventTypes(evs)).To(ContainElement(executor.EventApprovalRequested))
 	})
 
@@ -139,7 +139,7 @@ var _ = Describe("Approval states", func() {
 			Expect(getLoop(Default, key).Status.Action.Approval).NotTo(BeNil(), "request %d answered the approval", i)
 		}
 		Eventually(func(g Gomega) {
-			notes := eventNotes(g, ns, ReasonApprovalRefused)
+			notes := eventNotes(g, ns, v1alpha1.EventReasonApprovalRefused)
 			g.Expect(notes).To(ContainElement(ContainSubstring("approve names no approval")))
 			g.Expect(notes).To(ContainElement(ContainSubstring("of run an-earlier-run, but the Loop waits in state ask")))
 			g.Expect(notes).To(ContainElement(ContainSubstring("approve answers state ship at iteration")))

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/executor"
 )
 
@@ -14,37 +15,42 @@ import (
 // or stop on a spent budget, a paused Loop going on, or a visit over its
 // state's cost ceiling.
 func (s *step) announceBudget(ctx context.Context, e executor.Event) {
-	state, _ := e.Data["state"].(string)
 	switch e.Type {
 	case executor.EventBudgetWarning:
-		s.r.event(s.loop, corev1.EventTypeWarning, "BudgetWarning", "Spend", "the run spent %s before state %s", spendOf(e.Data), state)
+		w := executor.BudgetWarningOf(e)
+		spent := fmt.Sprintf("%v of %v tokens", w.Tokens, w.MaxTokens)
+		if w.MaxCostUSD > 0 {
+			spent = fmt.Sprintf("$%v of $%v", w.CostUSD, w.MaxCostUSD)
+		}
+		s.r.event(s.loop, corev1.EventTypeWarning, v1alpha1.EventReasonBudgetWarning, "Spend", "the run spent %s before state %s", spent, w.State)
 	case executor.EventBudgetExceeded:
-		reason, _ := e.Data["reason"].(string)
-		action, _ := e.Data["action"].(string)
-		log.FromContext(ctx).Info("Budget spent", "state", state, "onExceeded", action, "spent", reason)
-		s.r.event(s.loop, corev1.EventTypeWarning, "BudgetExceeded", action, "the run %s before state %s (%s): raise spec.budget to go on", reason, state, spendOf(e.Data))
+		x := executor.BudgetExceededOf(e)
+		log.FromContext(ctx).Info("Budget spent", "state", x.State, "onExceeded", x.Action, "spent", x.Reason)
+		s.r.event(s.loop, corev1.EventTypeWarning, v1alpha1.EventReasonBudgetExceeded, x.Action, "the run %s before state %s (%s): raise spec.budget to go on", x.Reason, x.State, spendOf(x))
 	case executor.EventBudgetResumed:
-		s.r.event(s.loop, corev1.EventTypeNormal, "BudgetRaised", "Resume", "the budget was raised; the run goes on in state %s", state)
+		s.r.event(s.loop, corev1.EventTypeNormal, v1alpha1.EventReasonBudgetRaised, "Resume", "the budget was raised; the run goes on in state %s", executor.BudgetResumedOf(e).State)
 	case executor.EventCostCeiling:
-		if over, _ := e.Data["exceeded"].(bool); over {
-			s.r.event(s.loop, corev1.EventTypeWarning, "CostCeiling", "Escalate", "state %s cost $%v this visit, over its cost ceiling of $%v: its verdict is error", state, e.Data["cost_usd"], e.Data["cost_ceiling_usd"])
+		c := executor.CostCeilingOf(e)
+		if c.Exceeded {
+			s.r.event(s.loop, corev1.EventTypeWarning, v1alpha1.EventReasonCostCeiling, "Escalate", "state %s cost $%v this visit, over its cost ceiling of $%v: its verdict is error", c.State, c.CostUSD, c.CeilingUSD)
 		} else {
-			s.r.event(s.loop, corev1.EventTypeWarning, "CostWarning", "Spend", "state %s cost $%v this visit (warning at $%v)", state, e.Data["cost_usd"], e.Data["cost_warn_at_usd"])
+			s.r.event(s.loop, corev1.EventTypeWarning, v1alpha1.EventReasonCostWarning, "Spend", "state %s cost $%v this visit (warning at $%v)", c.State, c.CostUSD, c.WarnAtUSD)
 		}
 	}
 }
 
-// spendOf says what a budget event's data spent of which limit.
-func spendOf(d map[string]any) string {
+// spendOf says what the run spent of which limit when its budget was
+// exceeded.
+func spendOf(x executor.BudgetExceededEvent) string {
 	out := ""
-	if limit, ok := d["max_cost_usd"]; ok {
-		out = fmt.Sprintf("$%v of $%v", d["cost_usd"], limit)
+	if x.MaxCostUSD != nil {
+		out = fmt.Sprintf("$%v of $%v", x.CostUSD, *x.MaxCostUSD)
 	}
-	if limit, ok := d["max_tokens"]; ok {
+	if x.MaxTokens != nil {
 		if out != "" {
 			out += ", "
 		}
-		out += fmt.Sprintf("%v of %v tokens", d["tokens"], limit)
+		out += fmt.Sprintf("%d of %d tokens", x.Tokens, *x.MaxTokens)
 	}
 	return out
 }

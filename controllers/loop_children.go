@@ -126,9 +126,9 @@ func (r *LoopReconciler) createChild(ctx context.Context, parent *v1alpha1.Loop,
 		return adopt(parent, child)
 	}
 	log.FromContext(ctx).Info("Child Loop created", "child", child.Name, "template", sub.Loop)
-	r.event(parent, corev1.EventTypeNormal, "ChildCreated", "Create", "state %s runs LoopTemplate %s as Loop %s", sub.State, sub.Loop, child.Name)
+	r.event(parent, corev1.EventTypeNormal, v1alpha1.EventReasonChildCreated, "Create", "state %s runs LoopTemplate %s as Loop %s", sub.State, sub.Loop, child.Name)
 	if sub.Worktree != "" {
-		r.event(parent, corev1.EventTypeWarning, "WorktreeNotSupported", "Create",
+		r.event(parent, corev1.EventTypeWarning, v1alpha1.EventReasonWorktreeNotSupported, "Create",
 			"state %s: a cluster runs the sub-loop in the parent's workspace, not in a worktree of branch %s", sub.State, sub.Worktree)
 	}
 	return child, nil, nil

@@ -2,7 +2,6 @@ package controllers
 
 import (
 	"encoding/json"
-	"fmt"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -70,7 +69,8 @@ var _ = Describe("Sub-loops", func() {
 		var types []string
 		for _, e := range loopEvents(parent) {
 			if e.Type == executor.EventSubLoopComplete {
-				types = append(types, e.Data["loop"].(string)+":"+e.Data["verdict"].(string))
+				c := executor.SubLoopCompleteOf(e)
+				types = append(types, c.Loop+":"+c.Verdict)
 			}
 		}
 		Expect(types).To(Equal([]string{"greet:success", "fail:failure"}))
@@ -135,7 +135,7 @@ var _ = Describe("Sub-loops", func() {
 		var said []string
 		for _, e := range loopEvents(parent) {
 			if e.Type == executor.EventSubLoopComplete {
-				said = append(said, fmt.Sprint(e.Data["error"]))
+				said = append(said, executor.SubLoopCompleteOf(e).Error)
 			}
 		}
 		Expect(said).To(ConsistOf(ContainSubstring("was deleted before it ended")))
@@ -279,7 +279,7 @@ var _ = Describe("Sub-loops", func() {
 		var errs []string
 		for _, e := range loopEvents(&cs[0]) {
 			if e.Type == executor.EventActionError {
-				errs = append(errs, e.Data["error"].(string))
+				errs = append(errs, executor.ActionErrorOf(e).Error)
 			}
 		}
 		Expect(errs).To(ContainElement(ContainSubstring("LoopTemplate ouro is already running above this Loop")))

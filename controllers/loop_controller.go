@@ -29,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/internal/cloudevents"
 	"github.com/looprun/looprun/internal/eventlog/configmaps"
 	"github.com/looprun/looprun/internal/pricing"
 	"github.com/looprun/looprun/internal/runner"
@@ -66,7 +67,7 @@ type LoopReconciler struct {
 	// queue holds back starts past the namespace's cap (nil: none).
 	queue *queue
 	// CloudEvents sends Loops' milestones to the admin's sink (nil: none).
-	CloudEvents *CloudEventSink
+	CloudEvents *cloudevents.Sink
 	// Tracer makes OpenTelemetry spans of runs from their events; nil
 	// makes none.
 	Tracer *tracing.Tracer

@@ -121,7 +121,7 @@ var _ = Describe("Loop", func() {
 		Expect(loop.Status.Passes).To(BeNumerically(">=", 2))
 		maintain := 0
 		for _, e := range loopEvents(loop) {
-			if e.Type == executor.EventRoute && e.Data["reason"] == "maintain" {
+			if e.Type == executor.EventRoute && executor.RouteOf(e).Reason == "maintain" {
 				maintain++
 			}
 		}
@@ -341,8 +341,7 @@ var _ = Describe("An operator restart", func() {
 		var iterations []int64
 		for _, e := range loopEvents(loop) {
 			if e.Type == executor.EventStateEnter {
-				n, _ := e.Data["iteration"].(json.Number).Int64()
-				iterations = append(iterations, n)
+				iterations = append(iterations, int64(executor.StateEnterOf(e).Iteration))
 			}
 		}
 		for i, n := range iterations {

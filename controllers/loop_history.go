@@ -59,9 +59,9 @@ func (s *step) fork(ctx context.Context) bool {
 	}
 	run := &s.loop.Status.RunState
 	s.add(s.m.Start(run, runID(s.loop), s.now))
-	s.add(s.m.Restore(run, cpRun, s.now, executor.EventLoopFork, map[string]any{"source": from.Loop}))
+	s.add(s.m.Restore(run, cpRun, s.now, executor.EventLoopFork, executor.LoopForkEvent{Source: from.Loop}.Data()))
 	s.out.health.checkpointOK = true
-	s.r.event(s.loop, corev1.EventTypeNormal, "Forked", "Fork", "started from the checkpoint of %s at iteration %d (state %s)", from.Loop, cpRun.Iteration, cpRun.CurrentState)
+	s.r.event(s.loop, corev1.EventTypeNormal, v1alpha1.EventReasonForked, "Fork", "started from the checkpoint of %s at iteration %d (state %s)", from.Loop, cpRun.Iteration, cpRun.CurrentState)
 	return true
 }
 
@@ -94,7 +94,7 @@ func (s *step) request(ctx context.Context, req string) {
 	s.loop.Status.LastRequest = req
 	verb, iteration, err := v1alpha1.ParseRequest(req)
 	if err != nil {
-		s.requestWarning("InvalidRequest", "%s", err.Error())
+		s.requestWarning(v1alpha1.EventReasonInvalidRequest, "%s", err.Error())
 		return
 	}
 	switch verb {
@@ -135,7 +135,7 @@ func (s *step) rewind(ctx context.Context, iteration *int32) {
 	s.add(s.m.Restore(run, cpRun, s.now, executor.EventLoopRewind, nil))
 	run.RunID = executor.RewoundRunID(run.RunID)
 	s.out.health.checkpointOK = true
-	s.r.event(s.loop, corev1.EventTypeNormal, "Rewound", "Rewind", "back to the checkpoint of iteration %d (state %s)", cpRun.Iteration, cpRun.CurrentState)
+	s.r.event(s.loop, corev1.EventTypeNormal, v1alpha1.EventReasonRewound, "Rewind", "back to the checkpoint of iteration %d (state %s)", cpRun.Iteration, cpRun.CurrentState)
 }
 
 // cancelAction stops the action in flight, if any, and the judge's calls;

@@ -1,7 +1,6 @@
 package controllers
 
 import (
-	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -249,8 +248,8 @@ var _ = Describe("Run history", func() {
 			}
 		}
 		Expect(rewind).NotTo(BeNil())
-		Expect(fmt.Sprint(rewind.Data["iteration"])).To(Equal("2"))
-		Expect(fmt.Sprint(rewind.Data["from_iteration"])).To(Equal("6"))
+		Expect(executor.LoopRewindOf(*rewind).Iteration).To(BeEquivalentTo(2))
+		Expect(executor.LoopRewindOf(*rewind).FromIteration).To(BeEquivalentTo(6))
 		Expect(rewind.Seq).To(BeNumerically(">", first.Status.LastSeq))
 		Expect(condition(loop, v1alpha1.CheckpointErrorCondition)).To(BeNil())
 	})

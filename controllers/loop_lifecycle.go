@@ -30,7 +30,7 @@ func (s *step) lifecycle(ctx context.Context, step executor.Step) (res *executor
 	}
 	executor.LifecycleStarted(run, where)
 	if !step.InFlight && a.Exit {
-		s.r.event(s.loop, corev1.EventTypeNormal, "ExitHookStarted", "Run", "the run ended (%s): its exit hook runs%s", run.Phase, inPod(where))
+		s.r.event(s.loop, corev1.EventTypeNormal, v1alpha1.EventReasonExitHookStarted, "Run", "the run ended (%s): its exit hook runs%s", run.Phase, inPod(where))
 	}
 	switch out.State {
 	case runner.Running:
@@ -55,27 +55,27 @@ func (s *step) lifecycleEnded(a *executor.Action) {
 	case a.Exit && run.ExitHook != nil:
 		h := run.ExitHook
 		if h.Phase == v1alpha1.ExitHookSucceeded {
-			s.r.event(loop, corev1.EventTypeNormal, "ExitHookSucceeded", "Run", "the exit hook ended with exit 0%s", inPod(h.Pod))
+			s.r.event(loop, corev1.EventTypeNormal, v1alpha1.EventReasonExitHookSucceeded, "Run", "the exit hook ended with exit 0%s", inPod(h.Pod))
 		} else {
-			s.r.event(loop, corev1.EventTypeWarning, "ExitHookFailed", "Run", "the exit hook failed (exit %d)%s: %s", ptr.Deref(h.ExitCode, -1), inPod(h.Pod), h.Message)
+			s.r.event(loop, corev1.EventTypeWarning, v1alpha1.EventReasonExitHookFailed, "Run", "the exit hook failed (exit %d)%s: %s", ptr.Deref(h.ExitCode, -1), inPod(h.Pod), h.Message)
 		}
 	case a.Git == nil || run.Git == nil:
 	case a.Git.Op == gitws.OpClone && run.Git.Clone != nil:
 		st := run.Git.Clone
 		if st.Phase == v1alpha1.ExitHookSucceeded {
-			s.r.event(loop, corev1.EventTypeNormal, "Cloned", "Clone", "%s%s", s.m.CloneMessage(run), inPod(st.Pod))
+			s.r.event(loop, corev1.EventTypeNormal, v1alpha1.EventReasonCloned, "Clone", "%s%s", s.m.CloneMessage(run), inPod(st.Pod))
 		} else {
-			s.r.event(loop, corev1.EventTypeWarning, "CloneFailed", "Clone", "the clone of %s failed%s: %s", gitws.Redact(a.Git.URL), inPod(st.Pod), st.Message)
+			s.r.event(loop, corev1.EventTypeWarning, v1alpha1.EventReasonCloneFailed, "Clone", "the clone of %s failed%s: %s", gitws.Redact(a.Git.URL), inPod(st.Pod), st.Message)
 		}
 	case a.Git.Op == gitws.OpPush && run.Git.Push != nil:
 		st, url := run.Git.Push, gitws.Redact(a.Git.URL)
 		switch {
 		case st.Phase != v1alpha1.ExitHookSucceeded:
-			s.r.event(loop, corev1.EventTypeWarning, "PushFailed", "Push", "the push to %s failed%s: %s", url, inPod(st.Pod), st.Message)
+			s.r.event(loop, corev1.EventTypeWarning, v1alpha1.EventReasonPushFailed, "Push", "the push to %s failed%s: %s", url, inPod(st.Pod), st.Message)
 		case st.Pushed:
-			s.r.event(loop, corev1.EventTypeNormal, "Pushed", "Push", "pushed %s to branch %s of %s", st.Commit, st.Branch, url)
+			s.r.event(loop, corev1.EventTypeNormal, v1alpha1.EventReasonPushed, "Push", "pushed %s to branch %s of %s", st.Commit, st.Branch, url)
 		default:
-			s.r.event(loop, corev1.EventTypeNormal, "NothingToPush", "Push", "nothing changed since the clone (%s): branch %s not pushed", st.Commit, st.Branch)
+			s.r.event(loop, corev1.EventTypeNormal, v1alpha1.EventReasonNothingToPush, "Push", "nothing changed since the clone (%s): branch %s not pushed", st.Commit, st.Branch)
 		}
 	}
 }

@@ -210,7 +210,7 @@ var _ = Describe("Actions as Pods", func() {
 
 			// Three tries, the retries 1s and 3s after the failure before them.
 			var starts, failures []time.Time
-			var delays []any
+			var delays []int64
 			for _, e := range loopEvents(loop) {
 				switch e.Type {
 				case executor.EventActionStart:
@@ -218,7 +218,7 @@ var _ = Describe("Actions as Pods", func() {
 				case executor.EventActionComplete:
 					failures = append(failures, e.Time)
 				case executor.EventActionRetry:
-					delays = append(delays, e.Data["delay_ms"])
+					delays = append(delays, executor.RetryOf(e).DelayMs)
 				}
 			}
 			Expect(fmt.Sprint(delays)).To(Equal("[1000 3000]"))

@@ -16,11 +16,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/looprun/looprun/api/v1alpha1"
-	"github.com/looprun/looprun/internal/agentstream"
 	"github.com/looprun/looprun/internal/executor"
 	"github.com/looprun/looprun/internal/history"
 	"github.com/looprun/looprun/internal/runner"
-	"github.com/looprun/looprun/internal/tracing"
 )
 
 // reconcileLoop takes one step of a Loop: it starts the run, collects the
@@ -70,31 +68,14 @@ func (r *LoopReconciler) reconcileLoop(ctx context.Context, loop *v1alpha1.Loop)
 	if wait, ok := s.deferStart(waiting, err, result.RequeueAfter); ok {
 		return reconcile.Result{RequeueAfter: wait}, outcome{deferred: true}, nil
 	}
-	// The step's spans: made once, from events that are about to be saved.
-	r.Tracer.Observe(tracing.Run{Loop: loop.Name, Namespace: loop.Namespace}, &loop.Status.RunState, s.events)
 	if aerr := r.appendEvents(ctx, loop, s.events, s.cp); aerr != nil {
 		return reconcile.Result{}, outcome{health: health{eventLog: aerr.Error()}}, aerr
 	}
 	if loop.Status.Phase.IsFinished() && r.EventLog != nil {
 		r.EventLog.Forget(client.ObjectKeyFromObject(loop)) // its last append is done
 	}
-	s.announce(ctx)
-	s.cloudEvents()
+	s.observe(ctx)
 	return result, s.out, err
-}
-
-// cloudEvents sends the step's milestones to the CloudEvents sink once the
-// step is saved.
-func (s *step) cloudEvents() {
-	sink := s.r.CloudEvents
-	if sink == nil {
-		return
-	}
-	for _, e := range s.events {
-		if ce, ok := cloudEventOf(s.loop, e); ok {
-			s.out.afterSave = append(s.out.afterSave, func() { sink.enqueue(ce) })
-		}
-	}
 }
 
 // forkRetry is how long a fork whose checkpoint cannot be read waits before
@@ -139,7 +120,7 @@ func (s *step) take(ctx context.Context) (reconcile.Result, error) {
 		}
 	}
 	if g := s.loop.Generation; !run.Phase.IsFinished() && s.loop.Status.ObservedGeneration != 0 && g != s.loop.Status.ObservedGeneration {
-		s.add(s.m.Record(run, s.now, executor.EventSpecChanged, map[string]any{"generation": g}))
+		s.add(s.m.Record(run, s.now, executor.EventSpecChanged, executor.SpecChangedEvent{Generation: g}.Data()))
 	}
 	return s.drive(ctx)
 }
@@ -336,7 +317,7 @@ func (s *step) complete(ctx context.Context, step executor.Step, res *executor.A
 			res, ok = s.searched(*next.Search, res)
 		default:
 			s.add(evs)
-			s.completed(ctx, step, action, res)
+			s.completed(ctx, step, action, res, evs)
 			return true
 		}
 		if !ok {
@@ -346,7 +327,7 @@ func (s *step) complete(ctx context.Context, step executor.Step, res *executor.A
 }
 
 // completed counts what a completion used and ended, once it is saved.
-func (s *step) completed(ctx context.Context, step executor.Step, action *v1alpha1.ActionStatus, res *executor.ActionResult) {
+func (s *step) completed(ctx context.Context, step executor.Step, action *v1alpha1.ActionStatus, res *executor.ActionResult, evs []executor.Event) {
 	if executor.IsLifecycle(step.Action) {
 		s.lifecycleEnded(step.Action)
 		return
@@ -355,79 +336,11 @@ func (s *step) completed(ctx context.Context, step executor.Step, action *v1alph
 		observeAction(res.Duration)
 		loop := s.loop
 		s.out.afterSave = append(s.out.afterSave, func() { s.r.Actions.Release(loop, action.Iteration) })
-		s.observeUsage(res.Usage)
 	}
-	if res != nil && res.Judgement != nil {
-		s.observeUsage(res.Judgement.Usage) // the judge's call counts as an agent's
-	}
+	s.observeUsage(evs, res)
 	s.completedState = true
 	s.takeCheckpoint(ctx)
 	transitions.Inc()
-}
-
-// observeUsage counts what an agent action or a judge call used in the
-// metrics, once the step is saved.
-func (s *step) observeUsage(u *agentstream.Usage) {
-	if u == nil || u.Check() != nil {
-		return // the engine made the step an error and counted nothing
-	}
-	prices := s.m.Prices()
-	cost, priced := prices.CostMicroUSD(*u)
-	model, _, _ := prices.Match(u.Model)
-	ns := s.loop.Namespace
-	s.out.afterSave = append(s.out.afterSave, func() { observeUsage(ns, model, *u, cost, priced) })
-}
-
-// announce emits Kubernetes Events and log lines for the step's milestones;
-// transitions are logged at verbosity 1 (--zap-log-level=debug).
-func (s *step) announce(ctx context.Context) {
-	logger := log.FromContext(ctx)
-	for _, e := range s.events {
-		switch e.Type {
-		case executor.EventRoute:
-			r := executor.RouteOf(e)
-			logger.V(1).Info("Transition", "from", r.From, "to", r.To)
-		case executor.EventLoopStart:
-			logger.Info("Loop started")
-			s.r.event(s.loop, corev1.EventTypeNormal, "Started", "Start", "loop started in state %s", s.loop.Spec.Initial)
-		case executor.EventSpecChanged:
-			s.r.event(s.loop, corev1.EventTypeNormal, "SpecChanged", "Update", "spec generation %d applies from the next state", s.loop.Generation)
-		case executor.EventActionRetry:
-			r := executor.RetryOf(e)
-			logger.Info("Action failed for a transient reason; retrying", "reason", r.Reason, "retry", r.Retry, "delayMs", r.DelayMs)
-			s.r.event(s.loop, corev1.EventTypeWarning, "ActionRetry", "Retry", "the action of state %s failed (%s): retry %d of %d in %d ms",
-				r.State, r.Reason, r.Retry, r.Limit, r.DelayMs)
-		case executor.EventRetryExhausted:
-			r := executor.RetryExhaustedOf(e)
-			why := ""
-			if r.Reason != "" {
-				why = " (" + r.Reason + ")"
-			}
-			s.r.event(s.loop, corev1.EventTypeWarning, "RetryExhausted", "Escalate", "state %s used up its retries%s; next: %s", r.State, why, orEnd(r.Next))
-		case executor.EventActionRestarted:
-			r := executor.RestartedOf(e)
-			logger.Info("Action restarted: the process running it was lost", "actionState", r.State)
-			s.r.event(s.loop, corev1.EventTypeWarning, "ActionRestarted", "Restart", "the action of state %s (iteration %d) runs again: the process running it was lost", r.State, r.Iteration)
-		case executor.EventApprovalRequested, executor.EventApprovalAnswered:
-			s.announceApproval(e)
-		case executor.EventBudgetWarning, executor.EventBudgetExceeded, executor.EventBudgetResumed, executor.EventCostCeiling:
-			s.announceBudget(ctx, e)
-		case executor.EventRateLimitWaiting, executor.EventRateLimitExhausted, executor.EventRateLimitStorm, executor.EventAPIErrorRetry, executor.EventInfraRetry:
-			s.announceTransient(ctx, e)
-		case executor.EventHandoffDetected:
-			run := s.loop.Status.RunState
-			logger.Info("Loop paused by a handoff", "finalState", run.CurrentState)
-			s.r.event(s.loop, corev1.EventTypeNormal, "Handoff", "Pause", "the action of state %s asked for a handoff (CONTEXT_HANDOFF:): %s; resume the Loop to go on", run.CurrentState, run.Message)
-		case executor.EventLoopComplete:
-			run := s.loop.Status.RunState
-			logger.Info("Loop finished", "phase", run.Phase, "terminatedBy", run.TerminatedBy, "finalState", run.CurrentState)
-			if run.Phase == v1alpha1.PhaseCompleted {
-				s.r.event(s.loop, corev1.EventTypeNormal, "Completed", "Complete", "loop completed in state %s after %d iterations", run.CurrentState, run.Iteration)
-			} else {
-				s.r.event(s.loop, corev1.EventTypeWarning, "Failed", "Complete", "loop ended (%s) in state %s after %d iterations: %s", run.TerminatedBy, run.CurrentState, run.Iteration, run.Message)
-			}
-		}
-	}
 }
 
 // reconcileFinished deletes a finished Loop once its ttlSecondsAfterFinished
@@ -450,7 +363,7 @@ func (r *LoopReconciler) reconcileFinished(ctx context.Context, loop *v1alpha1.L
 // The Loop is not retried (a terminal error): a spec change starts a new reconcile.
 func (r *LoopReconciler) announceInvalid(loop *v1alpha1.Loop, err error) {
 	if c := findCondition(loop, v1alpha1.StalledCondition); c == nil || c.Reason != v1alpha1.ReasonInvalidSpec || c.Message != err.Error() {
-		r.event(loop, corev1.EventTypeWarning, "InvalidSpec", "Validate", "%s", err.Error())
+		r.event(loop, corev1.EventTypeWarning, v1alpha1.EventReasonInvalidSpec, "Validate", "%s", err.Error())
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/executor"
 )
 
@@ -14,29 +15,26 @@ import (
 // limits, API server errors, an agent killed after its result) into
 // Kubernetes Events: a wait is a requeue, and the Event says until when.
 func (s *step) announceTransient(ctx context.Context, e executor.Event) {
-	state, _ := e.Data["state"].(string)
 	switch e.Type {
 	case executor.EventRateLimitWaiting:
-		wait, _ := e.Data["wait_seconds"].(float64)
-		d := time.Duration(wait * float64(time.Second)).Round(time.Second)
-		log.FromContext(ctx).Info("Action rate-limited; waiting", "state", state, "tier", e.Data["tier"], "wait", d)
-		s.r.event(s.loop, corev1.EventTypeWarning, "RateLimited", "Wait", "the action of state %s hit a rate limit: %s try %v in %s",
-			state, e.Data["tier"], e.Data["attempt"], d)
+		w := executor.RateLimitWaitingOf(e)
+		d := time.Duration(w.WaitSeconds * float64(time.Second)).Round(time.Second)
+		log.FromContext(ctx).Info("Action rate-limited; waiting", "state", w.State, "tier", w.Tier, "wait", d)
+		s.r.event(s.loop, corev1.EventTypeWarning, v1alpha1.EventReasonRateLimited, "Wait", "the action of state %s hit a rate limit: %s try %d in %s",
+			w.State, w.Tier, w.Attempt, d)
 	case executor.EventRateLimitExhausted:
-		s.r.event(s.loop, corev1.EventTypeWarning, "RateLimitExhausted", "Escalate", "the action of state %s waited %vs on rate limits in all; next: %s",
-			state, e.Data["total_wait_seconds"], orEnd(str(e.Data["next"])))
+		x := executor.RateLimitExhaustedOf(e)
+		s.r.event(s.loop, corev1.EventTypeWarning, v1alpha1.EventReasonRateLimitExhausted, "Escalate", "the action of state %s waited %vs on rate limits in all; next: %s",
+			x.State, x.TotalWaitSeconds, orEnd(x.Next))
 	case executor.EventRateLimitStorm:
-		s.r.event(s.loop, corev1.EventTypeWarning, "RateLimitStorm", "Escalate", "rate limits were exhausted %v times in a row (last in state %s)", e.Data["count"], state)
+		x := executor.RateLimitStormOf(e)
+		s.r.event(s.loop, corev1.EventTypeWarning, v1alpha1.EventReasonRateLimitStorm, "Escalate", "rate limits were exhausted %d times in a row (last in state %s)", x.Count, x.State)
 	case executor.EventAPIErrorRetry, executor.EventInfraRetry:
+		r := executor.TransientRetryOf(e)
 		why := "met an API server error"
 		if e.Type == executor.EventInfraRetry {
 			why = "was killed after its result"
 		}
-		s.r.event(s.loop, corev1.EventTypeWarning, "ActionRetry", "Retry", "the action of state %s %s: try %v in %vs", state, why, e.Data["attempt"], e.Data["backoff"])
+		s.r.event(s.loop, corev1.EventTypeWarning, v1alpha1.EventReasonActionRetry, "Retry", "the action of state %s %s: try %d in %vs", r.State, why, r.Attempt, r.Backoff)
 	}
-}
-
-func str(v any) string {
-	s, _ := v.(string)
-	return s
 }

@@ -208,12 +208,12 @@ func (r *LoopScheduleReconciler) schedule(ctx context.Context, sch *v1alpha1.Loo
 		return requeue, nil
 	}
 	if d := sch.Spec.StartingDeadlineSeconds; d != nil && now.Sub(due) > time.Duration(*d)*time.Second {
-		r.event(sch, nil, corev1.EventTypeWarning, "MissedSchedule", "Schedule",
+		r.event(sch, nil, corev1.EventTypeWarning, v1alpha1.EventReasonMissedSchedule, "Schedule",
 			"the run of %s did not start within startingDeadlineSeconds (%ds): it is skipped", due.UTC().Format(time.RFC3339), *d)
 		return requeue, nil
 	}
 	if missed > 100 {
-		r.event(sch, nil, corev1.EventTypeWarning, "TooManyMissedTimes", "Schedule",
+		r.event(sch, nil, corev1.EventTypeWarning, v1alpha1.EventReasonTooManyMissedTimes, "Schedule",
 			"%d runs were missed; only the latest, of %s, starts (is startingDeadlineSeconds set?)", missed, due.UTC().Format(time.RFC3339))
 	}
 	if held, err := r.makeRoom(ctx, sch, active, due); err != nil {
@@ -222,7 +222,7 @@ func (r *LoopScheduleReconciler) schedule(ctx context.Context, sch *v1alpha1.Loo
 		return requeue, nil
 	}
 	if spec == nil {
-		r.event(sch, nil, corev1.EventTypeWarning, "RunNotStarted", "Create", "the run of %s cannot start: %s", due.UTC().Format(time.RFC3339), msg)
+		r.event(sch, nil, corev1.EventTypeWarning, v1alpha1.EventReasonRunNotStarted, "Create", "the run of %s cannot start: %s", due.UTC().Format(time.RFC3339), msg)
 		return requeue, nil
 	}
 	run, err := r.newRun(sch, spec, md, due)
@@ -255,7 +255,7 @@ func (r *LoopScheduleReconciler) schedule(ctx context.Context, sch *v1alpha1.Loo
 		run = existing
 	} else {
 		log.FromContext(ctx).Info("started a scheduled run", "loop", run.Name, "due", due)
-		r.event(sch, run, corev1.EventTypeNormal, "RunStarted", "Create", "started %s, the run of %s", run.Name, due.UTC().Format(time.RFC3339))
+		r.event(sch, run, corev1.EventTypeNormal, v1alpha1.EventReasonRunStarted, "Create", "started %s, the run of %s", run.Name, due.UTC().Format(time.RFC3339))
 	}
 	sch.Status.LastScheduleTime = &metav1.Time{Time: due}
 	if !slices.ContainsFunc(sch.Status.Active, func(a v1alpha1.ScheduledRun) bool { return a.Name == run.Name }) {
@@ -274,7 +274,7 @@ func (r *LoopScheduleReconciler) makeRoom(ctx context.Context, sch *v1alpha1.Loo
 	case v1alpha1.ForbidConcurrent:
 		// The run stays due: when the running one ends (its end wakes
 		// the schedule) it starts late, within startingDeadlineSeconds.
-		r.event(sch, active[0], corev1.EventTypeNormal, "RunSkipped", "Schedule",
+		r.event(sch, active[0], corev1.EventTypeNormal, v1alpha1.EventReasonRunSkipped, "Schedule",
 			"the run of %s does not start: %s still runs and concurrencyPolicy is Forbid", due.UTC().Format(time.RFC3339), active[0].Name)
 		return true, nil
 	case v1alpha1.ReplaceConcurrent:
@@ -282,7 +282,7 @@ func (r *LoopScheduleReconciler) makeRoom(ctx context.Context, sch *v1alpha1.Loo
 			if err := r.Client.Delete(ctx, l, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
 				return false, err
 			}
-			r.event(sch, l, corev1.EventTypeNormal, "RunReplaced", "Delete", "deleted %s: the run of %s replaces it (concurrencyPolicy Replace)", l.Name, due.UTC().Format(time.RFC3339))
+			r.event(sch, l, corev1.EventTypeNormal, v1alpha1.EventReasonRunReplaced, "Delete", "deleted %s: the run of %s replaces it (concurrencyPolicy Replace)", l.Name, due.UTC().Format(time.RFC3339))
 		}
 		sch.Status.Active = nil
 	}

@@ -8,8 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
-	"github.com/looprun/looprun/internal/agentstream"
-	"github.com/looprun/looprun/internal/pricing"
+	"github.com/looprun/looprun/internal/executor"
 )
 
 var (
@@ -51,20 +50,21 @@ func init() {
 	metrics.Registry.MustRegister(transitions, actionDuration, runningLoops, reconcileErrors, agentTokens, agentCost, agentCalls)
 }
 
-// observeUsage counts what one agent action used. model is the price
-// table's name for the model ("" for one it does not list): the model an
-// agent reports is its own text, and a label must not take any value.
-func observeUsage(namespace, model string, u agentstream.Usage, costMicro int64, priced bool) {
+// observeUsage counts what one agent action or judge call used, and its
+// cost as the engine priced it. model is the price table's name for the
+// model ("" for one it does not list): the model an agent reports is its
+// own text, and a label must not take any value.
+func observeUsage(namespace, model string, u executor.EventUsage) {
 	model = cmp.Or(model, "other")
 	for kind, n := range map[string]int64{"input": u.InputTokens, "output": u.OutputTokens, "cache_read": u.CacheReadTokens, "cache_creation": u.CacheCreationTokens} {
 		if n > 0 {
 			agentTokens.WithLabelValues(namespace, model, kind).Add(float64(n))
 		}
 	}
-	if priced && costMicro > 0 {
-		agentCost.WithLabelValues(namespace, model).Add(pricing.MicroToUSD(costMicro))
+	if u.Priced && u.CostUSD > 0 {
+		agentCost.WithLabelValues(namespace, model).Add(u.CostUSD)
 	}
-	agentCalls.WithLabelValues(namespace, model, strconv.FormatBool(priced)).Inc()
+	agentCalls.WithLabelValues(namespace, model, strconv.FormatBool(u.Priced)).Inc()
 }
 
 func observeAction(d time.Duration) { actionDuration.Observe(d.Seconds()) }

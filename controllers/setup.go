@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/internal/cloudevents"
 	"github.com/looprun/looprun/internal/eventlog/configmaps"
 	"github.com/looprun/looprun/internal/pricing"
 	"github.com/looprun/looprun/internal/runner/judge"
@@ -87,7 +88,7 @@ func NewReconciler(mgr ctrl.Manager, cfg Config) *LoopReconciler {
 		queue:                   &queue{limit: cfg.MaxRunningPerNamespace},
 	}
 	if cfg.CloudEventsSink != "" {
-		r.CloudEvents = NewCloudEventSink(cfg.CloudEventsSink, cmp.Or(cfg.CloudEventsQueue, 1000))
+		r.CloudEvents = cloudevents.NewSink(cfg.CloudEventsSink, cmp.Or(cfg.CloudEventsQueue, 1000))
 		if err := mgr.Add(r.CloudEvents); err != nil {
 			panic(err) // only before the manager started
 		}

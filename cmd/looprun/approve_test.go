@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/looprun/looprun/internal/eventlog"
+	"github.com/looprun/looprun/internal/executor"
 	"github.com/looprun/looprun/internal/localrun"
 	"github.com/looprun/looprun/test/proc"
 )
@@ -74,7 +75,8 @@ states:
 	var answered bool
 	for _, e := range events {
 		if e.Type == "approval_answered" {
-			answered = e.Data["verdict"] == "approved" && e.Data["message"] == "green" && e.Data["by"] != ""
+			a := executor.ApprovalAnsweredOf(e)
+			answered = a.Verdict == "approved" && a.Message == "green" && a.By != ""
 		}
 	}
 	if !answered {

@@ -231,7 +231,7 @@ func TestClusterExportImport(t *testing.T) {
 			enters++
 		}
 	}
-	if resumed == nil || fmt.Sprint(resumed.Data["iteration"]) != "3" {
+	if resumed == nil || executor.LoopResumeOf(*resumed).Iteration != 3 {
 		t.Errorf("no loop_resume at iteration 3 in the moved run: %v", resumed)
 	}
 	if enters != 6 {

@@ -363,7 +363,7 @@ func newDriver(g *globals, store *localrun.Store, path string, lf *loopfile.File
 		// warnings to stderr.
 		out := cmd.OutOrStdout()
 		p := newProgress(out, terminalStyle(out), f.verbose, header{loop: loop.Name, spec: &loop.Spec, context: ctxValues}, outLog)
-		d.OnEvents, d.OnExitHook = p.print, p.exitHook
+		d.Observers, d.OnExitHook = []executor.Observer{p}, p.exitHook
 		if cloned {
 			d.OnGit = gitProgress(cmd.ErrOrStderr(), checkout, gitws.Redact(clone.URL))
 		}

@@ -66,6 +66,9 @@ func newProgress(w io.Writer, st style, verbose bool, h header, out *os.File) *p
 }
 
 // print shows the events.
+// Observe implements executor.Observer: the progress display of a run.
+func (p *progress) Observe(_ *v1alpha1.RunState, events []executor.Event) { p.print(events) }
+
 func (p *progress) print(events []executor.Event) {
 	for _, e := range events {
 		p.event(e)
@@ -89,9 +92,8 @@ func (p *progress) writeLocked(line string) {
 }
 
 func (p *progress) event(e executor.Event) {
-	d := e.Data
-	depth := fmt.Sprint(d["depth"])
-	n, _ := strconv.Atoi(depth)
+	n := max(executor.DepthOf(e), 0)
+	depth := strconv.Itoa(n)
 	indent := strings.Repeat("  ", min(n, 16))
 	pad := indent + "       "
 	s := p.style
@@ -100,29 +102,33 @@ func (p *progress) event(e executor.Event) {
 		p.begin(e, n, indent)
 	case executor.EventActionRestarted:
 		// The action cut off runs again: its state's line, as entered.
-		p.iteration[depth] = d["iteration"]
-		p.stateLine(e, n, indent)
-		p.actionLine(d, n, indent)
+		r := executor.RestartedOf(e)
+		p.iteration[depth] = r.Iteration
+		p.stateLine(e, r.State, r.Iteration, n, indent)
+		p.actionLine(r.Action, false, n, indent)
 		p.println(pad + s.dim("(again: it was cut off)"))
 	case executor.EventStateEnter:
-		p.iteration[depth] = d["iteration"]
-		p.stateLine(e, n, indent)
+		enter := executor.StateEnterOf(e)
+		p.iteration[depth] = enter.Iteration
+		p.stateLine(e, enter.State, enter.Iteration, n, indent)
 	case executor.EventActionStart:
-		p.actionLine(d, n, indent)
+		a := executor.ActionStartOf(e)
+		p.actionLine(a.Action, a.IsPrompt, n, indent)
 	case executor.EventActionComplete:
-		p.completed(d, n, pad)
+		p.completed(executor.ActionCompleteOf(e), n, pad)
 	case executor.EventActionError:
-		p.println(pad + s.warn(fmt.Sprintf("error: %v", orText(d["error"], d["reason"]))))
+		p.println(pad + s.warn("error: "+executor.ActionErrorOf(e).Error))
 	case executor.EventEvaluate:
-		p.verdictLine(d, pad)
+		p.verdictLine(executor.EvaluateOf(e), pad)
 	case executor.EventRoute:
-		if d["reason"] != nil {
+		r := executor.RouteOf(e)
+		if r.Reason != "" {
 			// A move of its own (a maintain loop's restart), from a state
 			// whose line was not printed (a terminal one).
-			p.println(fmt.Sprintf("%s%s%v -> %s %s", pad, s.mark("↻ ", ""), d["from"], s.bold(printable(fmt.Sprint(d["to"]))), s.dim(fmt.Sprintf("(%v)", d["reason"]))))
+			p.println(fmt.Sprintf("%s%s%s -> %s %s", pad, s.mark("↻ ", ""), r.From, s.bold(printable(r.To)), s.dim("("+r.Reason+")")))
 			return
 		}
-		p.println(fmt.Sprintf("%s%s %s", pad, s.dim("->"), s.bold(printable(fmt.Sprint(d["to"])))))
+		p.println(fmt.Sprintf("%s%s %s", pad, s.dim("->"), s.bold(printable(r.To))))
 	default:
 		if line, ok := p.note(e, pad, indent); ok {
 			p.println(line)
@@ -132,23 +138,23 @@ func (p *progress) event(e executor.Event) {
 
 // begin prints the header of a run (or of a sub-loop, one line).
 func (p *progress) begin(e executor.Event, depth int, indent string) {
-	d := e.Data
+	loop, resumed := executor.LoopStartOf(e).Loop, executor.LoopResumeOf(e)
 	if depth > 0 {
 		verb := "started"
 		if e.Type == executor.EventLoopResume {
-			verb = fmt.Sprintf("resumed in %v", d["from_state"])
+			verb = "resumed in " + resumed.FromState
 		}
-		p.println(fmt.Sprintf("%s%sloop %v %s", indent, p.style.mark("↳ ", ""), d["loop"], verb))
+		p.println(fmt.Sprintf("%s%sloop %s %s", indent, p.style.mark("↳ ", ""), loop, verb))
 		return
 	}
 	p.start = e.Time
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if e.Type == executor.EventLoopResume {
-		p.iteration["0"] = d["iteration"]
-		p.writeLocked(fmt.Sprintf("Resuming loop: %s in %v at iteration %v", p.style.bold(fmt.Sprint(d["loop"])), d["from_state"], d["iteration"]))
+		p.iteration["0"] = resumed.Iteration
+		p.writeLocked(fmt.Sprintf("Resuming loop: %s in %s at iteration %d", p.style.bold(loop), resumed.FromState, resumed.Iteration))
 	} else {
-		p.writeLocked("Running loop: " + p.style.bold(fmt.Sprint(d["loop"])))
+		p.writeLocked("Running loop: " + p.style.bold(loop))
 	}
 	for _, l := range p.header.lines() {
 		p.writeLocked("  " + printable(l))
@@ -190,9 +196,8 @@ func (h header) lines() []string {
 
 // stateLine prints "[n/max] state (elapsed)"; the action, when there is
 // one, ends the line.
-func (p *progress) stateLine(e executor.Event, depth int, indent string) {
-	d := e.Data
-	it := fmt.Sprint(d["iteration"])
+func (p *progress) stateLine(e executor.Event, state string, iteration int32, depth int, indent string) {
+	it := strconv.Itoa(int(iteration))
 	if depth == 0 && p.header.spec != nil {
 		it += "/" + strconv.Itoa(int(p.header.spec.GetMaxIterations()))
 	}
@@ -201,15 +206,14 @@ func (p *progress) stateLine(e executor.Event, depth int, indent string) {
 	if p.open {
 		fmt.Fprintln(p.w)
 	}
-	fmt.Fprintf(p.w, "%s[%s] %s %s", indent, it, p.style.bold(printable(fmt.Sprint(d["state"]))), p.style.dim("("+p.elapsed(e.Time)+")"))
+	fmt.Fprintf(p.w, "%s[%s] %s %s", indent, it, p.style.bold(printable(state)), p.style.dim("("+p.elapsed(e.Time)+")"))
 	p.open = true
 }
 
 // actionLine ends the state's line with the action's first line, and
 // starts showing what it prints.
-func (p *progress) actionLine(d map[string]any, depth int, indent string) {
-	action := strings.TrimSpace(fmt.Sprint(d["action"]))
-	prompt, _ := d["is_prompt"].(bool)
+func (p *progress) actionLine(action string, prompt bool, depth int, indent string) {
+	action = strings.TrimSpace(action)
 	var shown string
 	switch first, _, multi := strings.Cut(action, "\n"); {
 	case p.verbose:
@@ -248,7 +252,7 @@ func (p *progress) actionLine(d map[string]any, depth int, indent string) {
 
 // completed prints what the action printed (when it was not streamed),
 // how long it took and how it ended.
-func (p *progress) completed(d map[string]any, depth int, pad string) {
+func (p *progress) completed(a executor.ActionCompleteEvent, depth int, pad string) {
 	s := p.style
 	shown := false
 	if depth == 0 {
@@ -260,29 +264,28 @@ func (p *progress) completed(d map[string]any, depth int, pad string) {
 	}
 	if !shown {
 		out := newLineCap(pad, p.maxLines, p.println)
-		out.write(fmt.Sprint(orText(d["output_preview"], "")))
+		out.write(a.OutputPreview)
 		out.close()
 	}
-	if code := fmt.Sprint(d["exit_code"]); code != "0" {
+	if a.ExitCode != 0 {
 		// Why it failed is often only on stderr ("claude: not found").
-		errs := strings.Split(strings.TrimRight(fmt.Sprint(orText(d["stderr_preview"], "")), "\n"), "\n")
+		errs := strings.Split(strings.TrimRight(a.StderrPreview, "\n"), "\n")
 		for _, l := range errs[max(len(errs)-5, 0):] {
 			if strings.TrimSpace(l) != "" {
 				p.println(pad + s.warn("stderr: "+printable(clip(l, 200))))
 			}
 		}
 	}
-	ms := toFloat(d["duration_ms"])
-	parts := []string{pad + s.dim("("+llDuration(time.Duration(ms)*time.Millisecond)+")")}
-	switch code := fmt.Sprint(d["exit_code"]); {
-	case d["failure"] != nil:
-		parts = append(parts, s.warn(fmt.Sprintf("%v: %v", d["failure"], d["failure_message"])))
-	case code == "124":
+	parts := []string{pad + s.dim("("+llDuration(time.Duration(a.DurationMs)*time.Millisecond)+")")}
+	switch {
+	case a.Failure != nil:
+		parts = append(parts, s.warn(a.Failure.Reason+": "+a.Failure.Message))
+	case a.ExitCode == 124:
 		parts = append(parts, s.warn("timed out"))
-	case code != "0":
-		parts = append(parts, s.warn("exit: "+code))
+	case a.ExitCode != 0:
+		parts = append(parts, s.warn("exit: "+strconv.Itoa(a.ExitCode)))
 	}
-	if u := usageText(d); u != "" {
+	if u := usageText(a.Usage); u != "" {
 		parts = append(parts, s.dim(u))
 	}
 	p.println(strings.Join(parts, "  "))
@@ -304,22 +307,21 @@ func (p *progress) streamFor(start func(lines *lineCap) outputStream) {
 }
 
 // usageText sums up an agent action's or a judge call's usage.
-func usageText(d map[string]any) string {
-	in, ok := d["input_tokens"]
-	if !ok {
+func usageText(u *executor.EventUsage) string {
+	if u == nil {
 		return ""
 	}
-	t := fmt.Sprintf("%v in, %v out", in, d["output_tokens"])
-	if c, ok := d["cost_usd"].(float64); ok {
-		t += ", $" + pricing.FormatUSD(int64(c*1e6+0.5))
+	t := fmt.Sprintf("%d in, %d out", u.InputTokens, u.OutputTokens)
+	if u.Priced {
+		t += ", $" + pricing.FormatUSD(int64(u.CostUSD*1e6+0.5))
 	}
 	return t
 }
 
 // verdictLine prints the verdict and why.
-func (p *progress) verdictLine(d map[string]any, pad string) {
-	s := p.style
-	verdict := printable(fmt.Sprint(d["verdict"]))
+func (p *progress) verdictLine(ev executor.EvaluateEvent, pad string) {
+	s, d := p.style, ev.Details
+	verdict := printable(ev.Verdict)
 	good := false
 	switch v1alpha1.CanonicalVerdict(verdict) {
 	case v1alpha1.VerdictSuccess, "target", "progress", "approved":
@@ -369,25 +371,28 @@ func verdictReason(d map[string]any) string {
 // note is the line of an event told in passing: retries, waits, limits,
 // sub-loops, budgets, approvals, the end.
 func (p *progress) note(e executor.Event, pad, indent string) (string, bool) {
-	d, s := e.Data, p.style
+	s := p.style
 	switch e.Type {
 	case executor.EventActionRetry:
 		r := executor.RetryOf(e)
 		return pad + s.warn(fmt.Sprintf("retry %d of %d in %s: %s", r.Retry, r.Limit, llDuration(time.Duration(r.DelayMs)*time.Millisecond), r.Reason)), true
 	case executor.EventRateLimitWaiting:
-		wait := toFloat(d["wait_seconds"])
-		return pad + s.warn(fmt.Sprintf("rate limited: %v try %v in %s", d["tier"], d["attempt"], llDuration(time.Duration(wait*float64(time.Second))))), true
+		w := executor.RateLimitWaitingOf(e)
+		return pad + s.warn(fmt.Sprintf("rate limited: %s try %d in %s", w.Tier, w.Attempt, llDuration(time.Duration(w.WaitSeconds*float64(time.Second))))), true
 	case executor.EventAPIErrorRetry, executor.EventInfraRetry:
-		return pad + s.warn(fmt.Sprintf("%s: try %v in %vs", strings.ReplaceAll(e.Type, "_", " "), d["attempt"], d["backoff"])), true
+		r := executor.TransientRetryOf(e)
+		return pad + s.warn(fmt.Sprintf("%s: try %d in %vs", strings.ReplaceAll(e.Type, "_", " "), r.Attempt, r.Backoff)), true
 	case executor.EventSubLoopComplete:
-		if d["error"] != nil {
-			return fmt.Sprintf("%s%ssub-loop %v: %v", indent, s.mark("↲ ", ""), d["loop"], s.warn(fmt.Sprint(d["error"]))), true
+		c := executor.SubLoopCompleteOf(e)
+		if c.Lost || c.Error != "" {
+			return fmt.Sprintf("%s%ssub-loop %s: %s", indent, s.mark("↲ ", ""), c.Loop, s.warn(c.Error)), true
 		}
-		return fmt.Sprintf("%s%ssub-loop %v ended: %v, verdict %v", indent, s.mark("↲ ", ""), d["loop"], d["terminated_by"], d["verdict"]), true
+		return fmt.Sprintf("%s%ssub-loop %s ended: %s, verdict %s", indent, s.mark("↲ ", ""), c.Loop, c.TerminatedBy, c.Verdict), true
 	case executor.EventApprovalRequested:
-		return pad + s.warn(fmt.Sprintf("waiting for approval: %v (looprun approve or reject)", d["message"])), true
+		return pad + s.warn(fmt.Sprintf("waiting for approval: %s (looprun approve or reject)", executor.ApprovalRequestedOf(e).Message)), true
 	case executor.EventHandoffDetected:
-		return fmt.Sprintf("%shandoff in %v: %v (looprun resume goes on)", indent, d["state"], d["continuation"]), true
+		h := executor.HandoffDetectedOf(e)
+		return fmt.Sprintf("%shandoff in %s: %s (looprun resume goes on)", indent, h.State, h.Continuation), true
 	case executor.EventLoopComplete:
 		return p.closing(e, indent)
 	case executor.EventActionError, executor.EventRetryExhausted, executor.EventCycleDetected, executor.EventStallDetected,
@@ -395,7 +400,7 @@ func (p *progress) note(e executor.Event, pad, indent string) (string, bool) {
 		executor.EventRateLimitExhausted, executor.EventRateLimitStorm, executor.EventAPIErrorExhausted, executor.EventInfraRetryExhausted,
 		executor.EventBudgetWarning, executor.EventBudgetExceeded, executor.EventBudgetResumed, executor.EventCostCeiling,
 		executor.EventCaptureTruncated:
-		return pad + s.warn(e.Type+": "+printable(fields(d))), true
+		return pad + s.warn(e.Type+": "+printable(fields(e.Data))), true
 	}
 	return "", false
 }
@@ -403,16 +408,15 @@ func (p *progress) note(e executor.Event, pad, indent string) (string, bool) {
 // closing is the run's last line: where it ended, after how many
 // iterations and how long, and what its agents used.
 func (p *progress) closing(e executor.Event, indent string) (string, bool) {
-	d, s := e.Data, p.style
+	s, c := p.style, executor.LoopCompleteOf(e)
 	if indent != "" {
 		return "", false // a sub-loop's end is told by sub_loop_complete
 	}
-	by := fmt.Sprint(d["terminated_by"])
-	line := fmt.Sprintf("Loop completed: %s (%v iterations, %s)", s.bold(printable(fmt.Sprint(d["final_state"]))), d["iterations"], p.elapsed(e.Time))
-	if by != "terminal" || d["failure_terminal"] == true {
-		line = s.warn(fmt.Sprintf("Loop ended: %s in %v after %v iterations, %s", by, d["final_state"], d["iterations"], p.elapsed(e.Time)))
-		if d["error"] != nil {
-			line += "\n  " + s.warn(printable(fmt.Sprint(d["error"])))
+	line := fmt.Sprintf("Loop completed: %s (%d iterations, %s)", s.bold(printable(c.FinalState)), c.Iterations, p.elapsed(e.Time))
+	if c.TerminatedBy != "terminal" || c.FailureTerminal {
+		line = s.warn(fmt.Sprintf("Loop ended: %s in %s after %d iterations, %s", c.TerminatedBy, c.FinalState, c.Iterations, p.elapsed(e.Time)))
+		if c.Error != "" {
+			line += "\n  " + s.warn(printable(c.Error))
 		}
 	}
 	return "\n" + line, true
@@ -453,34 +457,11 @@ func fields(d map[string]any) string {
 	return strings.Join(parts, " ")
 }
 
-func orText(v, fallback any) any {
-	if v == nil || v == "" {
-		return fallback
-	}
-	return v
-}
-
 func clip(s string, n int) string {
 	if len([]rune(s)) <= n {
 		return s
 	}
 	return string([]rune(s)[:n]) + "…"
-}
-
-// toFloat is a number of event data (an int in the engine's own events,
-// a float64 read back from JSON), 0 for anything else.
-func toFloat(v any) float64 {
-	switch x := v.(type) {
-	case float64:
-		return x
-	case int64:
-		return float64(x)
-	case int:
-		return float64(x)
-	case int32:
-		return float64(x)
-	}
-	return 0
 }
 
 // style colours text on a terminal (not with NO_COLOR), and leaves it

@@ -94,13 +94,13 @@ func TestSubLoopsRunInProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	depths := map[any]int{}
+	depths := map[int]int{}
 	for i, e := range evs {
 		if e.Seq != int64(i+1) {
 			t.Fatalf("event %d has seq %d", i, e.Seq)
 		}
 		if e.Type == executor.EventLoopStart {
-			depths[e.Data["depth"]]++
+			depths[executor.DepthOf(e)]++
 		}
 	}
 	if len(depths) != 3 {

@@ -132,7 +132,7 @@ func newSimulateCommand(g *globals) *cobra.Command {
 			}
 			out := cmd.OutOrStdout()
 			p := newProgress(out, terminalStyle(out), false, header{loop: lf.Loop.Name, spec: spec}, nil)
-			sim := &localrun.Simulation{Machine: m, Scenario: scenario, OnEvents: p.print,
+			sim := &localrun.Simulation{Machine: m, Scenario: scenario, Observers: []executor.Observer{p},
 				WouldRun: func(a *executor.Action) { p.println("       would run: " + printable(oneLine(a.Command))) }}
 			run, err := sim.Run(cmd.Context())
 			if err != nil {

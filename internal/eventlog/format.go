@@ -104,12 +104,12 @@ func Filter(events []executor.Event, types []string, state string) []executor.Ev
 	in := ""
 	for _, e := range events {
 		if e.Type == executor.EventStateEnter {
-			in, _ = e.Data["state"].(string)
+			in = executor.StateEnterOf(e).State
 		}
 		if len(types) > 0 && !slices.Contains(types, e.Type) {
 			continue
 		}
-		if state != "" && in != state && e.Data["state"] != state && e.Data["from"] != state && e.Data["to"] != state {
+		if state != "" && in != state && !slices.Contains(executor.StatesNamed(e), state) {
 			continue
 		}
 		out = append(out, e)

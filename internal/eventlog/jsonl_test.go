@@ -37,7 +37,7 @@ func TestAppendReadTruncate(t *testing.T) {
 	_, _ = f.WriteString(`{"event":"rou`)
 	_ = f.Close()
 	evs, err := Read(path)
-	if err != nil || len(evs) != 3 || evs[2].Type != "action_start" || evs[2].Data["action"] != "a > b && c" {
+	if err != nil || len(evs) != 3 || evs[2].Type != "action_start" || executor.ActionStartOf(evs[2]).Action != "a > b && c" {
 		t.Fatalf("read %v, %v", evs, err)
 	}
 	if err := TruncateAfter(path, 2); err != nil {

@@ -126,24 +126,19 @@ func (t *turn) checkBudget(st *v1alpha1.State) (step Step, hopped, stop bool) {
 		t.warnBudget(l, cost, tokens)
 		return Step{}, false, false
 	}
-	data := map[string]any{"state": run.CurrentState, "cost_usd": pricing.MicroToUSD(cost), "tokens": tokens,
-		"action": string(l.onExceed), "reason": why}
-	if l.hasCost {
-		data["max_cost_usd"] = pricing.MicroToUSD(l.costMicro)
-	}
-	if l.hasTokens {
-		data["max_tokens"] = l.tokens
-	}
+	ev := BudgetExceededEvent{State: run.CurrentState, CostUSD: pricing.MicroToUSD(cost), Tokens: tokens,
+		Action: string(l.onExceed), Reason: why}
+	ev.MaxCostUSD, ev.MaxTokens = l.set()
 	msg := fmt.Sprintf("the run %s before state %s", why, run.CurrentState)
 	switch l.onExceed {
 	case v1alpha1.BudgetStop:
-		t.emit(EventBudgetExceeded, data)
+		t.emit(EventBudgetExceeded, ev.Data())
 		t.budgetStatus().Exceeded = msg
 		t.finish(v1alpha1.TerminatedBudgetExceeded, msg)
 		return Step{Kind: StepDone}, false, true
 	case v1alpha1.BudgetRoute:
-		data["next"] = l.state
-		t.emit(EventBudgetExceeded, data)
+		ev.Next = l.state
+		t.emit(EventBudgetExceeded, ev.Data())
 		t.budgetRouted = true
 		if !t.transition(l.state, "budget_exceeded") {
 			return Step{Kind: StepDone}, false, true
@@ -151,7 +146,7 @@ func (t *turn) checkBudget(st *v1alpha1.State) (step Step, hopped, stop bool) {
 		return Step{}, true, false
 	}
 	if run.Phase != v1alpha1.PhasePaused {
-		t.emit(EventBudgetExceeded, data)
+		t.emit(EventBudgetExceeded, ev.Data())
 		run.Phase = v1alpha1.PhasePaused
 		t.budgetStatus().Exceeded = msg
 	}
@@ -166,14 +161,9 @@ func (t *turn) resumeBudget(l limits) {
 		return
 	}
 	run.Phase = v1alpha1.PhaseRunning
-	data := map[string]any{"state": run.CurrentState}
-	if l.hasCost {
-		data["max_cost_usd"] = pricing.MicroToUSD(l.costMicro)
-	}
-	if l.hasTokens {
-		data["max_tokens"] = l.tokens
-	}
-	t.emit(EventBudgetResumed, data)
+	ev := BudgetResumedEvent{State: run.CurrentState}
+	ev.MaxCostUSD, ev.MaxTokens = l.set()
+	t.emit(EventBudgetResumed, ev.Data())
 	run.Budget.Exceeded = ""
 }
 
@@ -181,14 +171,14 @@ func (t *turn) resumeBudget(l limits) {
 // limit: raising the limit arms it again.
 func (t *turn) warnBudget(l limits, cost, tokens int64) {
 	var key string
-	var data map[string]any
+	ev := BudgetWarningEvent{State: t.run.CurrentState, WarnAtPercent: l.warnAt}
 	switch {
 	case l.costMicro > 0 && reached(cost, l.costMicro, l.warnAt):
 		key = "cost:" + strconv.FormatInt(l.costMicro, 10)
-		data = map[string]any{"cost_usd": pricing.MicroToUSD(cost), "max_cost_usd": pricing.MicroToUSD(l.costMicro)}
+		ev.CostUSD, ev.MaxCostUSD = pricing.MicroToUSD(cost), pricing.MicroToUSD(l.costMicro)
 	case l.tokens > 0 && reached(tokens, l.tokens, l.warnAt):
 		key = "tokens:" + strconv.FormatInt(l.tokens, 10)
-		data = map[string]any{"tokens": tokens, "max_tokens": l.tokens}
+		ev.Tokens, ev.MaxTokens = tokens, l.tokens
 	default:
 		return
 	}
@@ -196,15 +186,27 @@ func (t *turn) warnBudget(l limits, cost, tokens int64) {
 		return
 	}
 	t.budgetStatus().Warned = key
-	data["state"] = t.run.CurrentState
-	data["warn_at_percent"] = l.warnAt
-	t.emit(EventBudgetWarning, data)
+	t.emit(EventBudgetWarning, ev.Data())
 }
 
 // reached says whether spent is at least percent of limit, without the
 // products overflowing (a limit or a count may be near the largest int64).
 func reached(spent, limit, percent int64) bool {
 	return float64(spent)*100 >= float64(limit)*float64(percent)
+}
+
+// set are the limits the spec sets, as the budget's events tell them
+// (nil for one it does not).
+func (l limits) set() (maxCostUSD *float64, maxTokens *int64) {
+	if l.hasCost {
+		c := pricing.MicroToUSD(l.costMicro)
+		maxCostUSD = &c
+	}
+	if l.hasTokens {
+		n := l.tokens
+		maxTokens = &n
+	}
+	return maxCostUSD, maxTokens
 }
 
 // PausedWhy says what a run paused on its budget spent of which limit.
@@ -246,19 +248,19 @@ func (t *turn) overCeiling(st *v1alpha1.State) (string, bool) {
 		return "", false
 	}
 	state := t.run.CurrentState
-	data := map[string]any{"state": state, "cost_usd": pricing.MicroToUSD(t.visitCost)}
+	ev := CostCeilingEvent{State: state, CostUSD: pricing.MicroToUSD(t.visitCost)}
 	if c.MaxCostUSD != "" {
 		if ceiling, err := pricing.ParseUSD(c.MaxCostUSD); err == nil && t.visitCost > ceiling {
 			why := fmt.Sprintf("state %s cost $%s this visit, over its cost ceiling of $%s", state, pricing.FormatUSD(t.visitCost), pricing.FormatUSD(ceiling))
-			data["cost_ceiling_usd"], data["exceeded"] = pricing.MicroToUSD(ceiling), true
-			t.emit(EventCostCeiling, data)
+			ev.CeilingUSD, ev.Exceeded = pricing.MicroToUSD(ceiling), true
+			t.emit(EventCostCeiling, ev.Data())
 			return why, true
 		}
 	}
 	if c.WarnAtUSD != "" {
 		if warn, err := pricing.ParseUSD(c.WarnAtUSD); err == nil && t.visitCost >= warn {
-			data["cost_warn_at_usd"], data["exceeded"] = pricing.MicroToUSD(warn), false
-			t.emit(EventCostCeiling, data)
+			ev.WarnAtUSD = pricing.MicroToUSD(warn)
+			t.emit(EventCostCeiling, ev.Data())
 		}
 	}
 	return "", false

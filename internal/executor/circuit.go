@@ -124,34 +124,33 @@ func (t *turn) circuitTripped(res *ActionResult, verdict, progress string) bool 
 	if rf.Window != nil {
 		window = *rf.Window
 	}
-	data := map[string]any{"state": state, "exit_code": exit, "verdict": t.verdictName(verdict)}
+	ev := StallDetectedEvent{State: state, ExitCode: exit, Verdict: t.verdictName(verdict)}
 	switch {
 	case inARow >= window:
-		data["consecutive"] = window
+		ev.Consecutive = window
 	case rf.RecurrentWindow != nil:
 		n := t.countResult(result)
 		if n < *rf.RecurrentWindow {
 			return false
 		}
-		data["recurrent"] = n
+		ev.Recurrent = n
 	default:
 		return false
 	}
 	to := cmp.Or(rf.OnRepeatedFailure, v1alpha1.CircuitAbort)
 	if to == v1alpha1.CircuitAbort {
-		data["action"] = "abort"
-		t.emit(EventStallDetected, data)
-		n := data["consecutive"]
-		what := "consecutive iterations"
-		if n == nil {
-			n, what = data["recurrent"], "iterations in all"
+		ev.Action = "abort"
+		t.emit(EventStallDetected, ev.Data())
+		n, what := ev.Consecutive, "consecutive iterations"
+		if n == 0 {
+			n, what = ev.Recurrent, "iterations in all"
 		}
 		t.finish(v1alpha1.TerminatedStallDetected, fmt.Sprintf("Stall detected: state '%s' produced (exit_code=%d, verdict='%s') for %v %s",
 			state, exit, t.verdictName(verdict), n, what))
 		return true
 	}
-	data["action"] = "route:" + to
-	t.emit(EventStallDetected, data)
+	ev.Action = "route:" + to
+	t.emit(EventStallDetected, ev.Data())
 	t.transition(to, verdict)
 	return true
 }

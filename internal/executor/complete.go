@@ -171,16 +171,11 @@ func (t *turn) completing(res *ActionResult) (v1alpha1.State, *ActionResult, boo
 
 // recordVerdict emits the evaluate event and keeps the result as the last.
 func (t *turn) recordVerdict(typ string, result evaluate.Result) {
-	data := make(map[string]any, len(result.Details)+2)
-	for k, v := range result.Details {
-		data[k] = v
-	}
-	data["type"] = typ
-	data["verdict"] = result.Verdict
+	ev := EvaluateEvent{Type: typ, Verdict: result.Verdict, Details: result.Details}
 	if u := result.Usage; u != nil {
-		t.recordUsage(data, *u) // the judge's call
+		ev.Usage = t.recordUsage(*u) // the judge's call
 	}
-	t.emit(EventEvaluate, data)
+	t.emit(EventEvaluate, ev.Data())
 	t.run.LastResult = &v1alpha1.EvaluationResult{Verdict: result.Verdict, Details: detailsJSON(result.Details)}
 }
 
@@ -282,28 +277,21 @@ func (t *turn) completeSpecial(st *v1alpha1.State, res *ActionResult) bool {
 
 // actionComplete records the action's result as an event.
 func (t *turn) actionComplete(st *v1alpha1.State, res *ActionResult) {
-	data := map[string]any{
-		"exit_code":      res.ExitCode,
-		"duration_ms":    res.Duration.Milliseconds(),
-		"output_preview": preview(res.Output, min(previewBytes, t.m.opts.MaxCaptureBytes)),
-		"stderr_preview": preview(res.Stderr, min(previewBytes, t.m.opts.MaxCaptureBytes)),
-		"is_prompt":      st.IsAgent(),
+	ev := ActionCompleteEvent{
+		ExitCode:      res.ExitCode,
+		DurationMs:    res.Duration.Milliseconds(),
+		OutputPreview: preview(res.Output, min(previewBytes, t.m.opts.MaxCaptureBytes)),
+		StderrPreview: preview(res.Stderr, min(previewBytes, t.m.opts.MaxCaptureBytes)),
+		IsPrompt:      st.IsAgent(),
+		Failure:       res.Failure,
 	}
-	if f := res.Failure; f != nil {
-		data["failure"], data["failure_message"] = f.Reason, f.Message
-	}
-	if effort := cmp.Or(st.Effort, agentDefault(t.m.spec).Effort); effort != "" && st.IsAgent() {
-		data["effort"] = effort
+	if st.IsAgent() {
+		ev.Effort = cmp.Or(st.Effort, agentDefault(t.m.spec).Effort)
 	}
 	if u := res.Usage; u != nil {
-		// little-loops' keys; its model is null when the CLI named none.
-		data["model"] = nil
-		if u.Model != "" {
-			data["model"] = u.Model
-		}
-		t.recordUsage(data, *u)
+		ev.Model, ev.Usage = u.Model, t.recordUsage(*u)
 	}
-	t.emit(EventActionComplete, data)
+	t.emit(EventActionComplete, ev.Data())
 }
 
 // setPrev makes the action's result ${prev.*}: once the state is judged
@@ -474,7 +462,7 @@ func (t *turn) capture(st *v1alpha1.State, res *ActionResult, verdict string) {
 	}
 	t.run.Captured[st.Capture] = c
 	if res.OutputTruncated || len(c.Output) < len(output) {
-		t.emit(EventCaptureTruncated, map[string]any{"capture": st.Capture, "kept_bytes": len(c.Output), "bound": "capture"})
+		t.emit(EventCaptureTruncated, CaptureTruncatedEvent{Capture: st.Capture, KeptBytes: len(c.Output), Bound: "capture"}.Data())
 		t.m.cuts.record(t.run.RunID, st.Capture, keptHash(c.Output, c.Stderr))
 	}
 	t.keepCapturesWithinBudget()
@@ -529,7 +517,7 @@ func keptHash(parts ...string) uint64 {
 // what it keeps now (after).
 func (t *turn) cut(name string, kept int, before, after uint64) {
 	if !t.m.cuts.reported(t.run.RunID, name, before) {
-		t.emit(EventCaptureTruncated, map[string]any{"capture": name, "kept_bytes": kept, "bound": "run_state"})
+		t.emit(EventCaptureTruncated, CaptureTruncatedEvent{Capture: name, KeptBytes: kept, Bound: "run_state"}.Data())
 	}
 	t.m.cuts.record(t.run.RunID, name, after)
 }
@@ -641,7 +629,7 @@ func (t *turn) transition(target, verdict string) bool {
 	}
 	run.EdgeRevisits[edge]++
 	if count, limit := run.EdgeRevisits[edge], spec.GetMaxEdgeRevisits(); count > limit {
-		t.emit(EventCycleDetected, map[string]any{"edge": edge, "from": from, "to": to, "count": count, "max": limit})
+		t.emit(EventCycleDetected, CycleDetectedEvent{Edge: edge, From: from, To: to, Count: count, Max: limit}.Data())
 		t.finish(v1alpha1.TerminatedCycleDetected, fmt.Sprintf("edge %s taken %d times (maxEdgeRevisits %d)", edge, count, limit))
 		return false
 	}

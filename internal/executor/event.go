@@ -33,6 +33,12 @@ const (
 	// EventHandoffDetected: an action printed CONTEXT_HANDOFF:; the run
 	// pauses (state, iteration, continuation).
 	EventHandoffDetected = "handoff_detected"
+	// EventMaxStepsSummary: the run reached maxIterations and runs its
+	// onMaxIterations state before it ends.
+	EventMaxStepsSummary = "max_steps_summary"
+	// EventMaxPassesSummary: a maintain loop reached maxPasses and runs its
+	// onMaxPasses state before it ends.
+	EventMaxPassesSummary = "max_iterations_reached_summary"
 )
 
 // EventTypes are the types of the events the engine writes.
@@ -46,6 +52,8 @@ var EventTypes = []string{
 	EventThrottleWarn, EventThrottleHard, EventThrottleStop, EventHandoffDetected, EventMessagesAppend,
 	EventRateLimitWaiting, EventRateLimitExhausted, EventRateLimitStorm, EventAPIErrorRetry, EventAPIErrorExhausted,
 	EventInfraRetry, EventInfraRetryExhausted,
+	EventBudgetWarning, EventBudgetExceeded, EventBudgetResumed, EventCostCeiling, EventGitClone,
+	EventMaxStepsSummary, EventMaxPassesSummary,
 }
 
 // Event is one entry of a loop's event log. Seq numbers events of a run from 1

@@ -163,13 +163,6 @@ func ApprovalAnsweredOf(e Event) ApprovalAnsweredEvent {
 	return ApprovalAnsweredEvent{State: str(e.Data, "state"), Verdict: str(e.Data, "verdict"), By: str(e.Data, "by"), Message: str(e.Data, "message")}
 }
 
-// DataString is the string under k of an event's data; "" when there is none.
-func DataString(data map[string]any, k string) string { return str(data, k) }
-
-// DataInt is the integer under k of an event's data, as the engine wrote
-// it or as JSON read it back; 0 when there is none.
-func DataInt(data map[string]any, k string) int64 { return num(data, k) }
-
 // str is the string under k; "" when there is none.
 func str(data map[string]any, k string) string {
 	s, _ := data[k].(string)

@@ -161,19 +161,19 @@ func (t *turn) learningVerdict(st *v1alpha1.State, res *ActionResult) evaluate.R
 		switch what {
 		case "stale":
 			cause, target, _ := strings.Cut(rest, " ")
-			t.emit(EventLearningTargetStale, map[string]any{"state": state, "target": target, "cause": cause})
+			t.emit(EventLearningTargetStale, LearningTargetStaleEvent{State: state, Target: target, Cause: cause}.Data())
 		case "explore":
 			n, target, _ := strings.Cut(rest, " ")
 			attempt, _ := strconv.Atoi(n)
-			t.emit(EventLearningExploreInvoked, map[string]any{"state": state, "target": target, "attempt": attempt})
+			t.emit(EventLearningExploreInvoked, LearningExploreInvokedEvent{State: state, Target: target, Attempt: attempt}.Data())
 		case "proven":
 			targets = append(targets, rest)
-			t.emit(EventLearningTargetProven, map[string]any{"state": state, "target": rest})
+			t.emit(EventLearningTargetProven, LearningTargetEvent{State: state, Target: rest}.Data())
 		case "refuted":
-			t.emit(EventLearningTargetRefuted, map[string]any{"state": state, "target": rest})
+			t.emit(EventLearningTargetRefuted, LearningTargetEvent{State: state, Target: rest}.Data())
 		case "blocked":
 			reason, target, _ := strings.Cut(rest, " ")
-			t.emit(EventLearningBlocked, map[string]any{"state": state, "target": target, "reason": reason})
+			t.emit(EventLearningBlocked, LearningBlockedEvent{State: state, Target: target, Reason: reason}.Data())
 			verdict := v1alpha1.VerdictFailure
 			if _, ok := st.Route[VerdictBlocked]; ok {
 				verdict = VerdictBlocked
@@ -183,7 +183,7 @@ func (t *turn) learningVerdict(st *v1alpha1.State, res *ActionResult) evaluate.R
 			if targets == nil {
 				targets = []string{}
 			}
-			t.emit(EventLearningComplete, map[string]any{"state": state, "targets": targets})
+			t.emit(EventLearningComplete, LearningCompleteEvent{State: state, Targets: targets}.Data())
 			return evaluate.Result{Verdict: v1alpha1.VerdictSuccess, Details: map[string]any{"targets": targets}}
 		}
 	}

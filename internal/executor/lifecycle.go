@@ -116,11 +116,11 @@ func (t *turn) completeLifecycle(res *ActionResult) bool {
 			t.finish(v1alpha1.TerminatedError, "the clone of "+url+" failed: "+c.Message)
 			return true
 		}
-		data := map[string]any{"url": url, "commit": c.Commit}
-		if src != nil && src.Revision != "" {
-			data["revision"] = src.Revision
+		ev := GitCloneEvent{URL: url, Commit: c.Commit}
+		if src != nil {
+			ev.Revision = src.Revision
 		}
-		t.emit(EventGitClone, data)
+		t.emit(EventGitClone, ev.Data())
 	case lifecyclePush:
 		EndGitOp(run.Git.Push, *res, t.now)
 	case lifecycleExit:

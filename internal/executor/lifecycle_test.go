@@ -148,3 +148,28 @@ func TestVerdictAwaitedIsPlannedAgainNotEnteredAgain(t *testing.T) {
 		t.Fatalf("judged: %s, in flight %+v, state %s", next.Kind, run.Action, run.CurrentState)
 	}
 }
+
+// A saved state (an imported state file, an edited status) that marks a
+// state with an action as waiting for its verdict runs nothing: the
+// action's result is lost and the run ends with why.
+func TestForgedVerdictMarkOnAnActionEndsTheRun(t *testing.T) {
+	spec := &v1alpha1.LoopSpec{Initial: "a", States: map[string]v1alpha1.State{
+		"a": {Action: "echo hi", Next: "done"}, "done": {Terminal: true}}}
+	m, err := New("forged", spec, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	run := &v1alpha1.RunState{}
+	m.Start(run, "r1", now)
+	run.Iteration = 1
+	run.Action = &v1alpha1.ActionStatus{State: "a", Iteration: 1, Verdict: true}
+	s, _ := m.Plan(run, now)
+	if s.Kind != StepEvaluate {
+		t.Fatalf("planned %s", s.Kind)
+	}
+	m.Complete(run, nil, now)
+	if run.Phase != v1alpha1.PhaseFailed || run.Message != `state "a": the action's result was lost` {
+		t.Fatalf("run %s: %q", run.Phase, run.Message)
+	}
+}

@@ -291,7 +291,7 @@ func (m *Machine) Start(run *v1alpha1.RunState, runID string, now time.Time) []E
 	run.CurrentState = m.spec.Initial
 	run.StartedAt = &ts
 	run.Phase = v1alpha1.PhaseRunning
-	t.emit(EventLoopStart, map[string]any{"loop": m.name})
+	t.emit(EventLoopStart, LoopStartEvent{Loop: m.name}.Data())
 	return t.done()
 }
 
@@ -313,9 +313,9 @@ func (m *Machine) Resume(run *v1alpha1.RunState, now time.Time) ([]Event, bool) 
 			run.AccumulatedMs = addMs(run.AccumulatedMs, run.UpdatedAt.Sub(since.Time).Milliseconds())
 		}
 	}
-	resumed := map[string]any{"loop": m.name, "from_state": run.CurrentState, "iteration": run.Iteration}
+	resumed := LoopResumeEvent{Loop: m.name, FromState: run.CurrentState, Iteration: run.Iteration}
 	if run.TerminatedBy == v1alpha1.TerminatedHandoff && run.Message != "" {
-		resumed["from_handoff"], resumed["continuation_prompt"] = true, run.Message
+		resumed.FromHandoff, resumed.ContinuationPrompt = true, run.Message
 	}
 	ts := metav1.NewTime(now)
 	run.ResumedAt = &ts
@@ -326,7 +326,7 @@ func (m *Machine) Resume(run *v1alpha1.RunState, now time.Time) ([]Event, bool) 
 	}
 	run.TerminatedBy = ""
 	run.Message = ""
-	t.emit(EventLoopResume, resumed)
+	t.emit(EventLoopResume, resumed.Data())
 	if a := run.Action; a.IsAction() {
 		t.emit(EventActionRestarted, RestartedEvent{State: a.State, Iteration: a.Iteration, Action: a.Command}.Data())
 		a.StartedAt = &ts
@@ -461,16 +461,8 @@ func (t *turn) finish(by v1alpha1.TerminationReason, message string) {
 	if run.Transient != nil {
 		run.Transient.Waiting = ""
 	}
-	data := map[string]any{
-		"final_state":      run.CurrentState,
-		"iterations":       run.Iteration,
-		"terminated_by":    TerminationName(by, t.m.opts.LittleLoops),
-		"failure_terminal": failureTerminal,
-	}
-	if message != "" {
-		data["error"] = message
-	}
-	t.emit(EventLoopComplete, data)
+	t.emit(EventLoopComplete, LoopCompleteEvent{FinalState: run.CurrentState, Iterations: run.Iteration,
+		TerminatedBy: TerminationName(by, t.m.opts.LittleLoops), FailureTerminal: failureTerminal, Error: message}.Data())
 }
 
 // IsFailureTerminal reports whether a finished run ended in a failure terminal state.
@@ -524,14 +516,10 @@ func (m *Machine) Restore(run *v1alpha1.RunState, from *v1alpha1.RunState, now t
 	run.Phase = v1alpha1.PhaseRunning
 	run.TerminatedBy = ""
 	run.Message = ""
-	if data == nil {
-		data = map[string]any{}
-	}
-	data["iteration"] = from.Iteration
-	data["state"] = from.CurrentState
 	if typ == EventLoopRewind {
-		data["from_iteration"] = prevIteration
-		data["from_state"] = prevState
+		data = LoopRewindEvent{State: from.CurrentState, Iteration: from.Iteration, FromState: prevState, FromIteration: prevIteration}.Data()
+	} else {
+		data = LoopForkEvent{Source: str(data, "source"), State: from.CurrentState, Iteration: from.Iteration}.Data()
 	}
 	t.emit(typ, data)
 	return t.done()

@@ -41,7 +41,7 @@ func (t *turn) appendMessage(st *v1alpha1.State, res *ActionResult) bool {
 	}
 	t.run.Messages = append(t.run.Messages, msg)
 	t.keepMessagesWithinBudget()
-	t.emit(EventMessagesAppend, map[string]any{"message": msg, "state": t.run.CurrentState})
+	t.emit(EventMessagesAppend, MessagesAppendEvent{State: t.run.CurrentState, Message: msg}.Data())
 	return true
 }
 

@@ -82,7 +82,7 @@ func (t *turn) plan() Step {
 		}
 		run.Iteration++
 		run.Routed, run.RoutedFromLoop = false, false
-		t.emit(EventStateEnter, map[string]any{"state": run.CurrentState, "iteration": run.Iteration, "iteration_count": run.Passes})
+		t.emit(EventStateEnter, StateEnterEvent{State: run.CurrentState, Iteration: run.Iteration, IterationCount: run.Passes}.Data())
 		if step := t.enter(&st); step.Kind != stepHop {
 			return step
 		}
@@ -213,12 +213,12 @@ func (t *turn) limitReached(retrying bool) (step Step, stop bool) {
 				return step, true
 			}
 		}
-		if !t.summarise(v1alpha1.TerminatedMaxIterations, spec.OnMaxIterations, "max_steps_summary", map[string]any{"iterations": run.Iteration}) {
+		if !t.summarise(v1alpha1.TerminatedMaxIterations, spec.OnMaxIterations, EventMaxStepsSummary, MaxStepsSummaryEvent{Iterations: run.Iteration}) {
 			return done, true
 		}
 	}
 	if spec.MaxPasses != nil && run.Passes >= *spec.MaxPasses &&
-		!t.summarise(v1alpha1.TerminatedMaxPasses, spec.OnMaxPasses, "max_iterations_reached_summary", map[string]any{"iteration_count": run.Passes}) {
+		!t.summarise(v1alpha1.TerminatedMaxPasses, spec.OnMaxPasses, EventMaxPassesSummary, MaxPassesSummaryEvent{IterationCount: run.Passes}) {
 		return done, true
 	}
 	if limit := spec.GetTimeout(); limit > 0 && Elapsed(run, t.now) > limit {
@@ -247,7 +247,7 @@ func (t *turn) flush(timeout bool) (Step, bool) {
 	}
 	run.Routed, run.RoutedFromLoop = false, false
 	run.Iteration++
-	t.emit(EventStateEnter, map[string]any{"state": run.CurrentState, "iteration": run.Iteration, "iteration_count": run.Passes, "flushed": true})
+	t.emit(EventStateEnter, StateEnterEvent{State: run.CurrentState, Iteration: run.Iteration, IterationCount: run.Passes, Flushed: true}.Data())
 	step := t.startAction(&st)
 	if step.Kind != StepAction {
 		return Step{}, false
@@ -259,7 +259,7 @@ func (t *turn) flush(timeout bool) (Step, bool) {
 // summarise handles a cap that is reached: the first time, with a
 // summary state, it jumps there (no route: the summary runs, then the run
 // ends by the cap) and reports true; otherwise it ends the run.
-func (t *turn) summarise(by v1alpha1.TerminationReason, summary, event string, data map[string]any) bool {
+func (t *turn) summarise(by v1alpha1.TerminationReason, summary, event string, ev summaryEvent) bool {
 	run := t.run
 	if summary == "" || run.CapSummary != "" {
 		t.finish(by, "")
@@ -269,8 +269,7 @@ func (t *turn) summarise(by v1alpha1.TerminationReason, summary, event string, d
 		t.finish(v1alpha1.TerminatedError, fmt.Sprintf("summary state %q does not exist", summary))
 		return false
 	}
-	data["summary_state"] = summary
-	t.emit(event, data)
+	t.emit(event, ev.withSummary(summary))
 	run.CapSummary = by
 	delete(run.RetryCounts, run.CurrentState)
 	run.CurrentState = summary
@@ -301,11 +300,7 @@ func (t *turn) startAction(st *v1alpha1.State) Step {
 		State: a.State, Iteration: a.Iteration, Command: a.Command, Agent: a.Agent,
 		TimeoutSeconds: int64(a.Timeout / time.Second), StartedAt: &ts,
 	}
-	data := map[string]any{"action": command, "is_prompt": a.Agent}
-	if a.Retry > 0 {
-		data["retry"] = a.Retry
-	}
-	t.emit(EventActionStart, data)
+	t.emit(EventActionStart, ActionStartEvent{Action: command, IsPrompt: a.Agent, Retry: a.Retry}.Data())
 	return Step{Kind: StepAction, Action: a}
 }
 
@@ -346,6 +341,6 @@ func (t *turn) actionError(st *v1alpha1.State, err error) bool {
 		t.finish(v1alpha1.TerminatedError, err.Error())
 		return false
 	}
-	t.emit(EventActionError, map[string]any{"state": t.run.CurrentState, "error": err.Error(), "route": "on_error"})
+	t.emit(EventActionError, ActionErrorEvent{State: t.run.CurrentState, Error: err.Error(), Route: "on_error"}.Data())
 	return t.transition(st.OnError, "")
 }

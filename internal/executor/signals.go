@@ -67,7 +67,7 @@ func (t *turn) stopAfterRoute() {
 // as in little-loops the log says handoff_detected, not loop_complete.
 func (t *turn) handoff(continuation string) {
 	run := t.run
-	t.emit(EventHandoffDetected, map[string]any{"state": run.CurrentState, "iteration": run.Iteration, "continuation": continuation})
+	t.emit(EventHandoffDetected, HandoffDetectedEvent{State: run.CurrentState, Iteration: run.Iteration, Continuation: continuation}.Data())
 	run.Phase = v1alpha1.PhaseInterrupted
 	run.TerminatedBy = v1alpha1.TerminatedHandoff
 	run.Message = continuation

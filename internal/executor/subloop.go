@@ -215,7 +215,7 @@ func (t *turn) subLoop(st *v1alpha1.State, start bool) Step {
 	if start {
 		ts := metav1.NewTime(t.now)
 		run.Action = &v1alpha1.ActionStatus{State: sub.State, Iteration: iteration, Loop: sub.Loop, Child: sub.Child, StartedAt: &ts}
-		t.emit(EventSubLoopStart, map[string]any{"state": sub.State, "loop": sub.Loop, "child": sub.Child})
+		t.emit(EventSubLoopStart, SubLoopStartEvent{State: sub.State, Loop: sub.Loop, Child: sub.Child}.Data())
 	} else {
 		run.Action.Loop, run.Action.Child = sub.Loop, sub.Child
 	}
@@ -297,7 +297,7 @@ func (t *turn) completeSubLoop(st *v1alpha1.State, res *ActionResult) {
 		if res.Failure != nil {
 			msg = res.Failure.Message
 		}
-		t.emit(EventSubLoopComplete, map[string]any{"state": run.CurrentState, "loop": loop, "error": msg})
+		t.emit(EventSubLoopComplete, SubLoopCompleteEvent{State: run.CurrentState, Loop: loop, Lost: true, Error: msg}.Data())
 		t.actionError(st, fmt.Errorf("state %q: loop %s: %s", run.CurrentState, loop, msg))
 		return
 	}
@@ -314,14 +314,8 @@ func (t *turn) completeSubLoop(st *v1alpha1.State, res *ActionResult) {
 	case v1alpha1.TerminatedTimeout, v1alpha1.TerminatedMaxIterations:
 		verdict = VerdictTimeout
 	}
-	data := map[string]any{"state": run.CurrentState, "loop": loop, "terminated_by": by, "verdict": verdict}
-	if c.FailureTerminal {
-		data["failure_terminal"] = true
-	}
-	if c.Error != "" {
-		data["error"] = c.Error
-	}
-	t.emit(EventSubLoopComplete, data)
+	t.emit(EventSubLoopComplete, SubLoopCompleteEvent{State: run.CurrentState, Loop: loop, TerminatedBy: by, Verdict: verdict,
+		FailureTerminal: c.FailureTerminal, Error: c.Error}.Data())
 	t.resumeBudget(t.budget()) // a run its paused child held goes on
 	if c.Usage != nil {
 		run.Usage = addChildUsage(run.Usage, run.CurrentState, *c.Usage)
@@ -393,7 +387,7 @@ func (t *turn) storeChild(st *v1alpha1.State, c *ChildResult, by, verdict string
 		out := Tail(c.Events, t.m.opts.MaxCaptureBytes)
 		run.Captured[st.Capture] = v1alpha1.CapturedResult{Output: out, Verdict: t.childVerdictName(verdict), Loop: run.Captured[st.Capture].Loop}
 		if len(out) < len(c.Events) {
-			t.emit(EventCaptureTruncated, map[string]any{"capture": st.Capture, "kept_bytes": len(out), "bound": "capture"})
+			t.emit(EventCaptureTruncated, CaptureTruncatedEvent{Capture: st.Capture, KeptBytes: len(out), Bound: "capture"}.Data())
 		}
 	}
 	t.keepCapturesWithinBudget()

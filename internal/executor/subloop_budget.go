@@ -78,7 +78,7 @@ func (m *Machine) ChildPaused(run *v1alpha1.RunState, child, why string, now tim
 	}
 	t := m.begin(run, now)
 	msg := fmt.Sprintf("the sub-loop %s of state %s paused: %s", child, run.CurrentState, why)
-	t.emit(EventBudgetExceeded, map[string]any{"state": run.CurrentState, "action": string(v1alpha1.BudgetPause), "reason": msg, "child": child})
+	t.emit(EventBudgetExceeded, BudgetExceededEvent{State: run.CurrentState, Action: string(v1alpha1.BudgetPause), Reason: msg, Child: child}.Data())
 	run.Phase = v1alpha1.PhasePaused
 	t.budgetStatus().Exceeded = msg
 	return t.done()

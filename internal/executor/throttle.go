@@ -25,19 +25,19 @@ func (t *turn) throttled(st *v1alpha1.State) bool {
 	}
 	state := t.run.CurrentState
 	if count == warnMax {
-		t.emit(EventThrottleWarn, map[string]any{"state": state, "count": count, "warn_max": warnMax, "hard_max": hardMax})
+		t.emit(EventThrottleWarn, ThrottleWarnEvent{State: state, Count: count, WarnMax: warnMax, HardMax: hardMax}.Data())
 	}
 	switch {
 	case count == hardMax:
 		next := cmp.Or(st.OnThrottleHard, st.OnError)
-		t.emit(EventThrottleHard, map[string]any{"state": state, "count": count, "hard_max": hardMax, "next": next})
+		t.emit(EventThrottleHard, ThrottleHardEvent{State: state, Count: count, HardMax: hardMax, Next: next}.Data())
 		if next == "" {
 			return false
 		}
 		t.transition(next, "")
 		return true
 	case count > hardMax:
-		t.emit(EventThrottleStop, map[string]any{"state": state, "count": count, "hard_max": hardMax})
+		t.emit(EventThrottleStop, ThrottleStopEvent{State: state, Count: count, HardMax: hardMax}.Data())
 		t.finish(v1alpha1.TerminatedError, fmt.Sprintf("Throttle stop: state '%s' exceeded hard_max=%d tool calls with no on_throttle_hard target", state, hardMax))
 		return true
 	}

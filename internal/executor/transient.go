@@ -170,11 +170,11 @@ func (t *turn) rateLimited(st *v1alpha1.State, tr *v1alpha1.TransientStatus) boo
 	tr.WaitedMs += wait.Milliseconds()
 	at := t.now.Add(wait)
 	maxWait := rl.GetMaxWait()
-	t.emit(EventRateLimitWaiting, map[string]any{
-		"state": run.CurrentState, "tier": tier, "attempt": attempt,
-		"wait_seconds": float64(wait.Milliseconds()) / 1000, "next_attempt_at": float64(at.UnixMilli()) / 1000,
-		"total_waited_seconds": float64(tr.WaitedMs) / 1000, "budget_seconds": maxWait.Seconds(),
-	})
+	t.emit(EventRateLimitWaiting, RateLimitWaitingEvent{
+		State: run.CurrentState, Tier: tier, Attempt: attempt,
+		WaitSeconds: float64(wait.Milliseconds()) / 1000, NextAttemptAt: float64(at.UnixMilli()) / 1000,
+		TotalWaitedSeconds: float64(tr.WaitedMs) / 1000, BudgetSeconds: maxWait.Seconds(),
+	}.Data())
 	if tier == "short" || time.Duration(tr.WaitedMs)*time.Millisecond < maxWait {
 		return t.again(tr, wait, WaitingRateLimit, true)
 	}
@@ -183,15 +183,15 @@ func (t *turn) rateLimited(st *v1alpha1.State, tr *v1alpha1.TransientStatus) boo
 	if target == "" {
 		target = st.OnError
 	}
-	t.emit(EventRateLimitExhausted, map[string]any{
-		"state": run.CurrentState, "retries": tr.RateLimitShort + tr.RateLimitLong,
-		"short_retries": tr.RateLimitShort, "long_retries": tr.RateLimitLong,
-		"total_wait_seconds": float64(tr.WaitedMs) / 1000, "next": target,
-	})
+	t.emit(EventRateLimitExhausted, RateLimitExhaustedEvent{
+		State: run.CurrentState, Retries: tr.RateLimitShort + tr.RateLimitLong,
+		ShortRetries: tr.RateLimitShort, LongRetries: tr.RateLimitLong,
+		TotalWaitSeconds: float64(tr.WaitedMs) / 1000, Next: target,
+	}.Data())
 	tr.RateLimitShort, tr.RateLimitLong, tr.WaitedMs, tr.FirstSeen = 0, 0, 0, nil
 	tr.Exhaustions++
 	if tr.Exhaustions >= stormExhaustions {
-		t.emit(EventRateLimitStorm, map[string]any{"state": run.CurrentState, "count": tr.Exhaustions})
+		t.emit(EventRateLimitStorm, RateLimitStormEvent{State: run.CurrentState, Count: tr.Exhaustions}.Data())
 	}
 	if target == "" {
 		return false
@@ -207,12 +207,12 @@ func (t *turn) rateLimited(st *v1alpha1.State, tr *v1alpha1.TransientStatus) boo
 func (t *turn) retryFixed(tr *v1alpha1.TransientStatus, count *int32, limit int32, backoff time.Duration, why, retryEvent, exhaustedEvent string) bool {
 	state := t.run.CurrentState
 	if *count >= limit {
-		t.emit(exhaustedEvent, map[string]any{"state": state, "retries": *count})
+		t.emit(exhaustedEvent, TransientExhaustedEvent{State: state, Retries: *count}.Data())
 		*count = 0
 		return false
 	}
 	*count++
-	t.emit(retryEvent, map[string]any{"state": state, "attempt": *count, "backoff": backoff.Seconds()})
+	t.emit(retryEvent, TransientRetryEvent{State: state, Attempt: *count, Backoff: backoff.Seconds()}.Data())
 	return t.again(tr, backoff, why, false)
 }
 

@@ -61,18 +61,17 @@ func checkUsage(res *ActionResult) *ActionResult {
 	return &c
 }
 
-// recordUsage writes what one agent action or judge call used into its
-// event's data (little-loops' token keys, and cost_usd when the price
-// table prices its model) and adds it to the run's totals.
-func (t *turn) recordUsage(data map[string]any, u agentstream.Usage) {
-	data["input_tokens"], data["output_tokens"] = u.InputTokens, u.OutputTokens
-	data["cache_read_tokens"], data["cache_creation_tokens"] = u.CacheReadTokens, u.CacheCreationTokens
+// recordUsage prices what one agent action or judge call used, adds it to
+// the run's totals, and returns it as its event tells it (little-loops'
+// token keys, and cost_usd when the price table prices its model).
+func (t *turn) recordUsage(u agentstream.Usage) *EventUsage {
 	cost, priced := t.m.Prices().CostMicroUSD(u)
 	if priced {
-		data["cost_usd"] = pricing.MicroToUSD(cost)
 		t.visitCost = satAdd(t.visitCost, cost)
 	}
 	t.run.Usage = addUsage(t.run.Usage, t.run.CurrentState, u, cost, priced)
+	return &EventUsage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, CacheReadTokens: u.CacheReadTokens,
+		CacheCreationTokens: u.CacheCreationTokens, CostUSD: pricing.MicroToUSD(cost), Priced: priced}
 }
 
 // addUsage adds one agent action's usage (and its cost, when priced) to the

@@ -23,12 +23,9 @@ func decodeJSONValue(raw []byte) (any, error) {
 
 // preview is the end of an action's output for its action_complete event,
 // as little-loops shows it: at most n bytes, surrounding white space
-// stripped, null when nothing is left.
-func preview(s string, n int) any {
-	if p := strings.TrimSpace(Tail(s, n)); p != "" {
-		return p
-	}
-	return nil
+// stripped ("" when nothing is left: the event has null).
+func preview(s string, n int) string {
+	return strings.TrimSpace(Tail(s, n))
 }
 
 // trimOutput removes the trailing newlines of an action's output.

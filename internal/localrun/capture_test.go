@@ -58,7 +58,7 @@ func TestCaptureCutReportedOncePerTruncation(t *testing.T) {
 			times := map[string]int{}
 			for _, e := range readEvents(t, d) {
 				if e.Type == executor.EventCaptureTruncated {
-					times[fmt.Sprint(e.Data["capture"])]++
+					times[executor.CaptureTruncatedOf(e).Capture]++
 				}
 			}
 			if len(times) != tc.n {

@@ -76,8 +76,9 @@ type Driver struct {
 	// Terminal, when set, is where approval states also ask (looprun run
 	// on a terminal).
 	Terminal *Terminal
-	// OnEvents, when set, sees every event as it happens (progress display).
-	OnEvents func([]executor.Event)
+	// Observers see every batch of events as it happens (a progress
+	// display); the Tracer's spans are made the same way.
+	Observers []executor.Observer
 	// SubLoops runs the states with loop:; nil (a simulation) takes the
 	// state's scripted result for the child's ending.
 	SubLoops *SubLoops
@@ -181,28 +182,7 @@ func (d *Driver) recorder(w *writer) recorder {
 	if d.forward != nil {
 		r = &forwarder{recorder: w, forward: d.forward}
 	}
-	if d.Tracer != nil {
-		r = &traced{recorder: r, tracer: d.Tracer, who: tracing.Run{Loop: d.Machine.Name()}}
-	}
 	return r
-}
-
-// traced makes the spans of each step's events as the step is saved (what
-// it keeps of the state visit in progress is saved with it).
-type traced struct {
-	recorder
-	tracer *tracing.Tracer
-	who    tracing.Run
-}
-
-func (t *traced) save(run *v1alpha1.RunState, events []executor.Event, cp *history.Snapshot) error {
-	t.tracer.Observe(t.who, run, events)
-	return t.recorder.save(run, events, cp)
-}
-
-func (t *traced) saveAsync(run *v1alpha1.RunState, events []executor.Event, cp *history.Snapshot) error {
-	t.tracer.Observe(t.who, run, events)
-	return t.recorder.saveAsync(run, events, cp)
 }
 
 func (d *Driver) openWriter() (*writer, error) {
@@ -225,14 +205,14 @@ func (d *Driver) schedule(last *time.Time) *history.Schedule {
 // step that starts an action overlaps with the action; a save always
 // completes before the next one starts, so they reach the disk in order.
 func (d *Driver) drive(ctx context.Context, w recorder, sched *history.Schedule, run *v1alpha1.RunState, batch []executor.Event) error {
-	d.notify(batch)
+	d.notify(run, batch)
 	var cp *history.Snapshot // taken after the last completed state, saved with the next save
 	for {
 		if ctx.Err() != nil && !run.Phase.IsFinished() { // an ended run's hook records its own end
 			return d.interrupt(w, run, batch, cp)
 		}
 		step, evs := d.Machine.Plan(run, d.now())
-		d.notify(evs)
+		d.notify(run, evs)
 		batch = append(batch, evs...)
 		switch step.Kind {
 		case executor.StepDone, executor.StepPaused:
@@ -276,7 +256,7 @@ func (d *Driver) drive(ctx context.Context, w recorder, sched *history.Schedule,
 				return err
 			}
 		}
-		d.notify(evs)
+		d.notify(run, evs)
 		batch = append(batch, evs...)
 		if taken := sched.Snapshot(run, d.now()); taken != nil {
 			cp = taken
@@ -314,7 +294,7 @@ func (d *Driver) await(ctx context.Context, w recorder, run *v1alpha1.RunState, 
 			// Saved as paused: looprun resume NAME --max-cost N goes
 			// on with the child, its share raised.
 			evs := d.Machine.ChildPaused(run, paused.child, paused.why, d.now())
-			d.notify(evs)
+			d.notify(run, evs)
 			return nil, true, w.save(run, evs, nil)
 		}
 		if err != nil {
@@ -426,14 +406,17 @@ func (NoJudge) Judge(context.Context, evaluate.JudgeRequest) evaluate.Result {
 // interrupt records that the run was stopped; the action in flight runs again on resume.
 func (d *Driver) interrupt(w recorder, run *v1alpha1.RunState, batch []executor.Event, cp *history.Snapshot) error {
 	evs := d.Machine.Interrupt(run, d.now(), "interrupted")
-	d.notify(evs)
+	d.notify(run, evs)
 	return w.save(run, append(batch, evs...), cp)
 }
 
-// notify shows events to OnEvents.
-func (d *Driver) notify(evs []executor.Event) {
-	if d.OnEvents != nil && len(evs) > 0 {
-		d.OnEvents(evs)
+// notify shows a batch of the run's events to its observers: the
+// Observers, then the Tracer (its spans, and what it keeps in the run, are
+// saved with the batch).
+func (d *Driver) notify(run *v1alpha1.RunState, evs []executor.Event) {
+	executor.Observe(d.Observers, run, evs)
+	if d.Tracer != nil && len(evs) > 0 {
+		d.Tracer.Observe(tracing.Run{Loop: d.Machine.Name()}, run, evs)
 	}
 }
 

@@ -25,8 +25,8 @@ type Simulation struct {
 	Scenario string
 	// WouldRun, when set, is shown each action instead of running it.
 	WouldRun func(*executor.Action)
-	// OnEvents, when set, sees every event as it happens.
-	OnEvents func([]executor.Event)
+	// Observers see every event as it happens.
+	Observers []executor.Observer
 }
 
 // Run walks the loop to its end and returns the final run state.
@@ -36,7 +36,7 @@ func (s *Simulation) Run(ctx context.Context) (*v1alpha1.RunState, error) {
 	}
 	script := &scripted{scenario: s.Scenario, spec: s.Machine.Spec(), show: s.WouldRun}
 	clock := &jumpClock{now: time.Unix(0, 0).UTC()}
-	d := &Driver{Machine: s.Machine.WithoutExitHook(), Runner: script, Clock: clock, Decide: script.decide, Approver: script, OnEvents: s.OnEvents}
+	d := &Driver{Machine: s.Machine.WithoutExitHook(), Runner: script, Clock: clock, Decide: script.decide, Approver: script, Observers: s.Observers}
 	run := &v1alpha1.RunState{}
 	events := s.Machine.Start(run, "simulate", clock.Now())
 	err := d.drive(ctx, discard{}, d.schedule(nil), run, events)

@@ -608,11 +608,17 @@ func ListStates(loopsDir string) (states []*StateFile, unreadable []*UnreadableE
 
 type apiextensionsJSON = apiextensionsv1.JSON
 
+// errKeptChanging says a state file was saved again under every read.
+var errKeptChanging = errors.New("kept changing while being read")
+
 // readLive reads path and makes sure what it read was the live file: the
 // inode read is still the one the path names afterwards, so no later save
 // could have reused it while it was being read.
 func readLive(path string) ([]byte, error) {
-	for range 20 {
+	for try := range 20 {
+		if try > 0 {
+			time.Sleep(time.Duration(try) * time.Millisecond) // a save in progress: let it land
+		}
 		f, err := safefile.Open(path)
 		if err != nil {
 			return nil, err
@@ -635,5 +641,5 @@ func readLive(path string) ([]byte, error) {
 			return data, nil
 		}
 	}
-	return nil, fmt.Errorf("%s kept changing while being read", path)
+	return nil, fmt.Errorf("%s: %w", path, errKeptChanging)
 }

@@ -2,6 +2,7 @@ package localrun
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -23,12 +24,17 @@ func TestAtomicFileNeverHalfWritten(t *testing.T) {
 		t.Fatal(err)
 	}
 	var stop atomic.Bool
-	var reads, bad atomic.Int64
+	var reads, bad, whole atomic.Int64
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		for !stop.Load() {
-			if _, err := ReadStateFile(path); err != nil {
+			// A read that finds the file saved again under each of its
+			// tries says so; it never returns part of one.
+			switch _, err := ReadStateFile(path); {
+			case err == nil:
+				whole.Add(1)
+			case !errors.Is(err, errKeptChanging):
 				if bad.Add(1) == 1 {
 					t.Logf("first bad read: %v", err)
 				}
@@ -47,6 +53,9 @@ func TestAtomicFileNeverHalfWritten(t *testing.T) {
 	<-done
 	if bad.Load() > 0 {
 		t.Errorf("%d of %d reads saw a partial file", bad.Load(), reads.Load())
+	}
+	if reads.Load() > 0 && whole.Load() == 0 {
+		t.Errorf("none of %d reads racing the saves read the file", reads.Load())
 	}
 	var last struct{ N int }
 	b, _ := os.ReadFile(path)

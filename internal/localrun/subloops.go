@@ -73,7 +73,7 @@ func (d *Driver) runSubLoop(ctx context.Context, w recorder, run *v1alpha1.RunSt
 			return
 		}
 		fwd := d.Machine.Forward(run, evs, d.Depth+1)
-		d.notify(fwd)
+		d.notify(run, fwd)
 		forwardErr = w.save(run, fwd, nil)
 	}
 	var childRun *v1alpha1.RunState

@@ -76,7 +76,7 @@ func (d *Driver) inWorktree(ctx context.Context, w recorder, run *v1alpha1.RunSt
 		if err := detachWorktree(path); err != nil {
 			return err
 		}
-		return d.record(w, run, EventWorktreeDetached, map[string]any{"branch": sub.Worktree, "path": path})
+		return d.record(w, run, EventWorktreeDetached, executor.WorktreeEvent{Branch: sub.Worktree, Path: path}.Data())
 	}
 	if finished {
 		if _, err := os.Stat(path); err != nil {
@@ -85,7 +85,7 @@ func (d *Driver) inWorktree(ctx context.Context, w recorder, run *v1alpha1.RunSt
 		return detach, nil, nil
 	}
 	if err := attachWorktree(ctx, path, sub.Worktree); err != nil {
-		if err := d.record(w, run, EventWorktreeError, map[string]any{"branch": sub.Worktree, "error": err.Error()}); err != nil {
+		if err := d.record(w, run, EventWorktreeError, executor.WorktreeEvent{Branch: sub.Worktree, Error: err.Error()}.Data()); err != nil {
 			return nil, nil, err
 		}
 		return nil, &executor.ActionResult{Failure: &executor.ActionFailure{Reason: "WorktreeFailed", Message: err.Error()}}, nil
@@ -94,7 +94,7 @@ func (d *Driver) inWorktree(ctx context.Context, w recorder, run *v1alpha1.RunSt
 		return nil, nil, fmt.Errorf("sub-loop %s: this runner cannot run actions in a worktree", sub.Loop)
 	}
 	child.Runner = d.SubLoops.InDir(child.Runner, path)
-	if err := d.record(w, run, EventWorktreeAttached, map[string]any{"branch": sub.Worktree, "path": path}); err != nil {
+	if err := d.record(w, run, EventWorktreeAttached, executor.WorktreeEvent{Branch: sub.Worktree, Path: path}.Data()); err != nil {
 		return nil, nil, err
 	}
 	return detach, nil, nil
@@ -103,6 +103,6 @@ func (d *Driver) inWorktree(ctx context.Context, w recorder, run *v1alpha1.RunSt
 // record writes one event of the run's own.
 func (d *Driver) record(w recorder, run *v1alpha1.RunState, typ string, data map[string]any) error {
 	evs := d.Machine.Record(run, d.now(), typ, data)
-	d.notify(evs)
+	d.notify(run, evs)
 	return w.save(run, evs, nil)
 }

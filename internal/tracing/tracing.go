@@ -15,7 +15,6 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
-	"math"
 	"os"
 	"strings"
 	"time"
@@ -119,6 +118,11 @@ func StateParent(run *v1alpha1.RunState) string {
 	return traceParent(sc.TraceID(), derive(sc.TraceID(), "state", int64(run.Iteration)))
 }
 
+// For is the tracer as an executor.Observer of who's run.
+func (t *Tracer) For(who Run) executor.Observer {
+	return executor.ObserverFunc(func(run *v1alpha1.RunState, evs []executor.Event) { t.Observe(who, run, evs) })
+}
+
 // Observe makes the spans the events end, and keeps in run.Trace the state
 // visit in progress. It is called with each step's events before the step
 // is saved, so that what it keeps is saved with them.
@@ -149,13 +153,14 @@ func (o *observer) event(e executor.Event) {
 	switch e.Type {
 	case executor.EventStateEnter:
 		o.endVisit(e.Time, "", "")
-		o.tr.State, o.tr.Iteration = executor.DataString(e.Data, "state"), int32(min(max(executor.DataInt(e.Data, "iteration"), 0), math.MaxInt32))
+		enter := executor.StateEnterOf(e)
+		o.tr.State, o.tr.Iteration = enter.State, max(enter.Iteration, 0)
 		o.tr.EnteredAt = &metav1.MicroTime{Time: e.Time}
 	case executor.EventActionComplete:
 		o.action(e)
 	case executor.EventEvaluate:
-		if executor.DataString(e.Data, "type") == "llm_structured" {
-			o.judge(e)
+		if ev := executor.EvaluateOf(e); ev.Type == "llm_structured" {
+			o.judge(e, ev)
 		}
 	case executor.EventRoute:
 		r := executor.RouteOf(e)
@@ -205,44 +210,44 @@ func (o *observer) endVisit(end time.Time, verdict, next string) {
 
 // action makes the span of the action that completed, in its state visit.
 func (o *observer) action(e executor.Event) {
-	dur := time.Duration(executor.DataInt(e.Data, "duration_ms")) * time.Millisecond
-	code := executor.DataInt(e.Data, "exit_code")
+	a := executor.ActionCompleteOf(e)
+	dur := time.Duration(a.DurationMs) * time.Millisecond
 	attrs := []attribute.KeyValue{
 		attribute.String("cicd.pipeline.task.name", o.tr.State),
-		attribute.Int64("process.exit.code", code),
+		attribute.Int64("process.exit.code", int64(a.ExitCode)),
 	}
 	name := "action " + o.tr.State
-	if prompt, _ := e.Data["is_prompt"].(bool); prompt {
-		model, _ := e.Data["model"].(string)
-		name = strings.TrimSpace("invoke_agent " + model)
-		attrs = append(attrs, genAI("invoke_agent", model, e.Data)...)
+	if a.IsPrompt {
+		name = strings.TrimSpace("invoke_agent " + a.Model)
+		attrs = append(attrs, genAI("invoke_agent", a.Model, a.Usage)...)
 	}
-	failure := executor.DataString(e.Data, "failure_message")
+	failure := ""
+	if a.Failure != nil {
+		failure = a.Failure.Message
+	}
 	o.t.emit(span{trace: o.traceID, id: derive(o.traceID, "action", int64(o.tr.Iteration), e.Seq), parent: o.stateSpan(), name: name,
 		start: e.Time.Add(-dur), end: e.Time, kind: trace.SpanKindInternal, attrs: attrs, failed: failure != "", message: failure})
 }
 
-// judge makes the span of the LLM judge's call, in its state visit.
-func (o *observer) judge(e executor.Event) {
-	model, _ := e.Data["model"].(string)
+// judge makes the span of the LLM judge's call (ev), in its state visit.
+func (o *observer) judge(e executor.Event, ev executor.EvaluateEvent) {
+	model, _ := ev.Details["llm_model"].(string) // as the judge (internal/llm) records it
 	o.t.emit(span{trace: o.traceID, id: derive(o.traceID, "judge", int64(o.tr.Iteration), e.Seq), parent: o.stateSpan(),
 		name: strings.TrimSpace("chat " + model), start: e.Time, end: e.Time, kind: trace.SpanKindClient,
-		attrs: append(genAI("chat", model, e.Data), attribute.String("looprun.verdict", executor.DataString(e.Data, "verdict")))})
+		attrs: append(genAI("chat", model, ev.Usage), attribute.String("looprun.verdict", ev.Verdict))})
 }
 
-// genAI are the GenAI attributes of an agent's turn or a judge's call.
-func genAI(op, model string, data map[string]any) []attribute.KeyValue {
+// genAI are the GenAI attributes of an agent's turn or a judge's call
+// (what it used: nil when it reported nothing).
+func genAI(op, model string, u *executor.EventUsage) []attribute.KeyValue {
 	attrs := []attribute.KeyValue{attribute.String("gen_ai.operation.name", op), attribute.String("gen_ai.provider.name", "anthropic")}
 	if model != "" {
 		attrs = append(attrs, attribute.String("gen_ai.request.model", model), attribute.String("gen_ai.response.model", model))
 	}
-	for key, attr := range map[string]string{
-		"input_tokens": "gen_ai.usage.input_tokens", "output_tokens": "gen_ai.usage.output_tokens",
-		"cache_read_tokens": "gen_ai.usage.cache_read.input_tokens", "cache_creation_tokens": "gen_ai.usage.cache_creation.input_tokens",
-	} {
-		if _, ok := data[key]; ok {
-			attrs = append(attrs, attribute.Int64(attr, executor.DataInt(data, key)))
-		}
+	if u != nil {
+		attrs = append(attrs, attribute.Int64("gen_ai.usage.input_tokens", u.InputTokens), attribute.Int64("gen_ai.usage.output_tokens", u.OutputTokens),
+			attribute.Int64("gen_ai.usage.cache_read.input_tokens", u.CacheReadTokens),
+			attribute.Int64("gen_ai.usage.cache_creation.input_tokens", u.CacheCreationTokens))
 	}
 	return attrs
 }

@@ -50,7 +50,7 @@ func TestOneTraceAcrossProcesses(t *testing.T) {
 	}
 	run.Phase, run.TerminatedBy, run.CurrentState, run.Iteration = v1alpha1.PhaseCompleted, v1alpha1.TerminatedTerminal, "done", 2
 	second.Observe(who, run, []executor.Event{
-		ev(4, executor.EventEvaluate, t0.Add(7*time.Second), map[string]any{"type": "llm_structured", "verdict": "yes", "model": "claude-haiku-4-5",
+		ev(4, executor.EventEvaluate, t0.Add(7*time.Second), map[string]any{"type": "llm_structured", "verdict": "yes", "llm_model": "claude-haiku-4-5",
 			"input_tokens": int64(300), "output_tokens": int64(20)}),
 		ev(5, executor.EventRoute, t0.Add(7*time.Second), map[string]any{"from": "fix", "to": "done", "verdict": "yes"}),
 		ev(6, executor.EventStateEnter, t0.Add(7*time.Second), map[string]any{"state": "done", "iteration": 2}),

@@ -321,8 +321,8 @@ func exportLocal(loopsDir, name string, now time.Time, depth int) (*history.Run,
 	run := &history.Run{ExportedAt: now.UTC(), Source: "local/" + loopsDir + "/" + name, Loop: portable(loop), Events: events, Checkpoints: cps}
 	seen := map[string]bool{}
 	for _, e := range events {
-		child, _ := e.Data["child"].(string)
-		if e.Type != executor.EventSubLoopStart || child == "" || seen[child] || e.Data["depth"] != nil {
+		child := executor.SubLoopStartOf(e).Child
+		if e.Type != executor.EventSubLoopStart || child == "" || seen[child] || executor.Forwarded(e) {
 			continue
 		}
 		seen[child] = true

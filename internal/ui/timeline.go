@@ -54,39 +54,40 @@ func (d *digester) add(e executor.Event) {
 	switch e.Type {
 	case executor.EventStateEnter:
 		d.closeVisit()
-		state, _ := e.Data["state"].(string)
+		enter := executor.StateEnterOf(e)
+		state := enter.State
 		d.iteration++
-		if n := executor.DataInt(e.Data, "iteration"); n > 0 && n < 1<<31 {
-			d.iteration = int32(n)
+		if enter.Iteration > 0 {
+			d.iteration = enter.Iteration
 		}
 		d.cur = &Visit{Seq: e.Seq, Iteration: d.iteration, State: state, At: e.Time}
 		d.entered[state]++
 	case executor.EventActionStart:
 		if d.cur != nil {
-			a, _ := e.Data["action"].(string)
-			d.cur.Action, _, _ = strings.Cut(strings.TrimSpace(a), "\n")
+			d.cur.Action, _, _ = strings.Cut(strings.TrimSpace(executor.ActionStartOf(e).Action), "\n")
 		}
 	case executor.EventSubLoopStart:
 		if d.cur != nil {
 			l := d.last[d.cur.State]
-			l.Iteration, l.Child = d.cur.Iteration, executor.DataString(e.Data, "child")
+			l.Iteration, l.Child = d.cur.Iteration, executor.SubLoopStartOf(e).Child
 			d.last[d.cur.State] = l
 		}
 	case executor.EventActionComplete:
 		if d.cur != nil {
-			code := executor.DataInt(e.Data, "exit_code")
+			a := executor.ActionCompleteOf(e)
+			code := int64(a.ExitCode)
 			d.cur.ExitCode = &code
 			l := d.last[d.cur.State]
 			l.Iteration, l.ExitCode = d.cur.Iteration, &code
-			l.Output, _ = e.Data["output_preview"].(string)
-			l.Stderr, _ = e.Data["stderr_preview"].(string)
+			l.Output, l.Stderr = a.OutputPreview, a.StderrPreview
 			d.last[d.cur.State] = l
 		}
 	case executor.EventEvaluate, executor.EventApprovalAnswered: // an approval's verdict is its answer (who, why)
 		if d.cur != nil {
-			d.cur.Verdict, _ = e.Data["verdict"].(string)
+			var details map[string]any
+			d.cur.Verdict, details = verdictOf(e)
 			l := d.last[d.cur.State]
-			l.Iteration, l.Verdict, l.Details = d.cur.Iteration, d.cur.Verdict, details(e.Data)
+			l.Iteration, l.Verdict, l.Details = d.cur.Iteration, d.cur.Verdict, details
 			d.last[d.cur.State] = l
 		}
 	case executor.EventRoute:
@@ -141,16 +142,21 @@ func sumDuration(vs []Visit) int64 {
 	return d
 }
 
-// details are an evaluate event's details: everything but its type and verdict.
-func details(data map[string]any) map[string]any {
-	out := map[string]any{}
-	for k, v := range data {
-		if k != "type" && k != "verdict" {
-			out[k] = v
-		}
+// verdictOf is the verdict of an evaluate or approval_answered event and
+// what it says beside: the evaluator's details (its type as evaluator, and
+// what a judge's call used), or who answered the approval and why.
+func verdictOf(e executor.Event) (string, map[string]any) {
+	if e.Type == executor.EventApprovalAnswered {
+		a := executor.ApprovalAnsweredOf(e)
+		details := a.Data()
+		delete(details, "verdict")
+		return a.Verdict, details
 	}
-	if t, ok := data["type"]; ok {
-		out["evaluator"] = t
+	ev := executor.EvaluateOf(e)
+	details := maps.Clone(ev.Details)
+	if ev.Usage != nil {
+		maps.Copy(details, ev.Usage.Data())
 	}
-	return out
+	details["evaluator"] = ev.Type
+	return ev.Verdict, details
 }

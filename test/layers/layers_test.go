@@ -20,13 +20,13 @@ var layers = []struct {
 	prefixes []string
 }{
 	{"leaf", []string{"api/v1alpha1", "internal/pycompat", "internal/baseurl", "internal/safefile", "internal/gitws",
-		"internal/agentstream", "internal/pricing", "internal/approval"}},
+		"internal/agentstream", "internal/pricing", "internal/approval", "internal/version"}},
 	{"interpolate", []string{"internal/executor/interpolate"}},
 	{"evaluate", []string{"internal/executor/evaluate"}},
 	{"action", []string{"internal/action"}},
 	{"executor", []string{"internal/executor"}},
 	{"runner/eventlog", []string{"internal/runner", "internal/eventlog", "internal/history", "internal/llm",
-		"internal/tracing", "internal/loopfile"}},
+		"internal/tracing", "internal/loopfile", "internal/cloudevents"}},
 	{"controllers/localrun", []string{"controllers", "internal/localrun", "internal/transfer", "internal/ui"}},
 	{"cmd", []string{"cmd", "bench", "test", "hack"}},
 }

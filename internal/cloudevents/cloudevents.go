@@ -1,4 +1,7 @@
-package controllers
+// Package cloudevents sends a Loop's milestones (started, completed,
+// failed, paused on its budget, waiting for an approval) as CloudEvents
+// over HTTP to the sink the operator's admin configured.
+package cloudevents
 
 import (
 	"bytes"
@@ -19,53 +22,56 @@ import (
 
 // CloudEvent types looprun sends (--cloudevents-sink).
 const (
-	CloudEventStarted   = "io.looprun.loop.started.v1"
-	CloudEventCompleted = "io.looprun.loop.completed.v1"
-	CloudEventFailed    = "io.looprun.loop.failed.v1"
-	CloudEventPaused    = "io.looprun.loop.paused.v1"
-	CloudEventApproval  = "io.looprun.loop.approval.requested.v1"
+	TypeStarted   = "io.looprun.loop.started.v1"
+	TypeCompleted = "io.looprun.loop.completed.v1"
+	TypeFailed    = "io.looprun.loop.failed.v1"
+	TypePaused    = "io.looprun.loop.paused.v1"
+	TypeApproval  = "io.looprun.loop.approval.requested.v1"
 )
 
+// The sink's metrics.
 var (
-	cloudEventsSent = prometheus.NewCounterVec(prometheus.CounterOpts{
+	// Sent counts the CloudEvents delivered, by type.
+	Sent = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "looprun_cloudevents_sent_total",
 		Help: "CloudEvents delivered to the sink, by type.",
 	}, []string{"type"})
-	cloudEventsFailed = prometheus.NewCounterVec(prometheus.CounterOpts{
+	// Failed counts the CloudEvents not delivered, by type and why.
+	Failed = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "looprun_cloudevents_failed_total",
 		Help: "CloudEvents not delivered, by type and why: refused (the sink kept failing), dropped (the queue was full).",
 	}, []string{"type", "reason"})
 )
 
-func init() { metrics.Registry.MustRegister(cloudEventsSent, cloudEventsFailed) }
+func init() { metrics.Registry.MustRegister(Sent, Failed) }
 
-// cloudEvent is one event to send.
-type cloudEvent struct {
-	id, typ, source, subject string
-	time                     time.Time
-	data                     map[string]any
+// Event is one CloudEvent to send: its attributes and its JSON data.
+type Event struct {
+	ID, Type, Source, Subject string
+	Time                      time.Time
+	Data                      map[string]any
 }
 
-// CloudEventSink sends a Loop's milestones as CloudEvents (HTTP, binary
+// Sink sends a Loop's milestones as CloudEvents (HTTP, binary
 // content mode) to the sink the operator's admin configured. A bounded
 // queue and one sender: a reconcile never waits for the sink, a full
 // queue drops (counted), a failing sink is tried a few times with backoff.
-type CloudEventSink struct {
+type Sink struct {
 	URL     string
 	Client  *http.Client
 	Tries   int
 	Backoff time.Duration
-	queue   chan cloudEvent
+	queue   chan Event
 }
 
-// NewCloudEventSink makes a sink of url with a queue of size events.
-func NewCloudEventSink(url string, size int) *CloudEventSink {
-	return &CloudEventSink{URL: url, Client: &http.Client{Timeout: 10 * time.Second, CheckRedirect: noRedirects}, Tries: 4, Backoff: time.Second,
-		queue: make(chan cloudEvent, size)}
+// NewSink makes a sink of url with a queue of size events.
+func NewSink(url string, size int) *Sink {
+	return &Sink{URL: url, Client: &http.Client{Timeout: 10 * time.Second, CheckRedirect: noRedirects}, Tries: 4, Backoff: time.Second,
+		queue: make(chan Event, size)}
 }
 
 // Start sends until ctx ends (a manager Runnable).
-func (s *CloudEventSink) Start(ctx context.Context) error {
+func (s *Sink) Start(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
@@ -78,32 +84,33 @@ func (s *CloudEventSink) Start(ctx context.Context) error {
 
 // NeedLeaderElection says only the leader sends (it is the one that saw the
 // step).
-func (s *CloudEventSink) NeedLeaderElection() bool { return true }
+func (s *Sink) NeedLeaderElection() bool { return true }
 
-func (s *CloudEventSink) enqueue(e cloudEvent) {
+// Enqueue queues e to be sent; a full queue drops it (counted).
+func (s *Sink) Enqueue(e Event) {
 	select {
 	case s.queue <- e:
 	default:
-		cloudEventsFailed.WithLabelValues(e.typ, "dropped").Inc()
+		Failed.WithLabelValues(e.Type, "dropped").Inc()
 	}
 }
 
-func (s *CloudEventSink) deliver(ctx context.Context, e cloudEvent) {
-	body, err := json.Marshal(e.data)
+func (s *Sink) deliver(ctx context.Context, e Event) {
+	body, err := json.Marshal(e.Data)
 	if err != nil {
-		cloudEventsFailed.WithLabelValues(e.typ, "refused").Inc()
+		Failed.WithLabelValues(e.Type, "refused").Inc()
 		return
 	}
 	wait := s.Backoff
 	for try := 1; ; try++ {
 		err = s.post(ctx, e, body)
 		if err == nil {
-			cloudEventsSent.WithLabelValues(e.typ).Inc()
+			Sent.WithLabelValues(e.Type).Inc()
 			return
 		}
 		if try >= s.Tries || ctx.Err() != nil {
-			log.FromContext(ctx).Info("CloudEvent not delivered", "type", e.typ, "subject", e.subject, "error", err.Error())
-			cloudEventsFailed.WithLabelValues(e.typ, "refused").Inc()
+			log.FromContext(ctx).Info("CloudEvent not delivered", "type", e.Type, "subject", e.Subject, "error", err.Error())
+			Failed.WithLabelValues(e.Type, "refused").Inc()
 			return
 		}
 		select {
@@ -114,7 +121,7 @@ func (s *CloudEventSink) deliver(ctx context.Context, e cloudEvent) {
 	}
 }
 
-func (s *CloudEventSink) post(ctx context.Context, e cloudEvent, body []byte) error {
+func (s *Sink) post(ctx context.Context, e Event, body []byte) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.URL, bytes.NewReader(body))
 	if err != nil {
 		return err
@@ -122,11 +129,11 @@ func (s *CloudEventSink) post(ctx context.Context, e cloudEvent, body []byte) er
 	h := req.Header
 	h.Set("Content-Type", "application/json")
 	h.Set("Ce-Specversion", "1.0")
-	h.Set("Ce-Id", e.id)
-	h.Set("Ce-Type", e.typ)
-	h.Set("Ce-Source", e.source)
-	h.Set("Ce-Subject", e.subject)
-	h.Set("Ce-Time", e.time.UTC().Format(time.RFC3339Nano))
+	h.Set("Ce-Id", e.ID)
+	h.Set("Ce-Type", e.Type)
+	h.Set("Ce-Source", e.Source)
+	h.Set("Ce-Subject", e.Subject)
+	h.Set("Ce-Time", e.Time.UTC().Format(time.RFC3339Nano))
 	resp, err := s.Client.Do(req)
 	if err != nil {
 		return err
@@ -138,28 +145,29 @@ func (s *CloudEventSink) post(ctx context.Context, e cloudEvent, body []byte) er
 	return nil
 }
 
-// cloudEventOf is the CloudEvent of a step's event, if it is a milestone:
+// Of is the CloudEvent of one of a Loop's events, if it is a milestone:
 // the run started, ended, paused on its budget, or waits for an approval.
-func cloudEventOf(loop *v1alpha1.Loop, e executor.Event) (cloudEvent, bool) {
+// loop is the Loop as the step that wrote e leaves it.
+func Of(loop *v1alpha1.Loop, e executor.Event) (Event, bool) {
 	run := loop.Status.RunState
 	var typ string
 	switch e.Type {
 	case executor.EventLoopStart:
-		typ = CloudEventStarted
+		typ = TypeStarted
 	case executor.EventLoopComplete:
-		typ = CloudEventFailed
+		typ = TypeFailed
 		if run.Phase == v1alpha1.PhaseCompleted {
-			typ = CloudEventCompleted
+			typ = TypeCompleted
 		}
 	case executor.EventBudgetExceeded:
 		if run.Phase != v1alpha1.PhasePaused {
-			return cloudEvent{}, false
+			return Event{}, false
 		}
-		typ = CloudEventPaused
+		typ = TypePaused
 	case executor.EventApprovalRequested:
-		typ = CloudEventApproval
+		typ = TypeApproval
 	default:
-		return cloudEvent{}, false
+		return Event{}, false
 	}
 	data := map[string]any{"name": loop.Name, "namespace": loop.Namespace, "uid": string(loop.UID), "runID": run.RunID,
 		"phase": string(run.Phase), "state": run.CurrentState, "iteration": run.Iteration}
@@ -169,19 +177,19 @@ func cloudEventOf(loop *v1alpha1.Loop, e executor.Event) (cloudEvent, bool) {
 	if run.Message != "" {
 		data["message"] = run.Message
 	}
-	if m, ok := e.Data["message"]; ok && e.Type == executor.EventApprovalRequested {
-		data["message"] = m
+	if e.Type == executor.EventApprovalRequested {
+		data["message"] = executor.ApprovalRequestedOf(e).Message
 	}
 	if u := run.Usage; u != nil {
 		data["usage"] = map[string]any{"calls": u.Calls, "tokens": u.Tokens(), "costUSD": pricing.MicroToUSD(u.CostMicroUSD)}
 	}
-	return cloudEvent{
-		id:      fmt.Sprintf("%s-%d", loop.UID, e.Seq),
-		typ:     typ,
-		source:  fmt.Sprintf("/apis/looprun.io/v1alpha1/namespaces/%s/loops/%s", loop.Namespace, loop.Name),
-		subject: loop.Name,
-		time:    e.Time,
-		data:    data,
+	return Event{
+		ID:      fmt.Sprintf("%s-%d", loop.UID, e.Seq),
+		Type:    typ,
+		Source:  fmt.Sprintf("/apis/looprun.io/v1alpha1/namespaces/%s/loops/%s", loop.Namespace, loop.Name),
+		Subject: loop.Name,
+		Time:    e.Time,
+		Data:    data,
 	}, true
 }
 
