@@ -90,7 +90,7 @@ func TestAgentExampleWithStubs(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	for _, want := range []string{"[1] test -> fix (failure)", "[2] fix -> test (success)", "[3] test -> done (success)"} {
+	for _, want := range []string{"[1] where -> test (success)", "[2] test -> fix (failure)", "[3] fix -> test (success)", "[4] test -> done (success)"} {
 		if !strings.Contains(steps(string(out)), want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
@@ -101,5 +101,30 @@ func TestAgentExampleWithStubs(t *testing.T) {
 	events := readFile(dir, ".loops/.running/agent-fix.events.jsonl")
 	if !strings.Contains(events, `"type":"llm_structured"`) || !strings.Contains(events, `"reason":"the file was created"`) || !strings.Contains(events, `"is_prompt":true`) {
 		t.Errorf("events do not show the judge's verdict:\n%s", events)
+	}
+}
+
+// The agent example never points the agent at looprun's own source: run
+// from this repository, as the other examples are, it stops before its
+// tests or its agent run.
+func TestAgentExampleRefusesLooprunsOwnRepository(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "go.mod", "module github.com/looprun/looprun\n\ngo 1.26\n")
+	bin := filepath.Join(dir, "bin")
+	write(t, bin, "claude", "#!/bin/sh\ntouch agent-ran\n")
+	if err := os.Chmod(filepath.Join(bin, "claude"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(binary, "run", filepath.Join(examplesDir(t), "agent-fix", "loop.yaml"), "--context", "test_cmd=touch tests-ran")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(steps(string(out)), "[1] where -> wrong_place") || !strings.Contains(string(out), "looprun's own repository") {
+		t.Fatalf("ran (%v):\n%s", err, out)
+	}
+	for _, f := range []string{"agent-ran", "tests-ran"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
+			t.Errorf("%s: it ran in looprun's repository", f)
+		}
 	}
 }
