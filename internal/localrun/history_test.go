@@ -52,7 +52,8 @@ func TestRewindLocal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if run.Iteration != 2 || run.CurrentState != "check" || run.Phase != v1alpha1.PhaseRunning || run.RunID != "r1-w1" {
+	// Saved stopped where it was put back: nothing runs it until resume.
+	if run.Iteration != 2 || run.CurrentState != "check" || run.Phase != v1alpha1.PhaseInterrupted || run.RunID != "r1-w1" {
 		t.Fatalf("rewound to %+v", run)
 	}
 	evs := readEvents(t, d)

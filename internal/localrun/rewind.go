@@ -17,7 +17,8 @@ import (
 
 // Rewind puts the saved run back to its checkpoint of iteration (the
 // newest good checkpoint when iteration is nil), records a loop_rewind
-// event, and saves it: `looprun resume` then continues from there. It works
+// event, and saves it stopped (Interrupted): `looprun resume` then
+// continues from there. It works
 // when the state file itself is unreadable: the run is rebuilt from the
 // checkpoint, the event log and loopFile.
 func (s *Store) Rewind(m *executor.Machine, iteration *int32, loopFile string, ctxValues map[string]any, now time.Time) (*v1alpha1.RunState, error) {
@@ -59,6 +60,10 @@ func (s *Store) Rewind(m *executor.Machine, iteration *int32, loopFile string, c
 	}
 	evs := m.Restore(run, from, now, executor.EventLoopRewind, nil)
 	run.RunID = executor.RewoundRunID(run.RunID)
+	// Nothing runs a rewound local run until looprun resume: it is saved
+	// stopped where it was put back, not running.
+	run.Phase, run.TerminatedBy = v1alpha1.PhaseInterrupted, v1alpha1.TerminatedInterrupted
+	run.Message = fmt.Sprintf("rewound to iteration %d: looprun resume goes on from there", run.Iteration)
 	w, err := s.openWriter(loopFile, ctxValues)
 	if err != nil {
 		return nil, err
