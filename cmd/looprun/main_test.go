@@ -264,10 +264,10 @@ states:
 		t.Fatalf("invalid: exit %d", r.code)
 	}
 	for _, want := range []string{
-		`spec.states[check].evaluate.operator: Unsupported value: "gte"`,
-		`spec.states[check].onFailure: Not found: "fixx"`,
-		`spec.states[fix]: Required value: state "fix" has no way out`,
-		`spec.states[fix].action`,
+		`states.check.evaluate.operator: Unsupported value: "gte"`,
+		`line 11: states.check.on_no: no state is called "fixx" (did you mean fix?)`,
+		`states.fix: Required value: state "fix" has no way out`,
+		`states.fix.action`,
 	} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("validate output lacks %q:\n%s", want, r.stdout)

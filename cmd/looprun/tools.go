@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -23,14 +24,16 @@ func newValidateCommand(g *globals) *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			out := cmd.OutOrStdout()
+			// Every problem of the file comes at once, one a line.
 			lf, err := loadLoop(args[0], g, cmd.ErrOrStderr(), false)
+			if problems := (*loopfile.Problems)(nil); errors.As(err, &problems) {
+				fmt.Fprintln(out, problems.Error())
+				return &exitError{code: 1, msg: fmt.Sprintf("%s: %d error(s)", args[0], len(problems.List))}
+			}
 			if err != nil {
 				return &exitError{code: 1, msg: err.Error()}
 			}
-			errs := executor.Validate(&lf.Loop.Spec)
-			for _, e := range errs {
-				fmt.Fprintf(out, "%s: %s\n", args[0], e.Error())
-			}
+			var errs field.ErrorList
 			if err := loopfile.CheckSubLoops(lf, g.fileOptions()); err != nil {
 				fmt.Fprintln(out, err)
 				errs = append(errs, field.Invalid(nil, "", err.Error()))

@@ -126,8 +126,13 @@ func (r *reader) littleLoops(doc map[string]any, dir string) (*v1alpha1.Loop, er
 		spec.States[sn] = st
 	}
 	r.subLoopCaptureRefs(doc, spec.States)
-	if len(r.errs) > 0 {
-		return nil, errors.New(strings.Join(r.errs, "; "))
+	failed := make([]string, len(r.errs))
+	for i, e := range r.errs {
+		failed[i] = failedPath(e)
+	}
+	if problems := append(r.errs, specProblems(&spec, FormatLittleLoops, r.lines, failed)...); len(problems) > 0 {
+		slices.SortStableFunc(problems, byLine)
+		return nil, &Problems{List: problems}
 	}
 	r.structureWarnings(doc, states)
 	loop := NewLoop(name, spec)

@@ -15,8 +15,10 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 
+	yaml3 "go.yaml.in/yaml/v3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
@@ -83,6 +85,9 @@ func Load(path string, opts Options) (*File, error) {
 		return nil, err
 	}
 	f, err := parse(data, filepath.Dir(path), opts)
+	if p := (*Problems)(nil); errors.As(err, &p) {
+		return nil, &Problems{Path: path, List: p.List}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -172,8 +177,15 @@ func parseManifest(checked *checkedYAML) (*File, error) {
 	if meta.Kind == "LoopTemplate" {
 		into = reflect.TypeFor[v1alpha1.LoopTemplate]()
 	}
-	if errs := checkManifestFields(checked.doc, into, meta.Kind); len(errs) > 0 {
-		return nil, fmt.Errorf("loop manifest: %s", strings.Join(errs, "; "))
+	// A field that is wrong is reported and left out, so that the rest
+	// decodes and every problem of the file is found at once.
+	problems, failed := checkManifestFields(checked.doc, into, meta.Kind)
+	if len(problems) > 0 {
+		pruned, err := yaml3.Marshal(checked.doc)
+		if err != nil {
+			return nil, &Problems{List: problems}
+		}
+		data = pruned
 	}
 	f := &File{Format: FormatManifest, InputKey: DefaultInputKey}
 	if meta.Kind == "LoopTemplate" {
@@ -190,6 +202,11 @@ func parseManifest(checked *checkedYAML) (*File, error) {
 			return nil, fmt.Errorf("loop manifest: %w", err)
 		}
 		f.Loop = &loop
+	}
+	problems = append(problems, specProblems(&f.Loop.Spec, FormatManifest, checked.lines, failed)...)
+	if len(problems) > 0 {
+		slices.SortStableFunc(problems, byLine)
+		return nil, &Problems{List: problems}
 	}
 	if f.Loop.Name == "" {
 		return nil, errors.New("metadata.name is required")

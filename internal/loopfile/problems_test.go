@@ -1,0 +1,69 @@
+package loopfile
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+// Every problem of a file is reported at once, in line order, each with its
+// line and its path as the file spells it; a route to a state that does
+// not exist names the state meant.
+func TestProblemsAllAtOnce(t *testing.T) {
+	tests := []struct {
+		name, doc string
+		want      []string
+	}{
+		{"little-loops", "name: x\ninitial: test\nmax_steps: ten\ntimeout: 5 minutes\nstates:\n  test:\n    action: go test ./...\n    on_yes: done\n    on_no: fxi\n" +
+			"  fix:\n    action: echo\n    next: test\n  done:\n    terminal: true\n",
+			[]string{
+				`line 3: max_steps: must be a whole number, not "ten"`,
+				`line 4: timeout: must be seconds or a duration such as 90s, 5m or 1h30m, not "5 minutes"`,
+				`line 9: states.test.on_no: no state is called "fxi" (did you mean fix?)`,
+			}},
+		{"little-loops: a route table and on_failure", "name: x\ninitial: a\nstates:\n  a:\n    action: x\n    evaluate: {type: classify}\n    route: {red: dnoe, _: a}\n" +
+			"  b:\n    action: x\n    on_failure: nowhere\n  done:\n    terminal: true\n",
+			[]string{
+				`line 7: states.a.route.red: no state is called "dnoe" (did you mean done?)`,
+				`line 10: states.b.on_failure: no state is called "nowhere"`,
+			}},
+		{"little-loops: no initial state", "name: x\ninitial: nope\nstates:\n  done: {terminal: true}\n",
+			[]string{`line 2: initial: no state is called "nope"`}},
+		{"manifest", manifestHead[:len(manifestHead)-len("  initial: s\n")] + "  initial: test\n  maxIterations: ten\n  timeout: 5 minutes\n  states:\n    test:\n" +
+			"      action: go test ./...\n      onSuccess: done\n      onFailure: fxi\n      bogus: 1\n      maxRetries: 1.5\n    fix:\n      action: echo\n      next: test\n    done:\n      terminal: true\n",
+			[]string{
+				`line 7: spec.maxIterations: must be a whole number, not "ten"`,
+				`line 8: spec.timeout: must be a duration such as 90s, 5m or 1h30m, not "5 minutes"`,
+				`line 13: spec.states.test.onFailure: no state is called "fxi" (did you mean fix?)`,
+				`line 14: spec.states.test.bogus: unknown field`,
+				`line 15: spec.states.test.maxRetries: must be a whole number, not "1.5"`,
+			}},
+		{"manifest: a route table", manifestHead + "  states:\n    s:\n      action: x\n      route: {yes: dnoe, _: s}\n    done:\n      terminal: true\n",
+			[]string{`line 10: spec.states.s.route.yes: no state is called "dnoe" (did you mean done?)`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse([]byte(tt.doc), t.TempDir(), Options{})
+			var p *Problems
+			if !errors.As(err, &p) {
+				t.Fatalf("err %v, want problems", err)
+			}
+			if len(p.List) != len(tt.want) {
+				t.Fatalf("problems:\n%s\nwant %d", strings.Join(p.List, "\n"), len(tt.want))
+			}
+			for i, w := range tt.want {
+				if p.List[i] != w {
+					t.Errorf("problem %d:\n got %s\nwant %s", i, p.List[i], w)
+				}
+			}
+		})
+	}
+}
+
+// A file's path goes before each of its problems, one a line.
+func TestProblemsError(t *testing.T) {
+	p := &Problems{Path: "a.yaml", List: []string{"line 1: x: bad", "line 2: y: bad"}}
+	if got, want := p.Error(), "a.yaml: line 1: x: bad\na.yaml: line 2: y: bad"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}
