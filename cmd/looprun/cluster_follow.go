@@ -62,6 +62,8 @@ type watcher struct {
 	// segment is the event-log segment the last read ended in.
 	segment int32
 	said    string
+	// hook is the phase of the exit hook last shown.
+	hook v1alpha1.ExitHookPhase
 }
 
 // show prints what is new of the Loop and reports whether it has ended.
@@ -95,11 +97,21 @@ func (w *watcher) show(ctx context.Context, l *v1alpha1.Loop) bool {
 	if c := meta.FindStatusCondition(l.Status.Conditions, v1alpha1.ReadyCondition); c != nil && c.Message != "" {
 		say += ": " + c.Message
 	}
-	if !printed && say != w.said && say != "" && !l.Status.Phase.IsFinished() {
+	if !printed && say != w.said && say != "" && !l.Status.Phase.IsFinished() && l.Status.Phase != v1alpha1.PhasePaused {
 		w.p.println("       " + w.p.style.dim("· "+printable(say)))
 	}
 	w.said = say
-	return l.Status.Phase.IsFinished() && l.Status.ObservedGeneration == l.Generation
+	if h := l.Status.ExitHook; h != nil && h.Phase != w.hook {
+		w.p.exitHook(h)
+		w.hook = h.Phase
+	}
+	if l.Status.ObservedGeneration != l.Generation {
+		return false
+	}
+	// A run paused on its budget ends the watch as it ends looprun run
+	// (exit 3, and how to go on); a finished one once its exit hook has.
+	return l.Status.Phase == v1alpha1.PhasePaused ||
+		l.Status.Phase.IsFinished() && (l.Status.ExitHook == nil || l.Status.ExitHook.Phase != v1alpha1.ExitHookRunning)
 }
 
 // nextVersion waits for the Loop to change and returns the new version.

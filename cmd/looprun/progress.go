@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
@@ -44,6 +45,9 @@ type progress struct {
 	iteration map[string]any
 	// maxLines is how many lines of an action's output are shown.
 	maxLines int
+	// seq is the number of the last event shown: an event read twice (a
+	// log read again after an import) is shown once.
+	seq int64
 }
 
 // header is what the first lines say about the run.
@@ -68,6 +72,12 @@ func newProgress(w io.Writer, st style, verbose bool, h header, out *os.File) *p
 // print shows the events.
 func (p *progress) print(events []executor.Event) {
 	for _, e := range events {
+		if e.Seq > 0 {
+			if e.Seq <= p.seq {
+				continue
+			}
+			p.seq = e.Seq
+		}
 		p.event(e)
 	}
 }
@@ -310,8 +320,8 @@ func usageText(d map[string]any) string {
 		return ""
 	}
 	t := fmt.Sprintf("%v in, %v out", in, d["output_tokens"])
-	if c, ok := d["cost_usd"].(float64); ok {
-		t += ", $" + pricing.FormatUSD(int64(c*1e6+0.5))
+	if c, ok := d["cost_usd"]; ok {
+		t += ", $" + pricing.FormatUSD(int64(toFloat(c)*1e6+0.5))
 	}
 	return t
 }
@@ -386,6 +396,16 @@ func (p *progress) note(e executor.Event, pad, indent string) (string, bool) {
 		return fmt.Sprintf("%s%ssub-loop %v ended: %v, verdict %v", indent, s.mark("↲ ", ""), d["loop"], d["terminated_by"], d["verdict"]), true
 	case executor.EventApprovalRequested:
 		return pad + s.warn(fmt.Sprintf("waiting for approval: %v (looprun approve or reject)", d["message"])), true
+	case executor.EventApprovalAnswered:
+		a := executor.ApprovalAnsweredOf(e)
+		line := pad + "answer: " + printable(a.Verdict)
+		if a.By != "" {
+			line += " by " + printable(a.By)
+		}
+		if a.Message != "" {
+			line += s.dim(" (" + printable(clip(a.Message, 200)) + ")")
+		}
+		return line, true
 	case executor.EventHandoffDetected:
 		return fmt.Sprintf("%shandoff in %v: %v (looprun resume goes on)", indent, d["state"], d["continuation"]), true
 	case executor.EventLoopComplete:
@@ -468,9 +488,13 @@ func clip(s string, n int) string {
 }
 
 // toFloat is a number of event data (an int in the engine's own events,
-// a float64 read back from JSON), 0 for anything else.
+// a json.Number read back from an event log, a float64 from JSON), 0 for
+// anything else.
 func toFloat(v any) float64 {
 	switch x := v.(type) {
+	case json.Number:
+		f, _ := x.Float64()
+		return f
 	case float64:
 		return x
 	case int64:
