@@ -40,6 +40,10 @@ type File struct {
 	Loop     *v1alpha1.Loop
 	Format   Format
 	Warnings []string
+	// Notice is one line naming the keys of the file that looprun does
+	// without (a little-loops file's catalogue metadata, scope locks...):
+	// nothing to change, so not a warning. "" for none.
+	Notice string
 	// InputKey is the context variable a run's positional input goes to
 	// (little-loops' input_key; default "input"), and RequiredInputs the
 	// context variables a run must not start without (required_inputs).
@@ -144,7 +148,7 @@ func parse(data []byte, dir string, opts Options) (*File, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &File{Loop: loop, Format: FormatLittleLoops, Warnings: r.warnings, InputKey: cmp.Or(r.inputKey, DefaultInputKey),
+	return &File{Loop: loop, Format: FormatLittleLoops, Warnings: r.warnings, Notice: r.ignoredNotice(), InputKey: cmp.Or(r.inputKey, DefaultInputKey),
 		RequiredInputs: r.requiredInputs, Parameters: r.parameters}, nil
 }
 
