@@ -288,8 +288,14 @@ func TestSimulate(t *testing.T) {
 	if r := looprun(t, dir, "simulate", "fix.yaml", "--scenario", "all-fail"); r.code != 1 || !strings.Contains(r.stdout, "max_steps") {
 		t.Errorf("all-fail: %d\n%s", r.code, r.stdout)
 	}
-	if r := looprun(t, dir, "simulate", "fix.yaml", "--scenario", "all-pass"); r.code != 0 || strings.Contains(steps(r.stdout), "-> fix") {
+	r = looprun(t, dir, "simulate", "fix.yaml", "--scenario", "all-pass")
+	if r.code != 0 || strings.Contains(steps(r.stdout), "-> fix") {
 		t.Errorf("all-pass: %d\n%s", r.code, r.stdout)
+	}
+	// As ll-loop simulate, it says it is one, and sums up the walk.
+	if !strings.HasPrefix(r.stdout, "=== SIMULATION: fixer (scenario=all-pass): no action runs ===\n") ||
+		!strings.HasSuffix(r.stdout, "=== Summary ===\nStates visited: check → done\nIterations: 1\nWould have executed 1 commands\nTerminated by: terminal\n") {
+		t.Errorf("all-pass: no banner or summary:\n%s", r.stdout)
 	}
 	// As ll-loop simulate: alternating starts with a failure, so check
 	// (every odd action) always fails; all-error errs at once.

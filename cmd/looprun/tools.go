@@ -134,13 +134,35 @@ func newSimulateCommand(g *globals) *cobra.Command {
 				return fmt.Errorf("%s: invalid loop: %w", args[0], err)
 			}
 			out := cmd.OutOrStdout()
-			p := newProgress(out, terminalStyle(out), false, header{loop: lf.Loop.Name, spec: spec}, nil)
-			sim := &localrun.Simulation{Machine: m, Scenario: scenario, OnEvents: p.print,
-				WouldRun: func(a *executor.Action) { p.println("       would run: " + printable(oneLine(a.Command))) }}
+			// As ll-loop simulate: a banner, so that it is not taken for a
+			// run, and a summary of the walk.
+			st := terminalStyle(out)
+			fmt.Fprintln(out, st.bold(fmt.Sprintf("=== SIMULATION: %s (scenario=%s): no action runs ===", lf.Loop.Name, scenario)))
+			p := newProgress(out, st, false, header{loop: lf.Loop.Name, spec: spec}, nil)
+			var visited []string
+			commands := 0
+			sim := &localrun.Simulation{Machine: m, Scenario: scenario,
+				OnEvents: func(evs []executor.Event) {
+					for _, e := range evs {
+						if e.Type == executor.EventStateEnter && toFloat(e.Data["depth"]) == 0 {
+							visited = append(visited, printable(fmt.Sprint(e.Data["state"])))
+						}
+					}
+					p.print(evs)
+				},
+				WouldRun: func(a *executor.Action) {
+					commands++
+					p.println("       would run: " + printable(oneLine(a.Command)))
+				}}
 			run, err := sim.Run(cmd.Context())
 			if err != nil {
 				return err
 			}
+			if end := printable(run.CurrentState); end != "" && (len(visited) == 0 || visited[len(visited)-1] != end) {
+				visited = append(visited, end) // a terminal state is reached, not entered
+			}
+			fmt.Fprintf(out, "\n=== Summary ===\nStates visited: %s\nIterations: %d\nWould have executed %d commands\nTerminated by: %s\n",
+				strings.Join(visited, " → "), run.Iteration, commands, executor.TerminationName(run.TerminatedBy, lf.LittleLoops()))
 			return outcome(run, lf.Loop.Name, lf.LittleLoops(), spec)
 		},
 	}
