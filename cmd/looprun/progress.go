@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/term"
+
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/executor"
 	"github.com/looprun/looprun/internal/loopfile"
@@ -518,9 +520,12 @@ func terminalStyle(w io.Writer) style {
 	if !ok || os.Getenv("NO_COLOR") != "" {
 		return style{}
 	}
-	fi, err := f.Stat()
-	return style{color: err == nil && fi.Mode()&os.ModeCharDevice != 0}
+	return style{color: isTerminal(f)}
 }
+
+// isTerminal reports whether f is a terminal (not only a character
+// device: /dev/null is one too).
+func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
 
 func (s style) paint(code, t string) string {
 	if !s.color || t == "" {

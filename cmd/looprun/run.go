@@ -83,9 +83,8 @@ var stdinLines = sync.OnceValue(func() <-chan string {
 // terminal is the terminal an approval state asks at: stdin when it is
 // one, else nil (only looprun approve answers).
 func terminal(out io.Writer) *localrun.Terminal {
-	fi, err := os.Stdin.Stat()
-	if err != nil || fi.Mode()&os.ModeCharDevice == 0 {
-		return nil
+	if !isTerminal(os.Stdin) {
+		return nil // a pipe, a file, /dev/null: no one to ask
 	}
 	return &localrun.Terminal{Lines: stdinLines(), Out: out, User: whoami()}
 }
