@@ -131,6 +131,8 @@ func outcome(run *v1alpha1.RunState, name string, littleLoops bool, spec *v1alph
 		return nil // paused by its action (CONTEXT_HANDOFF:, LOOP_STOP:), as ll-loop: resume goes on
 	case executor.IsFailureTerminal(run):
 		return &exitError{code: 2}
+	case run.TerminatedBy == v1alpha1.TerminatedStopped:
+		return &exitError{code: 1} // the progress's last line said it; the user stopped it
 	}
 	msg := fmt.Sprintf("loop %s ended: %s", name, executor.TerminationName(run.TerminatedBy, littleLoops))
 	if run.Message != "" {
