@@ -259,6 +259,17 @@ states:
 	if r := looprun(t, dir, "validate", "bundle/lost.yaml"); r.code != 1 || !strings.Contains(r.stdout, `states.run.loop: no loop file "oracles/nowhere"`) {
 		t.Errorf("a missing sub-loop: %d %q %q", r.code, r.stdout, r.stderr)
 	}
+	// An invalid file's warnings come with its errors, in one reading;
+	// a warning of its spec is spelt as the file is.
+	write(t, dir, "warned.yaml", "name: w\ninitial: a\nstates:\n  a:\n    action: echo ${context.x}\n    bogus: 1\n    on_yes: dnoe\n  done:\n    terminal: true\n")
+	if r := looprun(t, dir, "validate", "warned.yaml"); r.code != 1 || !strings.Contains(r.stderr, "warning: warned.yaml: line 6: states.a.bogus: unknown key") ||
+		!strings.Contains(r.stdout, `warned.yaml: line 7: states.a.on_yes: no state is called "dnoe" (did you mean done?)`) {
+		t.Errorf("validate warned.yaml: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	write(t, dir, "warned.yaml", "name: w\ninitial: a\nstates:\n  a:\n    action: echo ${context.x}\n    on_yes: done\n  done:\n    terminal: true\n")
+	if r := looprun(t, dir, "validate", "warned.yaml"); r.code != 0 || !strings.Contains(r.stderr, "warning: warned.yaml: line 5: states.a.action: ${context.x} goes into a shell command unquoted") {
+		t.Errorf("validate warned.yaml: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
 	r := looprun(t, dir, "validate", "bad.yaml")
 	if r.code != 1 {
 		t.Fatalf("invalid: exit %d", r.code)

@@ -27,6 +27,9 @@ func newValidateCommand(g *globals) *cobra.Command {
 			// Every problem of the file comes at once, one a line.
 			lf, err := loadLoop(args[0], g, cmd.ErrOrStderr(), false)
 			if problems := (*loopfile.Problems)(nil); errors.As(err, &problems) {
+				for _, w := range problems.Warnings {
+					fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s: %s\n", problems.Path, w)
+				}
 				fmt.Fprintln(out, problems.Error())
 				return &exitError{code: 1, msg: fmt.Sprintf("%s: %d error(s)", args[0], len(problems.List))}
 			}
@@ -39,7 +42,8 @@ func newValidateCommand(g *globals) *cobra.Command {
 				errs = append(errs, field.Invalid(nil, "", err.Error()))
 			}
 			for _, w := range executor.ShellWarnings(&lf.Loop.Spec) {
-				fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s: %s\n", args[0], w)
+				field, msg, _ := strings.Cut(w, ": ")
+				fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s: %s\n", args[0], lf.Locate(field, msg))
 			}
 			if len(errs) > 0 {
 				return &exitError{code: 1, msg: fmt.Sprintf("%s: %d error(s)", args[0], len(errs))}

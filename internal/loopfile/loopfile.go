@@ -54,6 +54,21 @@ type File struct {
 	// Parameters are the typed inputs a sub-loop state binds with with
 	// (little-loops' parameters; a LoopTemplate's spec.parameters).
 	Parameters map[string]v1alpha1.Parameter
+	// lines are the lines of the file's keys by path (states.a.action).
+	lines map[string]int
+}
+
+// Locate is a problem found in the loop's spec (at field, a path such as
+// spec.states[a].action) said as the file says it: "line N: path: msg",
+// the path as the file spells it (states.a.action in a little-loops
+// file).
+func (f *File) Locate(field, msg string) string {
+	segs := fieldSegments(field)
+	path := strings.Join(segs, ".")
+	if f.LittleLoops() && len(segs) > 0 {
+		path = littleLoopsPath(segs[1:], f.lines)
+	}
+	return locate(f.lines, path, msg)
 }
 
 // LittleLoops reports whether the loop was written in little-loops' format.
@@ -90,7 +105,7 @@ func Load(path string, opts Options) (*File, error) {
 	}
 	f, err := parse(data, filepath.Dir(path), opts)
 	if p := (*Problems)(nil); errors.As(err, &p) {
-		return nil, &Problems{Path: path, List: p.List}
+		return nil, &Problems{Path: path, List: p.List, Warnings: p.Warnings}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
@@ -141,14 +156,18 @@ func parse(data []byte, dir string, opts Options) (*File, error) {
 		f.Warnings = append(checked.warnings, manifestRouteWarnings(&f.Loop.Spec, checked.lines)...)
 		f.Warnings = append(f.Warnings, manifestStructureWarnings(&f.Loop.Spec, checked.lines)...)
 		f.Warnings = append(f.Warnings, manifestPatternWarnings(&f.Loop.Spec, checked.lines)...)
+		f.lines = checked.lines
 		return f, nil
 	}
 	r := &reader{opts: opts, warnings: checked.warnings, lines: checked.lines}
 	loop, err := r.littleLoops(doc, dir)
+	if p := (*Problems)(nil); errors.As(err, &p) {
+		p.Warnings = r.warnings // the file's warnings too, found in the same reading
+	}
 	if err != nil {
 		return nil, err
 	}
-	return &File{Loop: loop, Format: FormatLittleLoops, Warnings: r.warnings, Notice: r.ignoredNotice(), InputKey: cmp.Or(r.inputKey, DefaultInputKey),
+	return &File{Loop: loop, Format: FormatLittleLoops, Warnings: r.warnings, Notice: r.ignoredNotice(), lines: r.lines, InputKey: cmp.Or(r.inputKey, DefaultInputKey),
 		RequiredInputs: r.requiredInputs, Parameters: r.parameters}, nil
 }
 

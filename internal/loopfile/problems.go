@@ -22,6 +22,8 @@ type Problems struct {
 	// Path is the file ("" when read from bytes).
 	Path string
 	List []string
+	// Warnings are the file's warnings, found as it was read.
+	Warnings []string
 }
 
 // Error is one problem a line, each after the file's path.

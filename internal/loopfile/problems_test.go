@@ -67,3 +67,28 @@ func TestProblemsError(t *testing.T) {
 		t.Errorf("got %q, want %q", got, want)
 	}
 }
+
+// A problem found in a loaded loop's spec is said with the file's line
+// and spelling.
+func TestLocate(t *testing.T) {
+	f, err := Parse([]byte("name: x\ninitial: a\nstates:\n  a:\n    action: echo ${context.x}\n    on_no: done\n    on_yes: done\n  done:\n    terminal: true\n"), t.TempDir(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for field, want := range map[string]string{
+		"spec.states[a].action":    "line 5: states.a.action: m",
+		"spec.states[a].onFailure": "line 6: states.a.on_no: m",
+		"spec.maxIterations":       "max_steps: m",
+	} {
+		if got := f.Locate(field, "m"); got != want {
+			t.Errorf("Locate(%s) = %q, want %q", field, got, want)
+		}
+	}
+	m, err := Parse([]byte(manifestHead+"  states:\n    s:\n      action: echo\n      next: done\n    done:\n      terminal: true\n"), t.TempDir(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := m.Locate("spec.states[s].action", "m"), "line 9: spec.states.s.action: m"; got != want {
+		t.Errorf("manifest: %q, want %q", got, want)
+	}
+}
