@@ -54,7 +54,11 @@ func specProblems(spec *v1alpha1.LoopSpec, format Format, lines map[string]int, 
 		body := e.ErrorBody()
 		if e.Type == field.ErrorTypeNotFound {
 			// Every name executor.Validate looks up is a state's.
-			body = fmt.Sprintf("no state is called %q%s", fmt.Sprint(e.BadValue), didYouMean(fmt.Sprint(e.BadValue), states))
+			name := fmt.Sprint(e.BadValue)
+			if lines[statesPath(format)+"."+name] > 0 {
+				continue // a state written, left out for its own problem
+			}
+			body = fmt.Sprintf("no state is called %q%s", name, didYouMean(name, states))
 		}
 		out = append(out, locate(lines, path, body))
 	}
@@ -66,6 +70,14 @@ func specProblems(spec *v1alpha1.LoopSpec, format Format, lines map[string]int, 
 func parentPath(p string) string {
 	parent, _ := cutLast(p)
 	return parent
+}
+
+// statesPath is where a file of format keeps its states.
+func statesPath(format Format) string {
+	if format == FormatLittleLoops {
+		return "states"
+	}
+	return "spec.states"
 }
 
 // within reports whether path is p or inside it.

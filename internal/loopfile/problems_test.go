@@ -27,6 +27,10 @@ func TestProblemsAllAtOnce(t *testing.T) {
 				`line 7: states.a.route.red: no state is called "dnoe" (did you mean done?)`,
 				`line 10: states.b.on_failure: no state is called "nowhere"`,
 			}},
+		{"little-loops: a state that is not a mapping is not said to be missing", "name: x\ninitial: a\nstates:\n  a:\n    action: echo\n    on_yes: b\n    on_no: done\n  b: echo\n  done:\n    terminal: true\n",
+			[]string{`line 8: states.b: must be a mapping`}},
+		{"manifest: a state that is not a mapping is not said to be missing", manifestHead[:len(manifestHead)-len("  initial: s\n")] + "  initial: a\n  states:\n    a:\n      action: echo\n      onSuccess: b\n      onFailure: done\n    b: echo\n    done:\n      terminal: true\n",
+			[]string{`line 12: spec.states.b: must be a mapping`}},
 		{"little-loops: no initial state", "name: x\ninitial: nope\nstates:\n  done: {terminal: true}\n",
 			[]string{`line 2: initial: no state is called "nope"`}},
 		{"manifest", manifestHead[:len(manifestHead)-len("  initial: s\n")] + "  initial: test\n  maxIterations: ten\n  timeout: 5 minutes\n  states:\n    test:\n" +
