@@ -162,6 +162,12 @@ var littleLoopsTopLevel = map[string]string{
 	"maxPasses": "max_iterations", "onMaxPasses": "on_max_iterations",
 }
 
+// littleLoopsRateLimit are the state keys of a state's rateLimit fields.
+var littleLoopsRateLimit = map[string]string{
+	"onExhausted": "on_rate_limit_exhausted", "maxRetries": "max_rate_limit_retries",
+	"longWaitLadder": "rate_limit_long_wait_ladder",
+}
+
 // littleLoopsPath is the path, as a little-loops file spells it, of the
 // spec field whose path below spec is segs: the key the file has where
 // little-loops has more than one (on_no or on_failure, route.no or on_no).
@@ -190,6 +196,9 @@ func littleLoopsPath(segs []string, lines map[string]int) string {
 		case s == "route" && i+1 < len(segs):
 			i++
 			out = append(out, routeKey(strings.Join(out, "."), segs[i], lines))
+		case s == "rateLimit" && i+1 < len(segs) && littleLoopsRateLimit[segs[i+1]] != "":
+			i++ // a state's rate-limit keys are its own in little-loops
+			out = append(out, littleLoopsRateLimit[segs[i]])
 		default:
 			out = append(out, snakeCase(s))
 		}

@@ -80,9 +80,10 @@ func TestLocate(t *testing.T) {
 		t.Fatal(err)
 	}
 	for field, want := range map[string]string{
-		"spec.states[a].action":    "line 5: states.a.action: m",
-		"spec.states[a].onFailure": "line 6: states.a.on_no: m",
-		"spec.maxIterations":       "max_steps: m",
+		"spec.states[a].action":                "line 5: states.a.action: m",
+		"spec.states[a].onFailure":             "line 6: states.a.on_no: m",
+		"spec.maxIterations":                   "max_steps: m",
+		"spec.states[a].rateLimit.onExhausted": "line 4: states.a.on_rate_limit_exhausted: m",
 	} {
 		if got := f.Locate(field, "m"); got != want {
 			t.Errorf("Locate(%s) = %q, want %q", field, got, want)
