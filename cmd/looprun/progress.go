@@ -50,6 +50,9 @@ type progress struct {
 	// seq is the number of the last event shown: an event read twice (a
 	// log read again after an import) is shown once.
 	seq int64
+	// restarted is the action last shown as run again (depth/state/
+	// iteration), until the next step.
+	restarted string
 }
 
 // header is what the first lines say about the run.
@@ -111,17 +114,25 @@ func (p *progress) event(e executor.Event) {
 	case executor.EventLoopStart, executor.EventLoopResume:
 		p.begin(e, n, indent)
 	case executor.EventActionRestarted:
-		// The action cut off runs again: its state's line, as entered.
+		// The action cut off runs again: its state's line, as entered;
+		// once, however many times in a row the log says so.
+		again := fmt.Sprint(depth, "/", d["state"], "/", d["iteration"])
+		if again == p.restarted {
+			return
+		}
+		p.restarted = again
 		p.iteration[depth] = d["iteration"]
 		p.stateLine(e, n, indent)
 		p.actionLine(d, n, indent)
 		p.println(pad + s.dim("(again: it was cut off)"))
 	case executor.EventStateEnter:
+		p.restarted = ""
 		p.iteration[depth] = d["iteration"]
 		p.stateLine(e, n, indent)
 	case executor.EventActionStart:
 		p.actionLine(d, n, indent)
 	case executor.EventActionComplete:
+		p.restarted = ""
 		p.completed(d, n, pad)
 	case executor.EventActionError:
 		p.println(pad + s.warn(fmt.Sprintf("error: %v", orText(d["error"], d["reason"]))))
