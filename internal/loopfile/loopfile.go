@@ -206,15 +206,22 @@ func parseManifest(checked *checkedYAML) (*File, error) {
 	if len(problems) > 0 {
 		pruned, err := yaml3.Marshal(checked.doc)
 		if err != nil {
-			return nil, &Problems{List: problems}
+			return nil, &Problems{List: problems, Warnings: checked.warnings}
 		}
 		data = pruned
+	}
+	// What is left that still does not decode is one more problem.
+	undecoded := func(what string, err error) error {
+		if len(problems) == 0 {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		return &Problems{List: append(problems, fmt.Sprintf("%s: %v", what, err)), Warnings: checked.warnings}
 	}
 	f := &File{Format: FormatManifest, InputKey: DefaultInputKey}
 	if meta.Kind == "LoopTemplate" {
 		var t v1alpha1.LoopTemplate
 		if err := yaml.UnmarshalStrict(data, &t); err != nil {
-			return nil, fmt.Errorf("loop template manifest: %w", err)
+			return nil, undecoded("loop template manifest", err)
 		}
 		f.Loop = NewLoop(t.Name, t.Spec.LoopSpec)
 		f.Loop.Namespace, f.Loop.Labels, f.Loop.Annotations = t.Namespace, t.Labels, t.Annotations
@@ -222,14 +229,14 @@ func parseManifest(checked *checkedYAML) (*File, error) {
 	} else {
 		var loop v1alpha1.Loop
 		if err := yaml.UnmarshalStrict(data, &loop); err != nil {
-			return nil, fmt.Errorf("loop manifest: %w", err)
+			return nil, undecoded("loop manifest", err)
 		}
 		f.Loop = &loop
 	}
 	problems = append(problems, specProblems(&f.Loop.Spec, FormatManifest, checked.lines, failed)...)
 	if len(problems) > 0 {
 		slices.SortStableFunc(problems, byLine)
-		return nil, &Problems{List: problems}
+		return nil, &Problems{List: problems, Warnings: checked.warnings}
 	}
 	if f.Loop.Name == "" {
 		return nil, errors.New("metadata.name is required")
