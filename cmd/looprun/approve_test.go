@@ -46,10 +46,10 @@ states:
 	if r := looprun(t, dir, "approve", "gate"); r.code != 1 {
 		t.Fatalf("approve before any run: exit %d %q", r.code, r.stderr)
 	}
-	cmd := exec.Command(binary, "run", "gate.yaml")
+	cmd := exec.Command(binary, "run", "gate.yaml") // stdin /dev/null: not a terminal
 	cmd.Dir = dir
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -67,6 +67,12 @@ states:
 	}
 	if got := readFile(dir, "trace"); got != "built\nshipped\n" {
 		t.Errorf("trace %q", got)
+	}
+	// With no terminal to answer at, the run does not ask there; it
+	// shows the wait and the answer.
+	if out := stdout.String(); strings.Contains(out, "Approve?") || !strings.Contains(out, "waiting for approval: ship v2?") ||
+		!strings.Contains(out, "answer: approved by ") {
+		t.Errorf("progress:\n%s", out)
 	}
 	events, err := eventlog.Read(filepath.Join(dir, ".loops/.running/gate.events.jsonl"))
 	if err != nil {

@@ -15,7 +15,7 @@ func TestLocalCheckpoints(t *testing.T) {
 	}
 	r := looprun(t, dir, "checkpoints", "fixer", "--local")
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
-	if r.code != 0 || len(lines) < 2 || strings.Join(strings.Fields(lines[0]), " ") != "ITERATION STATE TAKEN SEQ CHECK" {
+	if r.code != 0 || len(lines) < 2 || strings.Join(strings.Fields(lines[0]), " ") != "ITERATION NEXT STATE TAKEN SEQ CHECK" {
 		t.Fatalf("checkpoints --local: exit %d, %q, %q", r.code, r.stdout, r.stderr)
 	}
 	for _, l := range lines[1:] {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/loopfile"
+	"github.com/looprun/looprun/internal/safefile"
 )
 
 // applyFlags are the flags of looprun apply.
@@ -39,7 +40,7 @@ func newApplyCommand(g *globals, k *kube) *cobra.Command {
 	f := &applyFlags{}
 	cmd := &cobra.Command{
 		Use:   "apply -f FILE [--input VALUE] [--set KEY=VALUE]... [--dry-run[=client|server]]",
-		Short: "Create or update a Loop from a loop file (a Loop manifest or a little-loops YAML file), and the LoopTemplates of the loops it runs",
+		Short: "Create or update a Loop from a loop file (a Loop manifest or a little-loops YAML file), and the LoopTemplates of the loops it runs; or a LoopSchedule",
 		Long: "Apply a loop file server-side: first a LoopTemplate for each loop it runs as a sub-loop\n" +
 			"(loop: oracles/NAME is the template oracles-NAME), then the Loop.\n" +
 			"--input and --set give the Loop's context as looprun run's INPUT and --context do.\n" +
@@ -68,6 +69,15 @@ func (f *applyFlags) run(cmd *cobra.Command, g *globals, k *kube) error {
 	default:
 		return fmt.Errorf("--dry-run %q: want client or server (none: apply)", f.dryRun)
 	}
+	if sched, err := readSchedule(f.file); err != nil || sched != nil {
+		if err != nil {
+			return err
+		}
+		if f.input != "" || len(f.set) > 0 {
+			return fmt.Errorf("%s is a LoopSchedule: --input and --set give a Loop its context; write it in the schedule's loop.spec.context", f.file)
+		}
+		return f.applyObjects(cmd, k, []client.Object{sched}, sched.Namespace)
+	}
 	lf, err := loadLoop(f.file, g, cmd.ErrOrStderr(), false)
 	if err != nil {
 		return err
@@ -90,16 +100,22 @@ func (f *applyFlags) run(cmd *cobra.Command, g *globals, k *kube) error {
 	if err != nil {
 		return err
 	}
+	return f.applyObjects(cmd, k, objs, lf.Loop.Namespace)
+}
+
+// applyObjects applies objs, in order, in the namespace -n names, else the
+// file's (fileNS), else the context's; --dry-run=client prints them.
+func (f *applyFlags) applyObjects(cmd *cobra.Command, k *kube, objs []client.Object, fileNS string) error {
 	out := cmd.OutOrStdout()
 	if f.dryRun == dryRunClient {
-		return printObjects(out, objs, k.namespaceFlag(), lf.Loop.Namespace)
+		return printObjects(out, objs, k.namespaceFlag(), fileNS)
 	}
 	if err := k.connect(); err != nil {
 		return err
 	}
 	ns := k.ns
-	if lf.Loop.Namespace != "" && k.namespaceFlag() == "" {
-		ns = lf.Loop.Namespace
+	if fileNS != "" && k.namespaceFlag() == "" {
+		ns = fileNS
 	}
 	suffix := ""
 	if f.dryRun == dryRunServer {
@@ -117,6 +133,30 @@ func (f *applyFlags) run(cmd *cobra.Command, g *globals, k *kube) error {
 		}
 	}
 	return nil
+}
+
+// readSchedule reads file as a LoopSchedule; nil when it is not one (a
+// loop file).
+func readSchedule(file string) (*v1alpha1.LoopSchedule, error) {
+	data, err := safefile.Read(file, safefile.MaxLoopFile)
+	if err != nil {
+		return nil, err
+	}
+	var meta metav1.TypeMeta
+	if yaml.Unmarshal(data, &meta) != nil || meta.Kind != "LoopSchedule" {
+		return nil, nil //nolint:nilnil // not a schedule: the file is read as a loop
+	}
+	if meta.APIVersion != v1alpha1.GroupVersion.String() {
+		return nil, fmt.Errorf("%s: a LoopSchedule is apiVersion %s, not %q", file, v1alpha1.GroupVersion, meta.APIVersion)
+	}
+	sched := &v1alpha1.LoopSchedule{}
+	if err := yaml.UnmarshalStrict(data, sched); err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	if sched.Name == "" {
+		return nil, fmt.Errorf("%s: metadata.name is required", file)
+	}
+	return sched, nil
 }
 
 // applyHow says how looprun apply gives a loop a variable or its input.
@@ -167,8 +207,11 @@ func clusterObjects(lf *loopfile.File, g *globals, stderr io.Writer) ([]client.O
 // objectRef is kind/name, as kubectl names an object it applied.
 func objectRef(obj client.Object) string {
 	kind := "loop"
-	if _, ok := obj.(*v1alpha1.LoopTemplate); ok {
+	switch obj.(type) {
+	case *v1alpha1.LoopTemplate:
 		kind = "looptemplate"
+	case *v1alpha1.LoopSchedule:
+		kind = "loopschedule"
 	}
 	return kind + "/" + obj.GetName()
 }

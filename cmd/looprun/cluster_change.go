@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -259,7 +260,13 @@ func newImportCommand(g *globals, k *kube) *cobra.Command {
 					return err
 				}
 				st := run.Loop.Status
-				_, err = fmt.Fprintf(out, "%s imported into %s at iteration %d (state %s); continue with: looprun resume %s\n", name, store.StatePath(), st.Iteration, st.CurrentState, name)
+				next := "continue with: looprun resume " + name
+				if st.Phase == v1alpha1.PhaseCompleted || st.Phase == v1alpha1.PhaseFailed {
+					// resume would find nothing to do.
+					next = fmt.Sprintf("the run has ended (%s), so there is nothing to resume: looprun status %s shows it, looprun rewind %s --iteration N runs it again from a checkpoint",
+						strings.ToLower(string(st.Phase)), name, name)
+				}
+				_, err = fmt.Fprintf(out, "%s imported into %s at iteration %d (state %s); %s\n", name, store.StatePath(), st.Iteration, st.CurrentState, next)
 				return err
 			}
 			if err := k.connect(); err != nil {

@@ -178,6 +178,11 @@ func TestClusterExportImport(t *testing.T) {
 	if stopped.Status.Phase == v1alpha1.PhaseInterrupted {
 		completedAt6(t, moved)
 	}
+	// watch shows the step the stop cut off run again once, however
+	// many times the log says it was restarted.
+	if w := f.run(t, dir, dst, "watch", "count"); strings.Count(w.stdout, "(again: it was cut off)") != 1 {
+		t.Errorf("watch of the moved run:\n%s", w.stdout)
+	}
 	evs, err := configmaps.Read(t.Context(), f.c, moved)
 	if err != nil {
 		t.Fatal(err)
@@ -236,6 +241,13 @@ func TestClusterExportImport(t *testing.T) {
 	}
 	if enters != 6 {
 		t.Errorf("state_enter events: %d, want 6 (3 on the laptop, 3 in the cluster)", enters)
+	}
+	// watch shows the moved run's steps, each once.
+	w := f.run(t, dir, dst, "watch", "from-laptop")
+	for n := 1; n <= 6; n++ {
+		if c := strings.Count(w.stdout, fmt.Sprintf("[%d/", n)); c != 1 {
+			t.Errorf("watch shows step %d %d times:\n%s", n, c, w.stdout)
+		}
 	}
 
 	// Cluster to laptop: export the cluster run, import it here, resume it.

@@ -62,6 +62,8 @@ type watcher struct {
 	// segment is the event-log segment the last read ended in.
 	segment int32
 	said    string
+	// hook is the phase of the exit hook last shown.
+	hook v1alpha1.ExitHookPhase
 }
 
 // show prints what is new of the Loop and reports whether it has ended.
@@ -70,23 +72,7 @@ func (w *watcher) show(ctx context.Context, l *v1alpha1.Loop) bool {
 		ctxValues, _ := executor.DecodeContext(l.Spec.Context)
 		w.p = newProgress(w.out, terminalStyle(w.out), w.verbose, header{loop: l.Name, spec: &l.Spec, context: ctxValues}, nil)
 	}
-	printed := false
-	if el := l.Status.EventLog; el != nil && l.Status.LastSeq > w.seq {
-		// Only the segments not read to their end yet: a long run's log
-		// is not read again at every step.
-		unread, from := *l, *el
-		from.FirstSegment = max(from.FirstSegment, w.segment)
-		unread.Status.EventLog = &from
-		if evs, err := configmaps.Read(ctx, w.k.c, &unread); err == nil {
-			for _, e := range evs {
-				if e.Seq > w.seq {
-					w.p.print([]executor.Event{e})
-					w.seq, printed = e.Seq, true
-				}
-			}
-			w.segment = from.LastSegment
-		}
-	}
+	printed := w.newEvents(ctx, l)
 	if a := l.Status.Action; a != nil && a.Pod != "" && !l.Status.Phase.IsFinished() {
 		pod := types.NamespacedName{Namespace: l.Namespace, Name: a.Pod}
 		w.p.streamFor(func(lines *lineCap) outputStream { return w.k.followPod(pod, lines) })
@@ -95,11 +81,53 @@ func (w *watcher) show(ctx context.Context, l *v1alpha1.Loop) bool {
 	if c := meta.FindStatusCondition(l.Status.Conditions, v1alpha1.ReadyCondition); c != nil && c.Message != "" {
 		say += ": " + c.Message
 	}
-	if !printed && say != w.said && say != "" && !l.Status.Phase.IsFinished() {
+	if !printed && say != w.said && say != "" && !l.Status.Phase.IsFinished() && l.Status.Phase != v1alpha1.PhasePaused {
 		w.p.println("       " + w.p.style.dim("· "+printable(say)))
 	}
 	w.said = say
-	return l.Status.Phase.IsFinished() && l.Status.ObservedGeneration == l.Generation
+	if h := l.Status.ExitHook; h != nil && h.Phase != w.hook {
+		w.p.exitHook(h)
+		w.hook = h.Phase
+	}
+	return watchEnds(l)
+}
+
+// newEvents prints the events of the Loop's log not printed yet, and
+// reports whether there were any.
+func (w *watcher) newEvents(ctx context.Context, l *v1alpha1.Loop) bool {
+	el := l.Status.EventLog
+	if el == nil || l.Status.LastSeq <= w.seq {
+		return false
+	}
+	// Only the segments not read to their end yet: a long run's log is
+	// not read again at every step.
+	unread, from := *l, *el
+	from.FirstSegment = max(from.FirstSegment, w.segment)
+	unread.Status.EventLog = &from
+	evs, err := configmaps.Read(ctx, w.k.c, &unread)
+	if err != nil {
+		return false
+	}
+	printed := false
+	for _, e := range evs {
+		if e.Seq > w.seq {
+			w.p.print([]executor.Event{e})
+			w.seq, printed = e.Seq, true
+		}
+	}
+	w.segment = from.LastSegment
+	return printed
+}
+
+// watchEnds reports whether a watch of the Loop ends: as looprun run
+// ends, when the run pauses on its budget (exit 3, and how to go on) or
+// has finished, its exit hook too.
+func watchEnds(l *v1alpha1.Loop) bool {
+	if l.Status.ObservedGeneration != l.Generation {
+		return false
+	}
+	return l.Status.Phase == v1alpha1.PhasePaused ||
+		l.Status.Phase.IsFinished() && (l.Status.ExitHook == nil || l.Status.ExitHook.Phase != v1alpha1.ExitHookRunning)
 }
 
 // nextVersion waits for the Loop to change and returns the new version.

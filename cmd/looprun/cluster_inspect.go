@@ -276,7 +276,7 @@ func (k *kube) clusterCheckpoints(ctx context.Context, name string) ([]checkpoin
 // printCheckpoints lists checkpoints, oldest first; one that does not
 // check is a row of dashes and why.
 func printCheckpoints(out io.Writer, rows []checkpointRow) error {
-	t := newTable(out, "ITERATION", "STATE", "TAKEN", "SEQ", "CHECK")
+	t := newTable(out, "ITERATION", "NEXT STATE", "TAKEN", "SEQ", "CHECK")
 	for _, r := range rows {
 		if r.err != nil {
 			t.row("-", "-", "-", "-", r.err)

@@ -34,7 +34,9 @@ func TestPrintable(t *testing.T) {
 	for in, want := range map[string]string{
 		"plain text, ünïcode ✓": "plain text, ünïcode ✓",
 		"\x1b[2J\x07":           `\x1b[2J\x07`,
-		"a\nb\tc\rd\x7f":        `a\nb\tc\x0dd\x7f`,
+		"a\nb\tc\rd\x7f":        `a\nb       c\x0dd\x7f`,
+		"ok  \tpkg\t0.1s":       "ok      pkg     0.1s",
+		"\x1b\tx":               `\x1b    x`,
 		"\u009b31m":             `\u009b31m`,
 		"\x9b31m":               `\x9b31m`,
 		"abc\u202edcba":         `abc\u202edcba`,
@@ -42,5 +44,21 @@ func TestPrintable(t *testing.T) {
 		if got := printable(in); got != want {
 			t.Errorf("printable(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// A run's progress shows an output's tabs as a terminal does (go test's
+// lines keep their columns); history quotes a value on one line, each
+// newline escaped once.
+func TestTabsAndNewlinesShownOnce(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "tabs.yaml", "name: tabs\ninitial: s\nstates:\n  s:\n    action: \"printf 'ok  \\\\tpkg\\\\t0.1s\\\\nnext\\\\n'\"\n    next: done\n  done:\n    terminal: true\n")
+	run := looprun(t, dir, "run", "tabs.yaml")
+	if !strings.Contains(run.stdout, "       ok      pkg     0.1s\n       next\n") {
+		t.Errorf("run shows the tabs escaped:\n%s", run.stdout)
+	}
+	h := looprun(t, dir, "history", "tabs")
+	if !strings.Contains(h.stdout, `output_preview="ok  \tpkg\t0.1s\nnext"`) {
+		t.Errorf("history's preview:\n%s", h.stdout)
 	}
 }

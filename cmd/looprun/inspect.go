@@ -256,12 +256,11 @@ func compact(v any) string {
 		b, _ := json.Marshal(t)
 		s = string(b)
 	}
-	s = strings.ReplaceAll(s, "\n", `\n`)
 	if len(s) > 80 {
 		s = s[:77] + "..."
 	}
-	if strings.ContainsAny(s, " \t") {
-		s = fmt.Sprintf("%q", s)
+	if strings.ContainsAny(s, " \t\n\r\"") {
+		s = fmt.Sprintf("%q", s) // one line, each newline \n once
 	}
 	return s
 }

@@ -299,6 +299,9 @@ func printWarnings(stderr io.Writer, path string, lf *loopfile.File, quiet bool)
 	for _, w := range lf.Warnings {
 		fmt.Fprintf(stderr, "warning: %s: %s\n", path, w)
 	}
+	if lf.Notice != "" {
+		fmt.Fprintf(stderr, "note: %s: %s\n", path, lf.Notice)
+	}
 }
 
 // lockStore is the store of the local run called name, locked: only this

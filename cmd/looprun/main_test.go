@@ -259,15 +259,26 @@ states:
 	if r := looprun(t, dir, "validate", "bundle/lost.yaml"); r.code != 1 || !strings.Contains(r.stdout, `states.run.loop: no loop file "oracles/nowhere"`) {
 		t.Errorf("a missing sub-loop: %d %q %q", r.code, r.stdout, r.stderr)
 	}
+	// An invalid file's warnings come with its errors, in one reading;
+	// a warning of its spec is spelt as the file is.
+	write(t, dir, "warned.yaml", "name: w\ninitial: a\nstates:\n  a:\n    action: echo ${context.x}\n    bogus: 1\n    on_yes: dnoe\n  done:\n    terminal: true\n")
+	if r := looprun(t, dir, "validate", "warned.yaml"); r.code != 1 || !strings.Contains(r.stderr, "warning: warned.yaml: line 6: states.a.bogus: unknown key") ||
+		!strings.Contains(r.stdout, `warned.yaml: line 7: states.a.on_yes: no state is called "dnoe" (did you mean done?)`) {
+		t.Errorf("validate warned.yaml: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	write(t, dir, "warned.yaml", "name: w\ninitial: a\nstates:\n  a:\n    action: echo ${context.x}\n    on_yes: done\n  done:\n    terminal: true\n")
+	if r := looprun(t, dir, "validate", "warned.yaml"); r.code != 0 || !strings.Contains(r.stderr, "warning: warned.yaml: line 5: states.a.action: ${context.x} goes into a shell command unquoted") {
+		t.Errorf("validate warned.yaml: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
 	r := looprun(t, dir, "validate", "bad.yaml")
 	if r.code != 1 {
 		t.Fatalf("invalid: exit %d", r.code)
 	}
 	for _, want := range []string{
-		`spec.states[check].evaluate.operator: Unsupported value: "gte"`,
-		`spec.states[check].onFailure: Not found: "fixx"`,
-		`spec.states[fix]: Required value: state "fix" has no way out`,
-		`spec.states[fix].action`,
+		`states.check.evaluate.operator: Unsupported value: "gte"`,
+		`line 11: states.check.on_no: no state is called "fixx" (did you mean fix?)`,
+		`states.fix: Required value: state "fix" has no way out`,
+		`states.fix.action`,
 	} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("validate output lacks %q:\n%s", want, r.stdout)
@@ -288,8 +299,14 @@ func TestSimulate(t *testing.T) {
 	if r := looprun(t, dir, "simulate", "fix.yaml", "--scenario", "all-fail"); r.code != 1 || !strings.Contains(r.stdout, "max_steps") {
 		t.Errorf("all-fail: %d\n%s", r.code, r.stdout)
 	}
-	if r := looprun(t, dir, "simulate", "fix.yaml", "--scenario", "all-pass"); r.code != 0 || strings.Contains(steps(r.stdout), "-> fix") {
+	r = looprun(t, dir, "simulate", "fix.yaml", "--scenario", "all-pass")
+	if r.code != 0 || strings.Contains(steps(r.stdout), "-> fix") {
 		t.Errorf("all-pass: %d\n%s", r.code, r.stdout)
+	}
+	// As ll-loop simulate, it says it is one, and sums up the walk.
+	if !strings.HasPrefix(r.stdout, "=== SIMULATION: fixer (scenario=all-pass): no action runs ===\n") ||
+		!strings.HasSuffix(r.stdout, "=== Summary ===\nStates visited: check → done\nIterations: 1\nWould have executed 1 commands\nTerminated by: terminal\n") {
+		t.Errorf("all-pass: no banner or summary:\n%s", r.stdout)
 	}
 	// As ll-loop simulate: alternating starts with a failure, so check
 	// (every odd action) always fails; all-error errs at once.

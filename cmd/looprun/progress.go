@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/term"
+
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/executor"
 	"github.com/looprun/looprun/internal/loopfile"
@@ -44,6 +46,12 @@ type progress struct {
 	iteration map[string]any
 	// maxLines is how many lines of an action's output are shown.
 	maxLines int
+	// seq is the number of the last event shown: an event read twice (a
+	// log read again after an import) is shown once.
+	seq int64
+	// restarted is the action last shown as run again (depth/state/
+	// iteration), until the next step.
+	restarted string
 }
 
 // header is what the first lines say about the run.
@@ -71,6 +79,12 @@ func (p *progress) Observe(_ *v1alpha1.RunState, events []executor.Event) { p.pr
 
 func (p *progress) print(events []executor.Event) {
 	for _, e := range events {
+		if e.Seq > 0 {
+			if e.Seq <= p.seq {
+				continue
+			}
+			p.seq = e.Seq
+		}
 		p.event(e)
 	}
 }
@@ -101,13 +115,20 @@ func (p *progress) event(e executor.Event) {
 	case executor.EventLoopStart, executor.EventLoopResume:
 		p.begin(e, n, indent)
 	case executor.EventActionRestarted:
-		// The action cut off runs again: its state's line, as entered.
+		// The action cut off runs again: its state's line, as entered;
+		// once, however many times in a row the log says so.
 		r := executor.RestartedOf(e)
+		again := fmt.Sprint(depth, "/", r.State, "/", r.Iteration)
+		if again == p.restarted {
+			return
+		}
+		p.restarted = again
 		p.iteration[depth] = r.Iteration
 		p.stateLine(e, r.State, r.Iteration, n, indent)
 		p.actionLine(r.Action, false, n, indent)
 		p.println(pad + s.dim("(again: it was cut off)"))
 	case executor.EventStateEnter:
+		p.restarted = ""
 		enter := executor.StateEnterOf(e)
 		p.iteration[depth] = enter.Iteration
 		p.stateLine(e, enter.State, enter.Iteration, n, indent)
@@ -115,6 +136,7 @@ func (p *progress) event(e executor.Event) {
 		a := executor.ActionStartOf(e)
 		p.actionLine(a.Action, a.IsPrompt, n, indent)
 	case executor.EventActionComplete:
+		p.restarted = ""
 		p.completed(executor.ActionCompleteOf(e), n, pad)
 	case executor.EventActionError:
 		p.println(pad + s.warn("error: "+executor.ActionErrorOf(e).Error))
@@ -390,6 +412,16 @@ func (p *progress) note(e executor.Event, pad, indent string) (string, bool) {
 		return fmt.Sprintf("%s%ssub-loop %s ended: %s, verdict %s", indent, s.mark("↲ ", ""), c.Loop, c.TerminatedBy, c.Verdict), true
 	case executor.EventApprovalRequested:
 		return pad + s.warn(fmt.Sprintf("waiting for approval: %s (looprun approve or reject)", executor.ApprovalRequestedOf(e).Message)), true
+	case executor.EventApprovalAnswered:
+		a := executor.ApprovalAnsweredOf(e)
+		line := pad + "answer: " + printable(a.Verdict)
+		if a.By != "" {
+			line += " by " + printable(a.By)
+		}
+		if a.Message != "" {
+			line += s.dim(" (" + printable(clip(a.Message, 200)) + ")")
+		}
+		return line, true
 	case executor.EventHandoffDetected:
 		h := executor.HandoffDetectedOf(e)
 		return fmt.Sprintf("%shandoff in %s: %s (looprun resume goes on)", indent, h.State, h.Continuation), true
@@ -475,9 +507,12 @@ func terminalStyle(w io.Writer) style {
 	if !ok || os.Getenv("NO_COLOR") != "" {
 		return style{}
 	}
-	fi, err := f.Stat()
-	return style{color: err == nil && fi.Mode()&os.ModeCharDevice != 0}
+	return style{color: isTerminal(f)}
 }
+
+// isTerminal reports whether f is a terminal (not only a character
+// device: /dev/null is one too).
+func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
 
 func (s style) paint(code, t string) string {
 	if !s.color || t == "" {

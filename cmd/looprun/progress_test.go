@@ -32,3 +32,28 @@ func TestResumeProgressShowsTheIteration(t *testing.T) {
 	}
 	progressGolden(t, "resume.golden", r.stdout)
 }
+
+// A run stopped with Ctrl-C says how it ended once: the progress's last
+// line, not again on stderr.
+func TestStoppedRunSaysItsEndOnce(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "slow.yaml", "name: slow\ninitial: a\nstates:\n  a:\n    action: echo $$ > pid; exec sleep 60\n    next: done\n  done:\n    terminal: true\n")
+	cmd := exec.Command(binary, "run", "slow.yaml")
+	cmd.Dir = dir
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := proc.WaitPid(t, filepath.Join(dir, "pid"))
+	_ = cmd.Process.Signal(syscall.SIGINT)
+	_ = cmd.Wait()
+	proc.WaitGone(t, pid)
+	if code := cmd.ProcessState.ExitCode(); code != 1 {
+		t.Errorf("exit %d, want 1", code)
+	}
+	all := stdout.String() + stderr.String()
+	if n := strings.Count(all, "stopped"); n != 1 || !strings.Contains(stdout.String(), "Loop ended: stopped in a") {
+		t.Errorf("the end is said %d times:\n%s\nstderr:\n%s", n, stdout.String(), stderr.String())
+	}
+}

@@ -83,9 +83,8 @@ var stdinLines = sync.OnceValue(func() <-chan string {
 // terminal is the terminal an approval state asks at: stdin when it is
 // one, else nil (only looprun approve answers).
 func terminal(out io.Writer) *localrun.Terminal {
-	fi, err := os.Stdin.Stat()
-	if err != nil || fi.Mode()&os.ModeCharDevice == 0 {
-		return nil
+	if !isTerminal(os.Stdin) {
+		return nil // a pipe, a file, /dev/null: no one to ask
 	}
 	return &localrun.Terminal{Lines: stdinLines(), Out: out, User: whoami()}
 }
@@ -132,6 +131,8 @@ func outcome(run *v1alpha1.RunState, name string, littleLoops bool, spec *v1alph
 		return nil // paused by its action (CONTEXT_HANDOFF:, LOOP_STOP:), as ll-loop: resume goes on
 	case executor.IsFailureTerminal(run):
 		return &exitError{code: 2}
+	case run.TerminatedBy == v1alpha1.TerminatedStopped:
+		return &exitError{code: 1} // the progress's last line said it; the user stopped it
 	}
 	msg := fmt.Sprintf("loop %s ended: %s", name, executor.TerminationName(run.TerminatedBy, littleLoops))
 	if run.Message != "" {

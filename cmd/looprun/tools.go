@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -23,20 +24,26 @@ func newValidateCommand(g *globals) *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			out := cmd.OutOrStdout()
+			// Every problem of the file comes at once, one a line.
 			lf, err := loadLoop(args[0], g, cmd.ErrOrStderr(), false)
+			if problems := (*loopfile.Problems)(nil); errors.As(err, &problems) {
+				for _, w := range problems.Warnings {
+					fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s: %s\n", problems.Path, w)
+				}
+				fmt.Fprintln(out, problems.Error())
+				return &exitError{code: 1, msg: fmt.Sprintf("%s: %d error(s)", args[0], len(problems.List))}
+			}
 			if err != nil {
 				return &exitError{code: 1, msg: err.Error()}
 			}
-			errs := executor.Validate(&lf.Loop.Spec)
-			for _, e := range errs {
-				fmt.Fprintf(out, "%s: %s\n", args[0], e.Error())
-			}
+			var errs field.ErrorList
 			if err := loopfile.CheckSubLoops(lf, g.fileOptions()); err != nil {
 				fmt.Fprintln(out, err)
 				errs = append(errs, field.Invalid(nil, "", err.Error()))
 			}
 			for _, w := range executor.ShellWarnings(&lf.Loop.Spec) {
-				fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s: %s\n", args[0], w)
+				field, msg, _ := strings.Cut(w, ": ")
+				fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s: %s\n", args[0], lf.Locate(field, msg))
 			}
 			if len(errs) > 0 {
 				return &exitError{code: 1, msg: fmt.Sprintf("%s: %d error(s)", args[0], len(errs))}
@@ -131,13 +138,35 @@ func newSimulateCommand(g *globals) *cobra.Command {
 				return fmt.Errorf("%s: invalid loop: %w", args[0], err)
 			}
 			out := cmd.OutOrStdout()
-			p := newProgress(out, terminalStyle(out), false, header{loop: lf.Loop.Name, spec: spec}, nil)
-			sim := &localrun.Simulation{Machine: m, Scenario: scenario, Observers: []executor.Observer{p},
-				WouldRun: func(a *executor.Action) { p.println("       would run: " + printable(oneLine(a.Command))) }}
+			// As ll-loop simulate: a banner, so that it is not taken for a
+			// run, and a summary of the walk.
+			st := terminalStyle(out)
+			fmt.Fprintln(out, st.bold(fmt.Sprintf("=== SIMULATION: %s (scenario=%s): no action runs ===", lf.Loop.Name, scenario)))
+			p := newProgress(out, st, false, header{loop: lf.Loop.Name, spec: spec}, nil)
+			var visited []string
+			commands := 0
+			sim := &localrun.Simulation{Machine: m, Scenario: scenario,
+				Observers: []executor.Observer{executor.ObserverFunc(func(_ *v1alpha1.RunState, evs []executor.Event) {
+					for _, e := range evs {
+						if e.Type == executor.EventStateEnter && executor.DepthOf(e) == 0 {
+							visited = append(visited, printable(executor.StateEnterOf(e).State))
+						}
+					}
+					p.print(evs)
+				})},
+				WouldRun: func(a *executor.Action) {
+					commands++
+					p.println("       would run: " + printable(oneLine(a.Command)))
+				}}
 			run, err := sim.Run(cmd.Context())
 			if err != nil {
 				return err
 			}
+			if end := printable(run.CurrentState); end != "" && (len(visited) == 0 || visited[len(visited)-1] != end) {
+				visited = append(visited, end) // a terminal state is reached, not entered
+			}
+			fmt.Fprintf(out, "\n=== Summary ===\nStates visited: %s\nIterations: %d\nWould have executed %d commands\nTerminated by: %s\n",
+				strings.Join(visited, " → "), run.Iteration, commands, executor.TerminationName(run.TerminatedBy, lf.LittleLoops()))
 			return outcome(run, lf.Loop.Name, lf.LittleLoops(), spec)
 		},
 	}

@@ -621,6 +621,13 @@ func validateRetryPolicy(st *v1alpha1.State, rp *v1alpha1.RetryPolicy, p *field.
 	return errs
 }
 
+// runSets reports whether a run gives the context variable k itself
+// (RunContext.Defaults): the loop does not set it.
+func runSets(spec *v1alpha1.LoopSpec, k string) bool {
+	_, own := spec.Context[k]
+	return !own && slices.Contains([]string{"run_dir", "max_steps", "repo_dir", "input_hash"}, k)
+}
+
 // ShellWarnings lists the values a loop's shell actions (and its shell
 // exit hook) insert without quoting them for the shell: a context value, a
 // capture, an environment variable or the run's end message with a space,
@@ -628,8 +635,14 @@ func validateRetryPolicy(st *v1alpha1.State, rp *v1alpha1.RetryPolicy, p *field.
 func ShellWarnings(spec *v1alpha1.LoopSpec) []string {
 	var out []string
 	unquoted := func(where, action string) {
-		for _, r := range interpolate.References(action) {
+		refs := interpolate.References(action)
+		if len(refs) == 1 && strings.TrimSpace(action) == "${"+refs[0].Namespace+"."+strings.Join(refs[0].Path, ".")+"}" {
+			return // the whole command is the value: it is meant as shell syntax
+		}
+		for _, r := range refs {
 			switch {
+			case r.Namespace == "context" && len(r.Path) > 0 && runSets(spec, r.Path[0]):
+				continue // a value looprun gives (a path it makes, a number)
 			case r.Namespace == "context", r.Namespace == "captured", r.Namespace == "env", r.Namespace == "prev":
 			case r.Namespace == "loop" && len(r.Path) > 0 && (r.Path[0] == "message" || r.Path[0] == "git"):
 				// what the run's end says: an action's (an agent's) words

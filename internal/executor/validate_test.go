@@ -162,7 +162,9 @@ func TestNewRejectsInvalidSpec(t *testing.T) {
 func TestShellWarnings(t *testing.T) {
 	spec := &v1alpha1.LoopSpec{Initial: "a", States: map[string]v1alpha1.State{
 		"a":    {Action: "deploy ${context.target} ${captured.v.output:shell}", Next: "b"},
-		"b":    {Action: "/fix ${captured.v.output}", ActionType: v1alpha1.ActionAgent, Next: "done"},
+		"b":    {Action: "/fix ${captured.v.output}", ActionType: v1alpha1.ActionAgent, Next: "c"},
+		"c":    {Action: "ls ${context.run_dir}/out", Next: "d"},
+		"d":    {Action: " ${context.test_cmd}\n", Next: "done"},
 		"done": {Terminal: true},
 	}, OnExit: &v1alpha1.ExitHook{Action: "notify ${loop.name} ${loop.message} ${loop.final_state} ${captured.v.output}"}}
 	got := strings.Join(ShellWarnings(spec), "\n")
@@ -171,7 +173,8 @@ func TestShellWarnings(t *testing.T) {
 			t.Errorf("no warning %q in:\n%s", want, got)
 		}
 	}
-	for _, not := range []string{"states[b]", "${loop.name}", "${loop.final_state}", "states[a].action: ${captured"} {
+	// Not a value looprun gives itself, nor a command that is the value.
+	for _, not := range []string{"states[b]", "${loop.name}", "${loop.final_state}", "states[a].action: ${captured", "states[c]", "states[d]"} {
 		if strings.Contains(got, not) {
 			t.Errorf("a warning of %q in:\n%s", not, got)
 		}

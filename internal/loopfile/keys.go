@@ -49,7 +49,7 @@ func (tb *table[T]) read(r *reader, m map[string]any, path string, into *T) {
 		}
 		if why, ok := tb.ignored[k]; ok {
 			if why != "" {
-				r.warn("%s: %s is not supported by looprun; ignored", fp, why)
+				r.ignore(fp, why)
 			}
 			continue
 		}

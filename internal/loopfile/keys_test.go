@@ -36,8 +36,8 @@ func TestKeyTables(t *testing.T) {
 	if st.Action != "make" || st.Model != "opus" || st.extra["blocked"] != "ask" {
 		t.Errorf("read %+v, extra %v", st.State, st.extra)
 	}
-	got := strings.Join(r.warnings, "\n")
-	for _, want := range []string{"states.a.session_mode: Claude CLI options is not supported by looprun; ignored", "states.a.wobble: unknown key; ignored"} {
+	got := strings.Join(append(r.warnings, r.ignoredNotice()), "\n")
+	for _, want := range []string{"Claude CLI options (states.a.session_mode)", "states.a.wobble: unknown key; ignored"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("warnings %q lack %q", got, want)
 		}

@@ -32,6 +32,30 @@ type reader struct {
 	parameters map[string]v1alpha1.Parameter
 	// lines are the lines of the file's keys by path (states.a.action).
 	lines map[string]int
+	// ignored are the keys little-loops knows and looprun does without,
+	// by what they are for.
+	ignored map[string][]string
+}
+
+// ignore notes that the key at fp, for why, is ignored.
+func (r *reader) ignore(fp, why string) {
+	if r.ignored == nil {
+		r.ignored = map[string][]string{}
+	}
+	r.ignored[why] = append(r.ignored[why], fp)
+}
+
+// ignoredNotice is one line of all the keys ignored, by what they are
+// for; "" when none is.
+func (r *reader) ignoredNotice() string {
+	if len(r.ignored) == 0 {
+		return ""
+	}
+	var parts []string
+	for _, why := range slices.Sorted(maps.Keys(r.ignored)) {
+		parts = append(parts, fmt.Sprintf("%s (%s)", why, strings.Join(r.ignored[why], ", ")))
+	}
+	return "looprun does without " + strings.Join(parts, "; ") + ": these keys are ignored, nothing to change"
 }
 
 // warn and fail record a warning and an error. Each message starts with
@@ -126,8 +150,13 @@ func (r *reader) littleLoops(doc map[string]any, dir string) (*v1alpha1.Loop, er
 		spec.States[sn] = st
 	}
 	r.subLoopCaptureRefs(doc, spec.States)
-	if len(r.errs) > 0 {
-		return nil, errors.New(strings.Join(r.errs, "; "))
+	failed := make([]string, len(r.errs))
+	for i, e := range r.errs {
+		failed[i] = failedPath(e)
+	}
+	if problems := append(r.errs, specProblems(&spec, FormatLittleLoops, r.lines, failed)...); len(problems) > 0 {
+		slices.SortStableFunc(problems, byLine)
+		return nil, &Problems{List: problems}
 	}
 	r.structureWarnings(doc, states)
 	loop := NewLoop(name, spec)
@@ -196,7 +225,8 @@ var topLevelKeys = table[v1alpha1.LoopSpec]{
 			switch h := r.str(m, k, fp); h {
 			case "pause", "terminate":
 			case "spawn":
-				r.warn("%s: spawn starts no agent session here: a handoff pauses the run, and looprun resume goes on", fp)
+				// A handoff pauses the run, and looprun resume goes on.
+				r.ignore(fp+": spawn", "an agent session started on a handoff")
 			default:
 				r.fail("%s: %q is not pause, terminate or spawn", fp, h)
 			}

@@ -40,13 +40,13 @@ func TestRetryPolicy(t *testing.T) {
 		{"{backoff: 5}", "line 6: states.a.retry_policy: needs limit"},
 		{"{limit: 0}", "states.a.retry_policy.limit: must be between 1 and 100 (how many times the action is run again), not 0"},
 		{"{limit: 101}", "states.a.retry_policy.limit: must be between 1 and 100"},
-		{"{limit: two}", "states.a.retry_policy.limit: must be a number"},
+		{"{limit: two}", `states.a.retry_policy.limit: must be a whole number, not "two"`},
 		{"{limit: 2, factor: 1.5}", "states.a.retry_policy.factor: must be a whole number"},
 		{"{limit: 2, factor: 11}", "states.a.retry_policy.factor: must be between 1 and 10, not 11"},
 		{"{limit: 2, backoff: soon}", "states.a.retry_policy.backoff: must be seconds or a duration such as 90s"},
 		{"{limit: 2, max_delay: -1}", "states.a.retry_policy.max_delay: must not be negative"},
 		{"{limit: 2, exit_codes: 75}", "states.a.retry_policy.exit_codes: must be a list of exit codes"},
-		{"{limit: 2, exit_codes: [75, x]}", "states.a.retry_policy.exit_codes[1]: must be a number"},
+		{"{limit: 2, exit_codes: [75, x]}", `states.a.retry_policy.exit_codes[1]: must be a whole number, not "x"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.policy, func(t *testing.T) {

@@ -22,7 +22,7 @@ func (r *reader) str(m map[string]any, k, fp string) string {
 	case nil:
 		return ""
 	}
-	r.fail("%s: must be a string", fp)
+	r.fail("%s: must be a string, not %s", fp, shown(m[k]))
 	return ""
 }
 
@@ -42,7 +42,7 @@ func (r *reader) strings(m map[string]any, k, fp string) []string {
 func (r *reader) boolean(m map[string]any, k, fp string) bool {
 	b, ok := m[k].(bool)
 	if !ok {
-		r.fail("%s: must be true or false", fp)
+		r.fail("%s: must be true or false, not %s", fp, shown(m[k]))
 	}
 	return b
 }
@@ -50,7 +50,7 @@ func (r *reader) boolean(m map[string]any, k, fp string) bool {
 func (r *reader) number(m map[string]any, k, fp string) float64 {
 	n, ok := m[k].(json.Number)
 	if !ok {
-		r.fail("%s: must be a number", fp)
+		r.fail("%s: must be a number, not %s", fp, shown(m[k]))
 		return 0
 	}
 	f, err := n.Float64()
@@ -61,6 +61,10 @@ func (r *reader) number(m map[string]any, k, fp string) float64 {
 }
 
 func (r *reader) int32p(m map[string]any, k, fp string) *int32 {
+	if _, ok := m[k].(json.Number); !ok {
+		r.fail("%s: must be a whole number, not %s", fp, shown(m[k]))
+		return nil
+	}
 	f := r.number(m, k, fp)
 	if f != math.Trunc(f) || f > math.MaxInt32 || f < math.MinInt32 {
 		r.fail("%s: must be a whole number", fp)
@@ -85,13 +89,29 @@ func (r *reader) duration(m map[string]any, k, fp string) *metav1.Duration {
 	case string:
 		d, err := time.ParseDuration(v)
 		if err != nil {
-			r.fail("%s: must be seconds or a duration such as 90s: %v", fp, err)
+			r.fail("%s: must be seconds or a duration such as 90s, 5m or 1h30m, not %q", fp, v)
 			return nil
 		}
 		return &metav1.Duration{Duration: d}
 	}
-	r.fail("%s: must be seconds or a duration such as 90s", fp)
+	r.fail("%s: must be seconds or a duration such as 90s, not %s", fp, shown(m[k]))
 	return nil
+}
+
+// shown is a value as a message quotes it: a string quoted, a mapping or a
+// list named, anything else as written.
+func shown(v any) string {
+	switch v := v.(type) {
+	case string:
+		return fmt.Sprintf("%q", v)
+	case map[string]any:
+		return "a mapping"
+	case []any:
+		return "a list"
+	case nil:
+		return "empty"
+	}
+	return fmt.Sprint(v)
 }
 
 func toJSON(v any) apiextensionsv1.JSON {

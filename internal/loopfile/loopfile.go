@@ -15,8 +15,10 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 
+	yaml3 "go.yaml.in/yaml/v3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
@@ -38,6 +40,10 @@ type File struct {
 	Loop     *v1alpha1.Loop
 	Format   Format
 	Warnings []string
+	// Notice is one line naming the keys of the file that looprun does
+	// without (a little-loops file's catalogue metadata, scope locks...):
+	// nothing to change, so not a warning. "" for none.
+	Notice string
 	// InputKey is the context variable a run's positional input goes to
 	// (little-loops' input_key; default "input"), and RequiredInputs the
 	// context variables a run must not start without (required_inputs).
@@ -48,6 +54,21 @@ type File struct {
 	// Parameters are the typed inputs a sub-loop state binds with with
 	// (little-loops' parameters; a LoopTemplate's spec.parameters).
 	Parameters map[string]v1alpha1.Parameter
+	// lines are the lines of the file's keys by path (states.a.action).
+	lines map[string]int
+}
+
+// Locate is a problem found in the loop's spec (at field, a path such as
+// spec.states[a].action) said as the file says it: "line N: path: msg",
+// the path as the file spells it (states.a.action in a little-loops
+// file).
+func (f *File) Locate(field, msg string) string {
+	segs := fieldSegments(field)
+	path := strings.Join(segs, ".")
+	if f.LittleLoops() && len(segs) > 0 {
+		path = littleLoopsPath(segs[1:], f.lines)
+	}
+	return locate(f.lines, path, msg)
 }
 
 // LittleLoops reports whether the loop was written in little-loops' format.
@@ -83,6 +104,9 @@ func Load(path string, opts Options) (*File, error) {
 		return nil, err
 	}
 	f, err := parse(data, filepath.Dir(path), opts)
+	if p := (*Problems)(nil); errors.As(err, &p) {
+		return nil, &Problems{Path: path, List: p.List, Warnings: p.Warnings}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -132,14 +156,18 @@ func parse(data []byte, dir string, opts Options) (*File, error) {
 		f.Warnings = append(checked.warnings, manifestRouteWarnings(&f.Loop.Spec, checked.lines)...)
 		f.Warnings = append(f.Warnings, manifestStructureWarnings(&f.Loop.Spec, checked.lines)...)
 		f.Warnings = append(f.Warnings, manifestPatternWarnings(&f.Loop.Spec, checked.lines)...)
+		f.lines = checked.lines
 		return f, nil
 	}
 	r := &reader{opts: opts, warnings: checked.warnings, lines: checked.lines}
 	loop, err := r.littleLoops(doc, dir)
+	if p := (*Problems)(nil); errors.As(err, &p) {
+		p.Warnings = r.warnings // the file's warnings too, found in the same reading
+	}
 	if err != nil {
 		return nil, err
 	}
-	return &File{Loop: loop, Format: FormatLittleLoops, Warnings: r.warnings, InputKey: cmp.Or(r.inputKey, DefaultInputKey),
+	return &File{Loop: loop, Format: FormatLittleLoops, Warnings: r.warnings, Notice: r.ignoredNotice(), lines: r.lines, InputKey: cmp.Or(r.inputKey, DefaultInputKey),
 		RequiredInputs: r.requiredInputs, Parameters: r.parameters}, nil
 }
 
@@ -172,14 +200,28 @@ func parseManifest(checked *checkedYAML) (*File, error) {
 	if meta.Kind == "LoopTemplate" {
 		into = reflect.TypeFor[v1alpha1.LoopTemplate]()
 	}
-	if errs := checkManifestFields(checked.doc, into, meta.Kind); len(errs) > 0 {
-		return nil, fmt.Errorf("loop manifest: %s", strings.Join(errs, "; "))
+	// A field that is wrong is reported and left out, so that the rest
+	// decodes and every problem of the file is found at once.
+	problems, failed := checkManifestFields(checked.doc, into, meta.Kind)
+	if len(problems) > 0 {
+		pruned, err := yaml3.Marshal(checked.doc)
+		if err != nil {
+			return nil, &Problems{List: problems, Warnings: checked.warnings}
+		}
+		data = pruned
+	}
+	// What is left that still does not decode is one more problem.
+	undecoded := func(what string, err error) error {
+		if len(problems) == 0 {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		return &Problems{List: append(problems, fmt.Sprintf("%s: %v", what, err)), Warnings: checked.warnings}
 	}
 	f := &File{Format: FormatManifest, InputKey: DefaultInputKey}
 	if meta.Kind == "LoopTemplate" {
 		var t v1alpha1.LoopTemplate
 		if err := yaml.UnmarshalStrict(data, &t); err != nil {
-			return nil, fmt.Errorf("loop template manifest: %w", err)
+			return nil, undecoded("loop template manifest", err)
 		}
 		f.Loop = NewLoop(t.Name, t.Spec.LoopSpec)
 		f.Loop.Namespace, f.Loop.Labels, f.Loop.Annotations = t.Namespace, t.Labels, t.Annotations
@@ -187,9 +229,14 @@ func parseManifest(checked *checkedYAML) (*File, error) {
 	} else {
 		var loop v1alpha1.Loop
 		if err := yaml.UnmarshalStrict(data, &loop); err != nil {
-			return nil, fmt.Errorf("loop manifest: %w", err)
+			return nil, undecoded("loop manifest", err)
 		}
 		f.Loop = &loop
+	}
+	problems = append(problems, specProblems(&f.Loop.Spec, FormatManifest, checked.lines, failed)...)
+	if len(problems) > 0 {
+		slices.SortStableFunc(problems, byLine)
+		return nil, &Problems{List: problems, Warnings: checked.warnings}
 	}
 	if f.Loop.Name == "" {
 		return nil, errors.New("metadata.name is required")

@@ -71,8 +71,8 @@ func TestQualityGate(t *testing.T) {
 	if f.Loop.Annotations["looprun.io/description"] != "Lint must be clean before the tests run." {
 		t.Errorf("annotations %v", f.Loop.Annotations)
 	}
-	if !hasWarning(f, "scope:") || !hasWarning(f, "on_handoff:") {
-		t.Errorf("warnings %v", f.Warnings)
+	if !strings.Contains(f.Notice, "(scope)") || !strings.Contains(f.Notice, "(on_handoff: spawn)") {
+		t.Errorf("notice %q", f.Notice)
 	}
 }
 
@@ -409,5 +409,23 @@ spec:
 		if strings.Contains(w, "kubectl") {
 			t.Errorf("a little-loops file warned: %s", w)
 		}
+	}
+}
+
+// The keys little-loops knows and looprun does without are named in one
+// notice, not a warning each: there is nothing to change.
+func TestIgnoredKeysInOneNotice(t *testing.T) {
+	doc := "name: x\ncategory: ci\nscope: [src]\nlabels: [a]\non_handoff: spawn\ninitial: a\nstates:\n  a:\n    action: 'true'\n    session_mode: fresh\n    next: done\n  done:\n    terminal: true\n"
+	f, err := Parse([]byte(doc), t.TempDir(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Warnings) != 0 {
+		t.Errorf("warnings: %q", f.Warnings)
+	}
+	want := "looprun does without Claude CLI options (states.a.session_mode); an agent session started on a handoff (on_handoff: spawn); " +
+		"catalogue metadata (category, labels); scope locks (scope): these keys are ignored, nothing to change"
+	if f.Notice != want {
+		t.Errorf("notice:\n %s\nwant\n %s", f.Notice, want)
 	}
 }

@@ -7,9 +7,12 @@ import (
 	"maps"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	yaml "go.yaml.in/yaml/v3"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // A manifest is checked against the Go types it becomes before it is
@@ -27,21 +30,41 @@ var (
 type fieldChecker struct {
 	kind string // Loop or LoopTemplate
 	errs []string
+	// failed are the paths of the fields in errs, and removed how many
+	// of them were taken out of the document.
+	failed  []string
+	removed int
 }
 
 // checkManifestFields lists the fields of doc (a YAML document node) that
 // a t (Loop or LoopTemplate) has no place for, and the values of the wrong
-// shape (a mapping where a list goes), each with its line and path.
-func checkManifestFields(doc *yaml.Node, t reflect.Type, kind string) []string {
+// shape (a mapping where a list goes) or type (a word where a number goes,
+// a duration that does not parse), each with its line and path. It takes
+// those fields out of doc, so that what is left decodes and can be checked
+// further; failed are their paths.
+func checkManifestFields(doc *yaml.Node, t reflect.Type, kind string) (errs, failed []string) {
 	c := &fieldChecker{kind: kind}
 	if doc.Kind == yaml.DocumentNode && len(doc.Content) > 0 {
 		c.check(doc.Content[0], t, "[0]") // as checkYAML names the top
 	}
-	return c.errs
+	return c.errs, c.failed
 }
 
 func (c *fieldChecker) fail(n *yaml.Node, path, format string, args ...any) {
 	c.errs = append(c.errs, fmt.Sprintf("line %d: %s: %s", n.Line, trimPath(path), fmt.Sprintf(format, args...)))
+	c.failed = append(c.failed, trimPath(path))
+}
+
+// prune takes the entry at i out of mapping n when checking its value
+// found a problem that no entry further in was taken out for; it reports
+// whether it did.
+func (c *fieldChecker) prune(n *yaml.Node, i, errsBefore, removedBefore int) bool {
+	if len(c.errs) == errsBefore || c.removed != removedBefore {
+		return false
+	}
+	n.Content = append(n.Content[:i], n.Content[i+2:]...)
+	c.removed++
+	return true
 }
 
 func (c *fieldChecker) check(n *yaml.Node, t reflect.Type, path string) {
@@ -55,7 +78,8 @@ func (c *fieldChecker) check(n *yaml.Node, t reflect.Type, path string) {
 		t = t.Elem()
 	}
 	if opaque(t) {
-		return // decodes itself: a duration, free JSON, an int or string
+		c.checkOpaque(n, t, path)
+		return
 	}
 	switch t.Kind() {
 	case reflect.Struct:
@@ -65,8 +89,12 @@ func (c *fieldChecker) check(n *yaml.Node, t reflect.Type, path string) {
 			c.fail(n, path, "must be a mapping")
 			return
 		}
-		for i := 0; i+1 < len(n.Content); i += 2 {
+		for i := 0; i+1 < len(n.Content); {
+			e, r := len(c.errs), c.removed
 			c.check(n.Content[i+1], t.Elem(), path+"."+n.Content[i].Value)
+			if !c.prune(n, i, e, r) {
+				i += 2
+			}
 		}
 	case reflect.Slice, reflect.Array:
 		if t.Elem().Kind() == reflect.Uint8 {
@@ -83,8 +111,48 @@ func (c *fieldChecker) check(n *yaml.Node, t reflect.Type, path string) {
 	default:
 		if n.Kind != yaml.ScalarNode {
 			c.fail(n, path, "must be a %s, not a %s", scalarName(t.Kind()), nodeName(n))
+		} else if !scalarFits(n, t.Kind()) {
+			c.fail(n, path, "must be a %s, not %s", scalarName(t.Kind()), quoteNode(n))
 		}
 	}
+}
+
+var durationType = reflect.TypeFor[metav1.Duration]()
+
+// checkOpaque checks a value that decodes itself: a duration must parse;
+// free JSON, an int or string takes anything.
+func (c *fieldChecker) checkOpaque(n *yaml.Node, t reflect.Type, path string) {
+	if t != durationType {
+		return
+	}
+	if _, err := time.ParseDuration(n.Value); n.Kind != yaml.ScalarNode || err != nil {
+		c.fail(n, path, "must be a duration such as 90s, 5m or 1h30m, not %s", quoteNode(n))
+	}
+}
+
+// scalarFits reports whether the scalar n decodes into a field of kind k:
+// a whole number into an integer, a number into a float, a boolean into a
+// bool (a string takes anything the YAML reader turns into one).
+func scalarFits(n *yaml.Node, k reflect.Kind) bool {
+	switch k {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return n.Tag == "!!int"
+	case reflect.Float32, reflect.Float64:
+		return n.Tag == "!!int" || n.Tag == "!!float"
+	case reflect.Bool:
+		return n.Tag == "!!bool" || pyYAMLBools[n.Value]
+	}
+	return true
+}
+
+// quoteNode is a value as a message shows it: a scalar quoted, else what
+// kind of node it is.
+func quoteNode(n *yaml.Node) string {
+	if n.Kind == yaml.ScalarNode {
+		return strconv.Quote(n.Value)
+	}
+	return "a " + nodeName(n)
 }
 
 // checkStruct checks the fields of a mapping that decodes into struct t.
@@ -94,17 +162,22 @@ func (c *fieldChecker) checkStruct(n *yaml.Node, t reflect.Type, path string) {
 		c.fail(n, path, "must be a mapping%s", misplacedFieldHint(path, t.Name(), fields))
 		return
 	}
-	for i := 0; i+1 < len(n.Content); i += 2 {
+	for i := 0; i+1 < len(n.Content); {
 		k, v := n.Content[i], n.Content[i+1]
 		if k.Value == "<<" {
+			i += 2
 			continue // a merge key: its mappings are checked where they are written
 		}
 		p := path + "." + k.Value
+		e, r := len(c.errs), c.removed
 		if f, ok := fields[k.Value]; ok {
 			c.check(v, f, p)
-			continue
+		} else {
+			c.fail(k, p, "%s", c.unknownField(k.Value, path, fields))
 		}
-		c.fail(k, p, "%s", c.unknownField(k.Value, path, fields))
+		if !c.prune(n, i, e, r) {
+			i += 2
+		}
 	}
 }
 
@@ -121,19 +194,19 @@ func (c *fieldChecker) unknownField(name, path string, fields map[string]reflect
 // itself one of the mapping's fields: a state's next written at the
 // indentation of the state names (spec.states.next: done).
 func misplacedFieldHint(path, typeName string, fields map[string]reflect.Type) string {
-	if _, name, _ := cutLast(trimPath(path)); fields[name] != nil {
+	if _, name := cutLast(trimPath(path)); fields[name] != nil {
 		return fmt.Sprintf(" (a %s); %s is a field of a %s: is it indented a level too little? Indent it under the entry above", typeName, name, typeName)
 	}
 	return ""
 }
 
 // cutLast splits a dotted path at its last dot.
-func cutLast(p string) (string, string, bool) {
+func cutLast(p string) (string, string) {
 	i := strings.LastIndexByte(p, '.')
 	if i < 0 {
-		return "", p, false
+		return "", p
 	}
-	return p[:i], p[i+1:], true
+	return p[:i], p[i+1:]
 }
 
 // opaque reports whether t decodes itself from JSON (metav1.Duration,

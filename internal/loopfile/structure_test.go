@@ -21,7 +21,6 @@ func TestStructureWarnings(t *testing.T) {
 			"  err: {terminal: true}\n  slow: {terminal: true}\n  done: {terminal: true}\n", nil},
 		{"a route to itself does not reach", "name: x\ninitial: a\nstates:\n  a:\n    action: 'true'\n    next: done\n  b:\n    action: 'true'\n    on_yes: $current\n    on_no: b\n  done:\n    terminal: true\n",
 			[]string{"line 7: states.b: no route leads"}},
-		{"no initial state: its error first", "name: x\ninitial: nope\nstates:\n  done: {terminal: true}\n", nil},
 		{"a prompt that routes only on_yes", "name: x\ninitial: a\nstates:\n  a:\n    action: do it\n    action_type: prompt\n    on_yes: done\n  done:\n    terminal: true\n",
 			[]string{"line 4: states.a: the LLM judge may answer no or partial, which no route takes: the run ends in error on that answer; add on_no and on_partial, a next, or a route table with _"}},
 		{"a slash command with on_no", "name: x\ninitial: a\nstates:\n  a:\n    action: /review\n    on_success: done\n    on_failure: a\n  done:\n    terminal: true\n",
