@@ -432,7 +432,8 @@ func (t *turn) question(st *v1alpha1.State, res *ActionResult) *evaluate.JudgeRe
 	if _, ok := evaluate.Precheck(v1alpha1.EvalLLMStructured, in.ExitCode); !ok {
 		return nil
 	}
-	req := &evaluate.JudgeRequest{Output: Tail(in.Output, evaluate.OutputLimit), MinConfidence: v1alpha1.DefaultMinConfidence}
+	// The state's own model, when it names one, judges its result too.
+	req := &evaluate.JudgeRequest{Output: evaluate.JudgedTail(in.Output), Model: st.Model, MinConfidence: v1alpha1.DefaultMinConfidence}
 	if cfg := st.Evaluate; cfg != nil {
 		prompt, err := in.Expand(cfg.Prompt)
 		if err != nil {
