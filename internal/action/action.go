@@ -100,6 +100,9 @@ type Result struct {
 	// TimedOut: the action ran out of its time and was killed (its exit
 	// code is then 124); Output is what it printed until then.
 	TimedOut bool
+	// IdledOut: it was killed for printing nothing for its idle timeout
+	// (TimedOut is set too).
+	IdledOut bool
 }
 
 // Failure is why an action did not run to its end.

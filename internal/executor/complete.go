@@ -315,9 +315,10 @@ func (t *turn) setPrev(st *v1alpha1.State, res *ActionResult) {
 		return
 	}
 	t.run.PrevResult = &v1alpha1.PrevResult{
-		Output:   Tail(res.Output, t.m.opts.MaxCaptureBytes),
-		ExitCode: exitCode32(res.ExitCode),
-		State:    t.run.CurrentState,
+		Output:      Tail(res.Output, t.m.opts.MaxCaptureBytes),
+		ExitCode:    exitCode32(res.ExitCode),
+		State:       t.run.CurrentState,
+		TimeoutKind: timeoutKind(res),
 	}
 }
 
@@ -467,11 +468,15 @@ func (t *turn) capture(st *v1alpha1.State, res *ActionResult, verdict string) {
 	}
 	output := trimOutput(res.Output)
 	c := v1alpha1.CapturedResult{
-		Output:     Tail(output, t.m.opts.MaxCaptureBytes),
-		Stderr:     Tail(res.Stderr, t.m.opts.MaxCaptureBytes),
-		ExitCode:   exitCode32(res.ExitCode),
-		DurationMs: res.Duration.Milliseconds(),
-		Verdict:    t.verdictName(verdict), // ${captured.X.verdict}: yes and no in a little-loops file
+		Output:      Tail(output, t.m.opts.MaxCaptureBytes),
+		Stderr:      Tail(res.Stderr, t.m.opts.MaxCaptureBytes),
+		ExitCode:    exitCode32(res.ExitCode),
+		DurationMs:  res.Duration.Milliseconds(),
+		Verdict:     t.verdictName(verdict), // ${captured.X.verdict}: yes and no in a little-loops file
+		TimeoutKind: timeoutKind(res),
+	}
+	if res.ExitCode != 0 {
+		c.FailureType = failureType(res.Output+"\n"+res.Stderr, res.ExitCode, res.Usage != nil)
 	}
 	t.run.Captured[st.Capture] = c
 	if res.OutputTruncated || len(c.Output) < len(output) {

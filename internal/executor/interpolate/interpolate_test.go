@@ -75,6 +75,7 @@ func TestExpand(t *testing.T) {
 		{"captured snake and camel", "${captured.count.exit_code}/${captured.count.exitCode}", "1/1"},
 		{"captured duration and verdict", "${captured.count.duration_ms} ${captured.count.verdict}", "250 failure"},
 		{"prev", "${prev.output} ${prev.exit_code} ${prev.state}", "prev out 2 check"},
+		{"no timeout reads as nothing", "[${prev.timeout_kind}] [${captured.count.timeout_kind:shell}] [${captured.count.failure_type}]", "[] [] []"},
 		{"result", "${result.verdict} ${result.details.reason}", "success ok"},
 		{"state", "${state.name}#${state.iteration}", "fix#3"},
 		{"loop", "${loop.name} ${loop.started_at} ${loop.elapsed_ms} ${loop.elapsed}", "demo 2026-01-02T03:04:05Z 135000 2m 15s"},
