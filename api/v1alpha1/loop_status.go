@@ -118,6 +118,10 @@ type CapturedResult struct {
 	// it printed nothing for its idle timeout; empty otherwise.
 	// +optional
 	TimeoutKind string `json:"timeoutKind,omitempty"`
+	// eventStream says output is a sub-loop's event stream (the capture of
+	// a sub-loop state): it has no exit code, stderr or duration.
+	// +optional
+	EventStream bool `json:"eventStream,omitempty"`
 	// loop is how the sub-loop of the state ended, kept under the state's
 	// name: ${captured.STATE.terminated_by}, ${captured.STATE.NAME.output}.
 	// +optional

@@ -132,6 +132,16 @@ func anyMap(m map[string]any) any {
 }
 
 func capturedMap(c v1alpha1.CapturedResult) map[string]any {
+	if c.EventStream {
+		// A sub-loop's event stream: no exit code (null), no stderr, no
+		// duration.
+		m := map[string]any{"output": c.Output, "exit_code": nil, "exitCode": nil, "verdict": c.Verdict}
+		if l := c.Loop; l != nil {
+			addChildCaptures(m, l.Captured)
+			addEnding(m, l.TerminatedBy, l.FailureTerminal, l.Error)
+		}
+		return m
+	}
 	m := map[string]any{
 		"output":      c.Output,
 		"stderr":      c.Stderr,
