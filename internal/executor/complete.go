@@ -324,10 +324,13 @@ func (t *turn) setPrev(st *v1alpha1.State, res *ActionResult) {
 
 // completeNext routes a state with an unconditional next: nothing is
 // evaluated, but a failed action goes to onError when the state has one.
+// In a little-loops file a failure of a known cause (a rate limit, an API
+// error) is not tried again in place either: ll-loop reads causes only of
+// states it evaluates.
 func (t *turn) completeNext(st *v1alpha1.State, res *ActionResult) {
 	t.capture(st, res, "")
 	t.setPrev(st, res)
-	if t.signalEnds() || t.transient(st, res, "") {
+	if t.signalEnds() || !t.m.opts.LittleLoops && t.transient(st, res, "") {
 		return
 	}
 	if res != nil && res.Failure != nil {
