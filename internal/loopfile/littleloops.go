@@ -375,6 +375,11 @@ func (r *reader) state(name string, m map[string]any) v1alpha1.State {
 	stateKeys.read(r, m, "states."+name, &st)
 	r.checkRateLimitPair(name, m)
 	r.checkRouteKeys(name, m, &st.State)
+	if st.ActionType == "" && st.Action != "" && !strings.HasPrefix(st.Action, "/") && st.IsAgent() {
+		// little-loops takes an action for a slash command only when its
+		// very first character is /: after white space it is shell.
+		st.ActionType = v1alpha1.ActionShell
+	}
 	if len(st.extra) > 0 {
 		if st.Route == nil {
 			st.Route = map[string]v1alpha1.StateName{}
