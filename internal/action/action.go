@@ -39,7 +39,10 @@ type Action struct {
 	AgentStream bool
 	// AgentCommand runs an agent action, Command appended (spec.agent.command).
 	AgentCommand []string
-	Timeout      time.Duration
+	// Env is more of the action's environment, NAME=VALUE, after the
+	// runner's own.
+	Env     []string
+	Timeout time.Duration
 	// IdleTimeout stops the action when it prints nothing for this long
 	// (exit code 124); 0: none.
 	IdleTimeout time.Duration
