@@ -157,20 +157,41 @@ func (s *LoopSpec) LLMEnabled() bool {
 	return s.LLM == nil || s.LLM.Enabled == nil || *s.LLM.Enabled
 }
 
+// DefaultLLMModelAlias is the judge's model when spec.llm.model is unset,
+// as the agent CLI is asked for it: its alias, which the CLI resolves.
+const DefaultLLMModelAlias = "sonnet"
+
 // GetModel returns the judge's model, resolving the little-loops aliases.
 func (l *LLMSpec) GetModel() string {
-	if l == nil || l.Model == "" {
+	if l == nil {
 		return DefaultLLMModel
 	}
-	switch strings.ToLower(l.Model) {
-	case "sonnet":
+	return ResolveModelAlias(l.Model)
+}
+
+// GetModelAlias returns the judge's model as written (an alias such as
+// sonnet, or a model id), sonnet when unset: what the agent CLI is asked
+// for, which resolves aliases itself.
+func (l *LLMSpec) GetModelAlias() string {
+	if l == nil || l.Model == "" {
+		return DefaultLLMModelAlias
+	}
+	return l.Model
+}
+
+// ResolveModelAlias turns a little-loops model alias (sonnet, opus,
+// haiku) into the model id the API is asked for; "" is the default model,
+// and any other name is returned as it is.
+func ResolveModelAlias(model string) string {
+	switch strings.ToLower(model) {
+	case "", "sonnet":
 		return DefaultLLMModel
 	case "opus":
 		return "claude-opus-5-5"
 	case "haiku":
 		return "claude-haiku-5-5"
 	}
-	return l.Model
+	return model
 }
 
 // GetMaxTokens returns the judge's answer budget.

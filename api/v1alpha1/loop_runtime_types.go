@@ -95,6 +95,14 @@ type AgentSpec struct {
 	// +kubebuilder:validation:MaxLength=128
 	Model string `json:"model,omitempty"`
 
+	// automationProfile is the profile agent actions run under when their
+	// state names none: their environment has LL_AUTOMATION=1 and
+	// LL_AUTOMATION_PROFILE set to it, for the agent's hooks to trim what
+	// they add (little-loops: pruning_profile). Unset, both are set empty.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	AutomationProfile string `json:"automationProfile,omitempty"`
+
 	// effort is the reasoning effort of agent actions whose state names
 	// none (looprun run --effort), recorded in action_complete as
 	// little-loops records it.

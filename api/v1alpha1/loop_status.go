@@ -109,6 +109,19 @@ type CapturedResult struct {
 	// verdict the state's evaluation gave.
 	// +optional
 	Verdict string `json:"verdict,omitempty"`
+	// failureType is what a failed action's output says went wrong, as
+	// little-loops classifies it (transient, non_recoverable, infra_retry,
+	// real); empty when the action succeeded.
+	// +optional
+	FailureType string `json:"failureType,omitempty"`
+	// timeoutKind is wall when the action ran out of its timeout, idle when
+	// it printed nothing for its idle timeout; empty otherwise.
+	// +optional
+	TimeoutKind string `json:"timeoutKind,omitempty"`
+	// eventStream says output is a sub-loop's event stream (the capture of
+	// a sub-loop state): it has no exit code, stderr or duration.
+	// +optional
+	EventStream bool `json:"eventStream,omitempty"`
 	// loop is how the sub-loop of the state ended, kept under the state's
 	// name: ${captured.STATE.terminated_by}, ${captured.STATE.NAME.output}.
 	// +optional
@@ -181,6 +194,9 @@ type PrevResult struct {
 	// state that ran.
 	// +optional
 	State string `json:"state"`
+	// timeoutKind is wall or idle when the previous action timed out.
+	// +optional
+	TimeoutKind string `json:"timeoutKind,omitempty"`
 }
 
 // EvaluationResult is a verdict and the evaluator's details.

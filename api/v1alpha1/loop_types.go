@@ -377,6 +377,13 @@ type State struct {
 	// +kubebuilder:validation:MaxLength=128
 	Model string `json:"model,omitempty"`
 
+	// automationProfile is the profile this state's agent action runs
+	// under (see spec.agent.automationProfile), over the loop's; empty:
+	// none, whatever the loop's.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	AutomationProfile *string `json:"automationProfile,omitempty"`
+
 	// tools are the only tools this state's agent may use (claude --tools).
 	// +optional
 	// +kubebuilder:validation:MaxItems=64

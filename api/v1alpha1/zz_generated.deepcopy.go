@@ -1626,6 +1626,11 @@ func (in *State) DeepCopyInto(out *State) {
 		*out = new(LearningSpec)
 		(*in).DeepCopyInto(*out)
 	}
+	if in.AutomationProfile != nil {
+		in, out := &in.AutomationProfile, &out.AutomationProfile
+		*out = new(string)
+		**out = **in
+	}
 	if in.Tools != nil {
 		in, out := &in.Tools, &out.Tools
 		*out = make([]string, len(*in))

@@ -105,6 +105,33 @@ against those files without the original.
 | loop | ll-loop ended | iterations | final state | looprun |
 |---|---|---|---|---|
 %s
+
+## Deliberate differences
+
+Where ll-loop is plainly wrong, looprun does not follow it. The corpus has
+no loop for these, as ll-loop's outcome is the one looprun refuses.
+
+- **cost_ceiling is enforced.** ll-loop reads a state's `+"`cost_ceiling`"+`
+  (`+"`cost_ceiling_per_state`"+`, `+"`cost_warn_at`"+`) but never checks it; in
+  looprun a visit that costs more ends with the verdict error (the state's
+  `+"`on_error`"+` route), and one past the warning gives a warning event.
+- **llm.timeout bounds every judge call.** ll-loop passes it only to the
+  judge of an agent state without an evaluator; an explicit
+  `+"`llm_structured`"+` evaluator waits up to 30 minutes. looprun applies the
+  loop's `+"`llm.timeout`"+` to both.
+- **A timed-out agent step is not judged.** ll-loop sends an agent step that
+  ran out of its time, and has no evaluator, to the judge with empty
+  output; looprun gives it the verdict error without asking.
+- **A judge's confidence that is not a number** (say `+"`high`"+`) ends an
+  ll-loop run in error, as its `+"`float()`"+` raises; looprun gives that state
+  the verdict error, with the reason, and routes it.
+- **The judge's instructions are looprun's own words**, and it is not
+  asked to skip permissions (it runs no tools). The question it answers,
+  the output it reads (the last 4000 characters), the model it is asked
+  for and how its answer is read are ll-loop's.
+- **A sub-loop's event stream** captured by its state has no
+  `+"`action_output`"+` events in looprun; the harness compares such a
+  capture only as being one.
 `, time.Now().UTC().Format("2006-01-02"), commit, agree, total, strings.Join(rows, "\n"))
 	return err
 }

@@ -39,7 +39,10 @@ type Action struct {
 	AgentStream bool
 	// AgentCommand runs an agent action, Command appended (spec.agent.command).
 	AgentCommand []string
-	Timeout      time.Duration
+	// Env is more of the action's environment, NAME=VALUE, after the
+	// runner's own.
+	Env     []string
+	Timeout time.Duration
 	// IdleTimeout stops the action when it prints nothing for this long
 	// (exit code 124); 0: none.
 	IdleTimeout time.Duration
@@ -100,6 +103,9 @@ type Result struct {
 	// TimedOut: the action ran out of its time and was killed (its exit
 	// code is then 124); Output is what it printed until then.
 	TimedOut bool
+	// IdledOut: it was killed for printing nothing for its idle timeout
+	// (TimedOut is set too).
+	IdledOut bool
 }
 
 // Failure is why an action did not run to its end.

@@ -2,9 +2,11 @@
 // (claude --verbose --output-format stream-json: one JSON record per line)
 // as little-loops reads it: the assistant's text goes on as plain lines, as
 // it comes; the session's init record names the model; the result record's
-// usage is kept, and its error text goes to stderr. A line that is not a
-// JSON object passes through unchanged, so a CLI that prints plain text
-// works as before, its usage unknown.
+// usage is kept, and its error text goes to stderr. The result record ends
+// the turn: what the CLI prints after it is not read. A line that is not a
+// JSON object (white space around one is allowed) passes through
+// unchanged, so a CLI that prints plain text works as before, its usage
+// unknown.
 package agentstream
 
 import (
@@ -108,6 +110,7 @@ type Decoder struct {
 	mu      sync.Mutex
 	buf     []byte
 	passing bool // in a line too long to decode, passing it through
+	ended   bool // the result record came: the rest is not read
 	model   string
 	usage   *Usage
 	// bad is the first record's usage that failed Check.
@@ -124,7 +127,7 @@ func (d *Decoder) Write(p []byte) (int, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	n := len(p)
-	for len(p) > 0 {
+	for len(p) > 0 && !d.ended {
 		if d.passing {
 			i := bytes.IndexByte(p, '\n')
 			if i < 0 {
@@ -164,7 +167,7 @@ func (d *Decoder) Write(p []byte) (int, error) {
 func (d *Decoder) Flush() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if len(d.buf) > 0 && !d.passing {
+	if len(d.buf) > 0 && !d.passing && !d.ended {
 		d.line(d.buf)
 	}
 	d.buf, d.passing = nil, false
@@ -218,7 +221,8 @@ type usageRecord struct {
 
 // line handles one complete line (without its newline).
 func (d *Decoder) line(raw []byte) {
-	line := bytes.TrimSuffix(raw, []byte("\r"))
+	// White space around a record is allowed, as a JSON document has it.
+	line := bytes.TrimLeft(raw, " \t\r\n")
 	var r record
 	if len(line) == 0 || line[0] != '{' || json.Unmarshal(line, &r) != nil {
 		d.pass(raw)
@@ -233,6 +237,7 @@ func (d *Decoder) line(raw []byte) {
 		d.assistant(r.Message, raw)
 	case "result":
 		d.result(&r)
+		d.ended = true
 	}
 	// Any other record (tool results, user turns, records of no type) is
 	// the CLI's own bookkeeping: not output.

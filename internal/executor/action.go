@@ -31,8 +31,8 @@ func (t *turn) newAction(name string, st *v1alpha1.State, iteration int32, comma
 		State: name, Iteration: iteration, Retry: t.run.Retries, Command: command, Agent: st.IsAgent(),
 		CallsAgent: st.Learning != nil, RunDir: t.m.RunDir(), AgentCommand: t.agentCommand(st), Timeout: timeout,
 		AgentStream: (st.IsAgent() || st.Learning != nil) && spec.AgentStreams(),
-		IdleTimeout: st.GetIdleTimeout(),
-		Evaluate:    t.runnerEvaluate(st, vars), Probe: progressProbe(spec, st, vars, probe(st, vars)),
+		IdleTimeout: st.GetIdleTimeout(), Env: agentEnv(spec, st),
+		Evaluate: t.runnerEvaluate(st, vars), Probe: progressProbe(spec, st, vars, probe(st, vars)),
 	}
 }
 
@@ -66,6 +66,24 @@ func (t *turn) agentCommand(st *v1alpha1.State) []string {
 		out = append(out, "--model", model)
 	}
 	return out
+}
+
+// agentEnv is the environment an agent action gets besides the runner's:
+// LL_AUTOMATION=1 and LL_AUTOMATION_PROFILE under an automation profile
+// (the state's, else the loop's), both empty without one, as little-loops
+// sets them for the agent's hooks.
+func agentEnv(spec *v1alpha1.LoopSpec, st *v1alpha1.State) []string {
+	if !st.IsAgent() {
+		return nil
+	}
+	profile := agentDefault(spec).AutomationProfile
+	if st.AutomationProfile != nil {
+		profile = *st.AutomationProfile
+	}
+	if profile == "" {
+		return []string{"LL_AUTOMATION=", "LL_AUTOMATION_PROFILE="}
+	}
+	return []string{"LL_AUTOMATION=1", "LL_AUTOMATION_PROFILE=" + profile}
 }
 
 // agentDefault is spec.agent, or its zero value.

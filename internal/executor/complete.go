@@ -303,18 +303,22 @@ func (t *turn) setPrev(st *v1alpha1.State, res *ActionResult) {
 		return
 	}
 	t.run.PrevResult = &v1alpha1.PrevResult{
-		Output:   Tail(res.Output, t.m.opts.MaxCaptureBytes),
-		ExitCode: exitCode32(res.ExitCode),
-		State:    t.run.CurrentState,
+		Output:      Tail(res.Output, t.m.opts.MaxCaptureBytes),
+		ExitCode:    exitCode32(res.ExitCode),
+		State:       t.run.CurrentState,
+		TimeoutKind: timeoutKind(res),
 	}
 }
 
 // completeNext routes a state with an unconditional next: nothing is
 // evaluated, but a failed action goes to onError when the state has one.
+// In a little-loops file a failure of a known cause (a rate limit, an API
+// error) is not tried again in place either: ll-loop reads causes only of
+// states it evaluates.
 func (t *turn) completeNext(st *v1alpha1.State, res *ActionResult) {
 	t.capture(st, res, "")
 	t.setPrev(st, res)
-	if t.signalEnds() || t.transient(st, res, "") {
+	if t.signalEnds() || !t.m.opts.LittleLoops && t.transient(st, res, "") {
 		return
 	}
 	if res != nil && res.Failure != nil {
@@ -420,7 +424,8 @@ func (t *turn) question(st *v1alpha1.State, res *ActionResult) *evaluate.JudgeRe
 	if _, ok := evaluate.Precheck(v1alpha1.EvalLLMStructured, in.ExitCode); !ok {
 		return nil
 	}
-	req := &evaluate.JudgeRequest{Output: Tail(in.Output, evaluate.OutputLimit), MinConfidence: v1alpha1.DefaultMinConfidence}
+	// The state's own model, when it names one, judges its result too.
+	req := &evaluate.JudgeRequest{Output: evaluate.JudgedTail(in.Output), Model: st.Model, MinConfidence: v1alpha1.DefaultMinConfidence}
 	if cfg := st.Evaluate; cfg != nil {
 		prompt, err := in.Expand(cfg.Prompt)
 		if err != nil {
@@ -454,11 +459,15 @@ func (t *turn) capture(st *v1alpha1.State, res *ActionResult, verdict string) {
 	}
 	output := trimOutput(res.Output)
 	c := v1alpha1.CapturedResult{
-		Output:     Tail(output, t.m.opts.MaxCaptureBytes),
-		Stderr:     Tail(res.Stderr, t.m.opts.MaxCaptureBytes),
-		ExitCode:   exitCode32(res.ExitCode),
-		DurationMs: res.Duration.Milliseconds(),
-		Verdict:    t.verdictName(verdict), // ${captured.X.verdict}: yes and no in a little-loops file
+		Output:      Tail(output, t.m.opts.MaxCaptureBytes),
+		Stderr:      Tail(res.Stderr, t.m.opts.MaxCaptureBytes),
+		ExitCode:    exitCode32(res.ExitCode),
+		DurationMs:  res.Duration.Milliseconds(),
+		Verdict:     t.verdictName(verdict), // ${captured.X.verdict}: yes and no in a little-loops file
+		TimeoutKind: timeoutKind(res),
+	}
+	if res.ExitCode != 0 {
+		c.FailureType = failureType(res.Output+"\n"+res.Stderr, res.ExitCode, res.Usage != nil)
 	}
 	t.run.Captured[st.Capture] = c
 	if res.OutputTruncated || len(c.Output) < len(output) {

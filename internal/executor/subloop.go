@@ -176,7 +176,7 @@ func (t *turn) subLoop(st *v1alpha1.State, start bool) Step {
 	vars := t.vars()
 	name, err := interpolate.Expand(st.Loop, vars)
 	var with map[string]any
-	if err == nil && st.With != nil {
+	if err == nil && len(st.With) > 0 {
 		with, err = expandWith(st.With, vars)
 	}
 	var worktree string
@@ -197,7 +197,7 @@ func (t *turn) subLoop(st *v1alpha1.State, start bool) Step {
 	sub := &SubLoop{
 		State: run.CurrentState, Iteration: iteration, Loop: strings.TrimSpace(name),
 		Child:       ChildName(t.m.name, run.RunID, run.CurrentState, iteration),
-		Passthrough: st.ContextPassthrough && st.With == nil, With: with, RunDir: t.m.context["run_dir"],
+		Passthrough: st.ContextPassthrough && len(st.With) == 0, With: with, RunDir: t.m.context["run_dir"],
 		Timeout: t.subLoopTimeout(st), Worktree: strings.TrimSpace(worktree), Budget: t.subLoopBudget(),
 	}
 	if sub.Passthrough {
@@ -367,8 +367,8 @@ func subLoopTarget(st *v1alpha1.State, verdict string) string {
 }
 
 // storeChild keeps how the child ended under the state's name (and its
-// captures, with passthrough or with), and its event stream under the
-// state's capture.
+// captures, with passthrough or a with that binds something: an empty
+// with is none), and its event stream under the state's capture.
 func (t *turn) storeChild(st *v1alpha1.State, c *ChildResult, by, verdict string) {
 	run := t.run
 	if run.Captured == nil {
@@ -379,13 +379,13 @@ func (t *turn) storeChild(st *v1alpha1.State, c *ChildResult, by, verdict string
 		// As in little-loops: only a child that ended in error leaves one.
 		sl.Error = Tail(c.Error, t.m.opts.MaxCaptureBytes)
 	}
-	if st.ContextPassthrough || st.With != nil {
+	if st.ContextPassthrough || len(st.With) > 0 {
 		sl.Captured = childCaptures(c.Captured, t.m.opts.MaxCaptureBytes)
 	}
 	run.Captured[run.CurrentState] = v1alpha1.CapturedResult{Loop: sl}
 	if st.Capture != "" {
 		out := Tail(c.Events, t.m.opts.MaxCaptureBytes)
-		run.Captured[st.Capture] = v1alpha1.CapturedResult{Output: out, Verdict: t.childVerdictName(verdict), Loop: run.Captured[st.Capture].Loop}
+		run.Captured[st.Capture] = v1alpha1.CapturedResult{Output: out, Verdict: t.childVerdictName(verdict), Loop: run.Captured[st.Capture].Loop, EventStream: true}
 		if len(out) < len(c.Events) {
 			t.emit(EventCaptureTruncated, CaptureTruncatedEvent{Capture: st.Capture, KeptBytes: len(out), Bound: "capture"}.Data())
 		}

@@ -1,6 +1,10 @@
 package executor
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/looprun/looprun/internal/action"
+)
 
 // asText is an action's result as ll-loop reads it, for a little-loops
 // file: Python reads an action's output through text pipes, whose
@@ -8,18 +12,50 @@ import "strings"
 // captures or hands it on as ${prev.output}. A verdict the runner made
 // over the untranslated output is dropped, to be made again here over the
 // text, unless the runner saw more than the tail the result keeps.
+//
+// An agent's stderr is its lines joined, without a newline after the
+// last. An action stopped at its timeout has its own stderr, or when it
+// printed none, "Action timed out" ("Action idle-timed out" at its idle
+// timeout) in place of looprun's notice; an agent stopped so has only
+// that stderr, and no output.
 func (t *turn) asText(res *ActionResult) *ActionResult {
 	if !t.m.opts.LittleLoops || res == nil {
 		return res
 	}
 	out, errs := universalNewlines(res.Output), universalNewlines(res.Stderr)
-	if out == res.Output && errs == res.Stderr {
+	agent := false
+	if st, ok := t.m.spec.States[t.run.CurrentState]; ok {
+		agent = st.IsAgent()
+	}
+	verdict := res.Verdict
+	switch {
+	case res.TimedOut:
+		errs = action.WithoutTimeoutNotice(errs)
+		if agent {
+			out, errs = "", ""
+		}
+		if errs == "" {
+			errs = "Action timed out"
+			if res.IdledOut {
+				errs = "Action idle-timed out"
+			}
+		}
+		if agent {
+			verdict = nil // judged again, over no output
+		}
+	case agent:
+		errs = strings.TrimSuffix(errs, "\n")
+	}
+	if out == res.Output && errs == res.Stderr && verdict == res.Verdict {
 		return res
 	}
 	c := *res
-	c.Output, c.Stderr = out, errs
+	c.Output, c.Stderr, c.Verdict = out, errs, verdict
 	if out != res.Output && !res.OutputTruncated {
 		c.Verdict = nil
+	}
+	if out == "" {
+		c.OutputTruncated = false
 	}
 	return &c
 }

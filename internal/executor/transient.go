@@ -263,3 +263,53 @@ func jitter(base time.Duration, runID, state string, try int32) time.Duration {
 	_, _ = fmt.Fprintf(h, "%s/%s/%d", runID, state, try)
 	return time.Duration(h.Sum64() % uint64(base)) //nolint:gosec // base is positive, the share below it
 }
+
+// timeoutKind is how the action timed out: wall (its timeout), idle (its
+// idle timeout), or "" when it did not.
+func timeoutKind(res *ActionResult) string {
+	switch {
+	case res.IdledOut:
+		return "idle"
+	case res.TimedOut:
+		return "wall"
+	}
+	return ""
+}
+
+// More of what little-loops reads a failed action's output for, after the
+// causes classifyFailure knows: all of them transient to it.
+var (
+	lateTransientPatterns = []string{"prompt is too long", "context length exceeded", "context window", "maximum context",
+		"requires a valid session id", "requires a valid session title", "command not found", "read-only variable",
+		`file "<string>"`, `file "<stdin>"`}
+	killedWord = regexp.MustCompile(`\bkilled\b`)
+)
+
+// failureType names why an action that exited with code failed, as
+// little-loops names it for ${captured.X.failure_type}: infra_retry,
+// transient, non_recoverable (a credential refused) or real.
+func failureType(text string, code int, resultSeen bool) string {
+	switch classifyFailure(text, code, resultSeen) {
+	case causeInfra:
+		return "infra_retry"
+	case causeRateLimit, causeAPIError:
+		return "transient"
+	case causeAuth:
+		return "non_recoverable"
+	}
+	lower := strings.ToLower(text)
+	for _, p := range otherTransientPatterns {
+		if strings.Contains(lower, p) {
+			return "transient"
+		}
+	}
+	if nodeErrorCodes.MatchString(lower) || killedWord.MatchString(lower) || strings.Contains(text, "<tool_use_error>") {
+		return "transient"
+	}
+	for _, p := range lateTransientPatterns {
+		if strings.Contains(lower, p) {
+			return "transient"
+		}
+	}
+	return "real"
+}

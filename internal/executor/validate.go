@@ -259,10 +259,11 @@ func validateSubLoop(st *v1alpha1.State, captured map[string]bool, p *field.Path
 		errs = append(errs, field.Required(p.Child("loop"), "worktree is where a sub-loop runs: it needs loop"))
 	}
 	errs = append(errs, checkTemplate(st.Worktree, captured, p.Child("worktree"))...)
-	if st.Loop == "" && st.With != nil {
+	// An empty with binds nothing: it is as good as none.
+	if st.Loop == "" && len(st.With) > 0 {
 		errs = append(errs, field.Required(p.Child("loop"), "with binds a sub-loop's parameters: it needs loop"))
 	}
-	if st.With != nil && st.ContextPassthrough {
+	if len(st.With) > 0 && st.ContextPassthrough {
 		errs = append(errs, field.Invalid(p.Child("with"), "", "with and contextPassthrough cannot both be set"))
 	}
 	if st.Loop != "" && strings.TrimSpace(st.Loop) == "" {

@@ -8,12 +8,14 @@ import (
 	"fmt"
 	"io/fs"
 	"os/exec"
+	"regexp"
 	"strings"
 	"time"
 
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/agentstream"
 	"github.com/looprun/looprun/internal/executor/evaluate"
+	"github.com/looprun/looprun/internal/pycompat"
 )
 
 // maxCLIOutput bounds what the judge's CLI may print.
@@ -30,9 +32,10 @@ type CLIJudge struct {
 }
 
 // CLIForSpec returns a CLIJudge for a loop: the agent command's program,
-// the judge's model and timeout.
+// the judge's model as the file names it (sonnet when it names none: the
+// CLI resolves its own aliases) and timeout.
 func CLIForSpec(spec *v1alpha1.LoopSpec) *CLIJudge {
-	return &CLIJudge{Program: spec.GetAgentCommand()[0], Model: spec.LLM.GetModel(), Timeout: spec.LLM.GetTimeout()}
+	return &CLIJudge{Program: spec.GetAgentCommand()[0], Model: spec.LLM.GetModelAlias(), Timeout: spec.LLM.GetTimeout()}
 }
 
 // Judge asks for a verdict. It never fails: problems are error verdicts.
@@ -50,11 +53,11 @@ func (j *CLIJudge) ask(ctx context.Context, model string, req evaluate.JudgeRequ
 		prompt = evaluate.DefaultPrompt
 	}
 	text := prompt + "\n\n" + cliEvidenceContract + "\n\n<action_output>\n" + req.Output + "\n</action_output>"
-	args := []string{"-p", "--output-format", "json", "--json-schema", string(schema), "--no-session-persistence"}
+	args := []string{"--output-format", "json", "-p", text}
 	if model != "" {
 		args = append(args, "--model", model)
 	}
-	args = append(args, text)
+	args = append(args, "--json-schema", string(schema), "--no-session-persistence")
 	timeout := j.Timeout
 	if timeout <= 0 {
 		timeout = v1alpha1.DefaultLLMTimeoutSeconds * time.Second
@@ -124,8 +127,16 @@ func parseEnvelope(out []byte, model string) (map[string]any, *agentstream.Usage
 	case map[string]any:
 		return r, usage, nil
 	case string:
+		if r == "" {
+			break
+		}
 		var answer map[string]any
 		if err := json.Unmarshal([]byte(strings.TrimSpace(r)), &answer); err == nil {
+			return answer, usage, nil
+		}
+		// A model behind the CLI that ignores --json-schema may give its
+		// answer as <StructuredOutput> tags in the result text.
+		if answer := taggedAnswer(r); answer != nil {
 			return answer, usage, nil
 		}
 		return nil, usage, errors.New("the judge's CLI answered without a verdict in JSON")
@@ -136,6 +147,42 @@ func parseEnvelope(out []byte, model string) (map[string]any, *agentstream.Usage
 		return answer, usage, nil
 	}
 	return nil, usage, errors.New("the judge's CLI answered with an empty result")
+}
+
+var (
+	fencedRE     = regexp.MustCompile("(?is)```(?:json)?\\s*(.*?)\\s*```")
+	tagVerdictRE = regexp.MustCompile(`(?is)<verdict>\s*(.*?)\s*</verdict>`)
+	tagFieldRE   = map[string]*regexp.Regexp{
+		"confidence": regexp.MustCompile(`(?is)<confidence>\s*(.*?)\s*</confidence>`),
+		"reason":     regexp.MustCompile(`(?is)<reason>\s*(.*?)\s*</reason>`),
+		"evidence":   regexp.MustCompile(`(?is)<evidence>\s*(.*?)\s*</evidence>`),
+	}
+)
+
+// taggedAnswer reads an answer given as tags (<verdict>, <confidence>,
+// <reason>, <evidence>, usually inside <StructuredOutput>, perhaps in a
+// code fence); nil without a <verdict> tag. A tag left out, or a
+// confidence that is not a number, is left out of the answer.
+func taggedAnswer(text string) map[string]any {
+	if m := fencedRE.FindStringSubmatch(text); m != nil {
+		text = m[1]
+	}
+	m := tagVerdictRE.FindStringSubmatch(text)
+	if m == nil {
+		return nil
+	}
+	answer := map[string]any{"verdict": strings.ToLower(pycompat.Strip(m[1]))}
+	if m := tagFieldRE["confidence"].FindStringSubmatch(text); m != nil {
+		if f, ok := pycompat.ParseFloat(m[1]); ok {
+			answer["confidence"] = f
+		}
+	}
+	for _, k := range []string{"reason", "evidence"} {
+		if m := tagFieldRE[k].FindStringSubmatch(text); m != nil {
+			answer[k] = pycompat.Strip(m[1])
+		}
+	}
+	return answer
 }
 
 func firstLine(s, otherwise string) string {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/executor/evaluate"
 )
 
@@ -35,7 +36,7 @@ func TestCLIJudge(t *testing.T) {
 		t.Fatalf("result %+v usage %+v", r, r.Usage)
 	}
 	args, _ := os.ReadFile(argsFile)
-	for _, want := range []string{"-p\n--output-format\njson\n--json-schema\n{", "--no-session-persistence\n--model\nclaude-haiku-4-5\n", "<action_output>\nok 12 tests\n</action_output>"} {
+	for _, want := range []string{"--output-format\njson\n-p\n", "</action_output>\n--model\nclaude-haiku-4-5\n--json-schema\n{", "}\n--no-session-persistence\n", "<action_output>\nok 12 tests\n</action_output>"} {
 		if !strings.Contains(string(args), want) {
 			t.Errorf("args lack %q:\n%s", want, args)
 		}
@@ -59,5 +60,39 @@ func TestCLIJudge(t *testing.T) {
 	r = (&CLIJudge{Program: filepath.Join(t.TempDir(), "claude")}).Judge(context.Background(), evaluate.JudgeRequest{Output: "x"})
 	if r.Verdict != "error" || !strings.Contains(r.Details["error"].(string), "set ANTHROPIC_API_KEY") {
 		t.Errorf("no CLI: %+v", r)
+	}
+}
+
+// An answer as <StructuredOutput> tags in the result text (a model behind
+// the CLI that ignores --json-schema) is read; a confidence that is not a
+// number is left out.
+func TestCLIJudgeTaggedAnswer(t *testing.T) {
+	program, _ := stubCLI(t, `{"type":"result","result":"`+"```"+`xml\n<StructuredOutput><Verdict> Partial </Verdict><confidence>high</confidence>`+
+		`<reason>half done</reason><evidence>3 of 6</evidence></StructuredOutput>\n`+"```"+`"}`)
+	r := (&CLIJudge{Program: program}).Judge(context.Background(), evaluate.JudgeRequest{Output: "3 of 6", MinConfidence: 0.5})
+	if r.Verdict != "partial" || r.Details["confidence"] != 1.0 || r.Details["reason"] != "half done" || r.Details["evidence"] != "3 of 6" {
+		t.Fatalf("%+v", r)
+	}
+	program, _ = stubCLI(t, `{"type":"result","result":"no tags here"}`)
+	if r := (&CLIJudge{Program: program}).Judge(context.Background(), evaluate.JudgeRequest{Output: "x"}); r.Verdict != "error" {
+		t.Errorf("no tags: %+v", r)
+	}
+}
+
+// The CLI is asked for the model as the loop names it (sonnet when it names
+// none); a state's own model wins.
+func TestCLIForSpecModel(t *testing.T) {
+	spec := &v1alpha1.LoopSpec{}
+	if got := CLIForSpec(spec).Model; got != "sonnet" {
+		t.Errorf("no model: %q", got)
+	}
+	spec.LLM = &v1alpha1.LLMSpec{Model: "opus"}
+	if got := CLIForSpec(spec).Model; got != "opus" {
+		t.Errorf("opus: %q", got)
+	}
+	program, argsFile := stubCLI(t, `{"type":"result","structured_output":{"verdict":"yes","evidence":"x"}}`)
+	(&CLIJudge{Program: program, Model: "sonnet"}).Judge(context.Background(), evaluate.JudgeRequest{Output: "x", Model: "haiku"})
+	if args, _ := os.ReadFile(argsFile); !strings.Contains(string(args), "--model\nhaiku\n") {
+		t.Errorf("the state's model is not asked for:\n%s", args)
 	}
 }

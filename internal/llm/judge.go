@@ -86,6 +86,9 @@ func ForSpec(l *v1alpha1.LLMSpec, apiKey, baseURL string) *Judge {
 
 // Judge asks for a verdict. It never fails: problems are error verdicts.
 func (j *Judge) Judge(ctx context.Context, req evaluate.JudgeRequest) evaluate.Result {
+	if req.Model != "" {
+		req.Model = v1alpha1.ResolveModelAlias(req.Model) // the API knows no aliases
+	}
 	return verdict(ctx, req, j.cfg.Model, j.ask)
 }
 

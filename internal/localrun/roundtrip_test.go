@@ -28,6 +28,10 @@ func TestStateFileRoundTripsEveryField(t *testing.T) {
 		fill(reflect.ValueOf(run).Elem(), r)
 		run.Phase = phases[r.IntN(len(phases))]
 		run.Action.Pod = "" // cluster only
+		for k, c := range run.Captured {
+			c.EventStream = false // it has no stderr, exit code or duration: see TestEventStreamCapture
+			run.Captured[k] = c
+		}
 
 		ctx := map[string]any{"target": "v"}
 		b, err := json.Marshal(encodeState("demo", "loop.yaml", ctx, run))
@@ -90,5 +94,25 @@ func fill(v reflect.Value, r *rand.Rand) {
 		v.Set(reflect.Append(reflect.MakeSlice(v.Type(), 0, 1), e))
 	default:
 		panic(fmt.Sprintf("fill: no random %s", v.Type()))
+	}
+}
+
+// A sub-loop's event stream is written as little-loops writes it (exit_code
+// null, no stderr or duration) and read back as one.
+func TestEventStreamCapture(t *testing.T) {
+	c := v1alpha1.CapturedResult{Output: `{"event":"loop_start"}`, Verdict: "yes", EventStream: true}
+	b, err := json.Marshal(capturedFile(c))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"output":"{\"event\":\"loop_start\"}","exit_code":null,"verdict":"yes"}`; string(b) != want {
+		t.Fatalf("written %s, want %s", b, want)
+	}
+	var f CapturedFile
+	if err := json.Unmarshal(b, &f); err != nil {
+		t.Fatal(err)
+	}
+	if back := f.capturedResult(); !reflect.DeepEqual(back, c) {
+		t.Fatalf("read back %+v", back)
 	}
 }

@@ -128,6 +128,13 @@ type CapturedFile struct {
 	ExitCode   int32  `json:"exit_code"`
 	DurationMs int64  `json:"duration_ms"`
 	Verdict    string `json:"verdict,omitempty"`
+	// FailureType and TimeoutKind say why an action failed and how it
+	// timed out (empty: it did not).
+	FailureType string `json:"failure_type,omitempty"`
+	TimeoutKind string `json:"timeout_kind,omitempty"`
+	// EventStream says Output is a sub-loop's event stream, written as
+	// little-loops writes it: exit_code null, no stderr, no duration.
+	EventStream bool `json:"-"`
 
 	TerminatedBy    string                   `json:"terminated_by,omitempty"`
 	FailureTerminal bool                     `json:"failure_terminal,omitempty"`
@@ -140,7 +147,15 @@ type capturedFields CapturedFile
 
 // MarshalJSON writes the fields, then each child capture under its name.
 func (c CapturedFile) MarshalJSON() ([]byte, error) {
-	b, err := json.Marshal(capturedFields(c))
+	var v any = capturedFields(c)
+	if c.EventStream {
+		v = struct {
+			Output   string `json:"output"`
+			ExitCode *int32 `json:"exit_code"`
+			Verdict  string `json:"verdict,omitempty"`
+		}{c.Output, nil, c.Verdict}
+	}
+	b, err := json.Marshal(v)
 	if err != nil || len(c.Children) == 0 {
 		return b, err
 	}
@@ -161,6 +176,9 @@ func (c *CapturedFile) UnmarshalJSON(data []byte) error {
 	var all map[string]json.RawMessage
 	if err := json.Unmarshal(data, &all); err != nil {
 		return err
+	}
+	if code, ok := all["exit_code"]; ok && string(code) == "null" {
+		f.EventStream = true
 	}
 	for k, raw := range all {
 		if len(raw) == 0 || raw[0] != '{' {
@@ -183,7 +201,8 @@ func (c *CapturedFile) UnmarshalJSON(data []byte) error {
 // sub-loop's captures nested as little-loops nests them (the capture at
 // inner.greeting inside inner's entry).
 func capturedFile(c v1alpha1.CapturedResult) CapturedFile {
-	f := CapturedFile{Output: c.Output, Stderr: c.Stderr, ExitCode: c.ExitCode, DurationMs: c.DurationMs, Verdict: c.Verdict}
+	f := CapturedFile{Output: c.Output, Stderr: c.Stderr, ExitCode: c.ExitCode, DurationMs: c.DurationMs, Verdict: c.Verdict,
+		FailureType: c.FailureType, TimeoutKind: c.TimeoutKind, EventStream: c.EventStream}
 	if l := c.Loop; l != nil {
 		f.TerminatedBy, f.FailureTerminal, f.Error = l.TerminatedBy, l.FailureTerminal, l.Error
 		for _, k := range slices.Sorted(maps.Keys(l.Captured)) {
@@ -208,7 +227,8 @@ func capturedFile(c v1alpha1.CapturedResult) CapturedFile {
 
 // capturedResult is a state file's capture in a run state.
 func (f CapturedFile) capturedResult() v1alpha1.CapturedResult {
-	c := v1alpha1.CapturedResult{Output: f.Output, Stderr: f.Stderr, ExitCode: f.ExitCode, DurationMs: f.DurationMs, Verdict: f.Verdict}
+	c := v1alpha1.CapturedResult{Output: f.Output, Stderr: f.Stderr, ExitCode: f.ExitCode, DurationMs: f.DurationMs, Verdict: f.Verdict,
+		FailureType: f.FailureType, TimeoutKind: f.TimeoutKind, EventStream: f.EventStream}
 	if f.TerminatedBy != "" || len(f.Children) > 0 {
 		c.Loop = &v1alpha1.SubLoopResult{TerminatedBy: f.TerminatedBy, FailureTerminal: f.FailureTerminal, Error: f.Error}
 		c.Loop.Captured = map[string]v1alpha1.ChildCapture{}
@@ -238,9 +258,10 @@ type StallFile struct {
 
 // PrevFile is the previous state's result.
 type PrevFile struct {
-	Output   string `json:"output"`
-	ExitCode int32  `json:"exit_code"`
-	State    string `json:"state"`
+	Output      string `json:"output"`
+	ExitCode    int32  `json:"exit_code"`
+	State       string `json:"state"`
+	TimeoutKind string `json:"timeout_kind,omitempty"`
 }
 
 // LastResultFile is the last evaluation.
@@ -378,7 +399,7 @@ func encodeState(name, loopFile string, ctx map[string]any, run *v1alpha1.RunSta
 		f.Stalls[k] = StallFile{Hash: c.Hash, Count: c.Count}
 	}
 	if p := run.PrevResult; p != nil {
-		f.PrevResult = &PrevFile{Output: p.Output, ExitCode: p.ExitCode, State: p.State}
+		f.PrevResult = &PrevFile{Output: p.Output, ExitCode: p.ExitCode, State: p.State, TimeoutKind: p.TimeoutKind}
 	}
 	if l := run.LastResult; l != nil {
 		f.LastResult = &LastResultFile{Verdict: l.Verdict, Details: json.RawMessage("{}")}
@@ -519,7 +540,7 @@ func (f *StateFile) RunState() (*v1alpha1.RunState, error) {
 		run.Stalls[k] = v1alpha1.StallCounter{Hash: c.Hash, Count: c.Count}
 	}
 	if p := f.PrevResult; p != nil {
-		run.PrevResult = &v1alpha1.PrevResult{Output: p.Output, ExitCode: p.ExitCode, State: p.State}
+		run.PrevResult = &v1alpha1.PrevResult{Output: p.Output, ExitCode: p.ExitCode, State: p.State, TimeoutKind: p.TimeoutKind}
 	}
 	if l := f.LastResult; l != nil {
 		run.LastResult = &v1alpha1.EvaluationResult{Verdict: l.Verdict}

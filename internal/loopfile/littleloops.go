@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/internal/executor/evaluate"
 	"github.com/looprun/looprun/internal/executor/interpolate"
 	"github.com/looprun/looprun/internal/pricing"
 )
@@ -86,16 +87,15 @@ var ignoredTopLevel = map[string]string{
 	"config":            "ll-config overrides",
 	"host_guard":        "the host memory guard",
 	"prompt_size_guard": "the prompt size guard",
-	"pruning_profile":   "Claude harness settings", "tamper_guard": "Claude harness settings",
-	"prepatch_check": "Claude harness settings", "session_mode": "Claude harness settings",
+	"tamper_guard":      "Claude harness settings",
+	"prepatch_check":    "Claude harness settings", "session_mode": "Claude harness settings",
 	"artifact_versioning": "Claude harness settings",
 }
 
 // State keys little-loops knows that looprun does not use.
 var ignoredStateKeys = map[string]string{
 	"request_path": "Claude CLI options", "session_mode": "Claude CLI options",
-	"pruning_profile": "Claude CLI options",
-	"tamper_guard":    "harness guards", "prepatch_check": "harness guards",
+	"tamper_guard": "harness guards", "prepatch_check": "harness guards",
 	"description": "",
 }
 
@@ -221,6 +221,12 @@ var topLevelKeys = table[v1alpha1.LoopSpec]{
 		},
 		// A CONTEXT_HANDOFF: pauses the run whatever on_handoff says; only
 		// spawn would do more in ll-loop (start a claude session to resume).
+		"pruning_profile": func(r *reader, m map[string]any, k, fp string, spec *v1alpha1.LoopSpec) {
+			if spec.Agent == nil {
+				spec.Agent = &v1alpha1.AgentSpec{}
+			}
+			spec.Agent.AutomationProfile = r.pruningProfile(m[k], fp)
+		},
 		"on_handoff": func(r *reader, m map[string]any, k, fp string, _ *v1alpha1.LoopSpec) {
 			switch h := r.str(m, k, fp); h {
 			case "pause", "terminate":
@@ -375,6 +381,10 @@ var stateKeys = table[stateRead]{
 		},
 		"retry_policy": retryPolicyKey,
 		"model":        strKey(func(s *stateRead) *string { return &s.Model }),
+		"pruning_profile": func(r *reader, m map[string]any, k, fp string, s *stateRead) {
+			p := r.pruningProfile(m[k], fp)
+			s.AutomationProfile = &p
+		},
 		"idle_timeout": durationKey(func(s *stateRead) **metav1.Duration { return &s.IdleTimeout }),
 		"agent":        strKey(func(s *stateRead) *string { return &s.AgentName }),
 		"effort":       strKey(func(s *stateRead) *string { return &s.Effort }),
@@ -405,6 +415,11 @@ func (r *reader) state(name string, m map[string]any) v1alpha1.State {
 	stateKeys.read(r, m, "states."+name, &st)
 	r.checkRateLimitPair(name, m)
 	r.checkRouteKeys(name, m, &st.State)
+	if st.ActionType == "" && st.Action != "" && !strings.HasPrefix(st.Action, "/") && st.IsAgent() {
+		// little-loops takes an action for a slash command only when its
+		// very first character is /: after white space it is shell.
+		st.ActionType = v1alpha1.ActionShell
+	}
 	if len(st.extra) > 0 {
 		if st.Route == nil {
 			st.Route = map[string]v1alpha1.StateName{}
@@ -707,4 +722,23 @@ func (r *reader) line(m map[string]any, k, fp string) *intstr.IntOrString {
 	}
 	r.fail("%s: must be first, last or an integer", fp)
 	return nil
+}
+
+// pruningProfile reads little-loops' pruning_profile as the automation
+// profile its agent actions run under: its name ("default" unless named),
+// or "" (none) when it is not enabled. Its suppress_ switches change
+// nothing in little-loops either.
+func (r *reader) pruningProfile(v any, fp string) string {
+	m, ok := v.(map[string]any)
+	if !ok {
+		r.fail("%s: must be a mapping (enabled, name)", fp)
+		return ""
+	}
+	if e, ok := m["enabled"]; ok && !evaluate.Truthy(e) {
+		return ""
+	}
+	if n, ok := m["name"]; ok {
+		return fmt.Sprint(n)
+	}
+	return "default"
 }

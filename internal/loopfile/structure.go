@@ -142,7 +142,7 @@ func judged(sm, eval map[string]any) bool {
 		return true
 	case nil:
 		a, _ := sm["action"].(string)
-		return strings.HasPrefix(strings.TrimSpace(a), "/")
+		return strings.HasPrefix(a, "/")
 	}
 	return false
 }

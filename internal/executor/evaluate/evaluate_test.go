@@ -184,6 +184,10 @@ func TestInterpret(t *testing.T) {
 		{"missing verdict", JudgeRequest{}, map[string]any{"confidence": 1.0}, "error"},
 		{"uncertain suffix", JudgeRequest{MinConfidence: 0.8, UncertainSuffix: true}, map[string]any{"verdict": "partial", "confidence": 0.3, "evidence": "e"}, "partial_uncertain"},
 		{"custom schema any verdict", JudgeRequest{Schema: json.RawMessage(`{}`)}, map[string]any{"verdict": "needs_tests"}, "needs_tests"},
+		{"white space is no evidence", JudgeRequest{}, map[string]any{"verdict": "yes", "evidence": " \n\t\u3000"}, "failure"},
+		{"confidence as a string", JudgeRequest{MinConfidence: 0.5, UncertainSuffix: true}, map[string]any{"verdict": "yes", "confidence": " 0.25 ", "evidence": "e"}, "yes_uncertain"},
+		{"confidence true", JudgeRequest{MinConfidence: 0.5, UncertainSuffix: true}, map[string]any{"verdict": "yes", "confidence": true, "evidence": "e"}, "success"},
+		{"confidence not a number", JudgeRequest{}, map[string]any{"verdict": "yes", "confidence": "high", "evidence": "e"}, "error"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -191,6 +195,20 @@ func TestInterpret(t *testing.T) {
 				t.Errorf("verdict = %q, want %q", got, tt.verdict)
 			}
 		})
+	}
+}
+
+// The judge reads the last OutputLimit characters, not bytes.
+func TestJudgedTail(t *testing.T) {
+	long := "MARK" + strings.Repeat("é", OutputLimit-4)
+	if got := JudgedTail(long); got != long {
+		t.Errorf("%d characters cut to %d", OutputLimit, len([]rune(got)))
+	}
+	if got := JudgedTail("x" + long); got != long {
+		t.Errorf("one more character: kept %d characters", len([]rune(got)))
+	}
+	if got := JudgedTail("short"); got != "short" {
+		t.Errorf("short: %q", got)
 	}
 }
 

@@ -5,15 +5,18 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"unicode/utf8"
 
 	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/internal/pycompat"
 )
 
 // JudgeRequest is one question to the LLM judge.
 type JudgeRequest struct {
 	// Prompt is the expanded question; empty asks whether the action succeeded.
 	Prompt string
-	// Output is the text judged; the judge reads at most its last OutputLimit bytes.
+	// Output is the text judged; the judge reads at most its last
+	// OutputLimit characters (see JudgedTail).
 	Output string
 	// Schema is the JSON schema of the answer; nil means DefaultSchema.
 	Schema json.RawMessage
@@ -30,8 +33,25 @@ type Judge interface {
 	Judge(ctx context.Context, req JudgeRequest) Result
 }
 
-// OutputLimit is how much of the output, from the end, the judge reads.
+// OutputLimit is how many characters of the output, from the end, the
+// judge reads.
 const OutputLimit = 4000
+
+// JudgedTail is the part of output the judge reads: its last OutputLimit
+// characters (Unicode code points, as little-loops counts them; a byte
+// that is not UTF-8 counts as one).
+func JudgedTail(output string) string {
+	if len(output) <= OutputLimit {
+		return output
+	}
+	i, n := len(output), 0
+	for i > 0 && n < OutputLimit {
+		_, size := utf8.DecodeLastRuneInString(output[:i])
+		i -= size
+		n++
+	}
+	return output[i:]
+}
 
 // DefaultPrompt is asked when an llm_structured evaluator has no prompt.
 const DefaultPrompt = "Evaluate whether this action succeeded based on its output."
@@ -63,9 +83,10 @@ func Interpret(req JudgeRequest, answer map[string]any) Result {
 		details["error"] = "the judge's answer has no verdict"
 		return Result{Verdict: v1alpha1.VerdictError, Details: details}
 	}
-	confidence := 1.0
-	if c, ok := answer["confidence"].(float64); ok {
-		confidence = c
+	confidence, err := answerConfidence(answer)
+	if err != nil {
+		details["error"] = err.Error()
+		return Result{Verdict: v1alpha1.VerdictError, Details: details}
 	}
 	confident := confidence >= req.MinConfidence
 	details["confidence"] = confidence
@@ -75,7 +96,7 @@ func Interpret(req JudgeRequest, answer map[string]any) Result {
 			details["error"] = fmt.Sprintf("invalid verdict %q", verdict)
 			return Result{Verdict: v1alpha1.VerdictError, Details: details}
 		}
-		if ev, _ := answer["evidence"].(string); ev == "" && verdict != "cannot_judge" {
+		if ev, _ := answer["evidence"].(string); pycompat.Strip(ev) == "" && verdict != "cannot_judge" {
 			verdict = "no"
 			details["evidence_coerced"] = true
 		}
@@ -84,4 +105,29 @@ func Interpret(req JudgeRequest, answer map[string]any) Result {
 		verdict += "_uncertain"
 	}
 	return Result{Verdict: v1alpha1.CanonicalVerdict(verdict), Details: details}
+}
+
+// answerConfidence is the answer's confidence as a number, read as
+// little-loops reads it (Python's float()): a number, a string holding
+// one, true or false; 1 when there is none. Anything else is an error.
+func answerConfidence(answer map[string]any) (float64, error) {
+	c, ok := answer["confidence"]
+	if !ok {
+		return 1, nil
+	}
+	switch c := c.(type) {
+	case float64:
+		return c, nil
+	case bool:
+		if c {
+			return 1, nil
+		}
+		return 0, nil
+	case string:
+		if f, ok := pycompat.ParseFloat(c); ok {
+			return f, nil
+		}
+		return 0, fmt.Errorf("the judge's confidence %s is not a number", pycompat.Repr(c))
+	}
+	return 0, fmt.Errorf("the judge's confidence %s is not a number", pycompat.Repr(c))
 }

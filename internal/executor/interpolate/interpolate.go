@@ -187,6 +187,9 @@ func Expand(tmpl string, vars *Vars) (string, error) {
 			}
 			return &Error{Var: r.raw, Reason: err.Error()}
 		}
+		if v == nil {
+			return nil // no value: nothing, quoted or not
+		}
 		s := Render(v)
 		if r.shell {
 			s = ShellQuote(s)

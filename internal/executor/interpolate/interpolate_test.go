@@ -23,7 +23,8 @@ func testVars() *Vars {
 			"empty":  "",
 		},
 		Captured: map[string]v1alpha1.CapturedResult{
-			"count": {Output: "42", Stderr: "warn", ExitCode: 1, DurationMs: 250, Verdict: "failure"},
+			"count":  {Output: "42", Stderr: "warn", ExitCode: 1, DurationMs: 250, Verdict: "failure"},
+			"events": {Output: `{"event":"loop_start"}`, Verdict: "yes", EventStream: true},
 		},
 		Prev:      &v1alpha1.PrevResult{Output: "prev out", ExitCode: 2, State: "check"},
 		Result:    &Result{Verdict: "success", Details: map[string]any{"reason": "ok"}},
@@ -75,6 +76,8 @@ func TestExpand(t *testing.T) {
 		{"captured snake and camel", "${captured.count.exit_code}/${captured.count.exitCode}", "1/1"},
 		{"captured duration and verdict", "${captured.count.duration_ms} ${captured.count.verdict}", "250 failure"},
 		{"prev", "${prev.output} ${prev.exit_code} ${prev.state}", "prev out 2 check"},
+		{"an event stream has a null exit code, no stderr", "[${captured.events.exit_code}] [${captured.events.stderr:default=none}] [${captured.events.verdict}]", "[] [none] [yes]"},
+		{"no timeout reads as nothing", "[${prev.timeout_kind}] [${captured.count.timeout_kind:shell}] [${captured.count.failure_type}]", "[] [] []"},
 		{"result", "${result.verdict} ${result.details.reason}", "success ok"},
 		{"state", "${state.name}#${state.iteration}", "fix#3"},
 		{"loop", "${loop.name} ${loop.started_at} ${loop.elapsed_ms} ${loop.elapsed}", "demo 2026-01-02T03:04:05Z 135000 2m 15s"},

@@ -85,7 +85,8 @@ func (v *Vars) resolve(ns string, path []string) (any, error) {
 		if v.Prev == nil {
 			return nil, errors.New("no previous state result yet")
 		}
-		return walk(map[string]any{"output": v.Prev.Output, "exit_code": v.Prev.ExitCode, "exitCode": v.Prev.ExitCode, "state": v.Prev.State}, path)
+		return walk(map[string]any{"output": v.Prev.Output, "exit_code": v.Prev.ExitCode, "exitCode": v.Prev.ExitCode, "state": v.Prev.State,
+			"timeout_kind": orNil(v.Prev.TimeoutKind)}, path)
 	case "result":
 		if v.Result == nil {
 			return nil, errors.New("no evaluation result in this state yet (result is only readable in route targets)")
@@ -131,6 +132,16 @@ func anyMap(m map[string]any) any {
 }
 
 func capturedMap(c v1alpha1.CapturedResult) map[string]any {
+	if c.EventStream {
+		// A sub-loop's event stream: no exit code (null), no stderr, no
+		// duration.
+		m := map[string]any{"output": c.Output, "exit_code": nil, "exitCode": nil, "verdict": c.Verdict}
+		if l := c.Loop; l != nil {
+			addChildCaptures(m, l.Captured)
+			addEnding(m, l.TerminatedBy, l.FailureTerminal, l.Error)
+		}
+		return m
+	}
 	m := map[string]any{
 		"output":      c.Output,
 		"stderr":      c.Stderr,
@@ -141,12 +152,23 @@ func capturedMap(c v1alpha1.CapturedResult) map[string]any {
 		"verdict":     c.Verdict,
 	}
 	// A sub-loop state's entry: the child's captures by name, and how it
-	// ended.
+	// ended; an action's: why it failed, and how it timed out (nothing
+	// when it did not, which reads as "").
 	if l := c.Loop; l != nil {
 		addChildCaptures(m, l.Captured)
 		addEnding(m, l.TerminatedBy, l.FailureTerminal, l.Error)
+	} else {
+		m["failure_type"], m["timeout_kind"] = c.FailureType, orNil(c.TimeoutKind)
 	}
 	return m
+}
+
+// orNil is s, or nil (no value, which expands to "") when s is empty.
+func orNil(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
 }
 
 // ChildCaptured is a sub-loop state's entry as a value, as a child that

@@ -29,6 +29,7 @@ type Result struct {
 	StdoutTruncated bool   `json:"stdoutTruncated,omitempty"`
 	StderrTruncated bool   `json:"stderrTruncated,omitempty"`
 	TimedOut        bool   `json:"timedOut,omitempty"`
+	IdledOut        bool   `json:"idledOut,omitempty"`
 	// CannotStart says why the command could not start: the image lacks
 	// the shell or the agent CLI, say.
 	CannotStart string           `json:"cannotStart,omitempty"`
@@ -103,7 +104,7 @@ func NewResult(r process.Result) Result {
 		ExitCode: r.ExitCode, DurationMs: r.Duration.Milliseconds(),
 		Stdout: r.Stdout, StdoutTruncated: r.StdoutTruncated,
 		Stderr: r.Stderr, StderrTruncated: r.StderrTruncated,
-		TimedOut: r.TimedOut, CannotStart: r.CannotStart, Verdict: r.Verdict,
+		TimedOut: r.TimedOut, IdledOut: r.IdledOut, CannotStart: r.CannotStart, Verdict: r.Verdict,
 		Signal: r.Signal, SignalScanned: true, Usage: r.Usage,
 	}
 }
@@ -185,6 +186,7 @@ func Decode(msg string) (action.Result, error) {
 		Duration:        time.Duration(r.DurationMs) * time.Millisecond,
 		OutputTruncated: r.StdoutTruncated, StderrTruncated: r.StderrTruncated,
 		Verdict: r.Verdict, Signal: r.Signal, SignalScanned: r.SignalScanned, Usage: r.Usage, TimedOut: r.TimedOut,
+		IdledOut: r.IdledOut,
 	}
 	if p := r.Probe; p != nil {
 		res.Probe = &action.ProbeResult{ExitCode: p.ExitCode, SHA256: p.SHA256, Output: p.Output, Stderr: p.Stderr}

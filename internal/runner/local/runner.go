@@ -86,6 +86,7 @@ func (r *Runner) RunWhenReady(ctx context.Context, a *executor.Action, ready fun
 		env = os.Environ()
 	}
 	env = append(slices.Clip(env), "LOOPRUN_LOOP="+r.Loop, "LOOPRUN_STATE="+a.State, "LOOPRUN_ITERATION="+strconv.Itoa(int(a.Iteration)))
+	env = append(env, a.Env...)
 	res := process.Run(ctx, process.Spec{
 		Argv: argv, Dir: r.Dir, Env: env, Timeout: a.Timeout, IdleTimeout: a.IdleTimeout, Evaluate: a.Evaluate,
 		Stdout: r.Stdout, Stderr: r.Stderr, OwnFiles: true, OutputWindow: r.OutputWindow, StderrWindow: r.StderrWindow,

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path"
 	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -169,6 +170,7 @@ func Build(loop *v1alpha1.Loop, run string, a executor.Action, o Options) (*core
 		env = append(env, corev1.EnvVar{Name: APIKeyEnv, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
 			LocalObjectReference: corev1.LocalObjectReference{Name: ref.Name}, Key: ref.Key}}})
 	}
+	env = append(env, envVars(a.Env)...)
 	env = append(env, rs.Env...)
 
 	automount := cmp.Or(rs.AutomountServiceAccountToken, ptr.To(false))
@@ -327,4 +329,14 @@ func entrypointArgs(wrapper string, timeout, idle time.Duration) []string {
 		args = append(args, "--idle-timeout", idle.String())
 	}
 	return append(args, "--")
+}
+
+// envVars are NAME=VALUE pairs as a container's environment.
+func envVars(kvs []string) []corev1.EnvVar {
+	out := make([]corev1.EnvVar, 0, len(kvs))
+	for _, kv := range kvs {
+		name, value, _ := strings.Cut(kv, "=")
+		out = append(out, corev1.EnvVar{Name: name, Value: value})
+	}
+	return out
 }

@@ -124,7 +124,7 @@ func (r Result) ActionResult() action.Result {
 	return action.Result{
 		Output: r.Stdout, Stderr: r.Stderr, ExitCode: r.ExitCode, Duration: r.Duration,
 		OutputTruncated: r.StdoutTruncated, StderrTruncated: r.StderrTruncated, Verdict: r.Verdict,
-		Signal: r.Signal, SignalScanned: true, Usage: r.Usage, TimedOut: r.TimedOut,
+		Signal: r.Signal, SignalScanned: true, Usage: r.Usage, TimedOut: r.TimedOut, IdledOut: r.IdledOut,
 	}
 }
 
@@ -194,10 +194,10 @@ func Run(ctx context.Context, s Spec) Result {
 	switch {
 	case res.IdledOut:
 		res.ExitCode = evaluate.ExitTimeout
-		fmt.Fprintf(stderr, "\naction printed nothing for %s and was stopped (idle timeout)\n", s.IdleTimeout)
+		_, _ = io.WriteString(stderr, action.IdleNotice(s.IdleTimeout))
 	case res.TimedOut:
 		res.ExitCode = evaluate.ExitTimeout
-		fmt.Fprintf(stderr, "\naction timed out after %s\n", s.Timeout)
+		_, _ = io.WriteString(stderr, action.TimeoutNotice(s.Timeout))
 	}
 	if agent != nil {
 		agent.Flush()
