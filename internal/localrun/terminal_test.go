@@ -52,9 +52,16 @@ func TestTerminalApprover(t *testing.T) {
 	}
 }
 
+// writeAnswerFile puts an answer file in place whole, as looprun approve
+// does: a reader polling for it never claims it empty or half written.
 func writeAnswerFile(t *testing.T, path, data string) {
 	t.Helper()
-	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(data), 0o644); err != nil {
+		t.Error(err)
+		return
+	}
+	if err := os.Rename(tmp, path); err != nil {
 		t.Error(err)
 	}
 }
