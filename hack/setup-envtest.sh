@@ -41,9 +41,23 @@ staging=(api apiextensions-apiserver apimachinery apiserver cli-runtime client-g
 	kms kube-aggregator kube-controller-manager kube-proxy kube-scheduler kubectl kubelet metrics
 	mount-utils pod-security-admission sample-apiserver sample-cli-plugin sample-controller streaming)
 
-log "building ${binaries[*]} v$KUBE_VERSION (a few minutes the first time)"
-mkdir -p "$work/kube"
-(
+# What an earlier build made at these versions is kept: a node build after
+# an envtest one builds only the node's binaries.
+base="kube $KUBE_VERSION etcd $ETCD_VERSION stamped"
+todo=()
+for b in "${binaries[@]}"; do
+	[[ -x $out/$b && "$(cat "$stamp" 2>/dev/null)" == "$base"* ]] || todo+=("$b")
+done
+want_etcd=true
+[[ -x $out/etcd && "$(cat "$stamp" 2>/dev/null)" == "$base"* ]] && want_etcd=false
+start=$SECONDS
+since() { echo "$((SECONDS - start))s"; }
+what="${todo[*]:-}"
+$want_etcd && what+=" etcd"
+log "building from source, once: ${what# } (all of them take 15 to 25 minutes on 2 cores)"
+[[ ${#todo[@]} -eq 0 ]] || (
+	log "downloading the modules of k8s.io/kubernetes v$KUBE_VERSION"
+	mkdir -p "$work/kube"
 	cd "$work/kube"
 	{
 		echo "module looprun.local/envtest-kube"
@@ -58,7 +72,7 @@ mkdir -p "$work/kube"
 	} >go.mod
 	{
 		printf '//go:build tools\n\npackage tools\n\nimport (\n'
-		for b in "${binaries[@]}"; do printf '\t_ "k8s.io/kubernetes/cmd/%s"\n' "$b"; done
+		for b in "${todo[@]}"; do printf '\t_ "k8s.io/kubernetes/cmd/%s"\n' "$b"; done
 		printf ')\n'
 	} >tools.go
 	GOFLAGS=-mod=mod go mod tidy >&2
@@ -71,15 +85,17 @@ mkdir -p "$work/kube"
 		ldflags+=" -X $pkg.gitVersion=v$KUBE_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
 		ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
 	done
-	for b in "${binaries[@]}"; do
+	n=0
+	for b in "${todo[@]}"; do
+		n=$((n + 1))
+		log "building $b ($n of ${#todo[@]}, $(since) so far)"
 		CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$out/$b" "k8s.io/kubernetes/cmd/$b"
 	done
 )
 
 # etcd is the same in both builds: a node build after an envtest one keeps it.
-base="kube $KUBE_VERSION etcd $ETCD_VERSION stamped"
-[[ -x $out/etcd && "$(cat "$stamp" 2>/dev/null)" == "$base"* ]] || (
-	log "building etcd v$ETCD_VERSION"
+$want_etcd && (
+	log "building etcd v$ETCD_VERSION ($(since) so far)"
 	mkdir -p "$work/etcd"
 	cd "$work/etcd"
 	cat >go.mod <<MOD
@@ -104,5 +120,5 @@ GO
 	CGO_ENABLED=0 go build -trimpath -o "$out/etcd" .
 )
 echo "$want" >"$stamp"
-log "done: $out"
+log "done in $(since): $out"
 echo "$out"
