@@ -365,6 +365,10 @@ func (p *progress) verdictLine(ev executor.EvaluateEvent, pad string) {
 	if r, ok := d["reason"].(string); ok && r != "" {
 		p.println(pad + "  " + printable(clip(r, 300)))
 	}
+	if coerced, _ := d["evidence_coerced"].(bool); coerced {
+		// The reason above is the judge's own, for the verdict it gave.
+		p.println(pad + "  " + s.warn("counted as no: the judge quoted no output as its evidence"))
+	}
 }
 
 // verdictReason says why an evaluator gave its verdict, from its details.

@@ -7,6 +7,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/looprun/looprun/internal/executor"
 	"github.com/looprun/looprun/test/proc"
 )
 
@@ -55,5 +56,24 @@ func TestStoppedRunSaysItsEndOnce(t *testing.T) {
 	all := stdout.String() + stderr.String()
 	if n := strings.Count(all, "stopped"); n != 1 || !strings.Contains(stdout.String(), "Loop ended: stopped in a") {
 		t.Errorf("the end is said %d times:\n%s\nstderr:\n%s", n, stdout.String(), stderr.String())
+	}
+}
+
+// A judge's answer with no evidence counts as no: the progress says so
+// under the judge's own reason, which argued for its answer.
+func TestProgressSaysWhyAVerdictWasChanged(t *testing.T) {
+	var out strings.Builder
+	p := newProgress(&out, style{}, false, header{loop: "j"}, nil)
+	p.print([]executor.Event{{Type: executor.EventEvaluate, Seq: 1, Data: map[string]any{
+		"type": "llm_structured", "verdict": "no", "reason": "the tests pass now", "evidence": "", "evidence_coerced": true, "confidence": 0.9}}})
+	got := out.String()
+	if !strings.Contains(got, "the tests pass now") || !strings.Contains(got, "counted as no: the judge quoted no output as its evidence") {
+		t.Fatalf("progress:\n%s", got)
+	}
+	out.Reset()
+	p.print([]executor.Event{{Type: executor.EventEvaluate, Seq: 2, Data: map[string]any{
+		"type": "llm_structured", "verdict": "yes", "reason": "fixed", "evidence": "ok", "confidence": 0.9}}})
+	if strings.Contains(out.String(), "counted as no") {
+		t.Fatalf("progress of an answer with evidence:\n%s", out.String())
 	}
 }
