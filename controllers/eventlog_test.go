@@ -8,6 +8,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -60,6 +61,7 @@ var _ = Describe("The event log never lies", func() {
 
 	It("writes exactly the events of the steps that are saved, whatever the status conflicts", func() {
 		var conflicts *conflicting
+		statusErrors := testutil.ToFloat64(reconcileErrors.WithLabelValues("status"))
 		op := runOperator(Config{LocalWorkdir: GinkgoT().TempDir(), AllowLocalActions: true, SegmentBytes: 4096}, func(r *LoopReconciler) {
 			conflicts = &conflicting{Client: r.Client, n: 3}
 			r.Client = conflicts
@@ -76,6 +78,8 @@ var _ = Describe("The event log never lies", func() {
 		Expect(countSteps(evs, executor.EventActionStart)).To(Equal(int(loop.Status.Iteration)), "one action_start per saved step")
 		Expect(countSteps(evs, executor.EventActionComplete)).To(Equal(int(loop.Status.Iteration)))
 		Expect(countSteps(evs, executor.EventActionRestarted)).To(BeZero(), "no finished action was lost to a conflict")
+		Expect(testutil.ToFloat64(reconcileErrors.WithLabelValues("status"))).To(Equal(statusErrors),
+			"a conflict is a race to take the step again, not a reconcile error")
 	})
 
 	It("runs Loops whose names are too long for a label or a ConfigMap name", func() {

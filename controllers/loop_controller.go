@@ -96,6 +96,10 @@ type LoopReconciler struct {
 // the Loop's author could not; the operator itself has no access to Secrets.
 // +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=impersonate
 
+// conflictRetry is how soon a step whose status write lost a race is taken
+// again (the write that won wakes the Loop too).
+const conflictRetry = 50 * time.Millisecond
+
 // Reconcile gets the Loop, takes one step, and writes the status once.
 func (r *LoopReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	loop, err := r.get(ctx, req)
@@ -140,6 +144,12 @@ func (r *LoopReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 	err = r.patchStatus(ctx, before, loop, out.health, stepErr)
 	if tooLarge(err) {
 		err = r.endTooLarge(ctx, before, loop, err)
+	}
+	if apierrors.IsConflict(err) && stepErr == nil {
+		// Someone else wrote the Loop since the cache read it: an ordinary
+		// race, not a failure. The step is taken again from the fresh read.
+		logger.V(1).Info("Status written meanwhile; taking the step again", "error", err.Error())
+		return reconcile.Result{RequeueAfter: conflictRetry}, nil
 	}
 	if err != nil {
 		recordReconcileError("status")
