@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -63,6 +64,10 @@ func (k *kube) restConfig() (*rest.Config, string, error) {
 	}
 	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(k.loading, &k.overrides)
 	cfg, err := cc.ClientConfig()
+	if clientcmd.IsEmptyConfig(err) {
+		// client-go's own words point at KUBERNETES_MASTER, which nothing reads.
+		return nil, "", errors.New("no cluster to talk to: no kubeconfig names one (set KUBECONFIG, write ~/.kube/config, or give --kubeconfig or --server)")
+	}
 	if err != nil {
 		return nil, "", fmt.Errorf("no cluster to talk to: %w", err)
 	}

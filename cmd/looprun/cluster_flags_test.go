@@ -3,6 +3,7 @@ package main
 import (
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -102,5 +103,17 @@ func TestKubeFlagsKubeconfig(t *testing.T) {
 	}
 	if _, _, err := k.restConfig(); err == nil {
 		t.Fatal("--request-timeout soon gave a configuration")
+	}
+}
+
+// With no kubeconfig at all, the CLI says how to name a cluster, not
+// client-go's hint at KUBERNETES_MASTER.
+func TestNoKubeconfigSaysHowToNameACluster(t *testing.T) {
+	t.Setenv("KUBECONFIG", filepath.Join(t.TempDir(), "none"))
+	t.Setenv("HOME", t.TempDir())
+	k := &kube{}
+	_, _, err := k.restConfig()
+	if err == nil || strings.Contains(err.Error(), "KUBERNETES_MASTER") || !strings.Contains(err.Error(), "set KUBECONFIG") {
+		t.Fatalf("error: %v", err)
 	}
 }
