@@ -123,11 +123,7 @@ func describeRun(row rowFunc, loop *v1alpha1.Loop, now time.Time) {
 	row("Retries", "%s", retries)
 	if st.StartedAt != nil {
 		row("Started", "%s", st.StartedAt.UTC().Format(time.RFC3339))
-		end := now
-		if st.Phase.IsFinished() && st.UpdatedAt != nil {
-			end = st.UpdatedAt.Time
-		}
-		row("Running time", "%s", span(executor.Elapsed(&st.RunState, end)))
+		row("Running time", "%s", span(executor.Elapsed(&st.RunState, runningUntil(&st.RunState, now))))
 	}
 	if st.LastResult != nil {
 		row("Last verdict", "%s", st.LastResult.Verdict)
@@ -343,4 +339,17 @@ func describeExitHook(h *v1alpha1.ExitHookStatus) string {
 		s += ": " + first
 	}
 	return printable(s)
+}
+
+// runningUntil is when a Loop's running time stops counting: now while it
+// runs, else when it last changed (it ended, or holds Paused on its budget
+// or Suspended, and nothing of it runs meanwhile).
+func runningUntil(run *v1alpha1.RunState, now time.Time) time.Time {
+	switch {
+	case run.UpdatedAt == nil:
+		return now
+	case run.Phase.IsFinished(), run.Phase == v1alpha1.PhasePaused, run.Phase == v1alpha1.PhaseSuspended:
+		return run.UpdatedAt.Time
+	}
+	return now
 }
