@@ -41,7 +41,9 @@ type progress struct {
 	// start is when the run (or this resume of it) began; open says a
 	// state's line waits for its action.
 	start time.Time
-	open  bool
+	// before is the run's running time before this resume (Observe).
+	before time.Duration
+	open   bool
 	// iteration of the state in progress, by depth.
 	iteration map[string]any
 	// maxLines is how many lines of an action's output are shown.
@@ -75,7 +77,11 @@ func newProgress(w io.Writer, st style, verbose bool, h header, out *os.File) *p
 
 // print shows the events.
 // Observe implements executor.Observer: the progress display of a run.
-func (p *progress) Observe(_ *v1alpha1.RunState, events []executor.Event) { p.print(events) }
+// The run's time before this resume counts in its summary.
+func (p *progress) Observe(run *v1alpha1.RunState, events []executor.Event) {
+	p.before = time.Duration(max(run.AccumulatedMs, 0)) * time.Millisecond
+	p.print(events)
+}
 
 func (p *progress) print(events []executor.Event) {
 	for _, e := range events {
@@ -458,12 +464,13 @@ func (p *progress) closing(e executor.Event, indent string) (string, bool) {
 	return "\n" + line, true
 }
 
-// elapsed is the time since the run began, as people read it.
+// elapsed is the run's running time at t, as people read it: what ran
+// before this resume, and since.
 func (p *progress) elapsed(t time.Time) string {
 	if p.start.IsZero() || t.Before(p.start) {
-		return "0s"
+		return llDuration(p.before)
 	}
-	return llDuration(t.Sub(p.start))
+	return llDuration(p.before + t.Sub(p.start))
 }
 
 // llDuration is d as ll-loop's progress lines print it: "0.2s", "12s",

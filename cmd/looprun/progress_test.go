@@ -6,7 +6,9 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
+	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/executor"
 	"github.com/looprun/looprun/test/proc"
 )
@@ -75,5 +77,19 @@ func TestProgressSaysWhyAVerdictWasChanged(t *testing.T) {
 		"type": "llm_structured", "verdict": "yes", "reason": "fixed", "evidence": "ok", "confidence": 0.9}}})
 	if strings.Contains(out.String(), "counted as no") {
 		t.Fatalf("progress of an answer with evidence:\n%s", out.String())
+	}
+}
+
+// A resumed run's summary counts its time before the resume too.
+func TestResumedRunSummaryCountsTheWholeRun(t *testing.T) {
+	var out strings.Builder
+	p := newProgress(&out, style{}, false, header{loop: "r"}, nil)
+	t0 := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
+	run := &v1alpha1.RunState{AccumulatedMs: 90_000}
+	p.Observe(run, []executor.Event{{Type: executor.EventLoopResume, Seq: 7, Time: t0, Data: executor.LoopResumeEvent{Loop: "r", FromState: "a", Iteration: 3}.Data()}})
+	p.Observe(run, []executor.Event{{Type: executor.EventLoopComplete, Seq: 8, Time: t0.Add(2 * time.Second),
+		Data: executor.LoopCompleteEvent{FinalState: "done", Iterations: 4, TerminatedBy: "terminal"}.Data()}})
+	if !strings.Contains(out.String(), "Loop completed: done (4 iterations, 1m 32s)") {
+		t.Fatalf("progress:\n%s", out.String())
 	}
 }
