@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
@@ -48,5 +49,35 @@ func TestLostActionAfterSpecEdit(t *testing.T) {
 	}
 	if n := int64(len(evs)); got.Status.LastSeq != n {
 		t.Errorf("lastSeq %d, %d events logged", got.Status.LastSeq, n)
+	}
+}
+
+// An action in flight that its runner lost runs again and the event log
+// says so (action_restarted); one whose Pod was never made just starts:
+// nothing was restarted.
+func TestRestartedOnlyWhenLost(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		neverStarted  bool
+		wantRestarted bool
+	}{{"lost", false, true}, {"never started", true, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newStartFixture(t)
+			r := f.reconciler()
+			r.StartGrace = -1
+			f.reconcile(t, r) // the start and the first action, saved
+			f.actions = newHeldActions()
+			f.actions.neverStarted = tc.neverStarted
+			r = f.reconciler()
+			f.reconcile(t, r)
+			got, kinds := f.saved(t)
+			restarted := slices.Contains(kinds, "action_restarted")
+			if restarted != tc.wantRestarted {
+				t.Errorf("action_restarted in %v: %v, want %v", kinds, restarted, tc.wantRestarted)
+			}
+			if got.Status.Action == nil || f.actions.started[f.key(got.Status.Action.Iteration)] != 1 {
+				t.Errorf("the action was not started again: %+v, started %v", got.Status.Action, f.actions.started)
+			}
+		})
 	}
 }

@@ -30,6 +30,9 @@ import (
 type heldActions struct {
 	started map[string]int
 	ended   map[string]bool
+	// neverStarted: an action this runner does not know was never
+	// started (a Pod never made), rather than lost.
+	neverStarted bool
 }
 
 func (h *heldActions) Start(_ context.Context, loop *v1alpha1.Loop, a executor.Action) (time.Duration, error) {
@@ -48,6 +51,8 @@ func (h *heldActions) Check(_ context.Context, loop *v1alpha1.Loop) (runner.Outc
 		return runner.Outcome{State: runner.Done, Result: executor.ActionResult{Output: "ok"}}, nil
 	case h.started[key] > 0:
 		return runner.Outcome{State: runner.Running}, nil
+	case h.neverStarted:
+		return runner.Outcome{State: runner.NotStarted}, nil
 	}
 	return runner.Outcome{State: runner.Lost}, nil
 }

@@ -245,8 +245,11 @@ func (s *step) action(ctx context.Context, step executor.Step) (*executor.Action
 			return nil, nil
 		case out.State == runner.Done:
 			return ptr.To(out.Result), nil
+		case out.State == runner.Lost:
+			// The process that ran it is gone (the operator restarted).
+			s.add(s.m.RestartAction(&s.loop.Status.RunState, s.now))
 		}
-		s.add(s.m.RestartAction(&s.loop.Status.RunState, s.now))
+		// NotStarted: its Pod was never made; it starts now, as planned.
 	}
 	return s.start(ctx, *step.Action)
 }
