@@ -187,10 +187,17 @@ func TestClusterExportImport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	restarted := 0
 	for i, e := range evs {
 		if e.Seq != int64(i+1) {
 			t.Fatalf("imported event log: event %d has seq %d", i, e.Seq)
 		}
+		if e.Type == executor.EventActionRestarted {
+			restarted++
+		}
+	}
+	if restarted > 1 {
+		t.Errorf("the cut-off action is said restarted %d times", restarted)
 	}
 	if moved.Status.Checkpoints == nil || stopped.Status.Checkpoints == nil || moved.Status.Checkpoints.Count() < stopped.Status.Checkpoints.Count() {
 		t.Errorf("checkpoints: %+v imported, %+v exported", moved.Status.Checkpoints, stopped.Status.Checkpoints)
