@@ -80,13 +80,6 @@ func (s *step) lifecycleEnded(a *executor.Action) {
 	}
 }
 
-// afterEnd reports whether the ended run has work left after its end: its
-// push, its exit hook.
-func afterEnd(loop *v1alpha1.Loop) bool {
-	run := &loop.Status.RunState
-	return executor.NeedsPush(&loop.Spec, run) || executor.NeedsExitHook(&loop.Spec, run)
-}
-
 func inPod(where string) string {
 	if where == "" {
 		return ""

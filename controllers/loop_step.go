@@ -32,7 +32,7 @@ func (r *LoopReconciler) reconcileLoop(ctx context.Context, loop *v1alpha1.Loop)
 	if ended {
 		r.memory.finished(loop) // its push and exit hook may still run
 	}
-	if ended && req == "" && (r.Actions == nil || !afterEnd(loop)) {
+	if ended && req == "" && (r.Actions == nil || !executor.AfterEnd(&loop.Spec, &loop.Status.RunState)) {
 		res, err := r.reconcileFinished(ctx, loop)
 		return res, outcome{}, err
 	}
@@ -164,13 +164,20 @@ func (s *step) drive(ctx context.Context) (reconcile.Result, error) {
 	}
 }
 
+// endUnsaved reports whether the run ended in this reconcile with its push
+// or exit hook still to run: they start once the end is saved, in a
+// reconcile of their own.
+func (s *step) endUnsaved() bool {
+	run := &s.loop.Status.RunState
+	return run.Phase.IsFinished() && !s.ended && s.r.Actions != nil && s.m.AfterEnd(run)
+}
+
 // hold reports whether the reconcile stops before the next Plan: the run
 // ended in it (what follows its end waits until the end is saved), the
 // Loop is suspended, or nothing can run its actions.
 func (s *step) hold(ctx context.Context) (reconcile.Result, bool, error) {
 	run := &s.loop.Status.RunState
-	if run.Phase.IsFinished() && !s.ended && s.r.Actions != nil && s.m.AfterEnd(run) {
-		// The run ended: its push and exit hook start once the end is saved.
+	if s.endUnsaved() {
 		return reconcile.Result{RequeueAfter: time.Millisecond}, true, nil
 	}
 	if !run.Phase.IsFinished() && !run.Action.IsAction() {
@@ -194,11 +201,9 @@ func (s *step) hold(ctx context.Context) (reconcile.Result, bool, error) {
 // without an action); ready is false while the reconcile ends first (what
 // it waits for wakes the Loop, or result says when to look again).
 func (s *step) run(ctx context.Context, step executor.Step) (res *executor.ActionResult, ready bool, result reconcile.Result, err error) {
-	run := &s.loop.Status.RunState
 	switch step.Kind {
 	case executor.StepDone:
-		if s.r.Actions != nil && !s.ended && s.m.AfterEnd(run) {
-			// The run ended: its push and exit hook start once the end is saved.
+		if s.endUnsaved() {
 			return nil, false, reconcile.Result{RequeueAfter: time.Millisecond}, nil
 		}
 		result, err = s.r.reconcileFinished(ctx, s.loop)

@@ -89,10 +89,7 @@ func (m *Machine) GitAction(run *v1alpha1.RunState, op string, now time.Time) (*
 	g := m.spec.GitWorkspace()
 	a := &Action{Iteration: run.Iteration, Timeout: v1alpha1.DefaultGitTimeoutSeconds * time.Second}
 	if op == gitws.OpClone {
-		src := m.opts.Clone
-		if src == nil {
-			src = CloneOf(m.spec)
-		}
+		src := m.cloneSource()
 		if src == nil {
 			return nil, fmt.Errorf("the Loop has no spec.runner.workspace.git")
 		}

@@ -32,6 +32,15 @@ func CloneOf(spec *v1alpha1.LoopSpec) *gitws.Op {
 	return &gitws.Op{Op: gitws.OpClone, URL: g.URL, Revision: g.Revision, Depth: int(g.Depth)}
 }
 
+// cloneSource is what the run's checkout is cloned from: Options.Clone,
+// else the Loop's workspace.git; nil for none.
+func (m *Machine) cloneSource() *gitws.Op {
+	if m.opts.Clone != nil {
+		return m.opts.Clone
+	}
+	return CloneOf(m.spec)
+}
+
 // checkout is the step of the run's clone when it is still to be made (or
 // in flight); ok is false when there is none to make.
 func (t *turn) checkout() (Step, bool) {
@@ -54,7 +63,16 @@ func (t *turn) checkout() (Step, bool) {
 // push, its exit hook. A Plan that ends the run returns StepDone; once the
 // end is saved, the driver plans again while AfterEnd says so.
 func (m *Machine) AfterEnd(run *v1alpha1.RunState) bool {
-	return NeedsPush(m.spec, run) || !m.opts.SkipExitHook && NeedsExitHook(m.spec, run)
+	if m.opts.SkipExitHook {
+		return NeedsPush(m.spec, run)
+	}
+	return AfterEnd(m.spec, run)
+}
+
+// AfterEnd reports whether an ended run of spec has its push or its exit
+// hook still to run (for a driver that has no machine at hand).
+func AfterEnd(spec *v1alpha1.LoopSpec, run *v1alpha1.RunState) bool {
+	return NeedsPush(spec, run) || NeedsExitHook(spec, run)
 }
 
 // afterEnd is the step of an ended run: its push, then its exit hook, each
@@ -104,10 +122,7 @@ func (t *turn) completeLifecycle(res *ActionResult) bool {
 	case lifecycleClone:
 		c := run.Git.Clone
 		EndGitOp(c, *res, t.now)
-		src := t.m.opts.Clone
-		if src == nil {
-			src = CloneOf(t.m.spec)
-		}
+		src := t.m.cloneSource()
 		url := ""
 		if src != nil {
 			url = gitws.Redact(src.URL)
@@ -183,10 +198,7 @@ func LifecycleStarted(run *v1alpha1.RunState, pod string) {
 
 // CloneMessage says, for a person, what the run's clone made or why it failed.
 func (m *Machine) CloneMessage(run *v1alpha1.RunState) string {
-	src := m.opts.Clone
-	if src == nil {
-		src = CloneOf(m.spec)
-	}
+	src := m.cloneSource()
 	if src == nil || run.Git == nil || run.Git.Clone == nil {
 		return ""
 	}

@@ -9,13 +9,12 @@ import (
 	"github.com/looprun/looprun/internal/gitws"
 )
 
-// A run's life outside its states comes from Plan in one order, whatever
-// the driver: the clone before the first state, and once the run ended
-// (and its end was saved) the push, then the exit hook, which reads what
-// the push did. Each is found again, unchanged, while it is in flight.
-func TestLifecycleOrder(t *testing.T) {
+// startGitRun starts a run of gitSpec, cloned before its first state, with
+// hook as its exit hook.
+func startGitRun(t *testing.T, hook string) (*Machine, *v1alpha1.RunState, time.Time) {
+	t.Helper()
 	spec := gitSpec()
-	spec.OnExit = &v1alpha1.ExitHook{Action: "echo ${loop.git.pushed} ${loop.git.commit} ${loop.git.branch} ${loop.git.cloned}"}
+	spec.OnExit = &v1alpha1.ExitHook{Action: hook}
 	m, err := New("fix", spec, Options{Clone: CloneOf(spec)})
 	if err != nil {
 		t.Fatal(err)
@@ -23,10 +22,19 @@ func TestLifecycleOrder(t *testing.T) {
 	now := time.Now()
 	run := &v1alpha1.RunState{}
 	m.Start(run, "r1", now)
+	return m, run, now
+}
+
+// A run's life outside its states comes from Plan in one order, whatever
+// the driver: the clone before the first state, and once the run ended
+// (and its end was saved) the push, then the exit hook, which reads what
+// the push did. Each is found again, unchanged, while it is in flight.
+func TestLifecycleOrder(t *testing.T) {
+	m, run, now := startGitRun(t, "echo ${loop.git.pushed} ${loop.git.commit} ${loop.git.branch} ${loop.git.cloned}")
 	var order []string
 	step := func() Step {
 		t.Helper()
-		s, evs := m.Plan(run, now)
+		s, _ := m.Plan(run, now)
 		if s.Kind == StepAction && s.InFlight {
 			t.Fatalf("a new %s is in flight", s.Action.State)
 		}
@@ -36,7 +44,6 @@ func TestLifecycleOrder(t *testing.T) {
 				t.Fatalf("planned again in flight: %+v, events %v", again, more)
 			}
 		}
-		_ = evs
 		return s
 	}
 	complete := func(out string) {
@@ -91,15 +98,7 @@ func TestLifecycleOrder(t *testing.T) {
 // A clone that fails ends the run with git's error; its exit hook still
 // runs, and nothing is pushed.
 func TestLifecycleCloneFails(t *testing.T) {
-	spec := gitSpec()
-	spec.OnExit = &v1alpha1.ExitHook{Action: "true"}
-	m, err := New("fix", spec, Options{Clone: CloneOf(spec)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.Now()
-	run := &v1alpha1.RunState{}
-	m.Start(run, "r1", now)
+	m, run, now := startGitRun(t, "true")
 	m.Plan(run, now)
 	m.Complete(run, &ActionResult{ExitCode: 128, Stderr: "git clone: repository not found\n"}, now)
 	if run.Phase != v1alpha1.PhaseFailed || run.Message != "the clone of https://h/r.git failed: git clone: repository not found" {

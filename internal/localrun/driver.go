@@ -279,12 +279,8 @@ func (d *Driver) await(ctx context.Context, w recorder, run *v1alpha1.RunState, 
 		d.lifecycleEnded(run, step.Action)
 		return evs, false, nil
 	case step.Kind == executor.StepAction:
-		r := d.Runner.RunWhenReady(ctx, step.Action, func(pgid int) error {
-			w.recordAction(pgid)
-			return w.wait()
-		})
-		w.forgetAction()
-		if err := w.wait(); err != nil {
+		r, err := d.runAction(ctx, w, step.Action)
+		if err != nil {
 			return nil, true, err // the action did not run
 		}
 		res = &r
@@ -322,6 +318,13 @@ func (d *Driver) lifecycle(ctx context.Context, w recorder, run *v1alpha1.RunSta
 		}
 		return d.Runner.RunWhenReady(ctx, a, nil), nil
 	}
+	return d.runAction(ctx, w, a)
+}
+
+// runAction runs a as a process once the step that starts it is on disk,
+// its group recorded meanwhile for a resume to stop should this process
+// die; the error says the save failed (and the action did not run).
+func (d *Driver) runAction(ctx context.Context, w recorder, a *executor.Action) (executor.ActionResult, error) {
 	res := d.Runner.RunWhenReady(ctx, a, func(pgid int) error {
 		w.recordAction(pgid)
 		return w.wait()
