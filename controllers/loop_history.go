@@ -119,7 +119,7 @@ func (s *step) stop(ctx context.Context) {
 	s.cancelAction(ctx)
 	s.add(s.m.Interrupt(run, s.now, "stopped by request"))
 	if run.Action != nil {
-		run.Action.Pod = ""
+		run.Action.Pod, run.Action.PodUID = "", ""
 	}
 }
 

@@ -225,6 +225,54 @@ type RunnerSpec struct {
 	// share files. Unset: each step gets an empty directory of its own.
 	// +optional
 	Workspace *WorkspaceSpec `json:"workspace,omitempty"`
+	// network says where the Loop's Pods may connect to, enforced by a
+	// NetworkPolicy the operator owns (it needs a network plugin that
+	// implements NetworkPolicy). Unset, the operator's default applies.
+	// +optional
+	Network *NetworkSpec `json:"network,omitempty"`
+}
+
+// EgressMode says where a Loop's Pods may connect to.
+// +kubebuilder:validation:Enum=Restricted;Unrestricted
+type EgressMode string
+
+const (
+	// EgressRestricted: the model gateway, DNS, and the addresses the Loop
+	// lists in spec.runner.network.allow; nothing else.
+	EgressRestricted EgressMode = "Restricted"
+	// EgressUnrestricted: anywhere (no NetworkPolicy is made).
+	EgressUnrestricted EgressMode = "Unrestricted"
+)
+
+// NetworkSpec is where a Loop's Pods may connect to.
+type NetworkSpec struct {
+	// egress is Restricted or Unrestricted. Unset: the operator's default
+	// (--default-egress; Restricted for Loops that run an agent when a
+	// model gateway is installed, else Unrestricted).
+	// +optional
+	Egress EgressMode `json:"egress,omitempty"`
+	// allow lists the addresses a Restricted Loop's Pods may reach beyond
+	// the gateway and DNS: its git server, package registries. A
+	// NetworkPolicy speaks addresses, not host names.
+	// +optional
+	// +kubebuilder:validation:MaxItems=32
+	// +listType=atomic
+	Allow []EgressRule `json:"allow,omitempty"`
+}
+
+// EgressRule is an address block and the ports of it a Loop may reach.
+type EgressRule struct {
+	// cidr is the block, e.g. 10.0.12.7/32 or 140.82.112.0/20.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	CIDR string `json:"cidr"`
+	// ports are the TCP ports; empty means every port.
+	// +optional
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=atomic
+	// +kubebuilder:validation:items:Minimum=1
+	// +kubebuilder:validation:items:Maximum=65535
+	Ports []int32 `json:"ports,omitempty"`
 }
 
 // WorkspaceSpec is the volume the steps of a Loop share.

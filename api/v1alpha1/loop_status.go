@@ -234,6 +234,12 @@ type ActionStatus struct {
 	// pod runs the action, when actions run as pods.
 	// +optional
 	Pod string `json:"pod,omitempty"`
+	// podUID is the uid of that Pod, recorded when the operator made it:
+	// the model gateway takes calls of this step only from the Pod of this
+	// uid.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	PodUID string `json:"podUID,omitempty"`
 	// flush marks an action run once before the loop's timeout ends it.
 	// +optional
 	Flush bool `json:"flush,omitempty"`
@@ -440,6 +446,11 @@ type UsageStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxProperties=128
 	States map[string]UsageTotals `json:"states,omitempty"`
+	// reported is what the agents printed they used, kept beside the
+	// totals when the model gateway metered the calls: the totals, and so
+	// the budget, are the gateway's count; this is never trusted.
+	// +optional
+	Reported *UsageTotals `json:"reported,omitempty"`
 }
 
 // EventLogStatus locates a Loop's event log: ConfigMaps named

@@ -44,9 +44,12 @@ type limits struct {
 
 // budget is the run's limits: spec.budget, and the run's own --max-cost
 // (the lower cost limit wins).
-func (t *turn) budget() limits {
+func (t *turn) budget() limits { return budgetOf(t.m.spec, t.run) }
+
+// budgetOf is the limits of a run of spec.
+func budgetOf(spec *v1alpha1.LoopSpec, run *v1alpha1.RunState) limits {
 	l := limits{warnAt: DefaultBudgetWarnAt, onExceed: v1alpha1.BudgetPause}
-	if b := t.m.spec.Budget; b != nil {
+	if b := spec.Budget; b != nil {
 		if b.MaxCostUSD != "" {
 			l.costMicro, _ = pricing.ParseUSD(b.MaxCostUSD) // validated
 			l.hasCost = true
@@ -62,12 +65,21 @@ func (t *turn) budget() limits {
 		}
 		l.state = b.State
 	}
-	if s := t.run.Budget; s != nil && s.RunMaxCostMicroUSD != nil {
+	if s := run.Budget; s != nil && s.RunMaxCostMicroUSD != nil {
 		if run := *s.RunMaxCostMicroUSD; !l.hasCost || run < l.costMicro {
 			l.costMicro, l.hasCost = run, true
 		}
 	}
 	return l
+}
+
+// BudgetExceeded says what of the run's budget is spent once moreCostMicro
+// and moreTokens are added to what the run recorded ("" when nothing is).
+// The model gateway asks it before each model call of a step, with what
+// the step's calls used so far: the budget bites in the middle of a step.
+func BudgetExceeded(spec *v1alpha1.LoopSpec, run *v1alpha1.RunState, moreCostMicro, moreTokens int64) string {
+	cost, tokens := spent(run)
+	return budgetOf(spec, run).exceeded(satAdd(cost, max(moreCostMicro, 0)), satAdd(tokens, max(moreTokens, 0)))
 }
 
 // spent is what the run used so far: its cost in millionths of a dollar

@@ -66,7 +66,7 @@ func (r *Runner) Start(ctx context.Context, loop *v1alpha1.Loop, a executor.Acti
 			return 0, &runner.Refused{Reason: "PodNameTaken", Message: fmt.Sprintf("Pod %s exists and does not belong to this Loop", pod.Name)}
 		}
 		if loop.Status.Action != nil {
-			loop.Status.Action.Pod = pod.Name
+			loop.Status.Action.Pod, loop.Status.Action.PodUID = pod.Name, string(existing.UID)
 		}
 		if p := existing.Status.Phase; p == corev1.PodSucceeded || p == corev1.PodFailed {
 			return 0, &runner.AlreadyEnded{}
@@ -74,7 +74,7 @@ func (r *Runner) Start(ctx context.Context, loop *v1alpha1.Loop, a executor.Acti
 		return r.startAllowance(), nil
 	}
 	if loop.Status.Action != nil {
-		loop.Status.Action.Pod = pod.Name
+		loop.Status.Action.Pod, loop.Status.Action.PodUID = pod.Name, string(pod.UID)
 	}
 	// A Pod that never gets scheduled may change in no way the watch
 	// passes on: look again when its start allowance is up.

@@ -1,0 +1,341 @@
+// Package ledger keeps what each step's model calls used, as the model
+// gateway counted them from the upstream's responses: one ConfigMap per
+// step (per agent Pod), in the gateway's own namespace, where no tenant
+// has rights. The gateway records a call before the end of its response
+// reaches the agent; the operator reads the step's ledger when the step
+// ends, records it as the step's usage, and deletes it.
+//
+// A call is recorded by its id (the upstream's message id): recording it
+// again (a retried write, a second gateway replica, a checkpoint then the
+// final count) never lowers a count nor counts it twice. Writes use the
+// ConfigMap's resourceVersion, so replicas never overwrite each other.
+package ledger
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/looprun/looprun/internal/agentstream"
+	"github.com/looprun/looprun/internal/pricing"
+)
+
+// Labels of a ledger ConfigMap.
+const (
+	// LabelLedger marks a ledger (its value "true").
+	LabelLedger = "looprun.dev/usage-ledger"
+	// LabelLoopUID is the uid of the Loop whose step it counts.
+	LabelLoopUID = "looprun.dev/loop-uid"
+	// stepKey holds the Step as JSON.
+	stepKey = "step"
+	// callPrefix starts the key of each call.
+	callPrefix = "call."
+	// sumPrefix starts the key of the folded calls of one model.
+	sumPrefix = "sum."
+)
+
+// MaxCalls is how many calls a ledger holds one by one; beyond it, its
+// finished calls are folded into one sum per model (a ConfigMap holds at
+// most 1 MiB).
+const MaxCalls = 1000
+
+// Step is who a call is for: a step of a Loop's run, run by one Pod. The
+// gateway takes it from the Loop's status (never from what the Pod says).
+type Step struct {
+	Namespace string    `json:"namespace"`
+	Loop      string    `json:"loop"`
+	LoopUID   types.UID `json:"loopUID"`
+	Pod       string    `json:"pod"`
+	PodUID    types.UID `json:"podUID"`
+	Run       string    `json:"run"`
+	Iteration int32     `json:"iteration"`
+	State     string    `json:"state"`
+}
+
+// Call is what one model call used.
+type Call struct {
+	// ID is the upstream's message id (or one the gateway made).
+	ID    string `json:"-"`
+	Model string `json:"model,omitempty"`
+	// The counts, as the upstream reported them (checked with
+	// agentstream.Usage.Check before they are recorded).
+	InputTokens         int64 `json:"input,omitempty"`
+	OutputTokens        int64 `json:"output,omitempty"`
+	CacheReadTokens     int64 `json:"cacheRead,omitempty"`
+	CacheCreationTokens int64 `json:"cacheCreation,omitempty"`
+	// Final: the response ended and its usage is the upstream's last
+	// word. A call not final is a checkpoint of one still streaming, or
+	// one cut off (its input tokens, and the output seen so far).
+	Final bool `json:"final,omitempty"`
+	// Folded counts the calls a sum stands for (0 for one call).
+	Folded int64 `json:"folded,omitempty"`
+}
+
+// Usage is the call's counts as agentstream.Usage (to check and price).
+func (c Call) Usage() agentstream.Usage {
+	return agentstream.Usage{Model: c.Model, InputTokens: c.InputTokens, OutputTokens: c.OutputTokens,
+		CacheReadTokens: c.CacheReadTokens, CacheCreationTokens: c.CacheCreationTokens}
+}
+
+// merge keeps the larger of each count: a call recorded again never counts
+// less, nor twice.
+func (c Call) merge(o Call) Call {
+	c.InputTokens = max(c.InputTokens, o.InputTokens)
+	c.OutputTokens = max(c.OutputTokens, o.OutputTokens)
+	c.CacheReadTokens = max(c.CacheReadTokens, o.CacheReadTokens)
+	c.CacheCreationTokens = max(c.CacheCreationTokens, o.CacheCreationTokens)
+	c.Final = c.Final || o.Final
+	if o.Model != "" {
+		c.Model = o.Model
+	}
+	return c
+}
+
+// Name is the ConfigMap of the step run by the Pod of uid.
+func Name(podUID types.UID) string { return "usage-" + string(podUID) }
+
+// Ledger is one step's calls.
+type Ledger struct {
+	Step  Step
+	Calls []Call
+}
+
+// Totals is what a ledger's calls used, priced call by call (a step may
+// call more than one model).
+type Totals struct {
+	// Usage sums the counts; its Model is the model most used.
+	Usage agentstream.Usage
+	// Calls counts the calls, Unpriced those of a model the table lacks.
+	Calls, Unpriced int64
+	// CostMicroUSD is the priced calls' cost.
+	CostMicroUSD int64
+}
+
+// Totals sums the ledger's calls, priced with prices.
+func (l *Ledger) Totals(prices *pricing.Table) Totals {
+	var t Totals
+	if l == nil {
+		return t
+	}
+	byModel := map[string]int64{}
+	for _, c := range l.Calls {
+		u := c.Usage()
+		t.Usage.Add(u)
+		n := max(c.Folded, 1)
+		t.Calls = sat(t.Calls, n)
+		if cost, ok := prices.CostMicroUSD(u); ok {
+			t.CostMicroUSD = sat(t.CostMicroUSD, cost)
+		} else {
+			t.Unpriced = sat(t.Unpriced, n)
+		}
+		byModel[c.Model] = sat(byModel[c.Model], u.Tokens())
+	}
+	t.Usage.Model = ""
+	best := int64(-1)
+	for m, n := range byModel {
+		if n > best || (n == best && m < t.Usage.Model) {
+			t.Usage.Model, best = m, n
+		}
+	}
+	return t
+}
+
+func sat(a, b int64) int64 {
+	if b > 0 && a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + max(b, 0)
+}
+
+// Store reads and writes ledgers in one namespace.
+type Store struct {
+	Client    client.Client
+	Namespace string
+}
+
+var keyUnsafe = regexp.MustCompile(`[^-._a-zA-Z0-9]`)
+
+// callKey is the ConfigMap key of a call id (ConfigMap keys allow
+// [-._a-zA-Z0-9]; an id is bounded to keep the key short).
+func callKey(id string) string {
+	k := keyUnsafe.ReplaceAllString(id, "_")
+	if len(k) > 200 {
+		k = k[:200]
+	}
+	return callPrefix + k
+}
+
+// Record adds (or raises) call c of step s. Its counts must be checked.
+func (s *Store) Record(ctx context.Context, step Step, c Call) error {
+	if err := c.Usage().Check(); err != nil {
+		return fmt.Errorf("usage of call %s: %w", c.ID, err)
+	}
+	if c.ID == "" {
+		return fmt.Errorf("a call without an id")
+	}
+	key := types.NamespacedName{Namespace: s.Namespace, Name: Name(step.PodUID)}
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cm := &corev1.ConfigMap{}
+		err := s.Client.Get(ctx, key, cm)
+		if apierrors.IsNotFound(err) {
+			stepJSON, jerr := json.Marshal(step)
+			if jerr != nil {
+				return jerr
+			}
+			cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace,
+				Labels: map[string]string{LabelLedger: "true", LabelLoopUID: string(step.LoopUID)}},
+				Data: map[string]string{stepKey: string(stepJSON)}}
+			put(cm, c)
+			err = s.Client.Create(ctx, cm)
+			if apierrors.IsAlreadyExists(err) {
+				return apierrors.NewConflict(corev1.Resource("configmaps"), key.Name, err)
+			}
+			return err
+		}
+		if err != nil {
+			return err
+		}
+		if !put(cm, c) {
+			return nil
+		}
+		return s.Client.Update(ctx, cm)
+	})
+}
+
+// put merges c into the ConfigMap's data, folding finished calls when it
+// holds too many; false when nothing changed.
+func put(cm *corev1.ConfigMap, c Call) bool {
+	if cm.Data == nil {
+		cm.Data = map[string]string{}
+	}
+	k := callKey(c.ID)
+	if old, ok := cm.Data[k]; ok {
+		var prev Call
+		if json.Unmarshal([]byte(old), &prev) == nil {
+			merged := c.merge(prev)
+			merged.ID = ""
+			if merged == prev {
+				return false
+			}
+			c = merged
+		}
+	}
+	b, _ := json.Marshal(c)
+	cm.Data[k] = string(b)
+	if len(cm.Data) > MaxCalls+1 {
+		fold(cm)
+	}
+	return true
+}
+
+// fold replaces the finished calls by one sum per model.
+func fold(cm *corev1.ConfigMap) {
+	for k, v := range cm.Data {
+		if !strings.HasPrefix(k, callPrefix) {
+			continue
+		}
+		var c Call
+		if json.Unmarshal([]byte(v), &c) != nil || !c.Final {
+			continue
+		}
+		sk := sumPrefix + keyUnsafe.ReplaceAllString(c.Model, "_")
+		var sum Call
+		if old, ok := cm.Data[sk]; ok {
+			_ = json.Unmarshal([]byte(old), &sum)
+		}
+		sum.Model, sum.Final = c.Model, true
+		sum.InputTokens = sat(sum.InputTokens, c.InputTokens)
+		sum.OutputTokens = sat(sum.OutputTokens, c.OutputTokens)
+		sum.CacheReadTokens = sat(sum.CacheReadTokens, c.CacheReadTokens)
+		sum.CacheCreationTokens = sat(sum.CacheCreationTokens, c.CacheCreationTokens)
+		sum.Folded = sat(max(sum.Folded, 0), 1)
+		b, _ := json.Marshal(sum)
+		cm.Data[sk] = string(b)
+		delete(cm.Data, k)
+	}
+}
+
+// Read returns the ledger of the step run by the Pod of podUID; nil when
+// none was made (the step made no call).
+func (s *Store) Read(ctx context.Context, podUID types.UID) (*Ledger, error) {
+	cm := &corev1.ConfigMap{}
+	err := s.Client.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: Name(podUID)}, cm)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return Parse(cm)
+}
+
+// Parse reads a ledger ConfigMap. A call whose counts fail the check is
+// an error, never a free call.
+func Parse(cm *corev1.ConfigMap) (*Ledger, error) {
+	l := &Ledger{}
+	if err := json.Unmarshal([]byte(cm.Data[stepKey]), &l.Step); err != nil {
+		return nil, fmt.Errorf("ledger %s: step: %w", cm.Name, err)
+	}
+	keys := make([]string, 0, len(cm.Data))
+	for k := range cm.Data {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if k == stepKey {
+			continue
+		}
+		var c Call
+		if err := json.Unmarshal([]byte(cm.Data[k]), &c); err != nil {
+			return nil, fmt.Errorf("ledger %s: %s: %w", cm.Name, k, err)
+		}
+		if err := c.Usage().Check(); err != nil {
+			return nil, fmt.Errorf("ledger %s: %s: %w", cm.Name, k, err)
+		}
+		if c.Folded < 0 {
+			return nil, fmt.Errorf("ledger %s: %s: folded %s", cm.Name, k, strconv.FormatInt(c.Folded, 10))
+		}
+		c.ID = strings.TrimPrefix(strings.TrimPrefix(k, callPrefix), sumPrefix)
+		l.Calls = append(l.Calls, c)
+	}
+	return l, nil
+}
+
+// Delete drops the ledger of the step run by the Pod of podUID, once its
+// usage is recorded.
+func (s *Store) Delete(ctx context.Context, podUID types.UID) error {
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: Name(podUID)}}
+	return client.IgnoreNotFound(s.Client.Delete(ctx, cm))
+}
+
+// Prune drops the ledgers of a Loop's steps other than the one run by the
+// Pod of keep ("" keeps none): one written after its step was recorded
+// (a call cut off as its Pod ended) is not left behind.
+func (s *Store) Prune(ctx context.Context, loopUID types.UID, keep types.UID) error {
+	var list corev1.ConfigMapList
+	if err := s.Client.List(ctx, &list, client.InNamespace(s.Namespace),
+		client.MatchingLabels{LabelLedger: "true", LabelLoopUID: string(loopUID)}); err != nil {
+		return err
+	}
+	for i := range list.Items {
+		if keep != "" && list.Items[i].Name == Name(keep) {
+			continue
+		}
+		if err := client.IgnoreNotFound(s.Client.Delete(ctx, &list.Items[i])); err != nil {
+			return err
+		}
+	}
+	return nil
+}
