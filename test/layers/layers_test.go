@@ -26,7 +26,7 @@ var layers = []struct {
 	{"action", []string{"internal/action"}},
 	{"executor", []string{"internal/executor"}},
 	{"runner/eventlog", []string{"internal/runner", "internal/eventlog", "internal/history", "internal/llm",
-		"internal/tracing", "internal/loopfile", "internal/cloudevents"}},
+		"internal/tracing", "internal/loopfile", "internal/cloudevents", "internal/gateway"}},
 	{"controllers/localrun", []string{"controllers", "internal/localrun", "internal/transfer", "internal/ui"}},
 	{"cmd", []string{"cmd", "bench", "test", "hack"}},
 }
