@@ -35,9 +35,9 @@ import (
 // Labels of a ledger ConfigMap.
 const (
 	// LabelLedger marks a ledger (its value "true").
-	LabelLedger = "looprun.dev/usage-ledger"
+	LabelLedger = "looprun.io/usage-ledger"
 	// LabelLoopUID is the uid of the Loop whose step it counts.
-	LabelLoopUID = "looprun.dev/loop-uid"
+	LabelLoopUID = "looprun.io/loop-uid"
 	// stepKey holds the Step as JSON.
 	stepKey = "step"
 	// callPrefix starts the key of each call.
