@@ -31,6 +31,7 @@ import (
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/cloudevents"
 	"github.com/looprun/looprun/internal/eventlog/configmaps"
+	"github.com/looprun/looprun/internal/gateway/ledger"
 	"github.com/looprun/looprun/internal/pricing"
 	"github.com/looprun/looprun/internal/runner"
 	"github.com/looprun/looprun/internal/tracing"
@@ -52,6 +53,9 @@ type LoopReconciler struct {
 	Judges *Judges
 	// Prices cost agent actions (nil: pricing.Default).
 	Prices *pricing.Table
+	// Ledger holds what the model gateway metered each step's calls used
+	// (nil: no gateway; agent actions are billed what they report).
+	Ledger *ledger.Store
 	// MaxConcurrentReconciles bounds the workers (default 4).
 	MaxConcurrentReconciles int
 	// StartGrace is how long a new run's first status write may wait for

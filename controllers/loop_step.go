@@ -10,7 +10,6 @@ import (
 	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -249,7 +248,7 @@ func (s *step) action(ctx context.Context, step executor.Step) (*executor.Action
 			s.recheck = out.RecheckAfter
 			return nil, nil
 		case out.State == runner.Done:
-			return ptr.To(out.Result), nil
+			return s.metered(ctx, step.Action, out.Result)
 		case out.State == runner.Lost:
 			// The process that ran it is gone (the operator restarted).
 			s.add(s.m.RestartAction(&s.loop.Status.RunState, s.now))

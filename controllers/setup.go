@@ -20,6 +20,7 @@ import (
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/cloudevents"
 	"github.com/looprun/looprun/internal/eventlog/configmaps"
+	"github.com/looprun/looprun/internal/gateway/ledger"
 	"github.com/looprun/looprun/internal/pricing"
 	"github.com/looprun/looprun/internal/runner/judge"
 	"github.com/looprun/looprun/internal/runner/local"
@@ -55,6 +56,9 @@ type Config struct {
 	CloudEventsQueue int
 	// Tracer makes spans of runs (nil: none are made).
 	Tracer *tracing.Tracer
+	// LedgerNamespace holds the model gateway's usage ledgers (with
+	// Pods.Gateway set; "": the operator's namespace).
+	LedgerNamespace string
 }
 
 // LLMConfig is the operator's side of the LLM judge.
@@ -92,6 +96,10 @@ func NewReconciler(mgr ctrl.Manager, cfg Config) *LoopReconciler {
 		if err := mgr.Add(r.CloudEvents); err != nil {
 			panic(err) // only before the manager started
 		}
+	}
+	if cfg.Pods.Gateway != nil {
+		r.Ledger = &ledger.Store{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(),
+			Namespace: cmp.Or(cfg.LedgerNamespace, cfg.Pods.OperatorNamespace)}
 	}
 	switch {
 	case cfg.AllowLocalActions:

@@ -7,13 +7,16 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	neturl "net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 	_ "time/tzdata" // LoopSchedules' time zones, in an image without a zoneinfo
 
 	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -98,6 +101,16 @@ func parseFlags(args []string, getenv func(string) string) (*settings, error) {
 	fs.StringVar(&c.Pods.Images.Runner, "runner-image", DefaultRunnerImage, "image of shell actions when a Loop sets no spec.runner.image")
 	fs.StringVar(&c.Pods.Images.Agent, "agent-image", "", "image of agent actions when a Loop sets no spec.agent.image (default: the runner image)")
 	fs.DurationVar(&c.Pods.StartAllowance, "pod-start-timeout", pod.DefaultStartAllowance, "how long an action Pod may take to start before its step fails")
+	var gatewayURL, gatewaySelector, defaultEgress string
+	gw := pod.Gateway{}
+	fs.StringVar(&gatewayURL, "gateway-url", "",
+		"the model gateway's address as action Pods reach it: agent Pods call it with a token of their own instead of holding a key, and each step is billed what it metered (empty: no gateway)")
+	fs.StringVar(&gw.Audience, "gateway-audience", "looprun-gateway", "audience of the agent Pods' gateway tokens (the gateway's --audience)")
+	fs.StringVar(&c.LedgerNamespace, "gateway-namespace", getenv("POD_NAMESPACE"), "namespace of the gateway and its usage ledgers")
+	fs.StringVar(&gatewaySelector, "gateway-selector", "app.kubernetes.io/component=gateway",
+		"labels of the gateway's Pods (k=v,...), which a Restricted Loop's Pods may reach")
+	fs.StringVar(&defaultEgress, "default-egress", "",
+		"egress of a Loop that sets no spec.runner.network.egress: Restricted or Unrestricted (empty: Restricted for Loops that run an agent when there is a gateway, else Unrestricted)")
 	c.LLM = controllers.LLMConfig{APIKey: getenv("ANTHROPIC_API_KEY"), BaseURL: getenv("ANTHROPIC_BASE_URL")}
 	var allowed string
 	fs.StringVar(&allowed, "llm-allowed-base-urls", "",
@@ -115,6 +128,9 @@ func parseFlags(args []string, getenv func(string) string) (*settings, error) {
 		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
 	s.watchNamespaces = splitList(watch)
+	if err := gatewayOptions(&c.Pods, gatewayURL, gw, gatewaySelector, defaultEgress); err != nil {
+		return nil, err
+	}
 	if c.StartGrace <= 0 {
 		c.StartGrace = -1 // the flag's 0 is "write at once"; the reconciler's is its default
 	}
@@ -274,4 +290,37 @@ func leaderElectionID(shard string) string {
 		return "looprun-manager.looprun.io"
 	}
 	return "looprun-manager-" + shard + ".looprun.io"
+}
+
+// gatewayOptions sets how action Pods reach the model gateway and where
+// Loops' Pods may connect to.
+func gatewayOptions(o *pod.Options, url string, gw pod.Gateway, selector, egress string) error {
+	switch v1alpha1.EgressMode(egress) {
+	case "", v1alpha1.EgressRestricted, v1alpha1.EgressUnrestricted:
+		o.Egress.Default = v1alpha1.EgressMode(egress)
+	default:
+		return fmt.Errorf("--default-egress %q: Restricted or Unrestricted", egress)
+	}
+	if url == "" {
+		return nil
+	}
+	u, err := neturl.Parse(url)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("--gateway-url %q: an http(s) URL", url)
+	}
+	gw.URL = url
+	o.Gateway = &gw
+	labels, err := labels.ConvertSelectorToLabelsMap(selector)
+	if err != nil {
+		return fmt.Errorf("--gateway-selector %q: %w", selector, err)
+	}
+	o.Egress.GatewayLabels = labels
+	port, _ := strconv.Atoi(u.Port())
+	if port == 0 && u.Scheme == "https" {
+		port = 443
+	} else if port == 0 {
+		port = 80
+	}
+	o.Egress.GatewayPort = int32(port)
+	return nil
 }

@@ -100,12 +100,29 @@ type Result struct {
 	// Usage is what an agent action reported it used (tokens, model);
 	// nil when it reported nothing.
 	Usage *agentstream.Usage
+	// Metered is what the action's model calls used as looprun's model
+	// gateway counted them from the model API's own answers. Set, it is
+	// the action's usage for every total and budget, and Usage is only
+	// what the agent reported, kept beside it (never trusted).
+	Metered *Metered
 	// TimedOut: the action ran out of its time and was killed (its exit
 	// code is then 124); Output is what it printed until then.
 	TimedOut bool
 	// IdledOut: it was killed for printing nothing for its idle timeout
 	// (TimedOut is set too).
 	IdledOut bool
+}
+
+// Metered is what a step's model calls used, counted by the gateway.
+type Metered struct {
+	// Usage sums the calls' tokens; its Model is the model most used.
+	Usage agentstream.Usage
+	// Calls counts the calls, Unpriced those of a model the price table
+	// lacks (their tokens count, their cost does not).
+	Calls, Unpriced int64
+	// CostMicroUSD is the priced calls' cost, each call priced for its
+	// own model.
+	CostMicroUSD int64
 }
 
 // Failure is why an action did not run to its end.

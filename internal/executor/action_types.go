@@ -10,6 +10,8 @@ type (
 	Action = action.Action
 	// ActionResult is action.Result.
 	ActionResult = action.Result
+	// Metered is what the gateway counted a step's model calls used.
+	Metered = action.Metered
 	// ActionFailure is action.Failure.
 	ActionFailure = action.Failure
 	// ProbeResult is action.ProbeResult.

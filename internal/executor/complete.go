@@ -288,8 +288,13 @@ func (t *turn) actionComplete(st *v1alpha1.State, res *ActionResult) {
 	if st.IsAgent() {
 		ev.Effort = cmp.Or(st.Effort, agentDefault(t.m.spec).Effort)
 	}
-	if u := res.Usage; u != nil {
-		ev.Model, ev.Usage = u.Model, t.recordUsage(*u)
+	switch {
+	case res.Metered != nil:
+		ev.Model = res.Metered.Usage.Model
+		ev.Usage, ev.Reported = t.recordMetered(*res.Metered, res.Usage)
+		ev.Metered = true
+	case res.Usage != nil:
+		ev.Model, ev.Usage = res.Usage.Model, t.recordUsage(*res.Usage)
 	}
 	t.emit(EventActionComplete, ev.Data())
 }

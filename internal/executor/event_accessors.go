@@ -158,6 +158,11 @@ type ActionCompleteEvent struct {
 	// usage an empty Model is written as null, as little-loops does).
 	Model string
 	Usage *EventUsage
+	// Metered: Usage is what looprun's model gateway counted the action's
+	// calls used (metered: true); Reported is then what the agent printed
+	// (reported_usage, nil for nothing), never trusted.
+	Metered  bool
+	Reported *EventUsage
 }
 
 // Data is the event's payload as the log keeps it.
@@ -179,6 +184,12 @@ func (e ActionCompleteEvent) Data() map[string]any {
 		data["model"] = orNull(e.Model)
 		e.Usage.put(data)
 	}
+	if e.Metered {
+		data["metered"] = true
+		if e.Reported != nil {
+			data["reported_usage"] = e.Reported.Data()
+		}
+	}
 	return data
 }
 
@@ -194,7 +205,11 @@ func orNull(s string) any {
 func ActionCompleteOf(e Event) ActionCompleteEvent {
 	a := ActionCompleteEvent{ExitCode: int(num(e.Data, "exit_code")), DurationMs: num(e.Data, "duration_ms"),
 		OutputPreview: str(e.Data, "output_preview"), StderrPreview: str(e.Data, "stderr_preview"),
-		IsPrompt: boolean(e.Data, "is_prompt"), Effort: str(e.Data, "effort"), Model: str(e.Data, "model"), Usage: usageOf(e.Data)}
+		IsPrompt: boolean(e.Data, "is_prompt"), Effort: str(e.Data, "effort"), Model: str(e.Data, "model"), Usage: usageOf(e.Data),
+		Metered: boolean(e.Data, "metered")}
+	if r, ok := e.Data["reported_usage"].(map[string]any); ok {
+		a.Reported = usageOf(r)
+	}
 	if _, ok := e.Data["failure"]; ok {
 		a.Failure = &ActionFailure{Reason: str(e.Data, "failure"), Message: str(e.Data, "failure_message")}
 	}

@@ -40,6 +40,18 @@ func checkUsage(res *ActionResult) *ActionResult {
 		return u.Check()
 	}
 	actionErr := check(res.Usage)
+	if res.Metered != nil && actionErr != nil {
+		// What the agent printed is only kept beside the gateway's
+		// count: a false one is dropped, the step is not failed for it.
+		c := *res
+		c.Usage, actionErr = nil, nil
+		res = &c
+	}
+	if res.Metered != nil {
+		if err := check(&res.Metered.Usage); err != nil {
+			actionErr = err
+		}
+	}
 	var judgeErr error
 	if res.Judgement != nil {
 		judgeErr = check(res.Judgement.Usage)
@@ -49,7 +61,7 @@ func checkUsage(res *ActionResult) *ActionResult {
 	}
 	c := *res
 	if actionErr != nil {
-		c.Usage = nil
+		c.Usage, c.Metered = nil, nil
 		if c.Failure == nil {
 			c.Failure = &ActionFailure{Reason: ReasonInvalidUsage, Message: actionErr.Error()}
 		}
@@ -74,6 +86,35 @@ func (t *turn) recordUsage(u agentstream.Usage) *EventUsage {
 		CacheCreationTokens: u.CacheCreationTokens, CostUSD: pricing.MicroToUSD(cost), Priced: priced}
 }
 
+// recordMetered adds what the gateway counted for an action to the run's
+// totals, and what the agent reported (r, nil for nothing) to the
+// reported totals beside them; it returns both as the event tells them.
+func (t *turn) recordMetered(m Metered, r *agentstream.Usage) (metered, reported *EventUsage) {
+	t.visitCost = satAdd(t.visitCost, m.CostMicroUSD)
+	one := v1alpha1.UsageTotals{Calls: m.Calls, InputTokens: m.Usage.InputTokens, OutputTokens: m.Usage.OutputTokens,
+		CacheReadTokens: m.Usage.CacheReadTokens, CacheCreationTokens: m.Usage.CacheCreationTokens,
+		CostMicroUSD: m.CostMicroUSD, UnpricedCalls: m.Unpriced, Model: m.Usage.Model}
+	t.run.Usage = addTotals(t.run.Usage, t.run.CurrentState, one)
+	metered = &EventUsage{InputTokens: one.InputTokens, OutputTokens: one.OutputTokens, CacheReadTokens: one.CacheReadTokens,
+		CacheCreationTokens: one.CacheCreationTokens, CostUSD: pricing.MicroToUSD(one.CostMicroUSD), Priced: m.Calls > m.Unpriced}
+	if r == nil {
+		return metered, nil
+	}
+	cost, priced := t.m.Prices().CostMicroUSD(*r)
+	rep := v1alpha1.UsageTotals{Calls: 1, InputTokens: r.InputTokens, OutputTokens: r.OutputTokens,
+		CacheReadTokens: r.CacheReadTokens, CacheCreationTokens: r.CacheCreationTokens,
+		CLICostMicroUSD: int64(math.Round(r.CLICostUSD * 1e6)), Model: r.Model}
+	if priced {
+		rep.CostMicroUSD = cost
+	}
+	if t.run.Usage.Reported == nil {
+		t.run.Usage.Reported = &v1alpha1.UsageTotals{}
+	}
+	addTo(t.run.Usage.Reported, rep)
+	return metered, &EventUsage{InputTokens: r.InputTokens, OutputTokens: r.OutputTokens, CacheReadTokens: r.CacheReadTokens,
+		CacheCreationTokens: r.CacheCreationTokens, CostUSD: pricing.MicroToUSD(cost), Priced: priced}
+}
+
 // addUsage adds one agent action's usage (and its cost, when priced) to the
 // run's totals and to its state's.
 func addUsage(s *v1alpha1.UsageStatus, state string, u agentstream.Usage, costMicro int64, priced bool) *v1alpha1.UsageStatus {
@@ -93,27 +134,29 @@ func addTotals(s *v1alpha1.UsageStatus, state string, c v1alpha1.UsageTotals) *v
 	if s == nil {
 		s = &v1alpha1.UsageStatus{}
 	}
-	add := func(t *v1alpha1.UsageTotals) {
-		t.Calls = satAdd(t.Calls, c.Calls)
-		t.InputTokens = satAdd(t.InputTokens, c.InputTokens)
-		t.OutputTokens = satAdd(t.OutputTokens, c.OutputTokens)
-		t.CacheReadTokens = satAdd(t.CacheReadTokens, c.CacheReadTokens)
-		t.CacheCreationTokens = satAdd(t.CacheCreationTokens, c.CacheCreationTokens)
-		t.CostMicroUSD = satAdd(t.CostMicroUSD, c.CostMicroUSD)
-		t.UnpricedCalls = satAdd(t.UnpricedCalls, c.UnpricedCalls)
-		t.CLICostMicroUSD = satAdd(t.CLICostMicroUSD, c.CLICostMicroUSD)
-		if c.Model != "" {
-			t.Model = c.Model
-		}
-	}
-	add(&s.UsageTotals)
+	addTo(&s.UsageTotals, c)
 	if s.States == nil {
 		s.States = map[string]v1alpha1.UsageTotals{}
 	}
 	t := s.States[state]
-	add(&t)
+	addTo(&t, c)
 	s.States[state] = t
 	return s
+}
+
+// addTo adds c to t.
+func addTo(t *v1alpha1.UsageTotals, c v1alpha1.UsageTotals) {
+	t.Calls = satAdd(t.Calls, c.Calls)
+	t.InputTokens = satAdd(t.InputTokens, c.InputTokens)
+	t.OutputTokens = satAdd(t.OutputTokens, c.OutputTokens)
+	t.CacheReadTokens = satAdd(t.CacheReadTokens, c.CacheReadTokens)
+	t.CacheCreationTokens = satAdd(t.CacheCreationTokens, c.CacheCreationTokens)
+	t.CostMicroUSD = satAdd(t.CostMicroUSD, c.CostMicroUSD)
+	t.UnpricedCalls = satAdd(t.UnpricedCalls, c.UnpricedCalls)
+	t.CLICostMicroUSD = satAdd(t.CLICostMicroUSD, c.CLICostMicroUSD)
+	if c.Model != "" {
+		t.Model = c.Model
+	}
 }
 
 // satAdd adds, stopping at the largest int64 instead of wrapping (a CLI's

@@ -153,3 +153,53 @@ func TestInvalidUsageIsAnErrorOfTheStep(t *testing.T) {
 		t.Fatalf("a judge's bad usage: ended in %s, usage %+v", r.run.CurrentState, r.run.Usage)
 	}
 }
+
+// A step metered by the model gateway is billed what the gateway counted:
+// what the agent printed (here far less, and once absurd) is only kept
+// beside it, and the budget bites on the metered figure.
+func TestMeteredUsageIsTheTruth(t *testing.T) {
+	spec := &v1alpha1.LoopSpec{Initial: "agent", Budget: &v1alpha1.Budget{MaxCostUSD: "1.00", OnExceeded: v1alpha1.BudgetStop}, States: map[string]v1alpha1.State{
+		"agent": {Action: "/fix", ActionType: v1alpha1.ActionAgent, Evaluate: &v1alpha1.Evaluate{Type: v1alpha1.EvalExitCode}, Next: "again"},
+		"again": {Action: "/again", ActionType: v1alpha1.ActionAgent, Evaluate: &v1alpha1.Evaluate{Type: v1alpha1.EvalExitCode}, Next: "done"},
+		"done":  {Terminal: true},
+	}}
+	metered := &Metered{Usage: agentstream.Usage{InputTokens: 900_000, OutputTokens: 50_000, Model: "claude-x"}, Calls: 3, CostMicroUSD: 1_200_000}
+	acts := &fakeActions{results: map[string][]ActionResult{
+		"/fix":   {{Output: "fixed", Usage: &agentstream.Usage{InputTokens: 1, OutputTokens: 1, Model: "claude-x", CLICostUSD: 0.000001}, Metered: metered}},
+		"/again": {{Output: "again", Usage: &agentstream.Usage{InputTokens: -5}, Metered: &Metered{}}},
+	}}
+	r := runLoop(t, spec, acts, Options{}, time.Millisecond)
+	u := r.run.Usage
+	if u == nil || u.CostMicroUSD != 1_200_000 || u.Calls != 3 || u.InputTokens != 900_000 || u.OutputTokens != 50_000 {
+		t.Fatalf("totals %+v, want the gateway's count", u)
+	}
+	if u.Reported == nil || u.Reported.InputTokens != 1 || u.Reported.CLICostMicroUSD != 1 {
+		t.Errorf("reported %+v, want what the agent printed kept beside", u.Reported)
+	}
+	if r.run.TerminatedBy != v1alpha1.TerminatedBudgetExceeded || r.run.CurrentState != "again" {
+		t.Errorf("ended by %s in %s: the metered $1.20 spent a $1.00 budget, the run should stop before %q", r.run.TerminatedBy, r.run.CurrentState, "again")
+	}
+	var ev ActionCompleteEvent
+	for _, e := range r.events {
+		if e.Type == EventActionComplete {
+			ev = ActionCompleteOf(e)
+			break
+		}
+	}
+	if !ev.Metered || ev.Usage == nil || ev.Usage.InputTokens != 900_000 || ev.Reported == nil || ev.Reported.InputTokens != 1 {
+		t.Errorf("action_complete %+v (usage %+v, reported %+v)", ev, ev.Usage, ev.Reported)
+	}
+
+	// A false report beside a metered step is dropped, not a failure.
+	spec.Budget = nil
+	acts.results["/fix"] = []ActionResult{{Output: "fixed", Usage: &agentstream.Usage{InputTokens: -5}, Metered: metered}}
+	r = runLoop(t, spec, acts, Options{}, time.Millisecond)
+	if r.run.Usage.Reported != nil || r.run.Usage.InputTokens != 900_000 {
+		t.Errorf("usage %+v reported %+v", r.run.Usage.UsageTotals, r.run.Usage.Reported)
+	}
+	for _, e := range r.events {
+		if e.Type == EventActionComplete && ActionCompleteOf(e).Failure != nil {
+			t.Errorf("a metered step failed for its false report: %v", e.Data)
+		}
+	}
+}

@@ -161,8 +161,18 @@ func sat(a, b int64) int64 {
 
 // Store reads and writes ledgers in one namespace.
 type Store struct {
-	Client    client.Client
+	Client client.Client
+	// Reader reads ledgers (nil: Client); the operator reads them past its
+	// cache, which holds no ConfigMaps of this namespace.
+	Reader    client.Reader
 	Namespace string
+}
+
+func (s *Store) reader() client.Reader {
+	if s.Reader != nil {
+		return s.Reader
+	}
+	return s.Client
 }
 
 var keyUnsafe = regexp.MustCompile(`[^-._a-zA-Z0-9]`)
@@ -271,7 +281,7 @@ func fold(cm *corev1.ConfigMap) {
 // none was made (the step made no call).
 func (s *Store) Read(ctx context.Context, podUID types.UID) (*Ledger, error) {
 	cm := &corev1.ConfigMap{}
-	err := s.Client.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: Name(podUID)}, cm)
+	err := s.reader().Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: Name(podUID)}, cm)
 	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}
@@ -325,7 +335,7 @@ func (s *Store) Delete(ctx context.Context, podUID types.UID) error {
 // (a call cut off as its Pod ended) is not left behind.
 func (s *Store) Prune(ctx context.Context, loopUID types.UID, keep types.UID) error {
 	var list corev1.ConfigMapList
-	if err := s.Client.List(ctx, &list, client.InNamespace(s.Namespace),
+	if err := s.reader().List(ctx, &list, client.InNamespace(s.Namespace),
 		client.MatchingLabels{LabelLedger: "true", LabelLoopUID: string(loopUID)}); err != nil {
 		return err
 	}

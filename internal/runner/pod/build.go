@@ -63,7 +63,56 @@ type Options struct {
 	// OperatorNamespace and OperatorServiceAccount are the operator's own
 	// identity, which no action Pod may use.
 	OperatorNamespace, OperatorServiceAccount string
+	// Egress is the operator's default and the gateway's Pods, for Loops'
+	// egress policies.
+	Egress Egress
+	// Gateway, when set, is the model gateway agent Pods call instead of
+	// the model API: they get its address and a token of their own, never
+	// a key.
+	Gateway *Gateway
 }
+
+// Gateway is where agent Pods reach the model gateway and how they prove
+// which Pod they are.
+type Gateway struct {
+	// URL is the gateway's address as Pods reach it (ANTHROPIC_BASE_URL).
+	URL string
+	// Audience is the audience of the Pod's projected service-account
+	// token: the gateway's own, which the API server does not accept.
+	Audience string
+	// TokenSeconds is the token's life (default DefaultGatewayTokenSeconds);
+	// the kubelet renews the file before it ends.
+	TokenSeconds int64
+}
+
+// The model gateway's parts of an agent Pod.
+const (
+	// GatewayPath holds the Pod's gateway token (token).
+	GatewayPath = "/var/run/looprun/gateway"
+	// GatewayTokenFile is the token the agent sends as its API key.
+	GatewayTokenFile = GatewayPath + "/token"
+	// GatewayTokenEnv names that file, for agents other than claude.
+	GatewayTokenEnv = "LOOPRUN_GATEWAY_TOKEN_FILE"
+	// ClaudeSettingsPath holds claude's managed settings: its
+	// apiKeyHelper reads the token file afresh, so a step outlives one
+	// token.
+	ClaudeSettingsPath = "/etc/claude-code"
+	// AnnotationClaudeSettings carries the settings into the Pod (through
+	// the downward API: no object besides the Pod).
+	AnnotationClaudeSettings = "looprun.io/claude-settings"
+	// BaseURLEnv points the agent at the gateway.
+	BaseURLEnv = "ANTHROPIC_BASE_URL"
+	// KeyHelperTTLEnv is how often claude runs its apiKeyHelper again.
+	KeyHelperTTLEnv = "CLAUDE_CODE_API_KEY_HELPER_TTL_MS"
+	// DefaultGatewayTokenSeconds is a gateway token's life: the shortest
+	// the API server issues.
+	DefaultGatewayTokenSeconds = 600
+	gatewayVolume              = "looprun-gateway"
+)
+
+// claudeSettings are the managed settings of claude in an agent Pod: the
+// key is the Pod's gateway token, read from its file on every refresh.
+const claudeSettings = `{"apiKeyHelper": "cat ` + GatewayTokenFile + `"}`
 
 func (o Options) startAllowance() time.Duration {
 	if o.StartAllowance > 0 {
@@ -165,7 +214,17 @@ func Build(loop *v1alpha1.Loop, run string, a executor.Action, o Options) (*core
 		}
 		env = append(env, corev1.EnvVar{Name: entrypoint.AgentStreamEnv, Value: kind})
 	}
-	if (a.Agent || a.CallsAgent) && spec.Agent != nil && spec.Agent.APIKeySecretRef != nil {
+	callsAgent := a.Agent || a.CallsAgent
+	if callsAgent && o.Gateway != nil && spec.Agent != nil && spec.Agent.APIKeySecretRef != nil {
+		return nil, &runner.Refused{Reason: "AgentKeyWithGateway", Message: "spec.agent.apiKeySecretRef: in this cluster agents reach the model through looprun's model gateway, which holds the key and meters each call; an agent Pod gets no key: remove apiKeySecretRef"}
+	}
+	if callsAgent && o.Gateway != nil {
+		env = append(env,
+			corev1.EnvVar{Name: BaseURLEnv, Value: o.Gateway.URL},
+			corev1.EnvVar{Name: GatewayTokenEnv, Value: GatewayTokenFile},
+			corev1.EnvVar{Name: KeyHelperTTLEnv, Value: "60000"})
+	}
+	if callsAgent && o.Gateway == nil && spec.Agent != nil && spec.Agent.APIKeySecretRef != nil {
 		ref := spec.Agent.APIKeySecretRef
 		env = append(env, corev1.EnvVar{Name: APIKeyEnv, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
 			LocalObjectReference: corev1.LocalObjectReference{Name: ref.Name}, Key: ref.Key}}})
@@ -240,6 +299,9 @@ func Build(loop *v1alpha1.Loop, run string, a executor.Action, o Options) (*core
 				{Name: tmpVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
 			},
 		},
+	}
+	if callsAgent && o.Gateway != nil {
+		o.Gateway.mount(pod)
 	}
 	if gitVolume != nil {
 		pod.Spec.Volumes = append(pod.Spec.Volumes, *gitVolume)
@@ -339,4 +401,34 @@ func envVars(kvs []string) []corev1.EnvVar {
 		out = append(out, corev1.EnvVar{Name: name, Value: value})
 	}
 	return out
+}
+
+// mount gives an agent Pod its gateway token, a projected service-account
+// token of the gateway's audience bound to the Pod (the gateway maps it to
+// the Pod, its Loop and step; it dies with the Pod), and claude's managed
+// settings that read it.
+func (g *Gateway) mount(pod *corev1.Pod) {
+	if pod.Annotations == nil {
+		pod.Annotations = map[string]string{}
+	}
+	pod.Annotations[AnnotationClaudeSettings] = claudeSettings
+	seconds := g.TokenSeconds
+	if seconds <= 0 {
+		seconds = DefaultGatewayTokenSeconds
+	}
+	pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: gatewayVolume, VolumeSource: corev1.VolumeSource{
+		Projected: &corev1.ProjectedVolumeSource{DefaultMode: ptr.To[int32](0o444), Sources: []corev1.VolumeProjection{
+			{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Audience: g.Audience, ExpirationSeconds: ptr.To(seconds), Path: "token"}},
+			{DownwardAPI: &corev1.DownwardAPIProjection{Items: []corev1.DownwardAPIVolumeFile{{
+				Path:     "managed-settings.json",
+				FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.annotations['" + AnnotationClaudeSettings + "']"},
+			}}}},
+		}},
+	}})
+	// Whole-volume mounts (a subPath mount would never see the renewed
+	// token); the settings directory holds the token too, harmlessly.
+	c := &pod.Spec.Containers[0]
+	c.VolumeMounts = append(c.VolumeMounts,
+		corev1.VolumeMount{Name: gatewayVolume, MountPath: GatewayPath, ReadOnly: true},
+		corev1.VolumeMount{Name: gatewayVolume, MountPath: ClaudeSettingsPath, ReadOnly: true})
 }

@@ -452,3 +452,79 @@ func TestBuildGit(t *testing.T) {
 		t.Fatalf("push Pod name %s", got)
 	}
 }
+
+// With a model gateway an agent Pod (a prompt, or a command that calls the
+// agent) gets the gateway's address and a token bound to itself, never a
+// key; claude reads the token through its managed settings, afresh; a shell
+// step gets none of it; a Loop that brings its own key is refused.
+func TestBuildWithGateway(t *testing.T) {
+	loop := testLoop()
+	loop.Spec.Agent = &v1alpha1.AgentSpec{Image: "agent:1"}
+	o := testOptions
+	o.Gateway = &Gateway{URL: "http://looprun-gateway.looprun-system.svc:8080", Audience: "looprun-gateway"}
+	for _, a := range []executor.Action{
+		{State: "fix", Iteration: 1, Command: "/fix", Agent: true, AgentCommand: []string{"claude", "-p"}},
+		{State: "gate", Iteration: 2, Command: "mark complete", CallsAgent: true},
+	} {
+		pod, err := Build(loop, "r", a, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := pod.Spec.Containers[0]
+		env := map[string]string{}
+		for _, e := range c.Env {
+			env[e.Name] = e.Value
+			if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+				t.Errorf("%s: env %s comes from a Secret", a.State, e.Name)
+			}
+		}
+		if _, ok := env[APIKeyEnv]; ok {
+			t.Errorf("%s: the Pod has %s", a.State, APIKeyEnv)
+		}
+		if env[BaseURLEnv] != o.Gateway.URL || env[GatewayTokenEnv] != GatewayTokenFile {
+			t.Errorf("%s: env %v", a.State, env)
+		}
+		var vol *corev1.Volume
+		for i := range pod.Spec.Volumes {
+			if pod.Spec.Volumes[i].Name == gatewayVolume {
+				vol = &pod.Spec.Volumes[i]
+			}
+		}
+		if vol == nil || vol.Projected == nil || vol.Projected.Sources[0].ServiceAccountToken == nil {
+			t.Fatalf("%s: no projected token volume: %+v", a.State, pod.Spec.Volumes)
+		}
+		tok := vol.Projected.Sources[0].ServiceAccountToken
+		if tok.Audience != "looprun-gateway" || *tok.ExpirationSeconds != DefaultGatewayTokenSeconds {
+			t.Errorf("%s: token %+v", a.State, tok)
+		}
+		mounts := map[string]corev1.VolumeMount{}
+		for _, m := range c.VolumeMounts {
+			mounts[m.MountPath] = m
+		}
+		for _, p := range []string{GatewayPath, ClaudeSettingsPath} {
+			if m, ok := mounts[p]; !ok || m.SubPath != "" || !m.ReadOnly {
+				t.Errorf("%s: mount %s = %+v (a subPath mount never sees the renewed token)", a.State, p, m)
+			}
+		}
+		if pod.Annotations[AnnotationClaudeSettings] != `{"apiKeyHelper": "cat /var/run/looprun/gateway/token"}` {
+			t.Errorf("%s: settings %q", a.State, pod.Annotations[AnnotationClaudeSettings])
+		}
+	}
+	pod, err := Build(loop, "r", executor.Action{State: "make", Iteration: 3, Command: "make"}, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range pod.Spec.Containers[0].Env {
+		if e.Name == BaseURLEnv || e.Name == GatewayTokenEnv {
+			t.Errorf("a shell step got %s", e.Name)
+		}
+	}
+	if len(pod.Spec.Volumes) != 3 {
+		t.Errorf("a shell step got volumes %+v", pod.Spec.Volumes)
+	}
+	loop.Spec.Agent.APIKeySecretRef = &v1alpha1.SecretKeyRef{Name: "keys", Key: "anthropic"}
+	var refused *runner.Refused
+	if _, err := Build(loop, "r", executor.Action{State: "fix", Command: "/fix", Agent: true}, o); !errors.As(err, &refused) || refused.Reason != "AgentKeyWithGateway" {
+		t.Errorf("a Loop's own key beside the gateway: %v", err)
+	}
+}

@@ -39,6 +39,8 @@ type Runner struct {
 	// claims remembers the Loops whose workspace claim exists: the UID of
 	// each, by namespace and name.
 	claims sync.Map
+	// egress remembers the Loops whose egress policy is in place.
+	egress egressApplied
 }
 
 var _ runner.Runner = &Runner{}
@@ -52,6 +54,9 @@ func (r *Runner) Start(ctx context.Context, loop *v1alpha1.Loop, a executor.Acti
 		return 0, err
 	}
 	if err := r.Workspace(ctx, loop); err != nil {
+		return 0, err
+	}
+	if err := r.ensureEgress(ctx, loop); err != nil {
 		return 0, err
 	}
 	if err := r.Client.Create(ctx, pod); err != nil {
@@ -100,6 +105,12 @@ func (r *Runner) Hook(ctx context.Context, loop *v1alpha1.Loop, a executor.Actio
 		return runner.Outcome{State: runner.Done, Result: runner.Failure(ReasonPodDeleted, "Pod %s was deleted before it ended", pod.Name)}, pod.Name, nil
 	case existing == nil:
 		if err := r.Workspace(ctx, loop); err != nil {
+			return runner.Outcome{}, pod.Name, err
+		}
+		if err := r.ensureEgress(ctx, loop); err != nil {
+			if refused := (*runner.Refused)(nil); errors.As(err, &refused) {
+				return runner.Outcome{State: runner.Done, Result: runner.Failure(refused.Reason, "%s", refused.Message)}, "", nil
+			}
 			return runner.Outcome{}, pod.Name, err
 		}
 		if err := r.Client.Create(ctx, pod); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -212,7 +223,10 @@ func (r *Runner) Release(*v1alpha1.Loop, int32) {}
 
 // Forget implements runner.Runner: what is remembered of the Loop goes. Its
 // Pods go with it, through their owner references.
-func (r *Runner) Forget(key types.NamespacedName) { r.claims.Delete(key) }
+func (r *Runner) Forget(key types.NamespacedName) {
+	r.claims.Delete(key)
+	r.egress.m.Delete(key)
+}
 
 // Wakes implements runner.Background: the Loop owns its Pods; only a Pod
 // change a step waits for wakes it (progress).

@@ -1,0 +1,50 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/looprun/looprun/internal/executor"
+	"github.com/looprun/looprun/internal/pricing"
+)
+
+// metered gives an ended action that called the model through the model
+// gateway its metered usage: what the gateway counted, in the step's
+// ledger, from the model API's own answers (what the agent printed stays
+// beside it, as reported). Without a gateway, or for an action that does
+// not call the agent, the result is as the runner gave it. A ledger that
+// cannot be read fails the reconcile (it is tried again): a step is never
+// completed unbilled.
+func (s *step) metered(ctx context.Context, a *executor.Action, res executor.ActionResult) (*executor.ActionResult, error) {
+	run := &s.loop.Status.RunState
+	if s.r.Ledger == nil || a == nil || !(a.Agent || a.CallsAgent) || run.Action == nil || run.Action.PodUID == "" {
+		return &res, nil
+	}
+	uid := types.UID(run.Action.PodUID)
+	l, err := s.r.Ledger.Read(ctx, uid)
+	if err != nil {
+		return nil, fmt.Errorf("read the usage the gateway metered for Pod %s: %w", run.Action.Pod, err)
+	}
+	t := l.Totals(s.r.prices())
+	res.Metered = &executor.Metered{Usage: t.Usage, Calls: t.Calls, Unpriced: t.Unpriced, CostMicroUSD: t.CostMicroUSD}
+	store := s.r.Ledger
+	s.out.afterSave = append(s.out.afterSave, func() {
+		// Counted and saved: the step's ledger goes. (One a call cut off
+		// after this wrote again, the gateway drops once its step is over.)
+		if err := store.Delete(context.WithoutCancel(ctx), uid); err != nil {
+			log.FromContext(ctx).Error(err, "Dropping the usage ledgers of counted steps")
+		}
+	})
+	return &res, nil
+}
+
+// prices is the operator's price table.
+func (r *LoopReconciler) prices() *pricing.Table {
+	if r.Prices != nil {
+		return r.Prices
+	}
+	return pricing.Default()
+}
