@@ -184,7 +184,7 @@ func (a *authenticator) podCall(ctx context.Context, r review) (*gateway.Caller,
 		return nil, fmt.Errorf("reading Loop %s/%s: %w", o.namespace, o.loop, err)
 	}
 	if loop.UID != o.loopUID {
-		return nil, forbidden("the Loop %s/%s of Pod %s is gone (one of its name was made again)", o.namespace, o.loop, o.pod)
+		return nil, forbidden("the Loop %s/%s of Pod %s is gone (a Loop of its name was made again)", o.namespace, o.loop, o.pod)
 	}
 	act := loop.Status.Action
 	if act == nil || types.UID(act.PodUID) != r.podUID || loop.Status.Phase.IsFinished() {
@@ -212,7 +212,7 @@ func (a *authenticator) owner(ctx context.Context, r review) (owner, error) {
 		return owner{}, fmt.Errorf("reading Pod %s/%s: %w", r.namespace, r.pod, err)
 	}
 	if pod.UID != r.podUID {
-		return owner{}, unauthenticated("the Pod %s/%s the token is bound to is gone (one of its name was made again)", r.namespace, r.pod)
+		return owner{}, unauthenticated("the Pod %s/%s the token is bound to is gone (a Pod of its name was made again)", r.namespace, r.pod)
 	}
 	o := owner{namespace: pod.Namespace, pod: pod.Name}
 	// The ownerReference only says which Loop to ask: whether the Pod is

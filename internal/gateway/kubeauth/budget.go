@@ -49,7 +49,7 @@ func (b *budget) Check(ctx context.Context, step ledger.Step, stepSpent ledger.T
 		return fmt.Errorf("reading Loop %s/%s: %w", step.Namespace, step.Loop, err)
 	}
 	if loop.UID != step.LoopUID {
-		return forbidden("the Loop %s/%s is gone (one of its name was made again)", step.Namespace, step.Loop)
+		return forbidden("the Loop %s/%s is gone (a Loop of its name was made again)", step.Namespace, step.Loop)
 	}
 	raise := fmt.Sprintf("looprun budget loop/%s -n %s", loop.Name, loop.Namespace)
 	if loop.Status.Phase == v1alpha1.PhasePaused {

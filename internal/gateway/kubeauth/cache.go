@@ -49,13 +49,6 @@ func (c *ttlCache[K, V]) put(k K, v V) {
 	c.entries[k] = ttlEntry[V]{value: v, expires: now.Add(c.ttl)}
 }
 
-// remove forgets k.
-func (c *ttlCache[K, V]) remove(k K) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.entries, k)
-}
-
 // evict makes room for one entry: it drops the expired ones, or else the
 // one that expires soonest (the oldest, all having the same ttl).
 func (c *ttlCache[K, V]) evict(now time.Time) {
