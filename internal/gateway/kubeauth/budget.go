@@ -35,7 +35,6 @@ type budget struct {
 // own spec.budget bounds its calls, and its spend is added to the parent's
 // when it ends (addChildUsage).
 func NewBudget(c client.Reader, prices *pricing.Table) gateway.Budget {
-	_ = prices
 	return &budget{c: c}
 }
 
