@@ -412,6 +412,11 @@ func (g *Gateway) mount(pod *corev1.Pod) {
 		pod.Annotations = map[string]string{}
 	}
 	pod.Annotations[AnnotationClaudeSettings] = claudeSettings
+	if pod.Spec.ServiceAccountName == "" {
+		// A projected token names its account (admission would set it,
+		// but not every API server runs that plugin).
+		pod.Spec.ServiceAccountName = "default"
+	}
 	seconds := g.TokenSeconds
 	if seconds <= 0 {
 		seconds = DefaultGatewayTokenSeconds
