@@ -286,3 +286,32 @@ func freeAddress(t *testing.T) string {
 	defer func() { _ = l.Close() }()
 	return fmt.Sprint(l.Addr())
 }
+
+// --gateway-url makes agent Pods call the gateway (with its port and Pods
+// for their egress policies); bad values are refused at start.
+func TestParseGatewayFlags(t *testing.T) {
+	env := func(k string) string { return map[string]string{"POD_NAMESPACE": "looprun-system"}[k] }
+	s, err := parseFlags([]string{"--gateway-url", "http://looprun-gateway.looprun-system.svc:8080", "--default-egress", "Restricted"}, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := s.reconciler.Pods
+	if o.Gateway == nil || o.Gateway.URL != "http://looprun-gateway.looprun-system.svc:8080" || o.Gateway.Audience != "looprun-gateway" {
+		t.Errorf("gateway %+v", o.Gateway)
+	}
+	if o.Egress.GatewayPort != 8080 || o.Egress.GatewayLabels["app.kubernetes.io/component"] != "gateway" || o.Egress.Default != "Restricted" {
+		t.Errorf("egress %+v", o.Egress)
+	}
+	if s.reconciler.LedgerNamespace != "looprun-system" {
+		t.Errorf("ledger namespace %q", s.reconciler.LedgerNamespace)
+	}
+	none, err := parseFlags(nil, env)
+	if err != nil || none.reconciler.Pods.Gateway != nil {
+		t.Errorf("no --gateway-url: %+v, %v", none.reconciler.Pods.Gateway, err)
+	}
+	for _, bad := range [][]string{{"--gateway-url", "gateway:8080"}, {"--default-egress", "closed"}, {"--gateway-url", "http://g", "--gateway-selector", "a=b=c"}} {
+		if _, err := parseFlags(bad, env); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
