@@ -293,6 +293,7 @@ func TestAPIServerAccepts(t *testing.T) {
 	sets := map[string]*manifest{
 		"chart defaults":      render(t),
 		"chart with values":   render(t, "watchNamespaces={team-a,team-b}", "allowLocalActions=true"),
+		"chart with gateway":  render(t, "gateway.apiKeySecret.name=model-key", "defaultEgress=Restricted"),
 		"kustomize (IMG=...)": kustomize(t, "registry.example/looprun:v1"),
 	}
 	for name, m := range sets {
@@ -514,5 +515,76 @@ func TestChartUI(t *testing.T) {
 	operator := one[appsv1.Deployment](t, m, "Deployment", "looprun")
 	if operator.Spec.Selector.MatchLabels["app.kubernetes.io/name"] == "looprun-ui" {
 		t.Fatal("the operator's selector picks the web view")
+	}
+}
+
+// The model gateway is installed whenever it has a key (its own or the
+// judge's), as its own Deployment and service account with none of the
+// manager's rights; only it mounts the key; the manager is pointed at it.
+func TestChartGateway(t *testing.T) {
+	for _, r := range render(t).all("Deployment") {
+		if strings.HasSuffix(r.GetName(), "-gateway") {
+			t.Fatalf("a gateway without a key: %s", r.GetName())
+		}
+	}
+	if m := render(t, "llm.apiKeySecret.name=judge-key", "gateway.enabled=false"); len(m.all("Deployment")) != 1 {
+		t.Errorf("gateway.enabled=false installs %d Deployments", len(m.all("Deployment")))
+	}
+	m := render(t, "llm.apiKeySecret.name=judge-key")
+	d := one[appsv1.Deployment](t, m, "Deployment", "looprun-gateway")
+	spec := d.Spec.Template.Spec
+	c := spec.Containers[0]
+	if spec.ServiceAccountName != "looprun-gateway" || c.Command[0] != "/gateway" || !*c.SecurityContext.ReadOnlyRootFilesystem {
+		t.Fatalf("gateway Pod %+v", spec)
+	}
+	for _, want := range []string{"--upstream=https://api.anthropic.com", "--allowed-upstreams=https://api.anthropic.com",
+		"--api-key-file=/var/run/looprun/upstream-key/api-key", "--audience=looprun-gateway", "--ledger-namespace=looprun-system",
+		"--operator-service-account=looprun-system:looprun"} {
+		if !slices.Contains(c.Args, want) {
+			t.Errorf("gateway args %q lack %s", c.Args, want)
+		}
+	}
+	if len(spec.Volumes) != 1 || spec.Volumes[0].Secret == nil || spec.Volumes[0].Secret.SecretName != "judge-key" {
+		t.Errorf("the gateway's key volume %+v", spec.Volumes)
+	}
+	for _, e := range c.Env {
+		if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+			t.Errorf("the key is in the gateway's environment: %s", e.Name)
+		}
+	}
+	role := one[rbacv1.ClusterRole](t, m, "ClusterRole", "looprun-gateway")
+	for _, r := range role.Rules {
+		for _, v := range r.Verbs {
+			if v != "get" && v != "list" && v != "watch" && !(v == "create" && slices.Equal(r.Resources, []string{"tokenreviews"})) {
+				t.Errorf("the gateway may %s %v cluster-wide", v, r.Resources)
+			}
+		}
+		if slices.Contains(r.Resources, "secrets") || slices.Contains(r.Resources, "configmaps") {
+			t.Errorf("the gateway may read %v cluster-wide", r.Resources)
+		}
+	}
+	local := one[rbacv1.Role](t, m, "Role", "looprun-gateway")
+	if local.Namespace != "looprun-system" || !slices.Equal(local.Rules[0].Resources, []string{"configmaps"}) {
+		t.Errorf("the gateway's Role %+v", local)
+	}
+	svc := one[corev1.Service](t, m, "Service", "looprun-gateway")
+	if svc.Spec.Selector["app.kubernetes.io/name"] != "looprun-gateway" || svc.Spec.Ports[0].Port != 8080 {
+		t.Errorf("gateway Service %+v", svc.Spec)
+	}
+	mc := managerContainer(t, one[appsv1.Deployment](t, m, "Deployment", "looprun"))
+	for _, want := range []string{"--gateway-url=http://looprun-gateway.looprun-system.svc:8080", "--gateway-audience=looprun-gateway",
+		"--gateway-selector=app.kubernetes.io/name=looprun-gateway,app.kubernetes.io/instance=looprun"} {
+		if !slices.Contains(mc.Args, want) {
+			t.Errorf("manager args %q lack %s", mc.Args, want)
+		}
+	}
+	own := render(t, "gateway.apiKeySecret.name=gw-key", "gateway.apiKeySecret.key=k", "llm.apiKeySecret.name=judge-key",
+		"gateway.url=http://10.97.0.50:8080", "gateway.service.clusterIP=10.97.0.50")
+	gs := one[appsv1.Deployment](t, own, "Deployment", "looprun-gateway").Spec.Template.Spec
+	if gs.Volumes[0].Secret.SecretName != "gw-key" || !slices.Contains(gs.Containers[0].Args, "--api-key-file=/var/run/looprun/upstream-key/k") {
+		t.Errorf("the gateway's own key: %+v %q", gs.Volumes, gs.Containers[0].Args)
+	}
+	if !slices.Contains(managerContainer(t, one[appsv1.Deployment](t, own, "Deployment", "looprun")).Args, "--gateway-url=http://10.97.0.50:8080") {
+		t.Error("gateway.url is not the manager's --gateway-url")
 	}
 }

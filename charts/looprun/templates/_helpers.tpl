@@ -44,3 +44,25 @@ looprun.io/shard: {{ $shard }}
 {{- define "looprun.image" -}}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
 {{- end -}}
+
+{{/* The model gateway is installed when enabled and it has a key: its own
+(gateway.apiKeySecret) or the judge's (llm.apiKeySecret). */}}
+{{- define "looprun.gatewayEnabled" -}}
+{{- if and .Values.gateway.enabled (or .Values.gateway.apiKeySecret.name .Values.llm.apiKeySecret.name) -}}
+true
+{{- end -}}
+{{- end -}}
+
+{{- define "looprun.gatewayName" -}}
+{{- printf "%s-gateway" (include "looprun.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "looprun.gatewaySelectorLabels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}-gateway
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{/* How action Pods reach the gateway. */}}
+{{- define "looprun.gatewayURL" -}}
+{{- default (printf "http://%s.%s.svc:%v" (include "looprun.gatewayName" .) .Release.Namespace .Values.gateway.port) .Values.gateway.url -}}
+{{- end -}}
