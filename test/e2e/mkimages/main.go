@@ -5,7 +5,8 @@
 //     stages (its build stage's commands build the binaries, its COPY,
 //     USER and ENTRYPOINT lines place and run them) over what
 //     distroless/static:nonroot provides;
-//   - an action image: busybox, a static bash and a stub agent CLI;
+//   - an action image: busybox, a static bash, a stub agent CLI and a stub
+//     of claude that calls the model gateway (test/e2e/gatewayagent);
 //   - the same without bash, for the error a shell-less image gives;
 //   - a git server: this machine's git http-backend (with the libraries
 //     it links) behind test/e2e/gitserver, serving /srv/git/project.git;
@@ -133,6 +134,12 @@ func run(out, tag string) error {
 		return err
 	}
 	tools.data("/usr/local/bin/claude", []byte(stubAgent), 0o755)
+	if err := goBuild(root, "./test/e2e/gatewayagent", filepath.Join(bins, "gateway-agent")); err != nil {
+		return err
+	}
+	if err := tools.executable("/usr/local/bin/gateway-agent", filepath.Join(bins, "gateway-agent")); err != nil {
+		return err
+	}
 	shellCfg := config{cmd: []string{"/bin/sh"}}
 	if err := write(out, Repository+"actions:"+tag, shellCfg, base, busybox, tools); err != nil {
 		return err
