@@ -133,7 +133,7 @@ var _ = Describe("The model gateway", Ordered, Serial, func() {
 			loop = getLoop(g, key)
 			g.Expect(loop.Status.Phase).To(Equal(v1alpha1.PhasePaused))
 		}, 2*time.Minute, time.Second).Should(Succeed())
-		Expect(upstream.Calls() - before).To(Equal(3), "three calls reached the model; the fourth was refused")
+		Expect(upstream.Calls()-before).To(Equal(3), "three calls reached the model; the fourth was refused")
 		Expect(loop.Status.Usage.CostMicroUSD).To(Equal(3 * callCost))
 		out := loop.Status.Captured["agent"].Output
 		Expect(out).To(And(ContainSubstring("4 json: API Error: 400"), ContainSubstring("budget")), out)
@@ -285,4 +285,3 @@ func ledgerCalls(uid string) int {
 	Expect(err).NotTo(HaveOccurred())
 	return len(l.Calls)
 }
-
