@@ -1,0 +1,397 @@
+package gateway
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/looprun/looprun/internal/gateway/ledger"
+)
+
+// wireUsage is the usage object of the Messages API. A count it leaves out
+// stays nil; a count that is not a whole int64 fails its decoding.
+type wireUsage struct {
+	InputTokens              *int64 `json:"input_tokens"`
+	OutputTokens             *int64 `json:"output_tokens"`
+	CacheCreationInputTokens *int64 `json:"cache_creation_input_tokens"`
+	CacheReadInputTokens     *int64 `json:"cache_read_input_tokens"`
+}
+
+// apply raises c's counts to those u reports (usage is cumulative in a
+// stream; a count never goes down). A count out of range is an error,
+// never a free or negative call.
+func (u *wireUsage) apply(c *ledger.Call) error {
+	if u == nil {
+		return nil
+	}
+	reported := ledger.Call{Model: c.Model}
+	for _, f := range []struct {
+		v   *int64
+		dst *int64
+	}{{u.InputTokens, &reported.InputTokens}, {u.OutputTokens, &reported.OutputTokens},
+		{u.CacheCreationInputTokens, &reported.CacheCreationTokens}, {u.CacheReadInputTokens, &reported.CacheReadTokens}} {
+		if f.v != nil {
+			*f.dst = *f.v
+		}
+	}
+	if err := reported.Usage().Check(); err != nil {
+		return err
+	}
+	c.InputTokens = max(c.InputTokens, reported.InputTokens)
+	c.OutputTokens = max(c.OutputTokens, reported.OutputTokens)
+	c.CacheCreationTokens = max(c.CacheCreationTokens, reported.CacheCreationTokens)
+	c.CacheReadTokens = max(c.CacheReadTokens, reported.CacheReadTokens)
+	return nil
+}
+
+// record writes c for the caller (the operator's own calls are not
+// written: it counts them from the answers it gets).
+func (g *gw) record(ctx context.Context, caller *Caller, c ledger.Call) error {
+	if caller.Operator {
+		return nil
+	}
+	if err := c.Usage().Check(); err != nil {
+		return err
+	}
+	return g.cfg.Ledger.Record(ctx, caller.Step, c)
+}
+
+// recordDetached writes c on a fresh context: the call's own context is
+// gone (the agent went away) but what it used must still count.
+func (g *gw) recordDetached(caller *Caller, c ledger.Call) error {
+	ctx, cancel := context.WithTimeout(context.Background(), recordTimeout)
+	defer cancel()
+	return g.record(ctx, caller, c)
+}
+
+func (g *gw) counted(c ledger.Call) {
+	g.m.counted(c.InputTokens, c.OutputTokens, c.CacheReadTokens, c.CacheCreationTokens)
+}
+
+// whole meters a non-streaming answer: read whole (bounded), its usage
+// recorded as final before a byte of it reaches the agent.
+func (g *gw) whole(w http.ResponseWriter, resp *http.Response, caller *Caller) string {
+	body, err := io.ReadAll(io.LimitReader(resp.Body, g.cfg.MaxResponseBytes+1))
+	if err != nil {
+		if errors.Is(err, context.Canceled) {
+			return outcomeCutOff
+		}
+		return g.fail(w, caller, "reading the upstream's answer", err)
+	}
+	if int64(len(body)) > g.cfg.MaxResponseBytes {
+		return g.fail(w, caller, "reading the upstream's answer",
+			fmt.Errorf("larger than %d bytes", g.cfg.MaxResponseBytes))
+	}
+	var msg struct {
+		ID    string     `json:"id"`
+		Model string     `json:"model"`
+		Usage *wireUsage `json:"usage"`
+	}
+	if err := json.Unmarshal(body, &msg); err != nil {
+		return g.fail(w, caller, "reading the upstream's usage", err)
+	}
+	if msg.Usage == nil {
+		return g.fail(w, caller, "reading the upstream's usage", errors.New("the answer has no usage"))
+	}
+	c := ledger.Call{ID: msg.ID, Model: msg.Model, Final: true}
+	if c.ID == "" {
+		c.ID = newCallID()
+	}
+	if err := msg.Usage.apply(&c); err != nil {
+		return g.fail(w, caller, "reading the upstream's usage", err)
+	}
+	if err := g.record(resp.Request.Context(), caller, c); err != nil {
+		return g.fail(w, caller, "recording the call's usage", err)
+	}
+	g.counted(c)
+	copyResponseHeaders(w.Header(), resp.Header)
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(resp.StatusCode)
+	_, _ = w.Write(body)
+	return outcomeOK
+}
+
+// streamMeter follows one streaming answer.
+type streamMeter struct {
+	call ledger.Call
+	// started: message_start was seen (the call has an id and its input).
+	started bool
+	// final: the upstream's last word on usage was recorded.
+	final bool
+	// deltaBytes are the bytes of content the deltas carried.
+	deltaBytes int64
+	lastRecord time.Time
+}
+
+// checkpoint is the call as seen so far: output at least one token per 4
+// bytes of content forwarded, when the upstream's own count lags.
+func (s *streamMeter) checkpoint() ledger.Call {
+	c := s.call
+	c.OutputTokens = max(c.OutputTokens, s.deltaBytes/4)
+	c.Final = false
+	return c
+}
+
+type streamEvent struct {
+	Type    string          `json:"type"`
+	Message *streamMessage  `json:"message"`
+	Usage   *wireUsage      `json:"usage"`
+	Delta   json.RawMessage `json:"delta"`
+}
+
+type streamMessage struct {
+	ID    string     `json:"id"`
+	Model string     `json:"model"`
+	Usage *wireUsage `json:"usage"`
+}
+
+type contentDelta struct {
+	Delta struct {
+		Text        string `json:"text"`
+		PartialJSON string `json:"partial_json"`
+		Thinking    string `json:"thinking"`
+		Signature   string `json:"signature"`
+	} `json:"delta"`
+}
+
+// errStreamAbort ends a stream with an error event.
+type errStreamAbort struct {
+	doing string
+	err   error
+}
+
+func (e *errStreamAbort) Error() string { return e.doing + ": " + e.err.Error() }
+
+// stream meters a streaming answer event by event, forwarding each as it
+// comes. The call is recorded at message_start (its input) before that
+// event is forwarded, every CheckpointEvery while it streams, and as final
+// at message_delta (the upstream's cumulative usage) before that event —
+// and so the end of the answer — reaches the agent. A stream cut off is
+// recorded as it was last seen.
+func (g *gw) stream(w http.ResponseWriter, r *http.Request, resp *http.Response, caller *Caller) string {
+	ctx := r.Context()
+	copyResponseHeaders(w.Header(), resp.Header)
+	w.WriteHeader(resp.StatusCode)
+	rc := http.NewResponseController(w)
+	_ = rc.Flush()
+
+	s := &streamMeter{lastRecord: time.Now()}
+	br := bufio.NewReaderSize(resp.Body, 16<<10)
+	var (
+		ev, data []byte
+		name     []byte
+		outcome  = outcomeCutOff
+	)
+	finish := func(o string) string {
+		if s.started && !s.final {
+			c := s.checkpoint()
+			if err := g.recordDetached(caller, c); err != nil {
+				g.log.Error(err, "recording a cut-off call", "id", c.ID, "loop", caller.Namespace+"/"+caller.Loop, "pod", caller.Pod)
+			}
+			g.counted(c)
+		} else if s.final {
+			g.counted(s.call)
+		}
+		return o
+	}
+	abort := func(err error) string {
+		var a *errStreamAbort
+		doing := "streaming"
+		if errors.As(err, &a) {
+			doing = a.doing
+		}
+		g.log.Error(err, "stream failed", "loop", caller.Namespace+"/"+caller.Loop, "pod", caller.Pod, "id", s.call.ID)
+		_, _ = w.Write(sseError("api_error", doing+" failed"))
+		_ = rc.Flush()
+		return finish(outcomeFailed)
+	}
+	for {
+		line, err := readLine(br, &ev, g.cfg.MaxEventBytes)
+		if err != nil {
+			if errors.Is(err, errEventTooLarge) {
+				return abort(&errStreamAbort{"reading the upstream's stream", err})
+			}
+			// EOF or a broken upstream (or the agent gone: the context).
+			if s.final {
+				outcome = outcomeOK
+				if len(ev) > 0 { // a last event without its blank line
+					_, _ = w.Write(ev)
+					_ = rc.Flush()
+				}
+			}
+			return finish(outcome)
+		}
+		trimmed := bytes.TrimRight(line, "\r\n")
+		if len(trimmed) > 0 {
+			switch {
+			case bytes.HasPrefix(trimmed, []byte("data:")):
+				if len(data) > 0 {
+					data = append(data, '\n')
+				}
+				data = append(data, trimSpace1(trimmed[5:])...)
+			case bytes.HasPrefix(trimmed, []byte("event:")):
+				name = append(name[:0], trimSpace1(trimmed[6:])...)
+			}
+			continue
+		}
+		// A blank line: the event is whole.
+		if err := g.meterEvent(ctx, caller, s, name, data); err != nil {
+			return abort(err)
+		}
+		if _, err := w.Write(ev); err != nil {
+			return finish(outcomeCutOff)
+		}
+		if err := rc.Flush(); err != nil {
+			return finish(outcomeCutOff)
+		}
+		if cap(ev) > 64<<10 {
+			ev = nil // keep no large buffer for the rest of a long stream
+		}
+		ev, data, name = ev[:0], data[:0], name[:0]
+		if s.started && !s.final && time.Since(s.lastRecord) >= g.cfg.CheckpointEvery {
+			if err := g.record(ctx, caller, s.checkpoint()); err != nil {
+				if ctx.Err() != nil {
+					return finish(outcomeCutOff)
+				}
+				return abort(&errStreamAbort{"recording the call's usage", err})
+			}
+			s.lastRecord = time.Now()
+		}
+	}
+}
+
+// meterEvent counts one event before it is forwarded.
+func (g *gw) meterEvent(ctx context.Context, caller *Caller, s *streamMeter, name, data []byte) error {
+	kind := string(name)
+	switch kind {
+	case "content_block_delta":
+		var d contentDelta
+		if json.Unmarshal(data, &d) == nil {
+			s.deltaBytes += int64(len(d.Delta.Text) + len(d.Delta.PartialJSON) + len(d.Delta.Thinking) + len(d.Delta.Signature))
+		} else {
+			s.deltaBytes += int64(len(data))
+		}
+		return nil
+	case "ping", "content_block_start", "content_block_stop", "error":
+		return nil
+	case "message_start", "message_delta", "message_stop":
+	default:
+		if len(data) == 0 {
+			return nil
+		}
+		// An event without a name: its data says what it is.
+		var t struct {
+			Type string `json:"type"`
+		}
+		if json.Unmarshal(data, &t) != nil {
+			return nil
+		}
+		switch t.Type {
+		case "message_start", "message_delta", "message_stop":
+			kind = t.Type
+		case "content_block_delta":
+			return g.meterEvent(ctx, caller, s, []byte(t.Type), data)
+		default:
+			return nil
+		}
+	}
+	if kind == "message_stop" {
+		if !s.started || s.final {
+			return nil
+		}
+		// The upstream ended without a message_delta's usage: what was
+		// seen is its last word.
+		c := s.checkpoint()
+		c.Final = true
+		if err := g.record(ctx, caller, c); err != nil {
+			return &errStreamAbort{"recording the call's usage", err}
+		}
+		s.call, s.final = c, true
+		return nil
+	}
+	var e streamEvent
+	if err := json.Unmarshal(data, &e); err != nil {
+		return &errStreamAbort{"reading the upstream's usage", fmt.Errorf("%s: %w", kind, err)}
+	}
+	switch kind {
+	case "message_start":
+		if s.started {
+			return nil
+		}
+		if e.Message == nil {
+			return &errStreamAbort{"reading the upstream's usage", errors.New("message_start without a message")}
+		}
+		s.call.ID, s.call.Model = e.Message.ID, e.Message.Model
+		if s.call.ID == "" {
+			s.call.ID = newCallID()
+		}
+		if err := e.Message.Usage.apply(&s.call); err != nil {
+			return &errStreamAbort{"reading the upstream's usage", err}
+		}
+		s.started = true
+		if err := g.record(ctx, caller, s.checkpoint()); err != nil {
+			return &errStreamAbort{"recording the call's usage", err}
+		}
+		s.lastRecord = time.Now()
+	case "message_delta":
+		if !s.started {
+			return &errStreamAbort{"reading the upstream's usage", errors.New("message_delta before message_start")}
+		}
+		if err := e.Usage.apply(&s.call); err != nil {
+			return &errStreamAbort{"reading the upstream's usage", err}
+		}
+		c := s.call
+		if e.Usage == nil || e.Usage.OutputTokens == nil {
+			// No count of the output: the content seen stands for it.
+			c.OutputTokens = max(c.OutputTokens, s.deltaBytes/4)
+		}
+		c.Final = true
+		if err := g.record(ctx, caller, c); err != nil {
+			return &errStreamAbort{"recording the call's usage", err}
+		}
+		s.call, s.final = c, true
+	}
+	return nil
+}
+
+var errEventTooLarge = errors.New("an event of the stream is too large")
+
+// readLine reads one line (with its newline) and appends it to ev, the
+// event's raw bytes, which stay under limit. The line returned aliases ev.
+func readLine(br *bufio.Reader, ev *[]byte, limit int) ([]byte, error) {
+	start := len(*ev)
+	for {
+		frag, err := br.ReadSlice('\n')
+		if len(*ev)+len(frag) > limit {
+			return nil, errEventTooLarge
+		}
+		*ev = append(*ev, frag...)
+		switch {
+		case err == nil:
+			return (*ev)[start:], nil
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		default:
+			if err == io.EOF && len(*ev) > start {
+				// A last line without its newline.
+				return nil, io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+	}
+}
+
+// trimSpace1 drops the one space after a field's colon.
+func trimSpace1(b []byte) []byte {
+	if len(b) > 0 && b[0] == ' ' {
+		return b[1:]
+	}
+	return b
+}
