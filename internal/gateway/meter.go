@@ -183,7 +183,7 @@ func (g *gw) stream(w http.ResponseWriter, r *http.Request, resp *http.Response,
 	_ = rc.Flush()
 
 	s := &streamMeter{lastRecord: time.Now()}
-	br := bufio.NewReaderSize(resp.Body, 16<<10)
+	br := bufio.NewReaderSize(resp.Body, 8<<10)
 	var (
 		ev, data []byte
 		name     []byte

@@ -93,8 +93,8 @@ func NewTransport() *http.Transport {
 		IdleConnTimeout:       90 * time.Second,
 		TLSHandshakeTimeout:   10 * time.Second,
 		ExpectContinueTimeout: time.Second,
-		ReadBufferSize:        32 << 10,
-		WriteBufferSize:       32 << 10,
+		ReadBufferSize:        8 << 10,
+		WriteBufferSize:       8 << 10,
 	}
 }
 
