@@ -120,7 +120,8 @@ func TestStreamingRecordedBeforeMessageDelta(t *testing.T) {
 		w := h.ledger.written()
 		switch name {
 		case "message_start":
-			if len(w) != 1 || w[0].Final || w[0].InputTokens != 25 {
+			// The gateway may be further on by now: the first record is the start.
+			if len(w) == 0 || w[0].Final || w[0].InputTokens != 25 || w[0].OutputTokens != 1 {
 				t.Errorf("at message_start the ledger has %+v, want the start recorded", w)
 			}
 		case "message_delta", "message_stop":
