@@ -219,12 +219,18 @@ func upstream(w http.ResponseWriter, r *http.Request) {
 	send("message_stop", `{"type":"message_stop"}`)
 }
 
+// request is call i; the calls of one step are callsPerStep in a row, but
+// the open streams are one per step (an agent makes one call at a time).
 func request(ctx context.Context, base string, i int, query string) *http.Request {
 	body := `{"model":"claude-sonnet-4-6","max_tokens":64000,"messages":[{"role":"user","content":"` + strings.Repeat("context ", 512) + `"}]}`
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/messages?id="+strconv.Itoa(i)+query, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Anthropic-Version", "2023-06-01")
-	req.Header.Set("X-Api-Key", "pod-"+strconv.Itoa(i/callsPerStep))
+	step := i / callsPerStep
+	if i >= 2_000_000 {
+		step = i
+	}
+	req.Header.Set("X-Api-Key", "pod-"+strconv.Itoa(step))
 	return req
 }
 

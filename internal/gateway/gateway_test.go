@@ -14,6 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/looprun/looprun/internal/gateway"
 	"github.com/looprun/looprun/internal/gateway/ledger"
 )
@@ -599,5 +602,39 @@ func TestHealth(t *testing.T) {
 		if resp.StatusCode != 200 {
 			t.Errorf("%s: %d", p, resp.StatusCode)
 		}
+	}
+}
+
+func TestMetrics(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	h := newHarness(t, func(c *gateway.Config) { c.Registry = reg })
+	resp := h.call(t, context.Background(), "/v1/messages", agentToken, jsonBody)
+	_ = resp.Body.Close()
+	resp = h.call(t, context.Background(), "/v1/messages", agentToken, streamBody)
+	readEvents(t, resp, nil)
+	_ = resp.Body.Close()
+	h.budget.limit = 1
+	resp = h.call(t, context.Background(), "/v1/messages", agentToken, jsonBody)
+	_ = resp.Body.Close()
+	resp = h.call(t, context.Background(), "/v1/messages", "stolen", jsonBody)
+	_ = resp.Body.Close()
+	want := `
+# HELP looprun_gateway_calls_total Calls through the model gateway, by route and outcome.
+# TYPE looprun_gateway_calls_total counter
+looprun_gateway_calls_total{outcome="ok",route="/v1/messages"} 2
+looprun_gateway_calls_total{outcome="refused",route="/v1/messages"} 2
+# HELP looprun_gateway_refusals_total Calls the gateway refused, by reason.
+# TYPE looprun_gateway_refusals_total counter
+looprun_gateway_refusals_total{reason="budget_spent"} 1
+looprun_gateway_refusals_total{reason="unauthenticated"} 1
+# HELP looprun_gateway_tokens_total Tokens counted from the upstream's responses, by kind (input, output, cache_read, cache_creation).
+# TYPE looprun_gateway_tokens_total counter
+looprun_gateway_tokens_total{kind="cache_creation"} 700
+looprun_gateway_tokens_total{kind="cache_read"} 5000
+looprun_gateway_tokens_total{kind="input"} 145
+looprun_gateway_tokens_total{kind="output"} 60
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want)); err != nil {
+		t.Error(err)
 	}
 }

@@ -107,7 +107,13 @@ func (g *gw) whole(w http.ResponseWriter, resp *http.Response, caller *Caller) s
 	if err := msg.Usage.apply(&c); err != nil {
 		return g.fail(w, caller, "reading the upstream's usage", err)
 	}
-	if err := g.record(resp.Request.Context(), caller, c); err != nil {
+	// The answer exists, and the upstream counts it whether or not the
+	// agent is still there to read it: the write does not end with the
+	// agent's request.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(resp.Request.Context()), recordTimeout)
+	err = g.record(rctx, caller, c)
+	cancel()
+	if err != nil {
 		return g.fail(w, caller, "recording the call's usage", err)
 	}
 	g.counted(c)
