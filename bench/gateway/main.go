@@ -116,16 +116,15 @@ func run(l gateway.Ledger, calls, streamCalls, chunks, streams int, hold time.Du
 	}
 	var direct, through []time.Duration
 	for i := range calls {
-		if d, err := timed(func() error { return call(client, up, i) }); err != nil {
+		d, err := timed(func() error { return call(client, up, i) })
+		if err != nil {
 			return err
-		} else {
-			direct = append(direct, d)
 		}
-		if d, err := timed(func() error { return call(client, gw, i) }); err != nil {
+		direct = append(direct, d)
+		if d, err = timed(func() error { return call(client, gw, i) }); err != nil {
 			return err
-		} else {
-			through = append(through, d)
 		}
+		through = append(through, d)
 	}
 	d50, d99, g50, g99 := pct(direct, 50), pct(direct, 99), pct(through, 50), pct(through, 99)
 	fmt.Printf("non-streaming call (%d each way): direct p50 %v p99 %v; through the gateway p50 %v p99 %v; added p50 %v p99 %v (target <= %v)\n",
@@ -159,7 +158,7 @@ func run(l gateway.Ledger, calls, streamCalls, chunks, streams int, hold time.Du
 	if err != nil {
 		return err
 	}
-	perStream := (int64(gm.heap) - int64(dm.heap)) / int64(streams)
+	perStream := int64((float64(gm.heap) - float64(dm.heap)) / float64(streams))
 	fmt.Printf("%d open streams for %v: heap in use idle %s, direct %s, through the gateway %s: the gateway %s per stream (target <= %s); RSS idle %s, direct %s, through the gateway %s\n",
 		streams, hold, mib(idle.heap), mib(dm.heap), mib(gm.heap), kib(perStream), kib(perStreamTarget), mib(idle.rss), mib(dm.rss), mib(gm.rss))
 	if perStream > perStreamTarget {
@@ -188,7 +187,7 @@ func upstream(w http.ResponseWriter, r *http.Request) {
 	id := "msg_" + q.Get("id")
 	if q.Get("stream") == "" {
 		w.Header().Set("Content-Type", "application/json")
-		_, _ = fmt.Fprintf(w, `{"id":%q,"type":"message","role":"assistant","model":%q,"content":[{"type":"text","text":"The fixture was stale; I regenerated it and the tests pass."}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":1200,"output_tokens":300,"cache_creation_input_tokens":500,"cache_read_input_tokens":20000}}`, id, model)
+		_, _ = fmt.Fprintf(w, `{"id":%q,"type":"message","role":"assistant","model":%q,"content":[{"type":"text","text":"The fixture was stale; I regenerated it and the tests pass."}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":1200,"output_tokens":300,"cache_creation_input_tokens":500,"cache_read_input_tokens":20000}}`, id, model) //nolint:gosec // a fake upstream writing its own JSON
 		return
 	}
 	n, _ := strconv.Atoi(q.Get("n"))
@@ -196,7 +195,7 @@ func upstream(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	f := w.(http.Flusher)
 	send := func(name, data string) bool {
-		_, err := fmt.Fprintf(w, "event: %s\ndata: %s\n\n", name, data)
+		_, err := fmt.Fprintf(w, "event: %s\ndata: %s\n\n", name, data) //nolint:gosec // a fake upstream writing its own events
 		f.Flush()
 		return err == nil
 	}

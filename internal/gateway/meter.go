@@ -189,93 +189,124 @@ func (g *gw) stream(w http.ResponseWriter, r *http.Request, resp *http.Response,
 	_ = rc.Flush()
 
 	s := &streamMeter{lastRecord: time.Now()}
-	br := bufio.NewReaderSize(resp.Body, 8<<10)
-	var (
-		ev, data []byte
-		name     []byte
-		outcome  = outcomeCutOff
-	)
-	finish := func(o string) string {
-		if s.started && !s.final {
-			c := s.checkpoint()
-			if err := g.recordDetached(caller, c); err != nil {
-				g.log.Error(err, "recording a cut-off call", "id", c.ID, "loop", caller.Namespace+"/"+caller.Loop, "pod", caller.Pod)
-			}
-			g.counted(c)
-		} else if s.final {
-			g.counted(s.call)
-		}
-		return o
-	}
-	abort := func(err error) string {
-		var a *errStreamAbort
-		doing := "streaming"
-		if errors.As(err, &a) {
-			doing = a.doing
-		}
-		g.log.Error(err, "stream failed", "loop", caller.Namespace+"/"+caller.Loop, "pod", caller.Pod, "id", s.call.ID)
-		_, _ = w.Write(sseError("api_error", doing+" failed"))
-		_ = rc.Flush()
-		return finish(outcomeFailed)
-	}
+	rd := &sseReader{br: bufio.NewReaderSize(resp.Body, 8<<10), limit: g.cfg.MaxEventBytes}
 	for {
-		line, err := readLine(br, &ev, g.cfg.MaxEventBytes)
+		err := rd.next()
+		if errors.Is(err, errEventTooLarge) {
+			return g.abort(w, rc, caller, s, &errStreamAbort{"reading the upstream's stream", err})
+		}
 		if err != nil {
-			if errors.Is(err, errEventTooLarge) {
-				return abort(&errStreamAbort{"reading the upstream's stream", err})
+			// EOF, a broken upstream, or the agent gone (the context).
+			if !s.final {
+				return g.finish(caller, s, outcomeCutOff)
 			}
-			// EOF or a broken upstream (or the agent gone: the context).
-			if s.final {
-				outcome = outcomeOK
-				if len(ev) > 0 { // a last event without its blank line
-					_, _ = w.Write(ev)
-					_ = rc.Flush()
-				}
+			if len(rd.ev) > 0 { // a last event without its blank line
+				_, _ = w.Write(rd.ev)
+				_ = rc.Flush()
 			}
-			return finish(outcome)
+			return g.finish(caller, s, outcomeOK)
 		}
-		trimmed := bytes.TrimRight(line, "\r\n")
-		if len(trimmed) > 0 {
-			switch {
-			case bytes.HasPrefix(trimmed, []byte("data:")):
-				if len(data) > 0 {
-					data = append(data, '\n')
-				}
-				data = append(data, trimSpace1(trimmed[5:])...)
-			case bytes.HasPrefix(trimmed, []byte("event:")):
-				name = append(name[:0], trimSpace1(trimmed[6:])...)
-			}
-			continue
+		if err := g.meterEvent(ctx, caller, s, rd.kind(), rd.data); err != nil {
+			return g.abort(w, rc, caller, s, err)
 		}
-		// A blank line: the event is whole.
-		if err := g.meterEvent(ctx, caller, s, name, data); err != nil {
-			return abort(err)
-		}
-		if _, err := w.Write(ev); err != nil {
-			return finish(outcomeCutOff)
+		if _, err := w.Write(rd.ev); err != nil {
+			return g.finish(caller, s, outcomeCutOff)
 		}
 		if err := rc.Flush(); err != nil {
-			return finish(outcomeCutOff)
+			return g.finish(caller, s, outcomeCutOff)
 		}
-		if cap(ev) > 64<<10 {
-			ev = nil // keep no large buffer for the rest of a long stream
-		}
-		ev, data, name = ev[:0], data[:0], name[:0]
 		if s.started && !s.final && time.Since(s.lastRecord) >= g.cfg.CheckpointEvery {
 			if err := g.record(ctx, caller, s.checkpoint()); err != nil {
 				if ctx.Err() != nil {
-					return finish(outcomeCutOff)
+					return g.finish(caller, s, outcomeCutOff)
 				}
-				return abort(&errStreamAbort{"recording the call's usage", err})
+				return g.abort(w, rc, caller, s, &errStreamAbort{"recording the call's usage", err})
 			}
 			s.lastRecord = time.Now()
 		}
 	}
 }
 
+// finish ends a stream: a call cut off before its final record is
+// recorded as last seen, on a fresh context.
+func (g *gw) finish(caller *Caller, s *streamMeter, outcome string) string {
+	switch {
+	case s.final:
+		g.counted(s.call)
+	case s.started:
+		c := s.checkpoint()
+		if err := g.recordDetached(caller, c); err != nil {
+			g.log.Error(err, "recording a cut-off call", "id", c.ID, "loop", caller.Namespace+"/"+caller.Loop, "pod", caller.Pod)
+		}
+		g.counted(c)
+	}
+	return outcome
+}
+
+// abort ends a stream the gateway cannot go on with: an error event, as
+// the Messages API ends a stream that fails.
+func (g *gw) abort(w http.ResponseWriter, rc *http.ResponseController, caller *Caller, s *streamMeter, err error) string {
+	doing := "streaming"
+	var a *errStreamAbort
+	if errors.As(err, &a) {
+		doing = a.doing
+	}
+	g.log.Error(err, "stream failed", "loop", caller.Namespace+"/"+caller.Loop, "pod", caller.Pod, "id", s.call.ID)
+	_, _ = w.Write(sseError("api_error", doing+" failed"))
+	_ = rc.Flush()
+	return g.finish(caller, s, outcomeFailed)
+}
+
+// sseReader reads a stream's events one at a time: ev holds the event's
+// raw bytes (forwarded as they are), name and data its fields.
+type sseReader struct {
+	br             *bufio.Reader
+	limit          int
+	ev, name, data []byte
+}
+
+// next reads the next whole event (up to its blank line).
+func (rd *sseReader) next() error {
+	if cap(rd.ev) > 64<<10 {
+		rd.ev = nil // keep no large buffer for the rest of a long stream
+	}
+	rd.ev, rd.name, rd.data = rd.ev[:0], rd.name[:0], rd.data[:0]
+	for {
+		line, err := readLine(rd.br, &rd.ev, rd.limit)
+		if err != nil {
+			return err
+		}
+		line = bytes.TrimRight(line, "\r\n")
+		switch {
+		case len(line) == 0:
+			return nil
+		case bytes.HasPrefix(line, []byte("data:")):
+			if len(rd.data) > 0 {
+				rd.data = append(rd.data, '\n')
+			}
+			rd.data = append(rd.data, trimSpace1(line[5:])...)
+		case bytes.HasPrefix(line, []byte("event:")):
+			rd.name = append(rd.name[:0], trimSpace1(line[6:])...)
+		}
+	}
+}
+
+// kind is the event's type: its name, else its data's "type".
+func (rd *sseReader) kind() string {
+	if len(rd.name) > 0 {
+		return string(rd.name)
+	}
+	var t struct {
+		Type string `json:"type"`
+	}
+	if len(rd.data) == 0 || json.Unmarshal(rd.data, &t) != nil {
+		return ""
+	}
+	return t.Type
+}
+
 // meterEvent counts one event before it is forwarded.
-func (g *gw) meterEvent(ctx context.Context, caller *Caller, s *streamMeter, name, data []byte) error {
-	kind := string(name)
+func (g *gw) meterEvent(ctx context.Context, caller *Caller, s *streamMeter, kind string, data []byte) error {
 	switch kind {
 	case "content_block_delta":
 		var d contentDelta
@@ -285,30 +316,11 @@ func (g *gw) meterEvent(ctx context.Context, caller *Caller, s *streamMeter, nam
 			s.deltaBytes += int64(len(data))
 		}
 		return nil
-	case "ping", "content_block_start", "content_block_stop", "error":
-		return nil
-	case "message_start", "message_delta", "message_stop":
-	default:
-		if len(data) == 0 {
-			return nil
-		}
-		// An event without a name: its data says what it is.
-		var t struct {
-			Type string `json:"type"`
-		}
-		if json.Unmarshal(data, &t) != nil {
-			return nil
-		}
-		switch t.Type {
-		case "message_start", "message_delta", "message_stop":
-			kind = t.Type
-		case "content_block_delta":
-			return g.meterEvent(ctx, caller, s, []byte(t.Type), data)
-		default:
-			return nil
-		}
-	}
-	if kind == "message_stop" {
+	case "message_start":
+		return g.onStart(ctx, caller, s, data)
+	case "message_delta":
+		return g.onDelta(ctx, caller, s, data)
+	case "message_stop":
 		if !s.started || s.final {
 			return nil
 		}
@@ -320,50 +332,61 @@ func (g *gw) meterEvent(ctx context.Context, caller *Caller, s *streamMeter, nam
 			return &errStreamAbort{"recording the call's usage", err}
 		}
 		s.call, s.final = c, true
+	}
+	return nil
+}
+
+// onStart records the call's start (its input) before message_start is
+// forwarded.
+func (g *gw) onStart(ctx context.Context, caller *Caller, s *streamMeter, data []byte) error {
+	if s.started {
 		return nil
 	}
 	var e streamEvent
 	if err := json.Unmarshal(data, &e); err != nil {
-		return &errStreamAbort{"reading the upstream's usage", fmt.Errorf("%s: %w", kind, err)}
+		return &errStreamAbort{"reading the upstream's usage", fmt.Errorf("message_start: %w", err)}
 	}
-	switch kind {
-	case "message_start":
-		if s.started {
-			return nil
-		}
-		if e.Message == nil {
-			return &errStreamAbort{"reading the upstream's usage", errors.New("message_start without a message")}
-		}
-		s.call.ID, s.call.Model = e.Message.ID, e.Message.Model
-		if s.call.ID == "" {
-			s.call.ID = newCallID()
-		}
-		if err := e.Message.Usage.apply(&s.call); err != nil {
-			return &errStreamAbort{"reading the upstream's usage", err}
-		}
-		s.started = true
-		if err := g.record(ctx, caller, s.checkpoint()); err != nil {
-			return &errStreamAbort{"recording the call's usage", err}
-		}
-		s.lastRecord = time.Now()
-	case "message_delta":
-		if !s.started {
-			return &errStreamAbort{"reading the upstream's usage", errors.New("message_delta before message_start")}
-		}
-		if err := e.Usage.apply(&s.call); err != nil {
-			return &errStreamAbort{"reading the upstream's usage", err}
-		}
-		c := s.call
-		if e.Usage == nil || e.Usage.OutputTokens == nil {
-			// No count of the output: the content seen stands for it.
-			c.OutputTokens = max(c.OutputTokens, s.deltaBytes/4)
-		}
-		c.Final = true
-		if err := g.record(ctx, caller, c); err != nil {
-			return &errStreamAbort{"recording the call's usage", err}
-		}
-		s.call, s.final = c, true
+	if e.Message == nil {
+		return &errStreamAbort{"reading the upstream's usage", errors.New("message_start without a message")}
 	}
+	s.call.ID, s.call.Model = e.Message.ID, e.Message.Model
+	if s.call.ID == "" {
+		s.call.ID = newCallID()
+	}
+	if err := e.Message.Usage.apply(&s.call); err != nil {
+		return &errStreamAbort{"reading the upstream's usage", err}
+	}
+	s.started = true
+	if err := g.record(ctx, caller, s.checkpoint()); err != nil {
+		return &errStreamAbort{"recording the call's usage", err}
+	}
+	s.lastRecord = time.Now()
+	return nil
+}
+
+// onDelta records the call as final, with the upstream's cumulative
+// usage, before message_delta (and so the answer's end) is forwarded.
+func (g *gw) onDelta(ctx context.Context, caller *Caller, s *streamMeter, data []byte) error {
+	var e streamEvent
+	if err := json.Unmarshal(data, &e); err != nil {
+		return &errStreamAbort{"reading the upstream's usage", fmt.Errorf("message_delta: %w", err)}
+	}
+	if !s.started {
+		return &errStreamAbort{"reading the upstream's usage", errors.New("message_delta before message_start")}
+	}
+	if err := e.Usage.apply(&s.call); err != nil {
+		return &errStreamAbort{"reading the upstream's usage", err}
+	}
+	c := s.call
+	if e.Usage == nil || e.Usage.OutputTokens == nil {
+		// No count of the output: the content seen stands for it.
+		c.OutputTokens = max(c.OutputTokens, s.deltaBytes/4)
+	}
+	c.Final = true
+	if err := g.record(ctx, caller, c); err != nil {
+		return &errStreamAbort{"recording the call's usage", err}
+	}
+	s.call, s.final = c, true
 	return nil
 }
 
