@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"bufio"
+	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
@@ -636,5 +637,61 @@ looprun_gateway_tokens_total{kind="output"} 60
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want)); err != nil {
 		t.Error(err)
+	}
+}
+
+func TestHopByHopAndLooprunHeadersDropped(t *testing.T) {
+	h := newHarness(t, nil)
+	req, _ := http.NewRequest(http.MethodPost, h.gw.URL+"/v1/messages", strings.NewReader(jsonBody))
+	req.Header.Set("X-Api-Key", agentToken)
+	req.Header.Set("Connection", "X-Secret-Hop")
+	req.Header.Set("X-Secret-Hop", "1")
+	req.Header.Set("Proxy-Authorization", "Basic eA==")
+	req.Header.Set("Cookie", "session=1")
+	req.Header.Set("X-Looprun-Loop", "team/other")
+	req.Header.Set("X-Forwarded-For", "10.0.0.1")
+	req.Header.Set("User-Agent", "claude-cli/2.1.197 (external, sdk-cli)")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	got := h.up.seen()[0].header
+	for _, k := range []string{"X-Secret-Hop", "Proxy-Authorization", "Cookie", "X-Looprun-Loop", "X-Forwarded-For"} {
+		if v := got.Get(k); v != "" {
+			t.Errorf("%s forwarded: %q", k, v)
+		}
+	}
+	if got.Get("User-Agent") != "claude-cli/2.1.197 (external, sdk-cli)" {
+		t.Errorf("user agent %q", got.Get("User-Agent"))
+	}
+}
+
+func TestGzipAnswerMetered(t *testing.T) {
+	h := newHarness(t, nil)
+	h.up.setScript(func(w http.ResponseWriter, r *http.Request, _ bool) {
+		if !strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
+			t.Errorf("the gateway asked for %q", r.Header.Get("Accept-Encoding"))
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Encoding", "gzip")
+		zw := gzip.NewWriter(w)
+		_, _ = io.WriteString(zw, messageJSON("msg_gz", `{"input_tokens":7,"output_tokens":3}`))
+		_ = zw.Close()
+	})
+	req, _ := http.NewRequest(http.MethodPost, h.gw.URL+"/v1/messages", strings.NewReader(jsonBody))
+	req.Header.Set("X-Api-Key", agentToken)
+	req.Header.Set("Accept-Encoding", "br")
+	resp, err := http.DefaultTransport.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Encoding") != "" || !strings.Contains(string(b), "msg_gz") {
+		t.Errorf("%d %v %s", resp.StatusCode, resp.Header, b)
+	}
+	if c := h.ledger.calls(t); len(c) != 1 || c[0].InputTokens != 7 || c[0].OutputTokens != 3 {
+		t.Errorf("ledger %+v", c)
 	}
 }
