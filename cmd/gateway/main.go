@@ -11,6 +11,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -188,12 +189,23 @@ func run(ctx context.Context, s *settings, log logr.Logger) error {
 	if err != nil {
 		return err
 	}
-	return serve(ctx, s, h, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), log)
+	ln, err := net.Listen("tcp", s.listen)
+	if err != nil {
+		return err
+	}
+	var mln net.Listener
+	if s.metricsListen != "" {
+		if mln, err = net.Listen("tcp", s.metricsListen); err != nil {
+			return err
+		}
+	}
+	return serve(ctx, s, ln, mln, h, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), log)
 }
 
 // serve runs the gateway until ctx ends (SIGTERM), then stops taking calls
 // and lets those in flight (streams) finish for up to the grace period.
-func serve(ctx context.Context, s *settings, h, metrics http.Handler, log logr.Logger) error {
+// mln, when not nil, serves /metrics, /healthz and /readyz.
+func serve(ctx context.Context, s *settings, ln, mln net.Listener, h, metrics http.Handler, log logr.Logger) error {
 	var draining atomic.Bool
 	// inFlight counts the calls being served, so that the process does not
 	// end before a call cut off at the end of the grace period is recorded.
@@ -203,9 +215,10 @@ func serve(ctx context.Context, s *settings, h, metrics http.Handler, log logr.L
 		defer inFlight.Done()
 		h.ServeHTTP(w, r)
 	})
-	srv := &http.Server{Addr: s.listen, Handler: counted, ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute}
+	srv := &http.Server{Handler: counted, ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute}
 	servers := []*http.Server{srv}
-	if s.metricsListen != "" {
+	listeners := []net.Listener{ln}
+	if mln != nil {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", metrics)
 		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
@@ -216,13 +229,14 @@ func serve(ctx context.Context, s *settings, h, metrics http.Handler, log logr.L
 			}
 			h.ServeHTTP(w, r)
 		})
-		servers = append(servers, &http.Server{Addr: s.metricsListen, Handler: mux, ReadHeaderTimeout: 10 * time.Second})
+		servers = append(servers, &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second})
+		listeners = append(listeners, mln)
 	}
 	errc := make(chan error, len(servers))
-	for _, sv := range servers {
+	for i, sv := range servers {
 		go func() {
-			log.Info("listening", "address", sv.Addr)
-			if err := sv.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
+			log.Info("listening", "address", listeners[i].Addr().String())
+			if err := sv.Serve(listeners[i]); !errors.Is(err, http.ErrServerClosed) {
 				errc <- err
 			}
 		}()
