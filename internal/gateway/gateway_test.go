@@ -695,3 +695,49 @@ func TestGzipAnswerMetered(t *testing.T) {
 		t.Errorf("ledger %+v", c)
 	}
 }
+
+func TestStreamShapes(t *testing.T) {
+	big := strings.Repeat("z", 20<<10) // longer than the gateway's read buffer
+	for name, c := range map[string]struct {
+		write      func(w http.ResponseWriter)
+		wantOutput int64
+		wantFinal  bool
+		wantError  bool
+	}{
+		"unnamed events, CRLF": {write: func(w http.ResponseWriter) {
+			w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
+			for _, e := range standardStream("msg_shape") {
+				_, _ = fmt.Fprintf(w, "data: %s\r\n\r\n", e.data)
+			}
+		}, wantOutput: 15, wantFinal: true},
+		"a delta larger than the read buffer": {write: func(w http.ResponseWriter) {
+			ev := standardStream("msg_shape")
+			ev[3].data = `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"` + big + `"}}`
+			ev[6].data = `{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{}}`
+			writeSSE(w, ev, 0)
+		}, wantOutput: int64(len(big)+len(" there, friend.")) / 4, wantFinal: true},
+		"an event over the bound": {write: func(w http.ResponseWriter) {
+			ev := standardStream("msg_shape")
+			ev[3].data = `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"` + strings.Repeat(big, 10) + `"}}`
+			writeSSE(w, ev, 0)
+		}, wantOutput: 1, wantError: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t, func(c *gateway.Config) { c.MaxEventBytes = 64 << 10 })
+			h.up.setScript(func(w http.ResponseWriter, _ *http.Request, _ bool) { c.write(w) })
+			resp := h.call(t, context.Background(), "/v1/messages", agentToken, streamBody)
+			b, _ := io.ReadAll(resp.Body)
+			_ = resp.Body.Close()
+			if got := strings.Contains(string(b), "event: error"); got != c.wantError {
+				t.Errorf("error event %v, want %v", got, c.wantError)
+			}
+			if !c.wantError && !strings.Contains(string(b), "message_stop") {
+				t.Errorf("the stream did not reach its end")
+			}
+			calls := h.ledger.calls(t)
+			if len(calls) != 1 || calls[0].OutputTokens != c.wantOutput || calls[0].Final != c.wantFinal || calls[0].InputTokens != 25 {
+				t.Errorf("ledger %+v, want output %d final %v", calls, c.wantOutput, c.wantFinal)
+			}
+		})
+	}
+}
