@@ -63,7 +63,8 @@ func parseFlags(args []string, getenv func(string) string) (*settings, error) {
 	fs.StringVar(&s.operatorSA, "operator-service-account", "", "the looprun manager's NAMESPACE:NAME, whose calls (the LLM judge) are checked but not recorded")
 	fs.DurationVar(&s.checkpointEvery, "checkpoint-every", gateway.DefaultCheckpointEvery, "how often a streaming call's output so far is recorded")
 	fs.Int64Var(&s.maxRequestBytes, "max-request-bytes", gateway.DefaultMaxRequestBytes, "largest call body")
-	fs.DurationVar(&s.shutdownGrace, "shutdown-grace", 5*time.Minute, "on SIGTERM, how long calls in flight (streams) may take to finish")
+	fs.DurationVar(&s.shutdownGrace, "shutdown-grace", 45*time.Second,
+		"on SIGTERM, how long calls in flight (streams) may take to finish; keep it 15s under the Pod's terminationGracePeriodSeconds, for the calls cut off then to be recorded")
 	var prices, pricesFile string
 	fs.StringVar(&prices, "prices", "", "price table over the defaults, as JSON or YAML (as the manager's --prices)")
 	fs.StringVar(&pricesFile, "prices-file", "", "a file holding such a table")

@@ -741,3 +741,64 @@ func TestStreamShapes(t *testing.T) {
 		})
 	}
 }
+
+// burstThenHold streams the start and two deltas at once, then nothing
+// until the agent goes.
+func burstThenHold(w http.ResponseWriter, r *http.Request, _ bool) {
+	ev := standardStream("msg_quiet")
+	big := sse{"content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"` + strings.Repeat("q", 2000) + `"}}`}
+	writeSSE(w, append(ev[:3:3], big, big), 0)
+	<-r.Context().Done()
+}
+
+// TestCheckpointWhenTheUpstreamGoesQuiet: output that came before the
+// upstream went quiet is checkpointed within CheckpointEvery, while the
+// stream is still open (a gateway killed then loses none of it).
+func TestCheckpointWhenTheUpstreamGoesQuiet(t *testing.T) {
+	h := newHarness(t, func(c *gateway.Config) { c.CheckpointEvery = 50 * time.Millisecond })
+	h.up.setScript(burstThenHold)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	resp := h.call(t, ctx, "/v1/messages", agentToken, streamBody)
+	defer func() { _ = resp.Body.Close() }()
+	waitFor(t, "a checkpoint of the burst", func() bool {
+		for _, c := range h.ledger.written() {
+			if !c.Final && c.OutputTokens == 1000 {
+				return true
+			}
+		}
+		return false
+	})
+	time.Sleep(200 * time.Millisecond)
+	if n := len(h.ledger.written()); n != 2 {
+		t.Errorf("%d records while quiet, want the start and one checkpoint", n)
+	}
+}
+
+func TestCheckpointWriteFailureStopsTheStream(t *testing.T) {
+	h := newHarness(t, func(c *gateway.Config) { c.CheckpointEvery = 50 * time.Millisecond })
+	h.up.setScript(burstThenHold)
+	var deltas atomic.Int32
+	resp := h.call(t, context.Background(), "/v1/messages", agentToken, streamBody)
+	done := make(chan []string)
+	go func() {
+		done <- readEvents(t, resp, func(name, _ string) bool {
+			// The start is written; the checkpoints after it fail.
+			if name == "content_block_delta" && deltas.Add(1) == 1 {
+				h.ledger.mu.Lock()
+				h.ledger.fail = errors.New("the API server is away")
+				h.ledger.mu.Unlock()
+			}
+			return true
+		})
+	}()
+	select {
+	case names := <-done:
+		if names[len(names)-1] != "error" {
+			t.Errorf("events %v, want the stream ended with an error", names)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the stream went on after its checkpoint could not be written")
+	}
+	_ = resp.Body.Close()
+}

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/looprun/looprun/internal/gateway/ledger"
@@ -124,8 +125,11 @@ func (g *gw) whole(w http.ResponseWriter, resp *http.Response, caller *Caller) s
 	return outcomeOK
 }
 
-// streamMeter follows one streaming answer.
+// streamMeter follows one streaming answer. The stream's goroutine
+// meters each event under mu; a timer writes the checkpoints, so that
+// output that came before the upstream went quiet is recorded too.
 type streamMeter struct {
+	mu   sync.Mutex
 	call ledger.Call
 	// started: message_start was seen (the call has an id and its input).
 	started bool
@@ -133,7 +137,11 @@ type streamMeter struct {
 	final bool
 	// deltaBytes are the bytes of content the deltas carried.
 	deltaBytes int64
-	lastRecord time.Time
+	// recorded is the last call written; timer the next checkpoint's.
+	recorded ledger.Call
+	timer    *time.Timer
+	// failed is a checkpoint's write error: the stream is stopped.
+	failed error
 }
 
 // checkpoint is the call as seen so far: output at least one token per 4
@@ -181,14 +189,15 @@ func (e *errStreamAbort) Error() string { return e.doing + ": " + e.err.Error() 
 // at message_delta (the upstream's cumulative usage) before that event —
 // and so the end of the answer — reaches the agent. A stream cut off is
 // recorded as it was last seen.
-func (g *gw) stream(w http.ResponseWriter, r *http.Request, resp *http.Response, caller *Caller) string {
+func (g *gw) stream(w http.ResponseWriter, r *http.Request, resp *http.Response, caller *Caller, stopUpstream func()) string {
 	ctx := r.Context()
 	copyResponseHeaders(w.Header(), resp.Header)
 	w.WriteHeader(resp.StatusCode)
 	rc := http.NewResponseController(w)
 	_ = rc.Flush()
 
-	s := &streamMeter{lastRecord: time.Now()}
+	s := &streamMeter{}
+	defer s.stopTimer()
 	rd := &sseReader{br: bufio.NewReaderSize(resp.Body, 8<<10), limit: g.cfg.MaxEventBytes}
 	for {
 		err := rd.next()
@@ -196,8 +205,11 @@ func (g *gw) stream(w http.ResponseWriter, r *http.Request, resp *http.Response,
 			return g.abort(w, rc, caller, s, &errStreamAbort{"reading the upstream's stream", err})
 		}
 		if err != nil {
+			if f := s.checkpointFailed(); f != nil {
+				return g.abort(w, rc, caller, s, f)
+			}
 			// EOF, a broken upstream, or the agent gone (the context).
-			if !s.final {
+			if !s.isFinal() {
 				return g.finish(caller, s, outcomeCutOff)
 			}
 			if len(rd.ev) > 0 { // a last event without its blank line
@@ -206,7 +218,10 @@ func (g *gw) stream(w http.ResponseWriter, r *http.Request, resp *http.Response,
 			}
 			return g.finish(caller, s, outcomeOK)
 		}
-		if err := g.meterEvent(ctx, caller, s, rd.kind(), rd.data); err != nil {
+		s.mu.Lock()
+		err = g.meterEvent(ctx, caller, s, rd.kind(), rd.data)
+		s.mu.Unlock()
+		if err != nil {
 			return g.abort(w, rc, caller, s, err)
 		}
 		if _, err := w.Write(rd.ev); err != nil {
@@ -215,21 +230,69 @@ func (g *gw) stream(w http.ResponseWriter, r *http.Request, resp *http.Response,
 		if err := rc.Flush(); err != nil {
 			return g.finish(caller, s, outcomeCutOff)
 		}
-		if s.started && !s.final && time.Since(s.lastRecord) >= g.cfg.CheckpointEvery {
-			if err := g.record(ctx, caller, s.checkpoint()); err != nil {
-				if ctx.Err() != nil {
-					return g.finish(caller, s, outcomeCutOff)
-				}
-				return g.abort(w, rc, caller, s, &errStreamAbort{"recording the call's usage", err})
-			}
-			s.lastRecord = time.Now()
-		}
+		g.armCheckpoint(ctx, caller, s, stopUpstream)
 	}
+}
+
+// armCheckpoint sets the timer of the next checkpoint, if the call has
+// changed since it was last written and none is set.
+func (g *gw) armCheckpoint(ctx context.Context, caller *Caller, s *streamMeter, stopUpstream func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.started || s.final || s.timer != nil || s.failed != nil || s.checkpoint() == s.recorded {
+		return
+	}
+	s.timer = time.AfterFunc(g.cfg.CheckpointEvery, func() {
+		s.mu.Lock()
+		if s.final || s.timer == nil {
+			s.mu.Unlock()
+			return
+		}
+		c := s.checkpoint()
+		s.mu.Unlock()
+		err := g.record(ctx, caller, c)
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.timer = nil
+		switch {
+		case err != nil && ctx.Err() == nil:
+			// The call may not go on uncounted: stop it; the stream's
+			// goroutine ends it with an error event.
+			s.failed = &errStreamAbort{"recording the call's usage", err}
+			stopUpstream()
+		case err == nil:
+			s.recorded = c
+		}
+	})
+}
+
+func (s *streamMeter) stopTimer() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.timer != nil {
+		s.timer.Stop()
+		s.timer = nil
+	}
+}
+
+func (s *streamMeter) checkpointFailed() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.failed
+}
+
+func (s *streamMeter) isFinal() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.final
 }
 
 // finish ends a stream: a call cut off before its final record is
 // recorded as last seen, on a fresh context.
 func (g *gw) finish(caller *Caller, s *streamMeter, outcome string) string {
+	s.stopTimer()
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	switch {
 	case s.final:
 		g.counted(s.call)
@@ -251,7 +314,10 @@ func (g *gw) abort(w http.ResponseWriter, rc *http.ResponseController, caller *C
 	if errors.As(err, &a) {
 		doing = a.doing
 	}
-	g.log.Error(err, "stream failed", "loop", caller.Namespace+"/"+caller.Loop, "pod", caller.Pod, "id", s.call.ID)
+	s.mu.Lock()
+	id := s.call.ID
+	s.mu.Unlock()
+	g.log.Error(err, "stream failed", "loop", caller.Namespace+"/"+caller.Loop, "pod", caller.Pod, "id", id)
 	_, _ = w.Write(sseError("api_error", doing+" failed"))
 	_ = rc.Flush()
 	return g.finish(caller, s, outcomeFailed)
@@ -357,10 +423,11 @@ func (g *gw) onStart(ctx context.Context, caller *Caller, s *streamMeter, data [
 		return &errStreamAbort{"reading the upstream's usage", err}
 	}
 	s.started = true
-	if err := g.record(ctx, caller, s.checkpoint()); err != nil {
+	c := s.checkpoint()
+	if err := g.record(ctx, caller, c); err != nil {
 		return &errStreamAbort{"recording the call's usage", err}
 	}
-	s.lastRecord = time.Now()
+	s.recorded = c
 	return nil
 }
 

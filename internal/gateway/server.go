@@ -235,8 +235,12 @@ func (g *gw) serve(w http.ResponseWriter, r *http.Request, route string) string 
 	if err != nil {
 		return g.unavailable(w, "reading the upstream key", err)
 	}
+	// The upstream call ends with the agent's request, or earlier when
+	// the gateway must stop a stream (a checkpoint it could not write).
+	upCtx, stopUpstream := context.WithCancel(ctx)
+	defer stopUpstream()
 	// The host is the configured upstream's; the path one of the two routes.
-	out, err := http.NewRequestWithContext(ctx, http.MethodPost, g.target(r.URL), bytes.NewReader(body)) //nolint:gosec // see above
+	out, err := http.NewRequestWithContext(upCtx, http.MethodPost, g.target(r.URL), bytes.NewReader(body)) //nolint:gosec // see above
 	if err != nil {
 		return g.fail(w, caller, "building the upstream request", err)
 	}
@@ -259,7 +263,7 @@ func (g *gw) serve(w http.ResponseWriter, r *http.Request, route string) string 
 	}
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	if mt == "text/event-stream" {
-		return g.stream(w, r, resp, caller)
+		return g.stream(w, r, resp, caller, stopUpstream)
 	}
 	return g.whole(w, resp, caller)
 }
