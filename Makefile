@@ -137,6 +137,7 @@ fuzz: ## Run each fuzz target for FUZZTIME (default 30s; a count such as 5000x a
 build: ## Build the binaries into bin/.
 	go build -ldflags "$(VERSION_LDFLAGS)" -o $(LOCALBIN)/looprun ./cmd/looprun
 	go build -o $(LOCALBIN)/manager ./cmd/manager
+	go build -o $(LOCALBIN)/gateway ./cmd/gateway
 	CGO_ENABLED=0 go build -o $(LOCALBIN)/entrypoint ./cmd/entrypoint
 
 .PHONY: dev-up

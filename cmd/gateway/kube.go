@@ -1,0 +1,86 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/internal/gateway"
+	"github.com/looprun/looprun/internal/gateway/kubeauth"
+	"github.com/looprun/looprun/internal/gateway/ledger"
+	"github.com/looprun/looprun/internal/pricing"
+)
+
+// kube is what the gateway takes from the cluster: who a call is for, the
+// Loops' budgets, and the steps' ledgers.
+type kube struct {
+	auth   gateway.Authenticator
+	budget gateway.Budget
+	ledger gateway.Ledger
+	// start runs the Loop cache until ctx ends; it returns once the cache
+	// has synced (or failed to).
+	start func(ctx context.Context) error
+}
+
+// newKube wires the gateway's seams to the cluster. Loops are read from
+// an informer's cache (the operator writes their status; a status a watch
+// event late costs at most the overspend bound of docs/gateway-protocol.md);
+// Pods and TokenReviews are asked of the API server (kubeauth keeps its
+// own short caches); the ledgers are read and written straight on the API
+// server, never from a cache, so no call goes through on a stale count.
+func newKube(cfg *rest.Config, s *settings, prices *pricing.Table) (*kube, error) {
+	scheme := runtime.NewScheme()
+	if err := corev1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	loops, err := cache.New(cfg, cache.Options{Scheme: scheme})
+	if err != nil {
+		return nil, fmt.Errorf("the Loop cache: %w", err)
+	}
+	reader, err := client.New(cfg, client.Options{Scheme: scheme, Cache: &client.CacheOptions{
+		Reader:     loops,
+		DisableFor: []client.Object{&corev1.Pod{}, &corev1.ConfigMap{}, &corev1.Secret{}, &corev1.ServiceAccount{}},
+	}})
+	if err != nil {
+		return nil, err
+	}
+	direct, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, err
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &kube{
+		auth:   kubeauth.NewAuthenticator(reader, cs.AuthenticationV1().TokenReviews(), s.audience, s.operatorSA),
+		budget: kubeauth.NewBudget(reader, prices),
+		ledger: &ledger.Store{Client: direct, Namespace: s.ledgerNamespace},
+		start: func(ctx context.Context) error {
+			if _, err := loops.GetInformer(ctx, &v1alpha1.Loop{}); err != nil {
+				return err
+			}
+			errc := make(chan error, 1)
+			go func() { errc <- loops.Start(ctx) }()
+			if !loops.WaitForCacheSync(ctx) {
+				select {
+				case err := <-errc:
+					return fmt.Errorf("the Loop cache: %w", err)
+				default:
+					return fmt.Errorf("the Loop cache did not sync")
+				}
+			}
+			return nil
+		},
+	}, nil
+}
