@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -27,6 +29,28 @@ type kube struct {
 	// start runs the Loop cache until ctx ends; it returns once the cache
 	// has synced (or failed to).
 	start func(ctx context.Context) error
+	// sweep drops the ledgers of steps no longer in flight.
+	sweep func(ctx context.Context, now time.Time) (int, error)
+}
+
+// ledgerMinAge is how old a ledger must be before a sweep may drop it.
+const ledgerMinAge = 10 * time.Minute
+
+// inFlight says whether step is still its Loop's step in flight: its Loop
+// exists (the same one) and its status names the step's Pod.
+func inFlight(r client.Reader) func(context.Context, ledger.Step) (bool, error) {
+	return func(ctx context.Context, step ledger.Step) (bool, error) {
+		loop := &v1alpha1.Loop{}
+		err := r.Get(ctx, client.ObjectKey{Namespace: step.Namespace, Name: step.Loop}, loop)
+		switch {
+		case apierrors.IsNotFound(err):
+			return false, nil
+		case err != nil:
+			return false, err
+		}
+		a := loop.Status.Action
+		return loop.UID == step.LoopUID && a != nil && a.PodUID == string(step.PodUID), nil
+	}
 }
 
 // newKube wires the gateway's seams to the cluster. Loops are read from
@@ -62,10 +86,14 @@ func newKube(cfg *rest.Config, s *settings, prices *pricing.Table) (*kube, error
 	if err != nil {
 		return nil, err
 	}
+	store := &ledger.Store{Client: direct, Namespace: s.ledgerNamespace}
 	return &kube{
+		sweep: func(ctx context.Context, now time.Time) (int, error) {
+			return store.Sweep(ctx, inFlight(reader), ledgerMinAge, now)
+		},
 		auth:   kubeauth.NewAuthenticator(reader, cs.AuthenticationV1().TokenReviews(), s.audience, s.operatorSA),
 		budget: kubeauth.NewBudget(reader, prices),
-		ledger: &ledger.Store{Client: direct, Namespace: s.ledgerNamespace},
+		ledger: store,
 		start: func(ctx context.Context) error {
 			if _, err := loops.GetInformer(ctx, &v1alpha1.Loop{}); err != nil {
 				return err

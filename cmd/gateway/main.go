@@ -175,6 +175,7 @@ func run(ctx context.Context, s *settings, log logr.Logger) error {
 	if err := k.start(cacheCtx); err != nil {
 		return err
 	}
+	go sweepLedgers(cacheCtx, k, log.WithName("ledgers"))
 	key := gateway.StaticKey(s.apiKey)
 	if s.apiKeyFile != "" {
 		key = gateway.FileKey(s.apiKeyFile)
@@ -267,4 +268,24 @@ func serve(ctx context.Context, s *settings, ln, mln net.Listener, h, metrics ht
 		_ = sv.Close()
 	}
 	return nil
+}
+
+// sweepLedgers drops, every few minutes, the ledgers of steps the operator
+// counted and moved on from (one a call cut off as its Pod ended wrote
+// after the count). Every replica sweeps; deletes are idempotent.
+func sweepLedgers(ctx context.Context, k *kube, log logr.Logger) {
+	t := time.NewTicker(ledgerMinAge / 2)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			if n, err := k.sweep(ctx, now); err != nil {
+				log.Error(err, "Sweeping the ledgers of counted steps")
+			} else if n > 0 {
+				log.Info("Dropped the ledgers of counted steps", "count", n)
+			}
+		}
+	}
 }

@@ -20,11 +20,13 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -187,6 +189,11 @@ func callKey(id string) string {
 	return callPrefix + k
 }
 
+// conflictBackoff is how a write that lost a race tries again: the calls
+// of one step (sub-agents stream at once, and replicas serve them) write
+// one ConfigMap.
+var conflictBackoff = wait.Backoff{Steps: 30, Duration: 5 * time.Millisecond, Factor: 1.5, Jitter: 0.5, Cap: 300 * time.Millisecond}
+
 // Record adds (or raises) call c of step s. Its counts must be checked.
 func (s *Store) Record(ctx context.Context, step Step, c Call) error {
 	if err := c.Usage().Check(); err != nil {
@@ -196,7 +203,7 @@ func (s *Store) Record(ctx context.Context, step Step, c Call) error {
 		return fmt.Errorf("a call without an id")
 	}
 	key := types.NamespacedName{Namespace: s.Namespace, Name: Name(step.PodUID)}
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	return retry.RetryOnConflict(conflictBackoff, func() error {
 		cm := &corev1.ConfigMap{}
 		err := s.Client.Get(ctx, key, cm)
 		if apierrors.IsNotFound(err) {
@@ -330,22 +337,37 @@ func (s *Store) Delete(ctx context.Context, podUID types.UID) error {
 	return client.IgnoreNotFound(s.Client.Delete(ctx, cm))
 }
 
-// Prune drops the ledgers of a Loop's steps other than the one run by the
-// Pod of keep ("" keeps none): one written after its step was recorded
-// (a call cut off as its Pod ended) is not left behind.
-func (s *Store) Prune(ctx context.Context, loopUID types.UID, keep types.UID) error {
+// Sweep drops the ledgers of steps no longer in flight (inFlight says
+// false: the Loop counted the step and moved on, or is gone) that are at
+// least minAge old: one written after its step was counted (a call cut
+// off as its Pod ended) is not left behind. It returns how many it
+// dropped. A ledger whose step is still in flight (its operator has not
+// counted it yet, however long it is down) is kept.
+func (s *Store) Sweep(ctx context.Context, inFlight func(context.Context, Step) (bool, error), minAge time.Duration, now time.Time) (int, error) {
 	var list corev1.ConfigMapList
-	if err := s.reader().List(ctx, &list, client.InNamespace(s.Namespace),
-		client.MatchingLabels{LabelLedger: "true", LabelLoopUID: string(loopUID)}); err != nil {
-		return err
+	if err := s.reader().List(ctx, &list, client.InNamespace(s.Namespace), client.MatchingLabels{LabelLedger: "true"}); err != nil {
+		return 0, err
 	}
+	dropped := 0
 	for i := range list.Items {
-		if keep != "" && list.Items[i].Name == Name(keep) {
+		cm := &list.Items[i]
+		if now.Sub(cm.CreationTimestamp.Time) < minAge {
 			continue
 		}
-		if err := client.IgnoreNotFound(s.Client.Delete(ctx, &list.Items[i])); err != nil {
-			return err
+		var step Step
+		if err := json.Unmarshal([]byte(cm.Data[stepKey]), &step); err == nil {
+			live, err := inFlight(ctx, step)
+			if err != nil {
+				return dropped, err
+			}
+			if live {
+				continue
+			}
 		}
+		if err := client.IgnoreNotFound(s.Client.Delete(ctx, cm, client.Preconditions{UID: &cm.UID})); err != nil {
+			return dropped, err
+		}
+		dropped++
 	}
-	return nil
+	return dropped, nil
 }
