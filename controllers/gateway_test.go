@@ -152,6 +152,25 @@ var _ = Describe("The model gateway, from the operator's side", func() {
 			}
 		}
 		Expect(failure).To(ContainSubstring(`spec.runner.network.allow[0].cidr: "github.com" is not an address block`))
+
+		// A Loop may open its own Pods: no policy.
+		spec.Runner.Network = &v1alpha1.NetworkSpec{Egress: v1alpha1.EgressUnrestricted}
+		waitFinished(createLoop(ns, "opened", spec))
+		err = k8sClient.Get(bg, client.ObjectKey{Namespace: ns, Name: "opened-egress"}, &networkingv1.NetworkPolicy{})
+		Expect(apierrors.IsNotFound(err)).To(BeTrue(), "%v", err)
+
+		// A policy of the name the Loop does not own is not taken as its own.
+		Expect(k8sClient.Create(bg, &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "taken-egress"},
+			Spec: networkingv1.NetworkPolicySpec{PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeEgress},
+				Egress: []networkingv1.NetworkPolicyEgressRule{{}}}})).To(Succeed())
+		spec.Runner.Network = nil
+		taken := waitFinished(createLoop(ns, "taken", spec))
+		for _, e := range loopEvents(taken) {
+			if e.Type == "action_complete" {
+				failure = executor.ActionCompleteOf(e).Failure.Reason
+			}
+		}
+		Expect(failure).To(Equal("EgressPolicyNameTaken"))
 	})
 })
 

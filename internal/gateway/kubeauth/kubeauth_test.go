@@ -10,10 +10,12 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apiserver/pkg/authentication/serviceaccount"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	authenticationv1client "k8s.io/client-go/kubernetes/typed/authentication/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -216,6 +218,17 @@ func TestAgainstAPIServer(t *testing.T) {
 		tok := k.token("team-a", "runner", podA)
 		got, err := auth.Authenticate(ctx, tok, "")
 		wantErr(t, got, err, gateway.ErrUnauthenticated, tok)
+	})
+
+	// An agent that takes its gateway token to the API server gets nothing:
+	// the API server does not accept the gateway's audience.
+	t.Run("the API server refuses a gateway token", func(t *testing.T) {
+		asAgent := rest.AnonymousClientConfig(cfg)
+		asAgent.BearerToken = tokA
+		_, err := kubernetes.NewForConfigOrDie(asAgent).CoreV1().Pods("team-a").List(ctx, metav1.ListOptions{})
+		if !apierrors.IsUnauthorized(err) {
+			t.Fatalf("the API server took a gateway token: %v", err)
+		}
 	})
 
 	t.Run("another audience is refused", func(t *testing.T) {
