@@ -265,6 +265,7 @@ type EgressRule struct {
 	// cidr is the block, e.g. 10.0.12.7/32 or 140.82.112.0/20.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule="isCIDR(self)",message="an address block, such as 10.0.12.7/32 (a NetworkPolicy speaks addresses, not host names)"
 	CIDR string `json:"cidr"`
 	// ports are the TCP ports; empty means every port.
 	// +optional

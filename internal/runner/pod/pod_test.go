@@ -528,3 +528,20 @@ func TestBuildWithGateway(t *testing.T) {
 		t.Errorf("a Loop's own key beside the gateway: %v", err)
 	}
 }
+
+// An object admitted before the CIDR rule (or past it) still cannot make a
+// policy of a block that does not parse: the step is refused, naming it.
+func TestEgressPolicyRefusesABadBlock(t *testing.T) {
+	loop := testLoop()
+	loop.Spec.Runner = &v1alpha1.RunnerSpec{Network: &v1alpha1.NetworkSpec{Allow: []v1alpha1.EgressRule{{CIDR: "10.0.0.1/32"}, {CIDR: "github.com"}}}}
+	var refused *runner.Refused
+	if _, err := testOptions.EgressPolicy(loop); !errors.As(err, &refused) || refused.Reason != "InvalidEgress" ||
+		!strings.Contains(refused.Message, "spec.runner.network.allow[1].cidr") {
+		t.Fatalf("a bad block: %v", err)
+	}
+	loop.Spec.Runner.Network.Allow[1].CIDR = "10.0.0.0/8"
+	np, err := testOptions.EgressPolicy(loop)
+	if err != nil || len(np.Spec.Egress) != 3 || np.Spec.Egress[2].To[0].IPBlock.CIDR != "10.0.0.0/8" {
+		t.Fatalf("policy %+v, %v", np, err)
+	}
+}
