@@ -54,6 +54,7 @@ import (
 	"github.com/looprun/looprun/internal/gateway"
 	"github.com/looprun/looprun/internal/gateway/ledger"
 	"github.com/looprun/looprun/internal/pricing"
+	"github.com/looprun/looprun/test/fixture"
 )
 
 const (
@@ -70,6 +71,7 @@ func main() {
 	streamCalls := flag.Int("stream-calls", 40, "streams each way for the per-chunk figures")
 	hold := flag.Duration("hold", 10*time.Second, "how long the open streams are held")
 	store := flag.Bool("fake-client-ledger", false, "keep the ledger with ledger.Store over controller-runtime's fake client (whose object tracker costs more than the gateway) instead of in memory")
+	apiServer := flag.Bool("apiserver-ledger", false, "keep the ledger with ledger.Store on a real kube-apiserver and etcd (envtest; KUBEBUILDER_ASSETS or bin/k8s), as in a cluster")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	flag.Parse()
 	if *cpuProfile != "" {
@@ -80,12 +82,23 @@ func main() {
 		}
 	}
 	var l gateway.Ledger = newMemLedger()
+	cleanup := func() {}
 	if *store {
 		l = newLedger()
+	}
+	if *apiServer {
+		s, stop, err := apiServerLedger()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "gateway bench:", err)
+			os.Exit(1)
+		}
+		defer stop()
+		cleanup, l = stop, s
 	}
 	if err := run(l, *calls, *streamCalls, *chunks, *streams, *hold); err != nil {
 		fmt.Fprintln(os.Stderr, "gateway bench:", err)
 		pprof.StopCPUProfile()
+		cleanup()
 		os.Exit(1)
 	}
 }
@@ -432,4 +445,19 @@ func newLedger() *ledger.Store {
 		panic(err)
 	}
 	return &ledger.Store{Client: fake.NewClientBuilder().WithScheme(s).Build(), Namespace: "looprun-system"}
+}
+
+// apiServerLedger is ledger.Store on a real API server, started here.
+func apiServerLedger() (*ledger.Store, func(), error) {
+	_, c, stop, err := fixture.StartEnv(false)
+	if err != nil {
+		return nil, nil, err
+	}
+	ns := &corev1.Namespace{}
+	ns.Name = "looprun-system"
+	if err := c.Create(context.Background(), ns); err != nil {
+		stop()
+		return nil, nil, err
+	}
+	return &ledger.Store{Client: c, Namespace: "looprun-system"}, stop, nil
 }
