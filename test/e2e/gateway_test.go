@@ -197,7 +197,7 @@ var _ = Describe("The model gateway", Ordered, Serial, func() {
 		Eventually(func(g Gomega) { g.Expect(len(loopPods(ns, "killed"))).To(BeNumerically(">=", 2)) }, time.Minute, time.Second).Should(Succeed())
 		upstream.Release()
 		loop := waitFinished(killed, 2*time.Minute)
-		Expect(upstream.Calls() - before).To(Equal(4), "two calls an attempt")
+		Expect(upstream.Calls()-before).To(Equal(4), "two calls an attempt")
 		u := loop.Status.Usage
 		Expect(u.Calls).To(Equal(int64(4)), describe(loop))
 		Expect(u.InputTokens).To(Equal(int64(4*fixture.MessagesInputTokens)),
