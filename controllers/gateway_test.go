@@ -169,4 +169,3 @@ var _ = Describe("The model gateway, from the operator's side", func() {
 		Expect(failure).To(Equal("EgressPolicyNameTaken"))
 	})
 })
-
