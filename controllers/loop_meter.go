@@ -20,7 +20,7 @@ import (
 // completed unbilled.
 func (s *step) metered(ctx context.Context, a *executor.Action, res executor.ActionResult) (*executor.ActionResult, error) {
 	run := &s.loop.Status.RunState
-	if s.r.Ledger == nil || a == nil || !(a.Agent || a.CallsAgent) || run.Action == nil || run.Action.PodUID == "" {
+	if s.r.Ledger == nil || a == nil || (!a.Agent && !a.CallsAgent) || run.Action == nil || run.Action.PodUID == "" {
 		return &res, nil
 	}
 	uid := types.UID(run.Action.PodUID)

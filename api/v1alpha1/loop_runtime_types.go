@@ -237,10 +237,10 @@ type RunnerSpec struct {
 type EgressMode string
 
 const (
-	// EgressRestricted: the model gateway, DNS, and the addresses the Loop
-	// lists in spec.runner.network.allow; nothing else.
+	// EgressRestricted lets a Loop's Pods reach the model gateway, DNS, and
+	// the addresses the Loop lists in spec.runner.network.allow; nothing else.
 	EgressRestricted EgressMode = "Restricted"
-	// EgressUnrestricted: anywhere (no NetworkPolicy is made).
+	// EgressUnrestricted lets them reach anywhere (no NetworkPolicy is made).
 	EgressUnrestricted EgressMode = "Unrestricted"
 )
 

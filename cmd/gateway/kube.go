@@ -67,7 +67,14 @@ func newKube(cfg *rest.Config, s *settings, prices *pricing.Table) (*kube, error
 	if err := v1alpha1.AddToScheme(scheme); err != nil {
 		return nil, err
 	}
-	loops, err := cache.New(cfg, cache.Options{Scheme: scheme})
+	opts := cache.Options{Scheme: scheme}
+	if len(s.watchNamespaces) > 0 {
+		opts.DefaultNamespaces = map[string]cache.Config{}
+		for _, ns := range s.watchNamespaces {
+			opts.DefaultNamespaces[ns] = cache.Config{}
+		}
+	}
+	loops, err := cache.New(cfg, opts)
 	if err != nil {
 		return nil, fmt.Errorf("the Loop cache: %w", err)
 	}

@@ -37,6 +37,8 @@ const DefaultUpstream = "https://api.anthropic.com"
 
 // settings are the gateway's command-line flags.
 type settings struct {
+	// watchNamespaces limits the Loops the gateway reads (nil: all).
+	watchNamespaces       []string
 	listen, metricsListen string
 	upstream              *url.URL
 	apiKeyFile, apiKey    string
@@ -60,6 +62,8 @@ func parseFlags(args []string, getenv func(string) string) (*settings, error) {
 	fs.StringVar(&s.apiKeyFile, "api-key-file", "", "file holding the upstream's key (a mounted Secret; read again when it changes); default $ANTHROPIC_API_KEY")
 	fs.StringVar(&s.audience, "audience", "looprun-gateway", "audience of the agents' projected service-account tokens")
 	fs.StringVar(&s.ledgerNamespace, "ledger-namespace", getenv("POD_NAMESPACE"), "namespace of the usage ledgers (default $POD_NAMESPACE)")
+	var watch string
+	fs.StringVar(&watch, "watch-namespaces", "", "comma-separated namespaces whose Loops' agents the gateway serves (empty: all); as the manager's")
 	fs.StringVar(&s.operatorSA, "operator-service-account", "", "the looprun manager's NAMESPACE:NAME, whose calls (the LLM judge) are checked but not recorded")
 	fs.DurationVar(&s.checkpointEvery, "checkpoint-every", gateway.DefaultCheckpointEvery, "how often a streaming call's output so far is recorded")
 	fs.Int64Var(&s.maxRequestBytes, "max-request-bytes", gateway.DefaultMaxRequestBytes, "largest call body")
@@ -88,6 +92,11 @@ func parseFlags(args []string, getenv func(string) string) (*settings, error) {
 	}
 	if s.ledgerNamespace == "" {
 		return nil, errors.New("no ledger namespace: give --ledger-namespace or set POD_NAMESPACE")
+	}
+	for _, ns := range strings.Split(watch, ",") {
+		if ns = strings.TrimSpace(ns); ns != "" {
+			s.watchNamespaces = append(s.watchNamespaces, ns)
+		}
 	}
 	if s.operatorSA != "" {
 		if ns, name, ok := strings.Cut(s.operatorSA, ":"); !ok || ns == "" || name == "" {

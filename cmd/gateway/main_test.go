@@ -22,6 +22,12 @@ func TestParseFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if w, err := parseFlags([]string{"--watch-namespaces", " team-a,,team-b "}, env(base)); err != nil || strings.Join(w.watchNamespaces, "|") != "team-a|team-b" {
+		t.Errorf("--watch-namespaces: %v, %v", w, err)
+	}
+	if s.watchNamespaces != nil {
+		t.Errorf("watched namespaces by default: %v", s.watchNamespaces)
+	}
 	if s.upstream.String() != DefaultUpstream || s.apiKey != "sk-x" || s.ledgerNamespace != "looprun-system" || s.audience != "looprun-gateway" {
 		t.Errorf("defaults: %+v", s)
 	}

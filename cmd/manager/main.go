@@ -315,12 +315,12 @@ func gatewayOptions(o *pod.Options, url string, gw pod.Gateway, selector, egress
 		return fmt.Errorf("--gateway-selector %q: %w", selector, err)
 	}
 	o.Egress.GatewayLabels = labels
-	port, _ := strconv.Atoi(u.Port())
+	port, _ := strconv.ParseUint(u.Port(), 10, 16)
 	if port == 0 && u.Scheme == "https" {
 		port = 443
 	} else if port == 0 {
 		port = 80
 	}
-	o.Egress.GatewayPort = int32(port)
+	o.Egress.GatewayPort = int32(port) // at most 65535
 	return nil
 }

@@ -250,11 +250,17 @@ func TestChartValues(t *testing.T) {
 	if !slices.Equal(bound, []string{"team-a", "team-b"}) {
 		t.Errorf("manager RoleBindings in %v, want team-a and team-b", bound)
 	}
-	if n := len(m.all("ClusterRoleBinding")); n != 0 {
-		t.Errorf("%d ClusterRoleBindings with watched namespaces and no metrics, want 0", n)
+	// (The model gateway, installed by the judge's key, has one of its
+	// own: token reviews are cluster-wide.)
+	for _, o := range m.all("ClusterRoleBinding") {
+		if o.GetName() != "looprun-gateway-review" {
+			t.Errorf("ClusterRoleBinding %s with watched namespaces and no metrics", o.GetName())
+		}
 	}
-	if n := len(m.all("Service")); n != 0 {
-		t.Errorf("a metrics Service with metrics disabled")
+	for _, o := range m.all("Service") {
+		if o.GetName() != "looprun-gateway" {
+			t.Errorf("Service %s with metrics disabled", o.GetName())
+		}
 	}
 }
 
@@ -553,9 +559,10 @@ func TestChartGateway(t *testing.T) {
 		}
 	}
 	role := one[rbacv1.ClusterRole](t, m, "ClusterRole", "looprun-gateway")
-	for _, r := range role.Rules {
+	review := one[rbacv1.ClusterRole](t, m, "ClusterRole", "looprun-gateway-review")
+	for _, r := range append(role.Rules, review.Rules...) {
 		for _, v := range r.Verbs {
-			if v != "get" && v != "list" && v != "watch" && !(v == "create" && slices.Equal(r.Resources, []string{"tokenreviews"})) {
+			if v != "get" && v != "list" && v != "watch" && (v != "create" || !slices.Equal(r.Resources, []string{"tokenreviews"})) {
 				t.Errorf("the gateway may %s %v cluster-wide", v, r.Resources)
 			}
 		}
@@ -563,7 +570,7 @@ func TestChartGateway(t *testing.T) {
 			t.Errorf("the gateway may read %v cluster-wide", r.Resources)
 		}
 	}
-	local := one[rbacv1.Role](t, m, "Role", "looprun-gateway")
+	local := one[rbacv1.Role](t, m, "Role", "looprun-gateway-ledgers")
 	if local.Namespace != "looprun-system" || !slices.Equal(local.Rules[0].Resources, []string{"configmaps"}) {
 		t.Errorf("the gateway's Role %+v", local)
 	}
@@ -586,5 +593,31 @@ func TestChartGateway(t *testing.T) {
 	}
 	if !slices.Contains(managerContainer(t, one[appsv1.Deployment](t, own, "Deployment", "looprun")).Args, "--gateway-url=http://10.97.0.50:8080") {
 		t.Error("gateway.url is not the manager's --gateway-url")
+	}
+
+	// Watching some namespaces, the gateway reads Pods and Loops there only.
+	watched := render(t, "llm.apiKeySecret.name=judge-key", "watchNamespaces={team-a,team-b}")
+	var where []string
+	for _, o := range watched.all("RoleBinding") {
+		if o.GetName() == "looprun-gateway" {
+			where = append(where, o.GetNamespace())
+		}
+	}
+	slices.Sort(where)
+	if !slices.Equal(where, []string{"team-a", "team-b"}) {
+		t.Errorf("gateway RoleBindings in %v", where)
+	}
+	for _, o := range watched.all("ClusterRoleBinding") {
+		if o.GetName() == "looprun-gateway" {
+			t.Error("the gateway reads every namespace's Pods though the operator watches two")
+		}
+	}
+	// The manager reads and drops ledgers in the release namespace, watched or not.
+	reader := one[rbacv1.RoleBinding](t, watched, "RoleBinding", "looprun-gateway-ledger-reader")
+	if reader.Namespace != "looprun-system" || reader.Subjects[0].Name != "looprun" || reader.RoleRef.Name != "looprun-gateway-ledger-reader" {
+		t.Errorf("the manager's ledger rights %+v", reader)
+	}
+	if !slices.Contains(one[appsv1.Deployment](t, watched, "Deployment", "looprun-gateway").Spec.Template.Spec.Containers[0].Args, "--watch-namespaces=team-a,team-b") {
+		t.Error("the gateway is not told the watched namespaces")
 	}
 }

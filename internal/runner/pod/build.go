@@ -198,36 +198,16 @@ func Build(loop *v1alpha1.Loop, run string, a executor.Action, o Options) (*core
 		}
 	}
 
-	if a.Evaluate != nil {
-		b, err := json.Marshal(a.Evaluate)
-		if err != nil {
-			return nil, fmt.Errorf("encode the evaluator: %w", err)
-		}
-		env = append(env, corev1.EnvVar{Name: EvaluateEnv, Value: string(b)})
-	}
-	env = appendIf(env, entrypoint.ProbeEnv, a.Probe)
-	env = appendIf(env, entrypoint.RunDirEnv, a.RunDir)
-	if a.AgentStream {
-		kind := entrypoint.AgentStreamShell
-		if a.Agent {
-			kind = entrypoint.AgentStreamPrompt
-		}
-		env = append(env, corev1.EnvVar{Name: entrypoint.AgentStreamEnv, Value: kind})
+	env, err := wrapperEnv(env, &a)
+	if err != nil {
+		return nil, err
 	}
 	callsAgent := a.Agent || a.CallsAgent
-	if callsAgent && o.Gateway != nil && spec.Agent != nil && spec.Agent.APIKeySecretRef != nil {
-		return nil, &runner.Refused{Reason: "AgentKeyWithGateway", Message: "spec.agent.apiKeySecretRef: in this cluster agents reach the model through looprun's model gateway, which holds the key and meters each call; an agent Pod gets no key: remove apiKeySecretRef"}
-	}
-	if callsAgent && o.Gateway != nil {
-		env = append(env,
-			corev1.EnvVar{Name: BaseURLEnv, Value: o.Gateway.URL},
-			corev1.EnvVar{Name: GatewayTokenEnv, Value: GatewayTokenFile},
-			corev1.EnvVar{Name: KeyHelperTTLEnv, Value: "60000"})
-	}
-	if callsAgent && o.Gateway == nil && spec.Agent != nil && spec.Agent.APIKeySecretRef != nil {
-		ref := spec.Agent.APIKeySecretRef
-		env = append(env, corev1.EnvVar{Name: APIKeyEnv, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
-			LocalObjectReference: corev1.LocalObjectReference{Name: ref.Name}, Key: ref.Key}}})
+	if callsAgent {
+		var err error
+		if env, err = agentEnv(env, spec, o.Gateway); err != nil {
+			return nil, err
+		}
 	}
 	env = append(env, envVars(a.Env)...)
 	env = append(env, rs.Env...)
@@ -401,6 +381,49 @@ func envVars(kvs []string) []corev1.EnvVar {
 		out = append(out, corev1.EnvVar{Name: name, Value: value})
 	}
 	return out
+}
+
+// wrapperEnv adds what the in-Pod wrapper is told of the action: its
+// evaluator, probe, run directory and whether the agent prints stream-json.
+func wrapperEnv(env []corev1.EnvVar, a *executor.Action) ([]corev1.EnvVar, error) {
+	if a.Evaluate != nil {
+		b, err := json.Marshal(a.Evaluate)
+		if err != nil {
+			return nil, fmt.Errorf("encode the evaluator: %w", err)
+		}
+		env = append(env, corev1.EnvVar{Name: EvaluateEnv, Value: string(b)})
+	}
+	env = appendIf(env, entrypoint.ProbeEnv, a.Probe)
+	env = appendIf(env, entrypoint.RunDirEnv, a.RunDir)
+	if a.AgentStream {
+		kind := entrypoint.AgentStreamShell
+		if a.Agent {
+			kind = entrypoint.AgentStreamPrompt
+		}
+		env = append(env, corev1.EnvVar{Name: entrypoint.AgentStreamEnv, Value: kind})
+	}
+	return env, nil
+}
+
+// agentEnv adds what an agent needs to reach the model: with a gateway its
+// address and token file, never a key (a Loop's own key beside a gateway
+// is refused); without one, the Loop's key, if it names one.
+func agentEnv(env []corev1.EnvVar, spec *v1alpha1.LoopSpec, g *Gateway) ([]corev1.EnvVar, error) {
+	ownKey := spec.Agent != nil && spec.Agent.APIKeySecretRef != nil
+	switch {
+	case g != nil && ownKey:
+		return nil, &runner.Refused{Reason: "AgentKeyWithGateway", Message: "spec.agent.apiKeySecretRef: in this cluster agents reach the model through looprun's model gateway, which holds the key and meters each call; an agent Pod gets no key: remove apiKeySecretRef"}
+	case g != nil:
+		return append(env,
+			corev1.EnvVar{Name: BaseURLEnv, Value: g.URL},
+			corev1.EnvVar{Name: GatewayTokenEnv, Value: GatewayTokenFile},
+			corev1.EnvVar{Name: KeyHelperTTLEnv, Value: "60000"}), nil
+	case ownKey:
+		ref := spec.Agent.APIKeySecretRef
+		return append(env, corev1.EnvVar{Name: APIKeyEnv, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+			LocalObjectReference: corev1.LocalObjectReference{Name: ref.Name}, Key: ref.Key}}}), nil
+	}
+	return env, nil
 }
 
 // mount gives an agent Pod its gateway token, a projected service-account

@@ -139,7 +139,7 @@ func (r *Runner) ensureEgress(ctx context.Context, loop *v1alpha1.Loop) error {
 	if found && !ownedBy(existing, loop.UID) {
 		return &runner.Refused{Reason: "EgressPolicyNameTaken", Message: fmt.Sprintf("NetworkPolicy %s exists and does not belong to this Loop", EgressName(loop.Name))}
 	}
-	if r.Options.EgressMode(loop) == v1alpha1.EgressUnrestricted {
+	if r.EgressMode(loop) == v1alpha1.EgressUnrestricted {
 		if found {
 			if err := client.IgnoreNotFound(r.Client.Delete(ctx, existing)); err != nil {
 				return fmt.Errorf("delete NetworkPolicy %s: %w", existing.Name, err)
@@ -148,7 +148,7 @@ func (r *Runner) ensureEgress(ctx context.Context, loop *v1alpha1.Loop) error {
 		r.egress.m.Store(key, done)
 		return nil
 	}
-	want, err := r.Options.EgressPolicy(loop)
+	want, err := r.EgressPolicy(loop)
 	if err != nil {
 		return err
 	}

@@ -113,12 +113,13 @@ func call(kind string) (string, error) {
 		body["metadata"] = map[string]any{"user_id": "hold"}
 	}
 	b, _ := json.Marshal(body)
+	//nolint:gosec // a stub agent calls the gateway its Pod is pointed at
 	req, _ := http.NewRequest(http.MethodPost, strings.TrimSuffix(os.Getenv("ANTHROPIC_BASE_URL"), "/")+"/v1/messages", bytes.NewReader(b))
 	req.Header.Set("x-api-key", k)
 	req.Header.Set("anthropic-version", "2023-06-01")
 	req.Header.Set("content-type", "application/json")
 	c := &http.Client{Timeout: 5 * time.Minute}
-	resp, err := c.Do(req)
+	resp, err := c.Do(req) //nolint:gosec // as above
 	if err != nil {
 		return "", fmt.Errorf("API Error: %w", err)
 	}
@@ -183,7 +184,7 @@ func scan() string {
 		if info, err := d.Info(); err != nil || info.Size() > 16<<20 {
 			return nil
 		}
-		b, err := os.ReadFile(p)
+		b, err := os.ReadFile(p) //nolint:gosec // the scan reads what any process of the Pod could
 		if err != nil {
 			return nil
 		}

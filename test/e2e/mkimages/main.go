@@ -129,15 +129,8 @@ func run(out, tag string) error {
 	if err != nil {
 		return err
 	}
-	tools := newLayer()
-	if err := tools.executable("/bin/bash", "/bin/bash-static"); err != nil {
-		return err
-	}
-	tools.data("/usr/local/bin/claude", []byte(stubAgent), 0o755)
-	if err := goBuild(root, "./test/e2e/gatewayagent", filepath.Join(bins, "gateway-agent")); err != nil {
-		return err
-	}
-	if err := tools.executable("/usr/local/bin/gateway-agent", filepath.Join(bins, "gateway-agent")); err != nil {
+	tools, err := actionTools(root, bins)
+	if err != nil {
 		return err
 	}
 	shellCfg := config{cmd: []string{"/bin/sh"}}
@@ -160,6 +153,23 @@ func run(out, tag string) error {
 		return err
 	}
 	return write(out, PauseImage, config{entrypoint: []string{"/pause"}, user: "65535:65535"}, pause)
+}
+
+// actionTools is the action image's own layer: a static bash, the stub
+// agent CLI and the stub claude of the gateway tests.
+func actionTools(root, bins string) (*layer, error) {
+	tools := newLayer()
+	if err := tools.executable("/bin/bash", "/bin/bash-static"); err != nil {
+		return nil, err
+	}
+	tools.data("/usr/local/bin/claude", []byte(stubAgent), 0o755)
+	if err := goBuild(root, "./test/e2e/gatewayagent", filepath.Join(bins, "gateway-agent")); err != nil {
+		return nil, err
+	}
+	if err := tools.executable("/usr/local/bin/gateway-agent", filepath.Join(bins, "gateway-agent")); err != nil {
+		return nil, err
+	}
+	return tools, nil
 }
 
 // gitServerImage writes the git server's image: test/e2e/gitserver, git
