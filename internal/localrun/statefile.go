@@ -458,6 +458,9 @@ func (f *BudgetFile) Status() *v1alpha1.BudgetStatus {
 type UsageFile struct {
 	UsageTotalsFile
 	States map[string]UsageTotalsFile `json:"states,omitempty"`
+	// Reported is what agents printed beside a gateway's count (a run
+	// brought from a cluster keeps it).
+	Reported *UsageTotalsFile `json:"reported,omitempty"`
 }
 
 func usageFile(u *v1alpha1.UsageStatus) *UsageFile {
@@ -465,6 +468,9 @@ func usageFile(u *v1alpha1.UsageStatus) *UsageFile {
 		return nil
 	}
 	f := &UsageFile{UsageTotalsFile: UsageTotalsFile(u.UsageTotals)}
+	if r := u.Reported; r != nil {
+		f.Reported = new(UsageTotalsFile(*r))
+	}
 	for k, t := range u.States {
 		if f.States == nil {
 			f.States = map[string]UsageTotalsFile{}
@@ -480,6 +486,9 @@ func (f *UsageFile) Status() *v1alpha1.UsageStatus {
 		return nil
 	}
 	u := &v1alpha1.UsageStatus{UsageTotals: v1alpha1.UsageTotals(f.UsageTotalsFile)}
+	if r := f.Reported; r != nil {
+		u.Reported = new(v1alpha1.UsageTotals(*r))
+	}
 	for k, t := range f.States {
 		if u.States == nil {
 			u.States = map[string]v1alpha1.UsageTotals{}

@@ -192,7 +192,7 @@ func callKey(id string) string {
 // conflictBackoff is how a write that lost a race tries again: the calls
 // of one step (sub-agents stream at once, and replicas serve them) write
 // one ConfigMap.
-var conflictBackoff = wait.Backoff{Steps: 30, Duration: 5 * time.Millisecond, Factor: 1.5, Jitter: 0.5, Cap: 300 * time.Millisecond}
+var conflictBackoff = wait.Backoff{Steps: 100, Duration: 2 * time.Millisecond, Factor: 1.3, Jitter: 1, Cap: 200 * time.Millisecond}
 
 // Record adds (or raises) call c of step s. Its counts must be checked.
 func (s *Store) Record(ctx context.Context, step Step, c Call) error {
