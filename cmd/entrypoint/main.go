@@ -77,16 +77,26 @@ func run(args []string, stdout, stderr io.Writer) int {
 	signals := make(chan os.Signal, 4)
 	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2)
 	defer signal.Stop(signals)
-	res := entrypoint.NewResult(process.Run(context.Background(), process.Spec{
+	stream := os.Getenv(entrypoint.AgentStreamEnv)
+	ran := process.Run(context.Background(), process.Spec{
 		Argv: fs.Args(), Timeout: *timeout, IdleTimeout: *idle, Evaluate: eval, Stdout: stdout, Stderr: stderr, Signals: signals,
-		AgentStream: os.Getenv(entrypoint.AgentStreamEnv) != "",
-	}))
+		AgentStream: stream != "", AgentCalls: stream == entrypoint.AgentStreamShell,
+	})
+	res := entrypoint.NewResult(ran)
 	if dir := os.Getenv(entrypoint.RunDirEnv); dir != "" && res.Usage != nil {
+		// A row for an agent action; for a command that runs the agent (a
+		// learning gate), one for each call, each an agent prompt.
 		iteration, _ := strconv.ParseInt(os.Getenv("LOOPRUN_ITERATION"), 10, 32)
-		row := agentstream.UsageRow{Iteration: int32(iteration), State: os.Getenv("LOOPRUN_STATE"),
-			Prompt: os.Getenv(entrypoint.AgentStreamEnv) == entrypoint.AgentStreamPrompt, Usage: *res.Usage, Time: time.Now()}
-		if err := agentstream.AppendUsage(dir, row); err != nil {
-			fmt.Fprintf(stderr, "entrypoint: %s: %v\n", agentstream.UsageFile, err)
+		usages := []agentstream.Usage{*res.Usage}
+		if stream == entrypoint.AgentStreamShell {
+			usages = ran.CallUsages
+		}
+		for _, u := range usages {
+			row := agentstream.UsageRow{Iteration: int32(iteration), State: os.Getenv("LOOPRUN_STATE"), Prompt: true, Usage: u, Time: time.Now()}
+			if err := agentstream.AppendUsage(dir, row); err != nil {
+				fmt.Fprintf(stderr, "entrypoint: %s: %v\n", agentstream.UsageFile, err)
+				break
+			}
 		}
 	}
 	if cmd := os.Getenv(entrypoint.ProbeEnv); cmd != "" && res.CannotStart == "" {

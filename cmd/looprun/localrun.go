@@ -361,12 +361,17 @@ func newDriver(g *globals, store *localrun.Store, path string, lf *loopfile.File
 		return nil, nil, err
 	}
 	d.Tracer, d.TraceParent = tracer, os.Getenv("TRACEPARENT")
+	runDir := m.RunDir()
+	if runDir != "" && !filepath.IsAbs(runDir) {
+		runDir = filepath.Join(runner.Dir, runDir) // where the runner makes it
+	}
+	d.Observers = []executor.Observer{localrun.MessagesLog(runDir, errLog)}
 	if !f.quiet {
 		// Progress goes to stdout, as ll-loop prints it; questions and
 		// warnings to stderr.
 		out := cmd.OutOrStdout()
 		p := newProgress(out, terminalStyle(out), f.verbose, header{loop: loop.Name, spec: &loop.Spec, context: ctxValues}, outLog)
-		d.Observers, d.OnExitHook = []executor.Observer{p}, p.exitHook
+		d.Observers, d.OnExitHook = append(d.Observers, p), p.exitHook
 		if cloned {
 			d.OnGit = gitProgress(cmd.ErrOrStderr(), checkout, gitws.Redact(clone.URL))
 		}

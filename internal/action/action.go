@@ -30,6 +30,11 @@ type Action struct {
 	// RunDir is the run's context.run_dir: the runner makes sure it
 	// exists before the action starts, as little-loops does. "" for none.
 	RunDir string
+	// UsageTo, when set, is where the agent's usage goes (a row of
+	// usage.jsonl) instead of RunDir, State and Iteration: for a
+	// sub-loop's action, the top run's run_dir and its sub-loop state, as
+	// little-loops counts a child's usage under the state that ran it.
+	UsageTo *UsageTarget
 	// CallsAgent is true for a shell command that runs the agent command
 	// itself (a learning state's gate): it runs where agent actions run.
 	CallsAgent bool
@@ -62,6 +67,22 @@ type Action struct {
 	// Git is the clone or the push of the Loop's workspace.git: the
 	// runner fills in where the checkout and the credentials are.
 	Git *gitws.Op
+}
+
+// UsageTarget is where a row of usage.jsonl is written and what it names.
+type UsageTarget struct {
+	RunDir    string
+	State     string
+	Iteration int32
+}
+
+// UsageTarget is where the action's usage goes: UsageTo, else its own
+// run_dir, state and iteration.
+func (a *Action) UsageTarget() UsageTarget {
+	if a.UsageTo != nil {
+		return *a.UsageTo
+	}
+	return UsageTarget{RunDir: a.RunDir, State: a.State, Iteration: a.Iteration}
 }
 
 // Result is what running an action produced. Output and Stderr are the

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -106,6 +107,11 @@ func (u Usage) Tokens() int64 {
 // from another goroutine.
 type Decoder struct {
 	Text, Stderr io.Writer
+	// Calls says the stream is several agent calls one after another (a
+	// learning gate's explore calls, with the gate's own lines between):
+	// a result record ends one call, not the stream, and each call's
+	// usage is also kept (CallUsages).
+	Calls bool
 
 	mu      sync.Mutex
 	buf     []byte
@@ -113,6 +119,7 @@ type Decoder struct {
 	ended   bool // the result record came: the rest is not read
 	model   string
 	usage   *Usage
+	calls   []Usage
 	// bad is the first record's usage that failed Check.
 	bad *Usage
 }
@@ -190,6 +197,14 @@ func (d *Decoder) Usage() *Usage {
 	return &u
 }
 
+// CallUsages is the usage of each call that reported one, in order (a
+// Decoder with Calls); nil otherwise.
+func (d *Decoder) CallUsages() []Usage {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Clone(d.calls)
+}
+
 // record is the part of a stream-json line that is read.
 type record struct {
 	Type    string          `json:"type"`
@@ -237,7 +252,11 @@ func (d *Decoder) line(raw []byte) {
 		d.assistant(r.Message, raw)
 	case "result":
 		d.result(&r)
-		d.ended = true
+		if d.Calls {
+			d.model = "" // the next call says its own
+		} else {
+			d.ended = true
+		}
 	}
 	// Any other record (tool results, user turns, records of no type) is
 	// the CLI's own bookkeeping: not output.
@@ -291,6 +310,9 @@ func (d *Decoder) result(r *record) {
 				d.bad = &one // kept as reported: the step's check says what is wrong
 			}
 			d.usage.Add(one)
+			if d.Calls {
+				d.calls = append(d.calls, one)
+			}
 		}
 	}
 	if r.IsError {

@@ -112,12 +112,13 @@ func (c *countingWriter) Write(p []byte) (int, error) { c.n += len(p); return le
 func TestUsageRowAsLittleLoopsWritesIt(t *testing.T) {
 	at := time.Date(2026, 11, 26, 14, 5, 6, 123456789, time.FixedZone("x", 3600))
 	row := UsageRow{Iteration: 4, State: "fix é", Prompt: true, Usage: Usage{InputTokens: 1, OutputTokens: 2, CacheReadTokens: 3, CacheCreationTokens: 4, Model: "m"}, Time: at}
-	want := `{"iteration": 4, "state": "fix \u00e9", "action_type": "prompt", "input_tokens": 1, "output_tokens": 2, "cache_read_tokens": 3, "cache_creation_tokens": 4, "model": "m", "timestamp": "2026-11-26T13:05:06.123456+00:00"}` + "\n"
+	want := `{"iteration": 4, "state": "fix \u00e9", "action_type": "prompt", "input_tokens": 1, "output_tokens": 2, "cache_read_tokens": 3, "cache_creation_tokens": 4, "model": "m", "timestamp": "2026-11-26T13:05:06.123456+00:00", ` +
+		`"gen_ai.usage.input_tokens": 1, "gen_ai.usage.output_tokens": 2, "gen_ai.usage.cache_read.input_tokens": 3, "gen_ai.usage.cache_creation.input_tokens": 4}` + "\n"
 	if got := row.Encode(); got != want {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}
 	row.Prompt, row.Usage.Model, row.Time = false, "", at.Truncate(time.Second)
-	if got := row.Encode(); !strings.Contains(got, `"action_type": "shell_or_mcp"`) || !strings.Contains(got, `"model": null`) || !strings.HasSuffix(got, `"2026-11-26T13:05:06+00:00"}`+"\n") {
+	if got := row.Encode(); !strings.Contains(got, `"action_type": "shell_or_mcp"`) || !strings.Contains(got, `"model": "unknown"`) || !strings.Contains(got, `"timestamp": "2026-11-26T13:05:06+00:00", "gen_ai.`) {
 		t.Errorf("got %s", got)
 	}
 	dir := t.TempDir()
@@ -160,5 +161,34 @@ func TestBadUsageRecordIsKept(t *testing.T) {
 	}
 	if (Usage{InputTokens: MaxTokens, CLICostUSD: 12.5, Model: "claude-x"}).Check() != nil {
 		t.Fatal("a large, sane usage was refused")
+	}
+}
+
+// With Calls, a result record ends one call and not the stream: the text
+// of the later calls is decoded, each call's usage is kept with its own
+// model, and Usage is their sum.
+func TestDecoderCalls(t *testing.T) {
+	var text strings.Builder
+	d := New(&text, io.Discard)
+	d.Calls = true
+	in := `{"type":"system","subtype":"init","model":"a"}` + "\n" +
+		`{"type":"result","usage":{"input_tokens":1,"output_tokens":2}}` + "\n" +
+		"between\n" +
+		`{"type":"assistant","message":{"content":[{"type":"text","text":"second"}]}}` + "\n" +
+		`{"type":"result","usage":{"input_tokens":3}}` + "\n" +
+		`{"type":"result"}` + "\n"
+	if _, err := d.Write([]byte(in)); err != nil {
+		t.Fatal(err)
+	}
+	d.Flush()
+	if text.String() != "between\nsecond\n" {
+		t.Errorf("text %q", text.String())
+	}
+	calls := d.CallUsages()
+	if len(calls) != 2 || calls[0] != (Usage{InputTokens: 1, OutputTokens: 2, Model: "a"}) || calls[1] != (Usage{InputTokens: 3}) {
+		t.Errorf("calls %+v", calls)
+	}
+	if u := d.Usage(); u == nil || u.InputTokens != 4 || u.OutputTokens != 2 {
+		t.Errorf("usage %+v", u)
 	}
 }

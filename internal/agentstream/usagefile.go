@@ -25,25 +25,35 @@ type UsageRow struct {
 	Time   time.Time
 }
 
+// UnknownModel is the model of a row whose agent did not say which
+// answered, as little-loops writes it.
+const UnknownModel = "unknown"
+
 // Encode writes the row as little-loops does (Python's json.dumps, its
-// keys in little-loops' order), with a newline.
+// keys in little-loops' order), with a newline: the flat keys, then the
+// same four counts under their OpenTelemetry GenAI names
+// (gen_ai.usage.*), which little-loops adds to every row.
 func (r UsageRow) Encode() string {
 	actionType := "shell_or_mcp"
 	if r.Prompt {
 		actionType = "prompt"
 	}
-	var model any
-	if r.Usage.Model != "" {
-		model = r.Usage.Model
+	model := r.Usage.Model
+	if model == "" {
+		model = UnknownModel
 	}
+	u := r.Usage
 	fields := []struct {
 		key   string
 		value any
 	}{
 		{"iteration", int64(r.Iteration)}, {"state", r.State}, {"action_type", actionType},
-		{"input_tokens", r.Usage.InputTokens}, {"output_tokens", r.Usage.OutputTokens},
-		{"cache_read_tokens", r.Usage.CacheReadTokens}, {"cache_creation_tokens", r.Usage.CacheCreationTokens},
+		{"input_tokens", u.InputTokens}, {"output_tokens", u.OutputTokens},
+		{"cache_read_tokens", u.CacheReadTokens}, {"cache_creation_tokens", u.CacheCreationTokens},
 		{"model", model}, {"timestamp", PythonISOTime(r.Time)},
+		{"gen_ai.usage.input_tokens", u.InputTokens}, {"gen_ai.usage.output_tokens", u.OutputTokens},
+		{"gen_ai.usage.cache_read.input_tokens", u.CacheReadTokens},
+		{"gen_ai.usage.cache_creation.input_tokens", u.CacheCreationTokens},
 	}
 	var b strings.Builder
 	b.WriteByte('{')

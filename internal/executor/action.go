@@ -27,8 +27,13 @@ import (
 // name); its templates all expand against vars.
 func (t *turn) newAction(name string, st *v1alpha1.State, iteration int32, command string, timeout time.Duration, vars *interpolate.Vars) *Action {
 	spec := t.m.spec
+	var usageTo *UsageTarget
+	if u := t.m.opts.usageTo; u != nil {
+		c := *u
+		usageTo = &c
+	}
 	return &Action{
-		State: name, Iteration: iteration, Retry: t.run.Retries, Command: command, Agent: st.IsAgent(),
+		UsageTo: usageTo, State: name, Iteration: iteration, Retry: t.run.Retries, Command: command, Agent: st.IsAgent(),
 		CallsAgent: st.Learning != nil, RunDir: t.m.RunDir(), AgentCommand: t.agentCommand(st), Timeout: timeout,
 		AgentStream: (st.IsAgent() || st.Learning != nil) && spec.AgentStreams(),
 		IdleTimeout: st.GetIdleTimeout(), Env: agentEnv(spec, st),

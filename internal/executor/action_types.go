@@ -8,6 +8,8 @@ import "github.com/looprun/looprun/internal/action"
 type (
 	// Action is action.Action.
 	Action = action.Action
+	// UsageTarget is action.UsageTarget.
+	UsageTarget = action.UsageTarget
 	// ActionResult is action.Result.
 	ActionResult = action.Result
 	// Metered is what the gateway counted a step's model calls used.

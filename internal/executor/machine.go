@@ -59,6 +59,8 @@ const previewBytes = 2000
 
 // Options configure a Machine.
 type Options struct {
+	// usageTo is set by WithUsageTo.
+	usageTo *UsageTarget
 	// Env resolves ${env.NAME}; nil means no variable is visible.
 	Env func(string) (string, bool)
 	// MaxCaptureBytes bounds each output kept in the run state (the tail);
@@ -138,6 +140,24 @@ func (m *Machine) AsChild() *Machine {
 	opts.IgnoreSignals = true
 	opts.Clone = nil // a child works in its parent's checkout
 	return &Machine{name: m.name, spec: m.spec, context: m.context, opts: opts}
+}
+
+// WithUsageTo is the machine for m's loop whose agent actions' usage is
+// written to u (the top run's sub-loop state, for a child; nil: each
+// action's own).
+func (m *Machine) WithUsageTo(u *UsageTarget) *Machine {
+	opts := m.opts
+	opts.usageTo = u
+	return &Machine{name: m.name, spec: m.spec, context: m.context, opts: opts}
+}
+
+// usageTarget is where the usage of an action of state (in iteration)
+// goes: the top run's sub-loop state for a child, else this run's.
+func (m *Machine) usageTarget(state string, iteration int32) UsageTarget {
+	if u := m.opts.usageTo; u != nil {
+		return *u
+	}
+	return UsageTarget{RunDir: m.RunDir(), State: state, Iteration: iteration}
 }
 
 // WithoutExitHook is the machine for m's loop that runs no spec.onExit (a

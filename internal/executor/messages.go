@@ -16,8 +16,9 @@ const EventMessagesAppend = "messages_append"
 // log once its action ran, as little-loops does: after the capture and
 // before the verdict, so the template reads this state's capture while
 // ${prev.*} is still the state before. A template that cannot be expanded
-// goes to onError, or ends the run. It reports false when the run ended or
-// moved on.
+// goes to onError, or ends the run, the action's capture kept (without a
+// verdict: none was reached), as little-loops keeps it. It reports false
+// when the run ended or moved on.
 func (t *turn) appendMessage(st *v1alpha1.State, res *ActionResult) bool {
 	if st.AppendToMessages == "" || res == nil {
 		return true
@@ -36,6 +37,7 @@ func (t *turn) appendMessage(st *v1alpha1.State, res *ActionResult) bool {
 	}
 	msg, err := interpolate.Expand(st.AppendToMessages, vars)
 	if err != nil {
+		t.capture(st, res, "")
 		t.actionError(st, fmt.Errorf("state %q: appendToMessages: %w", t.run.CurrentState, err))
 		return false
 	}

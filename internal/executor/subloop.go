@@ -57,6 +57,10 @@ type SubLoop struct {
 	// Budget caps the child's budget (ClampBudget): what is left of the
 	// parent's; nil when the parent has none.
 	Budget *v1alpha1.Budget
+	// UsageTo is where the usage of the child's agent actions goes
+	// (Machine.WithUsageTo): this state of the top run, in its iteration,
+	// and its run_dir, at any depth, as little-loops writes it.
+	UsageTo UsageTarget
 }
 
 // ChildResultOf is the result of a child run that ended.
@@ -199,6 +203,7 @@ func (t *turn) subLoop(st *v1alpha1.State, start bool) Step {
 		Child:       ChildName(t.m.name, run.RunID, run.CurrentState, iteration),
 		Passthrough: st.ContextPassthrough && len(st.With) == 0, With: with, RunDir: t.m.context["run_dir"],
 		Timeout: t.subLoopTimeout(st), Worktree: strings.TrimSpace(worktree), Budget: t.subLoopBudget(),
+		UsageTo: t.m.usageTarget(run.CurrentState, iteration),
 	}
 	if sub.Passthrough {
 		sub.Context = maps.Clone(t.m.context)

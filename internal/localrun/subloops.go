@@ -173,7 +173,7 @@ func (d *Driver) childDriver(sub *executor.SubLoop) (*Driver, func(), error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: invalid loop: %w", abs, err)
 	}
-	m = m.AsChild()
+	m = m.AsChild().WithUsageTo(&sub.UsageTo)
 	store, err := d.Store.sibling(sub.Child)
 	if err != nil {
 		return nil, nil, err

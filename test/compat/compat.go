@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -35,6 +36,12 @@ type Outcome struct {
 	// Usage is, per agent action that reported it, the token keys of its
 	// action_complete event.
 	Usage []string `json:"usage,omitempty"`
+	// UsageRows are the rows of the run_dir's usage.jsonl, as written but
+	// for their timestamps.
+	UsageRows []string `json:"usageRows,omitempty"`
+	// Messages are the rows of the run_dir's messages.jsonl, as written
+	// but for their timestamps.
+	Messages []string `json:"messages,omitempty"`
 }
 
 // Names lists the loops of the corpus in dir.
@@ -244,7 +251,30 @@ func read(dir string, code int, statePath, eventsPath string) (Outcome, error) {
 			}
 		}
 	}
+	o.UsageRows = runRows(dir, "usage.jsonl")
+	o.Messages = runRows(dir, "messages.jsonl")
 	return o, files(dir, o.Files)
+}
+
+// timestamp matches the timestamp of a usage or messages row.
+var timestamp = regexp.MustCompile(`"timestamp": "[^"]*"`)
+
+// runRows reads the rows of the file name in the run directories
+// (.loops/runs/*), their timestamps blanked.
+func runRows(dir, name string) []string {
+	paths, _ := filepath.Glob(filepath.Join(dir, ".loops", "runs", "*", name))
+	sort.Strings(paths)
+	var rows []string
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(strings.TrimSuffix(string(b), "\n"), "\n") {
+			rows = append(rows, timestamp.ReplaceAllString(line, `"timestamp": ""`))
+		}
+	}
+	return rows
 }
 
 // files reads the files a run wrote in dir (not the loop files, not
@@ -332,6 +362,12 @@ func Diff(want, got Outcome) []string {
 		if _, ok := want.Captured[k]; !ok {
 			add("captured "+k, "nothing", fmt.Sprintf("%q", got.Captured[k]))
 		}
+	}
+	if !slices.Equal(want.UsageRows, got.UsageRows) {
+		add("usage.jsonl", strings.Join(want.UsageRows, "\n"), strings.Join(got.UsageRows, "\n"))
+	}
+	if !slices.Equal(want.Messages, got.Messages) {
+		add("messages.jsonl", strings.Join(want.Messages, "\n"), strings.Join(got.Messages, "\n"))
 	}
 	if !maps.Equal(want.Files, got.Files) {
 		add("files", want.Files, got.Files)

@@ -87,21 +87,43 @@ func (r *Runner) RunWhenReady(ctx context.Context, a *executor.Action, ready fun
 	}
 	env = append(slices.Clip(env), "LOOPRUN_LOOP="+r.Loop, "LOOPRUN_STATE="+a.State, "LOOPRUN_ITERATION="+strconv.Itoa(int(a.Iteration)))
 	env = append(env, a.Env...)
-	res := process.Run(ctx, process.Spec{
+	ran := process.Run(ctx, process.Spec{
 		Argv: argv, Dir: r.Dir, Env: env, Timeout: a.Timeout, IdleTimeout: a.IdleTimeout, Evaluate: a.Evaluate,
 		Stdout: r.Stdout, Stderr: r.Stderr, OwnFiles: true, OutputWindow: r.OutputWindow, StderrWindow: r.StderrWindow,
-		Started: r.Started, Ready: ready, AgentStream: a.AgentStream,
-	}).ActionResult()
+		Started: r.Started, Ready: ready, AgentStream: a.AgentStream, AgentCalls: a.CallsAgent,
+	})
+	res := ran.ActionResult()
 	if a.Probe != "" && ctx.Err() == nil {
 		res.Probe = probe.Run(ctx, r.Dir, env, a.Probe)
 	}
-	if res.Usage != nil && runDir != "" {
-		row := agentstream.UsageRow{Iteration: a.Iteration, State: a.State, Prompt: a.Agent, Usage: *res.Usage, Time: time.Now()}
-		if err := agentstream.AppendUsage(runDir, row); err != nil && r.Stderr != nil {
+	r.writeUsage(a, ran)
+	return res
+}
+
+// writeUsage appends the usage the agent of a reported to the usage.jsonl
+// of its run_dir (Action.UsageTarget), as little-loops writes it: a row
+// for an agent action, and one for each agent call of a command that
+// calls it (a learning gate's explore calls, each an agent prompt).
+func (r *Runner) writeUsage(a *executor.Action, ran process.Result) {
+	to := a.UsageTarget()
+	if ran.Usage == nil || to.RunDir == "" {
+		return
+	}
+	dir := to.RunDir
+	if !filepath.IsAbs(dir) {
+		dir = filepath.Join(r.Dir, dir)
+	}
+	usages, prompt := []agentstream.Usage{*ran.Usage}, a.Agent
+	if a.CallsAgent {
+		usages, prompt = ran.CallUsages, true
+	}
+	for _, u := range usages {
+		row := agentstream.UsageRow{Iteration: to.Iteration, State: to.State, Prompt: prompt, Usage: u, Time: time.Now()}
+		if err := agentstream.AppendUsage(dir, row); err != nil && r.Stderr != nil {
 			fmt.Fprintf(r.Stderr, "looprun: %s: %v\n", agentstream.UsageFile, err)
+			return
 		}
 	}
-	return res
 }
 
 func (r *Runner) argv(a *executor.Action) []string {

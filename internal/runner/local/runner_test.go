@@ -156,7 +156,7 @@ echo '{"type":"result","is_error":false,"total_cost_usd":0.5,"usage":{"input_tok
 	}
 	row, err := os.ReadFile(filepath.Join(dir, "runs/r1/usage.jsonl"))
 	if err != nil || !strings.HasPrefix(string(row), `{"iteration": 2, "state": "fix", "action_type": "prompt", "input_tokens": 3, "output_tokens": 4, "cache_read_tokens": 5, "cache_creation_tokens": 6, "model": "claude-haiku-4-5", "timestamp": "`) ||
-		!strings.HasSuffix(string(row), "+00:00\"}\n") {
+		!strings.HasSuffix(string(row), `+00:00", "gen_ai.usage.input_tokens": 3, "gen_ai.usage.output_tokens": 4, "gen_ai.usage.cache_read.input_tokens": 5, "gen_ai.usage.cache_creation.input_tokens": 6}`+"\n") {
 		t.Errorf("usage.jsonl %q %v", row, err)
 	}
 	// A plain-text agent: its output as printed, usage unknown.
@@ -195,5 +195,44 @@ func TestHugeOutputMemoryIsFlat(t *testing.T) {
 	}
 	if grown := after.TotalAlloc - before.TotalAlloc; grown > 64<<20 {
 		t.Errorf("allocated %d MiB while reading 1 GiB", grown>>20)
+	}
+}
+
+// A command that calls the agent several times (a learning gate's explore
+// calls) writes one prompt row per call that reported usage, each with
+// that call's model; a sub-loop's action writes its row where UsageTo
+// says (the top run's run_dir, state and iteration).
+func TestUsageRowsPerCallAndTarget(t *testing.T) {
+	dir := t.TempDir()
+	call := func(model string, in int) string {
+		return `echo '{"type":"system","subtype":"init","model":"` + model + `"}'; ` +
+			`echo '{"type":"result","is_error":false,"usage":{"input_tokens":` + strconv.Itoa(in) + `,"output_tokens":1}}'; `
+	}
+	gate := &executor.Action{State: "gate", Iteration: 3, RunDir: "runs/r1/", CallsAgent: true, AgentStream: true, Timeout: 10 * time.Second,
+		Command: call("m1", 7) + "echo 'looprun-learning: explore 2 x'; " + call("m2", 9) + "echo '{\"type\":\"result\",\"is_error\":false}'"}
+	res := run(t, &Runner{Dir: dir}, gate)
+	if res.Usage == nil || res.Usage.InputTokens != 16 {
+		t.Fatalf("usage %+v", res.Usage)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "runs/r1/usage.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	if len(rows) != 2 ||
+		!strings.HasPrefix(rows[0], `{"iteration": 3, "state": "gate", "action_type": "prompt", "input_tokens": 7, "output_tokens": 1, "cache_read_tokens": 0, "cache_creation_tokens": 0, "model": "m1", `) ||
+		!strings.HasPrefix(rows[1], `{"iteration": 3, "state": "gate", "action_type": "prompt", "input_tokens": 9, "output_tokens": 1, "cache_read_tokens": 0, "cache_creation_tokens": 0, "model": "m2", `) {
+		t.Errorf("usage.jsonl:\n%s", b)
+	}
+	child := &executor.Action{State: "ask", Iteration: 1, RunDir: "child/", Agent: true, AgentStream: true, Timeout: 10 * time.Second,
+		AgentCommand: []string{"sh", "-c", call("m3", 5)}, Command: "x",
+		UsageTo: &executor.UsageTarget{RunDir: "runs/top/", State: "sub", Iteration: 4}}
+	run(t, &Runner{Dir: dir}, child)
+	b, err = os.ReadFile(filepath.Join(dir, "runs/top/usage.jsonl"))
+	if err != nil || !strings.HasPrefix(string(b), `{"iteration": 4, "state": "sub", "action_type": "prompt", "input_tokens": 5, `) {
+		t.Errorf("the child's row %q %v", b, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "child", "usage.jsonl")); !os.IsNotExist(err) {
+		t.Errorf("the child's own run_dir got a usage row: %v", err)
 	}
 }

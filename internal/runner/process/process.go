@@ -91,6 +91,9 @@ type Spec struct {
 	// (agentstream): Stdout, the tail and the verdict get the assistant's
 	// text, and the Result its usage. The output then comes through pipes.
 	AgentStream bool
+	// AgentCalls says the AgentStream is several agent calls, one after
+	// another (a learning gate): the Result has each call's usage too.
+	AgentCalls bool
 }
 
 // Result is how the process ended.
@@ -117,6 +120,9 @@ type Result struct {
 	// Usage is what an AgentStream command reported it used; nil when it
 	// reported nothing (a CLI printing plain text).
 	Usage *agentstream.Usage
+	// CallUsages is the usage of each call of an AgentCalls command that
+	// reported one, in order; Usage is their sum.
+	CallUsages []agentstream.Usage
 }
 
 // ActionResult is the result as the executor takes it.
@@ -156,6 +162,7 @@ func Run(ctx context.Context, s Spec) Result {
 			streamErr, decoderErr = f.err, f.err
 		}
 		agent = agentstream.New(stdout, decoderErr)
+		agent.Calls = s.AgentCalls
 		stdout = &fanout{sinks: []io.Writer{agent}}
 	} else if s.OwnFiles {
 		files = ownFiles(s.Stdout, s.Stderr)
@@ -202,6 +209,7 @@ func Run(ctx context.Context, s Spec) Result {
 	if agent != nil {
 		agent.Flush()
 		res.Usage = agent.Usage()
+		res.CallUsages = agent.CallUsages()
 	}
 	lines.flush()
 	res.Duration = time.Since(start)
