@@ -6,7 +6,7 @@
 // files, which make test checks looprun against; -report writes the
 // comparison as markdown (docs/compat.md).
 //
-//	go run ./hack/compat -little-loops PATH [-python /usr/bin/python3] [-update] [-report docs/compat.md]
+//	go run ./hack/compat -little-loops PATH [-python /usr/bin/python3] [-run REGEXP] [-update] [-report docs/compat.md]
 package main
 
 import (
@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 
@@ -29,25 +30,41 @@ func main() {
 	update := flag.Bool("update", false, "write ll-loop's outcomes as the golden files")
 	report := flag.String("report", "", "write the comparison as markdown to this file")
 	commit := flag.String("commit", "", "the little-loops commit, for the report")
+	only := flag.String("run", "", "run only the loops whose names match this regular expression")
 	flag.Parse()
 	if *repo == "" {
 		fmt.Fprintln(os.Stderr, "compat: -little-loops PATH is required")
 		os.Exit(2)
 	}
-	if err := run(*repo, *python, *corpus, *update, *report, *commit); err != nil {
+	match, err := regexp.Compile(*only)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "compat: -run:", err)
+		os.Exit(2)
+	}
+	if *only != "" && *report != "" {
+		fmt.Fprintln(os.Stderr, "compat: -report needs the whole corpus; leave -run out")
+		os.Exit(2)
+	}
+	if err := run(*repo, *python, *corpus, match, *update, *report, *commit); err != nil {
 		fmt.Fprintln(os.Stderr, "compat:", err)
 		os.Exit(1)
 	}
 }
 
-func run(repo, python, corpus string, update bool, reportPath, commit string) error {
+func run(repo, python, corpus string, match *regexp.Regexp, update bool, reportPath, commit string) error {
 	bin := filepath.Join(os.TempDir(), "compat-looprun")
 	if out, err := exec.Command("go", "build", "-o", bin, "./cmd/looprun").CombinedOutput(); err != nil {
 		return fmt.Errorf("build looprun: %w\n%s", err, out)
 	}
-	names, err := compat.Names(corpus)
+	all, err := compat.Names(corpus)
 	if err != nil {
 		return err
+	}
+	var names []string
+	for _, n := range all {
+		if match.MatchString(n) {
+			names = append(names, n)
+		}
 	}
 	var rows []string
 	agree := 0
