@@ -371,7 +371,7 @@ func newDriver(g *globals, store *localrun.Store, path string, lf *loopfile.File
 		LoopFile: abs,
 		Context:  ctxValues,
 		Judge:    newJudge(&loop.Spec),
-		SubLoops: &localrun.SubLoops{Files: g.fileOptions(), NewMachine: newMachine, InDir: inDir, NewJudge: fileJudge},
+		SubLoops: &localrun.SubLoops{Files: g.fileOptions(), NewMachine: newMachine, InDir: inDir, NewJudge: fileJudge, Model: f.model, Effort: f.effort},
 	}
 	tracer, err := tracing.New(cmd.Context(), "", "looprun")
 	if err != nil {
