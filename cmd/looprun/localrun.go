@@ -384,7 +384,7 @@ func newDriver(g *globals, store *localrun.Store, path string, lf *loopfile.File
 		// Progress goes to stdout, as ll-loop prints it; questions and
 		// warnings to stderr.
 		out := cmd.OutOrStdout()
-		p := newProgress(out, terminalStyle(out), f.verbose, header{loop: loop.Name, spec: &loop.Spec, context: ctxValues}, outLog)
+		p := newProgress(out, terminalStyle(out), f.verbose, header{loop: loop.Name, spec: &loop.Spec, context: ctxValues, littleLoops: lf.LittleLoops()}, outLog)
 		d.Observers, d.OnExitHook = []executor.Observer{p}, p.exitHook
 		if cloned {
 			d.OnGit = gitProgress(cmd.ErrOrStderr(), checkout, gitws.Redact(clone.URL))

@@ -148,7 +148,7 @@ func newSimulateCommand(g *globals) *cobra.Command {
 			// run, and a summary of the walk.
 			st := terminalStyle(out)
 			fmt.Fprintln(out, st.bold(fmt.Sprintf("=== SIMULATION: %s (scenario=%s): no action runs ===", lf.Loop.Name, scenario)))
-			p := newProgress(out, st, false, header{loop: lf.Loop.Name, spec: spec}, nil)
+			p := newProgress(out, st, false, header{loop: lf.Loop.Name, spec: spec, littleLoops: lf.LittleLoops()}, nil)
 			var visited []string
 			commands := 0
 			sim := &localrun.Simulation{Machine: m, Scenario: scenario,
