@@ -62,3 +62,25 @@ func TestBundledLoopsOfAnInstalledLittleLoops(t *testing.T) {
 		t.Errorf("validate with a pip --user install: exit %d, %q", r.code, r.stderr)
 	}
 }
+
+// simulate takes ll-loop's caps: -n/--max-steps on steps, --max-iterations
+// on the passes of a maintain loop (which lifts the walk's cap of 20),
+// ending as ll-loop simulate ends.
+func TestSimulateCaps(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "s.yaml", "name: s\ninitial: work\nstates:\n  work:\n    action: \"true\"\n    next: work\n  done:\n    terminal: true\n")
+	write(t, dir, "m.yaml", "name: m\ninitial: work\nmaintain: true\nmax_steps: 100\nstates:\n  work:\n    action: \"true\"\n    next: done\n  done:\n    terminal: true\n")
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"s.yaml", "-n", "3"}, "Iterations: 3\nWould have executed 3 commands\nTerminated by: max_steps\n"},
+		{[]string{"m.yaml", "--max-iterations", "2"}, "Iterations: 4\nWould have executed 2 commands\nTerminated by: max_iterations_reached\n"},
+		{[]string{"m.yaml", "--max-steps", "30"}, "Iterations: 20\nWould have executed 10 commands\nTerminated by: max_steps\n"},
+	} {
+		r := looprun(t, dir, append([]string{"simulate", "--scenario", "all-pass"}, tt.args...)...)
+		if r.code != 1 || !strings.Contains(r.stdout, tt.want) {
+			t.Errorf("simulate %v: exit %d, want %q in\n%s%s", tt.args, r.code, tt.want, r.stdout, r.stderr)
+		}
+	}
+}

@@ -172,7 +172,9 @@ func Resolve(nameOrPath string, opts Options) (string, error) {
 		}
 		dirs = append(dirs, b)
 	}
-	return "", opts.notFound(fmt.Errorf("no loop file %q (looked for it as a path and in %s)", nameOrPath, strings.Join(dirs, ", ")), b != "")
+	// A file name (x.yaml) that is not there is no bundled loop's name.
+	noHint := b != "" || strings.HasSuffix(nameOrPath, ".yaml") || strings.HasSuffix(nameOrPath, ".yml")
+	return "", opts.notFound(fmt.Errorf("no loop file %q (looked for it as a path and in %s)", nameOrPath, strings.Join(dirs, ", ")), noHint)
 }
 
 func parse(data []byte, dir string, opts Options) (*File, error) {
