@@ -112,7 +112,7 @@ func perStep(rounds int) error {
 				return 0, err
 			}
 			defer os.RemoveAll(work)
-			cmd := exec.Command(looprun, "run", "-q", "--max-iterations", strconv.Itoa(n), file)
+			cmd := exec.Command(looprun, "run", "-q", "--max-steps", strconv.Itoa(n), file)
 			cmd.Dir = work
 			start := time.Now()
 			out, err := cmd.CombinedOutput()

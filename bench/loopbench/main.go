@@ -94,7 +94,7 @@ func run(rounds int, keep bool, compare string) error {
 	}
 	runWith := func(bin string) func(int) error {
 		return func(n int) error {
-			cmd := exec.Command(bin, "run", "-q", "--max-iterations", strconv.Itoa(n), loop)
+			cmd := exec.Command(bin, "run", "-q", "--max-steps", strconv.Itoa(n), loop)
 			cmd.Dir = work
 			out, err := cmd.CombinedOutput()
 			// The loop ends by max_iterations: exit code 1 is expected.

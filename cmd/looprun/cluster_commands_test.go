@@ -216,7 +216,7 @@ func TestClusterExportImport(t *testing.T) {
 
 	// Laptop to cluster: a local run cut at iteration 3 continues in the
 	// cluster from iteration 3.
-	if r := looprun(t, dir, "run", "count.yaml", "--max-iterations", "3", "-q"); r.code != 1 {
+	if r := looprun(t, dir, "run", "count.yaml", "--max-steps", "3", "-q"); r.code != 1 {
 		t.Fatalf("local run: exit %d %s", r.code, r.stderr)
 	}
 	local := filepath.Join(dir, "local.json")

@@ -127,7 +127,8 @@ func (f *clusterFixture) namespace(t *testing.T) string {
 // kubectlLoop runs the binary against the fixture's cluster in namespace ns.
 func (f *clusterFixture) run(t *testing.T, dir, ns string, args ...string) result {
 	t.Helper()
-	return looprun(t, dir, append([]string{"--kubeconfig", f.kubeconfig, "-n", ns}, args...)...)
+	// --namespace, not -n: run's -n is --max-steps.
+	return looprun(t, dir, append([]string{"--kubeconfig", f.kubeconfig, "--namespace", ns}, args...)...)
 }
 
 func (f *clusterFixture) loop(t *testing.T, ns, name string) *v1alpha1.Loop {

@@ -169,12 +169,17 @@ func (o *localRun) drive(cmd *cobra.Command, d *localrun.Driver, lf *loopfile.Fi
 
 // runFlags are the flags of run and resume.
 type runFlags struct {
-	set           []string
-	context       []string
+	set     []string
+	context []string
+	// maxSteps is --max-steps (-n on run): the cap on state executions,
+	// little-loops' max_steps (spec.maxIterations).
+	maxSteps int32
+	// maxIterations is --max-iterations: the cap on full passes of a
+	// maintain loop, little-loops' max_iterations (spec.maxPasses).
 	maxIterations int32
-	// maxIterationsSet says whether --max-iterations was given.
-	maxIterationsSet func() bool
-	quiet            bool
+	// changed says whether a flag was given.
+	changed func(name string) bool
+	quiet   bool
 	// verbose shows whole actions and all of their output.
 	verbose bool
 	// maxCost is --max-cost, the run's own cost ceiling in dollars.
@@ -199,8 +204,16 @@ func (f *runFlags) bind(cmd *cobra.Command, contextAlias bool) {
 		cmd.Flags().StringArrayVar(&f.context, "context", nil, "the same as --set (little-loops' spelling)")
 		cmd.Flags().BoolVar(&f.clone, "clone", false, "work in a checkout of the run's own under its run_dir (${context.repo_dir}): of spec.runner.workspace.git, else of the current directory's repository")
 	}
-	cmd.Flags().Int32Var(&f.maxIterations, "max-iterations", 0, "cap on state executions (overrides the loop's; at least 1)")
-	f.maxIterationsSet = func() bool { return cmd.Flags().Changed("max-iterations") }
+	if contextAlias {
+		// run never talks to a cluster: -n is little-loops' --max-steps.
+		localOnly(cmd)
+		cmd.Flags().Int32VarP(&f.maxSteps, "max-steps", "n", 0, "cap on state executions, little-loops' max_steps (overrides the loop's; at least 1)")
+	} else {
+		// resume's -n stays the namespace of resume loop/NAME.
+		cmd.Flags().Int32Var(&f.maxSteps, "max-steps", 0, "cap on state executions, little-loops' max_steps (overrides the loop's; at least 1)")
+	}
+	cmd.Flags().Int32Var(&f.maxIterations, "max-iterations", 0, "cap on full passes of a maintain: true loop, little-loops' max_iterations (overrides the loop's; at least 1); --max-steps caps state executions")
+	f.changed = cmd.Flags().Changed
 	cmd.Flags().BoolVarP(&f.quiet, "quiet", "q", false, "print nothing but errors")
 	cmd.Flags().BoolVarP(&f.verbose, "verbose", "v", false, "show whole actions and all they print (else the first line, and 40 lines of output a step)")
 	cmd.Flags().StringVar(&f.maxCost, "max-cost", "", "the most this run may spend on agents and the judge, in US dollars (a paused run goes on when resumed with a higher one)")
@@ -256,10 +269,16 @@ func (f *runFlags) apply(spec *v1alpha1.LoopSpec) error {
 		return err
 	}
 	switch {
+	case f.maxSteps > 0:
+		spec.MaxIterations = ptr.To(f.maxSteps)
+	case f.changed != nil && f.changed("max-steps"):
+		return fmt.Errorf("--max-steps %d: a run takes at least one step (leave the flag out for the loop's own cap)", f.maxSteps)
+	}
+	switch {
 	case f.maxIterations > 0:
-		spec.MaxIterations = ptr.To(f.maxIterations)
-	case f.maxIterationsSet != nil && f.maxIterationsSet():
-		return fmt.Errorf("--max-iterations %d: a run takes at least one step (leave the flag out for the loop's own cap)", f.maxIterations)
+		spec.MaxPasses = ptr.To(f.maxIterations)
+	case f.changed != nil && f.changed("max-iterations"):
+		return fmt.Errorf("--max-iterations %d: a run makes at least one pass (leave the flag out for the loop's own cap)", f.maxIterations)
 	}
 	if f.model != "" || f.effort != "" {
 		if spec.Agent == nil {
@@ -352,7 +371,7 @@ func newDriver(g *globals, store *localrun.Store, path string, lf *loopfile.File
 		LoopFile: abs,
 		Context:  ctxValues,
 		Judge:    newJudge(&loop.Spec),
-		SubLoops: &localrun.SubLoops{Files: g.fileOptions(), NewMachine: newMachine, InDir: inDir, NewJudge: fileJudge},
+		SubLoops: &localrun.SubLoops{Files: g.fileOptions(), NewMachine: newMachine, InDir: inDir, NewJudge: fileJudge, Model: f.model, Effort: f.effort},
 	}
 	tracer, err := tracing.New(cmd.Context(), "", "looprun")
 	if err != nil {
@@ -370,7 +389,7 @@ func newDriver(g *globals, store *localrun.Store, path string, lf *loopfile.File
 		// Progress goes to stdout, as ll-loop prints it; questions and
 		// warnings to stderr.
 		out := cmd.OutOrStdout()
-		p := newProgress(out, terminalStyle(out), f.verbose, header{loop: loop.Name, spec: &loop.Spec, context: ctxValues}, outLog)
+		p := newProgress(out, terminalStyle(out), f.verbose, header{loop: loop.Name, spec: &loop.Spec, context: ctxValues, littleLoops: lf.LittleLoops()}, outLog)
 		d.Observers, d.OnExitHook = append(d.Observers, p), p.exitHook
 		if cloned {
 			d.OnGit = gitProgress(cmd.ErrOrStderr(), checkout, gitws.Redact(clone.URL))

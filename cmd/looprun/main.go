@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sync"
 
 	"github.com/spf13/cobra"
 
@@ -34,10 +35,23 @@ type globals struct {
 	libraryPath string
 }
 
-// fileOptions say where loop files and what they refer to are looked up.
+// fileOptions say where loop files and what they refer to are looked up:
+// --loops-dir, --library-path, then the bundled loops of an installed
+// little-loops, as ll-loop looks.
 func (g *globals) fileOptions() loopfile.Options {
-	return loopfile.Options{LoopsDir: g.loopsDir, LibraryPath: filepath.SplitList(g.libraryPath)}
+	return loopfile.Options{LoopsDir: g.loopsDir, LibraryPath: filepath.SplitList(g.libraryPath), Bundled: bundledLoops, NotFound: noBundledLoops}
 }
+
+// bundledLoops finds an installed little-loops' bundled loops once a
+// process, when a name or reference is not found before them.
+var bundledLoops = sync.OnceValue(loopfile.FindBundled)
+
+// noBundledLoops says, after a name or reference found nowhere, how to
+// make little-loops' bundled loops and libraries found.
+const noBundledLoops = "no installed little-loops was found for its bundled loops and lib/ " +
+	"(neither the ll-loop on PATH nor python3 imports little_loops, and ~/.local has none): " +
+	"give --library-path DIR or set LOOPRUN_LIBRARY_PATH=DIR, DIR being the loops directory of " +
+	"its little_loops package (python3 -c 'import little_loops, os; print(os.path.dirname(little_loops.__file__))' prints the package's)"
 
 func newRootCommand(k *kube) *cobra.Command {
 	g := &globals{}
@@ -57,7 +71,7 @@ func newRootCommand(k *kube) *cobra.Command {
 	}
 	root.PersistentFlags().StringVar(&g.loopsDir, "loops-dir", ".loops", "directory of named loops and of run state (.running/)")
 	root.PersistentFlags().StringVar(&g.libraryPath, "library-path", os.Getenv("LOOPRUN_LIBRARY_PATH"),
-		"more directories of loops and libraries, searched after --loops-dir, separated by ':' (default $LOOPRUN_LIBRARY_PATH); a little-loops install's scripts/little_loops/loops makes its bundled loops and lib/ found")
+		"more directories of loops and libraries, searched after --loops-dir, separated by ':' (default $LOOPRUN_LIBRARY_PATH); after them, as ll-loop, the bundled loops and lib/ of the little_loops package that the ll-loop on PATH or python3 imports")
 	k.bind(root)
 	root.PersistentPreRun = func(*cobra.Command, []string) { k.loopsDir = g.loopsDir }
 	for _, grp := range helpGroups(k.plugin) {

@@ -181,8 +181,8 @@ func TestExitCodes(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(dir, ".loops", ".running", "s.events.jsonl")); !strings.Contains(string(b), `"event":"loop_complete"`) || !strings.Contains(string(b), `"terminated_by":"max_steps"`) {
 		t.Errorf("loop_complete of a little-loops file: %s", b)
 	}
-	if r := looprun(t, dir, "run", "spin.yaml", "--max-iterations", "1"); !strings.Contains(r.stdout, "after 1 iterations") {
-		t.Errorf("--max-iterations: %q", r.stdout)
+	if r := looprun(t, dir, "run", "spin.yaml", "-n", "1"); !strings.Contains(r.stdout, "after 1 iterations") {
+		t.Errorf("-n: %q", r.stdout)
 	}
 	if r := looprun(t, dir, "run", "nope.yaml"); r.code != 1 {
 		t.Errorf("missing file: exit %d", r.code)
@@ -215,7 +215,7 @@ func TestResumeRaisesCap(t *testing.T) {
 	if r := looprun(t, dir, "run", "count.yaml"); r.code != 1 || !strings.Contains(r.stderr, "max_steps") {
 		t.Fatalf("run: %d %q", r.code, r.stderr)
 	}
-	r := looprun(t, dir, "resume", "count", "--max-iterations", "10")
+	r := looprun(t, dir, "resume", "count", "--max-steps", "10")
 	if r.code != 0 || !strings.Contains(steps(r.stdout), "[4] a -> done (success)") {
 		t.Errorf("resume: %d %q", r.code, r.stdout)
 	}
@@ -566,7 +566,7 @@ func TestLibraryPath(t *testing.T) {
 	if r := looprun(t, dir, "run", "-q", "marker"); r.code != 1 || !strings.Contains(r.stderr, "max_steps") {
 		t.Fatalf("run: %d %q", r.code, r.stderr)
 	}
-	if r := looprun(t, dir, "resume", "-q", "marker", "--max-iterations", "3"); r.code != 1 || !strings.Contains(r.stderr, "max_steps") {
+	if r := looprun(t, dir, "resume", "-q", "marker", "--max-steps", "3"); r.code != 1 || !strings.Contains(r.stderr, "max_steps") {
 		t.Fatalf("resume: %d %q", r.code, r.stderr)
 	}
 	if b, _ := os.ReadFile(filepath.Join(dir, "marks.txt")); string(b) != "run\nrun\nrun\n" {

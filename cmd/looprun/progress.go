@@ -61,6 +61,9 @@ type header struct {
 	loop    string
 	spec    *v1alpha1.LoopSpec
 	context map[string]any
+	// littleLoops names the caps as little-loops does (max steps, max
+	// iterations: run's -n and --max-iterations).
+	littleLoops bool
 }
 
 // defaultMaxLines is how many lines of one action's output are shown
@@ -196,7 +199,14 @@ func (h header) lines() []string {
 		return nil
 	}
 	spec := h.spec
-	out := []string{fmt.Sprintf("max iterations: %d", spec.GetMaxIterations())}
+	steps, passes := "max iterations", "max passes"
+	if h.littleLoops {
+		steps, passes = "max steps", "max iterations"
+	}
+	out := []string{fmt.Sprintf("%s: %d", steps, spec.GetMaxIterations())}
+	if spec.MaxPasses != nil {
+		out = append(out, fmt.Sprintf("%s: %d", passes, *spec.MaxPasses))
+	}
 	if t := spec.GetTimeout(); t > 0 {
 		out = append(out, "timeout: "+t.String())
 	}
@@ -211,7 +221,8 @@ func (h header) lines() []string {
 	for _, k := range slices.Sorted(maps.Keys(h.context)) {
 		v := fmt.Sprint(h.context[k])
 		dv, seeded := loopfile.Thresholds[k]
-		if k == "run_dir" || seeded && fmt.Sprint(dv) == v || k == "max_steps" && v == strconv.Itoa(int(spec.GetMaxIterations())) {
+		if k == "run_dir" || seeded && fmt.Sprint(dv) == v || k == "max_steps" && v == strconv.Itoa(int(spec.GetMaxIterations())) ||
+			k == "max_iterations" && spec.MaxPasses != nil && v == strconv.Itoa(int(*spec.MaxPasses)) {
 			continue // the engine's own, not the loop's
 		}
 		if first, _, cut := strings.Cut(v, "\n"); cut {

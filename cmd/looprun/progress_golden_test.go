@@ -73,6 +73,6 @@ func TestProgressGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	newProgress(&tty, style{color: true}, false, header{loop: "demo", spec: &lf.Loop.Spec}, nil).print(events)
+	newProgress(&tty, style{color: true}, false, header{loop: "demo", spec: &lf.Loop.Spec, littleLoops: lf.LittleLoops()}, nil).print(events)
 	progressGolden(t, "tty.golden", tty.String())
 }

@@ -28,6 +28,9 @@ func newRunCommand(g *globals) *cobra.Command {
 		Long: "Run a loop file (a Loop manifest or a little-loops YAML file) in the current directory.\n" +
 			"A NAME is looked up as --loops-dir/NAME.yaml. INPUT goes to the context variable the loop's\n" +
 			"input_key names (default input); the run also gets run_dir, input_hash and max_steps.\n" +
+			"As in ll-loop, -n/--max-steps caps state executions and --max-iterations the full passes of\n" +
+			"a maintain: true loop. run never talks to a cluster: to run a loop in one, looprun apply\n" +
+			"FILE --namespace NAMESPACE (there, -n is the namespace).\n" +
 			"Exit code: 0 completed, 2 ended in a failure state, 3 paused on its budget (--max-cost,\n" +
 			"spec.budget: resume it with a higher --max-cost), 1 otherwise.",
 		Args: cobra.RangeArgs(1, 2),
@@ -160,4 +163,13 @@ func resumeHint(spec *v1alpha1.LoopSpec, run *v1alpha1.RunState, name string) st
 		}
 	}
 	return fmt.Sprintf("its loop's spec.budget is the limit: raise it in the loop's file, then looprun resume %s", name)
+}
+
+// localOnly readies a command that never talks to a cluster to take -n as
+// little-loops does (--max-steps): it gets a hidden --namespace of its own,
+// with no shorthand and of no effect (as the cluster flags are to it), in
+// place of the persistent --namespace/-n of the cluster commands.
+func localOnly(cmd *cobra.Command) {
+	cmd.Flags().String("namespace", "", "")
+	_ = cmd.Flags().MarkHidden("namespace")
 }

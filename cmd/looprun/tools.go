@@ -105,8 +105,8 @@ func forCluster(lf *loopfile.File, g *globals, stderr io.Writer) (*v1alpha1.Loop
 
 func newSimulateCommand(g *globals) *cobra.Command {
 	var (
-		scenario string
-		maxIter  int32
+		scenario          string
+		maxSteps, maxIter int32
 	)
 	cmd := &cobra.Command{
 		Use:   "simulate FILE|NAME",
@@ -121,8 +121,14 @@ func newSimulateCommand(g *globals) *cobra.Command {
 				return err
 			}
 			spec := &lf.Loop.Spec
+			// As ll-loop simulates: -n sets the step cap, and without
+			// --max-iterations (a cap on passes) the walk takes at most 20
+			// steps whatever it is.
+			if maxSteps > 0 {
+				spec.MaxIterations = &maxSteps
+			}
 			if maxIter > 0 {
-				spec.MaxIterations = &maxIter
+				spec.MaxPasses = &maxIter
 			} else if spec.GetMaxIterations() > 20 {
 				spec.MaxIterations = ptr.To[int32](20)
 			}
@@ -142,7 +148,7 @@ func newSimulateCommand(g *globals) *cobra.Command {
 			// run, and a summary of the walk.
 			st := terminalStyle(out)
 			fmt.Fprintln(out, st.bold(fmt.Sprintf("=== SIMULATION: %s (scenario=%s): no action runs ===", lf.Loop.Name, scenario)))
-			p := newProgress(out, st, false, header{loop: lf.Loop.Name, spec: spec}, nil)
+			p := newProgress(out, st, false, header{loop: lf.Loop.Name, spec: spec, littleLoops: lf.LittleLoops()}, nil)
 			var visited []string
 			commands := 0
 			sim := &localrun.Simulation{Machine: m, Scenario: scenario,
@@ -171,7 +177,9 @@ func newSimulateCommand(g *globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&scenario, "scenario", "all-pass", "verdicts to script: all-pass, all-fail, all-error, first-fail, alternating (starting with a failure)")
-	cmd.Flags().Int32Var(&maxIter, "max-iterations", 0, "cap on state executions (default: the loop's, at most 20)")
+	localOnly(cmd)
+	cmd.Flags().Int32VarP(&maxSteps, "max-steps", "n", 0, "cap on state executions (default: the loop's; at most 20 without --max-iterations, as ll-loop)")
+	cmd.Flags().Int32Var(&maxIter, "max-iterations", 0, "cap on full passes of a maintain: true loop (lifts the cap of 20 steps)")
 	return cmd
 }
 

@@ -36,17 +36,22 @@ func main() {
 		fmt.Fprintln(os.Stderr, "compat: -little-loops PATH is required")
 		os.Exit(2)
 	}
-	if err := run(*repo, *python, *corpus, *only, *update, *report, *commit); err != nil {
+	match, err := regexp.Compile(*only)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "compat: -run:", err)
+		os.Exit(2)
+	}
+	if *only != "" && *report != "" {
+		fmt.Fprintln(os.Stderr, "compat: -report needs the whole corpus; leave -run out")
+		os.Exit(2)
+	}
+	if err := run(*repo, *python, *corpus, match, *update, *report, *commit); err != nil {
 		fmt.Fprintln(os.Stderr, "compat:", err)
 		os.Exit(1)
 	}
 }
 
-func run(repo, python, corpus, only string, update bool, reportPath, commit string) error {
-	match, err := regexp.Compile(only)
-	if err != nil {
-		return fmt.Errorf("-run: %w", err)
-	}
+func run(repo, python, corpus string, match *regexp.Regexp, update bool, reportPath, commit string) error {
 	bin := filepath.Join(os.TempDir(), "compat-looprun")
 	if out, err := exec.Command("go", "build", "-o", bin, "./cmd/looprun").CombinedOutput(); err != nil {
 		return fmt.Errorf("build looprun: %w\n%s", err, out)

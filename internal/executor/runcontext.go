@@ -22,8 +22,8 @@ func InputHash(input any) (string, bool) {
 
 // RunContext is what a runner gives a run's context besides the loop's
 // own (the operator and looprun run alike), each unless the loop sets it:
-// run_dir, max_steps, input_hash for a text input, and repo_dir for a run
-// in a checkout.
+// run_dir, max_steps (and max_iterations, the cap on passes, when there is
+// one), input_hash for a text input, and repo_dir for a run in a checkout.
 type RunContext struct {
 	// RunDir is the run's run_dir.
 	RunDir string
@@ -44,6 +44,9 @@ func (c RunContext) Defaults(spec *v1alpha1.LoopSpec) map[string]any {
 	set("run_dir", c.RunDir)
 	if !c.NoMaxSteps {
 		set("max_steps", spec.GetMaxIterations())
+		if spec.MaxPasses != nil { // little-loops' max_iterations, when the loop has one
+			set("max_iterations", *spec.MaxPasses)
+		}
 	}
 	if c.RepoDir != "" {
 		set("repo_dir", c.RepoDir)

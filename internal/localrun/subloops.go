@@ -30,6 +30,27 @@ type SubLoops struct {
 	// NewJudge gives a child loop its LLM judge (its own spec.llm); nil:
 	// the child asks its parent's.
 	NewJudge func(lf *loopfile.File) evaluate.Judge
+	// Model and Effort are the run's own model and reasoning effort
+	// (looprun run --model, --effort): as ll-loop hands its run's to every
+	// child, a sub-loop's agent actions whose state names none use them,
+	// over the child loop's spec.agent, at any depth.
+	Model, Effort string
+}
+
+// runAgent gives a child loop's spec the run's own model and effort.
+func (s *SubLoops) runAgent(spec *v1alpha1.LoopSpec) {
+	if s.Model == "" && s.Effort == "" {
+		return
+	}
+	if spec.Agent == nil {
+		spec.Agent = &v1alpha1.AgentSpec{}
+	}
+	if s.Model != "" {
+		spec.Agent.Model = s.Model
+	}
+	if s.Effort != "" {
+		spec.Agent.Effort = s.Effort
+	}
 }
 
 // judge is the LLM judge of the child loop lf.
@@ -169,6 +190,7 @@ func (d *Driver) childDriver(sub *executor.SubLoop) (*Driver, func(), error) {
 	}
 	executor.ClampTimeout(&lf.Loop.Spec, sub.Timeout)
 	executor.ClampBudget(&lf.Loop.Spec, sub.Budget)
+	d.SubLoops.runAgent(&lf.Loop.Spec)
 	m, err := d.SubLoops.NewMachine(lf)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: invalid loop: %w", abs, err)

@@ -85,6 +85,31 @@ type Options struct {
 	// after LoopsDir: a little-loops install's bundled loops directory
 	// (which holds lib/) makes its from: and import: references resolve.
 	LibraryPath []string
+	// Bundled finds the bundled loops directory of an installed
+	// little-loops (FindBundled; "" for none), searched after LibraryPath
+	// as ll-loop falls back to its own. It is asked only when a name or a
+	// reference is found nowhere before it. nil: none is looked for.
+	Bundled func() string
+	// NotFound ends the error of a name or reference found nowhere, when
+	// no bundled loops were found: what to set to find them.
+	NotFound string
+}
+
+// bundled is the directory Bundled finds; "" for none.
+func (o Options) bundled() string {
+	if o.Bundled == nil {
+		return ""
+	}
+	return o.Bundled()
+}
+
+// notFound is err, found nowhere, with what to set to find it when no
+// bundled loops were searched.
+func (o Options) notFound(err error, searchedBundled bool) error {
+	if searchedBundled || o.NotFound == "" {
+		return err
+	}
+	return fmt.Errorf("%w; %s", err, o.NotFound)
 }
 
 // searchDirs are the directories a name or a reference is looked up in,
@@ -126,15 +151,30 @@ func Resolve(nameOrPath string, opts Options) (string, error) {
 		return nameOrPath, nil
 	}
 	dirs := opts.searchDirs()
-	for _, dir := range dirs {
-		for _, ext := range []string{".yaml", ".fsm.yaml", ".yml"} {
-			p := filepath.Join(dir, nameOrPath+ext)
-			if _, err := os.Stat(p); err == nil {
-				return p, nil
+	find := func(dirs []string) string {
+		for _, dir := range dirs {
+			for _, ext := range []string{".yaml", ".fsm.yaml", ".yml"} {
+				p := filepath.Join(dir, nameOrPath+ext)
+				if _, err := os.Stat(p); err == nil {
+					return p
+				}
 			}
 		}
+		return ""
 	}
-	return "", fmt.Errorf("no loop file %q (looked for it as a path and in %s)", nameOrPath, strings.Join(dirs, ", "))
+	if p := find(dirs); p != "" {
+		return p, nil
+	}
+	b := opts.bundled()
+	if b != "" {
+		if p := find([]string{b}); p != "" {
+			return p, nil
+		}
+		dirs = append(dirs, b)
+	}
+	// A file name (x.yaml) that is not there is no bundled loop's name.
+	noHint := b != "" || strings.HasSuffix(nameOrPath, ".yaml") || strings.HasSuffix(nameOrPath, ".yml")
+	return "", opts.notFound(fmt.Errorf("no loop file %q (looked for it as a path and in %s)", nameOrPath, strings.Join(dirs, ", ")), noHint)
 }
 
 func parse(data []byte, dir string, opts Options) (*File, error) {

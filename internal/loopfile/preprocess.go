@@ -36,19 +36,33 @@ func deepMerge(base, over map[string]any) map[string]any {
 // .yaml and .fsm.yaml tried.
 func (r *reader) findFile(ref, dir string) (string, error) {
 	var tried []string
-	for _, base := range append([]string{dir}, r.opts.searchDirs()...) {
-		for _, ext := range []string{"", ".yaml", ".fsm.yaml"} {
-			p := ref + ext
-			if !filepath.IsAbs(p) {
-				p = filepath.Join(base, p)
+	find := func(bases []string) string {
+		for _, base := range bases {
+			for _, ext := range []string{"", ".yaml", ".fsm.yaml"} {
+				p := ref + ext
+				if !filepath.IsAbs(p) {
+					p = filepath.Join(base, p)
+				}
+				tried = append(tried, p)
+				if st, err := os.Stat(p); err == nil && !st.IsDir() {
+					return p
+				}
 			}
-			tried = append(tried, p)
-			if st, err := os.Stat(p); err == nil && !st.IsDir() {
+		}
+		return ""
+	}
+	if p := find(append([]string{dir}, r.opts.searchDirs()...)); p != "" {
+		return p, nil
+	}
+	b := ""
+	if !filepath.IsAbs(ref) {
+		if b = r.opts.bundled(); b != "" {
+			if p := find([]string{b}); p != "" {
 				return p, nil
 			}
 		}
 	}
-	return "", fmt.Errorf("%q not found (tried %s)", ref, strings.Join(tried, ", "))
+	return "", r.opts.notFound(fmt.Errorf("%q not found (tried %s)", ref, strings.Join(tried, ", ")), b != "" || filepath.IsAbs(ref))
 }
 
 // decode reads a file a loop refers to, as strictly as the loop itself;
