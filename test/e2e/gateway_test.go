@@ -128,6 +128,7 @@ var _ = Describe("The model gateway", Ordered, Serial, func() {
 		spec.Budget = &v1alpha1.Budget{MaxCostUSD: pricing.FormatUSD(callCost * 5 / 2)}
 		before := upstream.Calls()
 		key := create(ns, "spender", spec)
+		dumpOnFailure(ns, "spender")
 		var loop *v1alpha1.Loop
 		Eventually(func(g Gomega) {
 			loop = getLoop(g, key)
@@ -177,17 +178,7 @@ var _ = Describe("The model gateway", Ordered, Serial, func() {
 		before := upstream.Calls()
 		upstream.Rehold()
 		killed := create(ns, "killed", agentLoop("json hold"))
-		DeferCleanup(func() {
-			if CurrentSpecReport().Failed() {
-				for _, args := range [][]string{{"get", "pods", "-o", "wide", "-n", ns}, {"logs", "-n", ns, "-l", "looprun.io/loop=killed", "--tail", "40"},
-					{"get", "pods", "-o", "wide", "-n", operatorNS}, {"logs", "-n", operatorNS, "deploy/" + release, "--tail", "40"},
-					{"logs", "-n", operatorNS, "deploy/" + release + "-gateway", "--tail", "40"},
-					{"logs", "-n", operatorNS, "deploy/" + release + "-gateway", "--previous", "--tail", "40"}} {
-					out, _ := exec.Command("kubectl", args...).CombinedOutput()
-					GinkgoWriter.Printf("kubectl %s:\n%s\n", strings.Join(args, " "), out)
-				}
-			}
-		})
+		dumpOnFailure(ns, "killed")
 		Eventually(upstream.Held, 2*time.Minute).Should(Receive())
 		out, err := exec.Command("pkill", "-9", "-f", "^/gateway --listen").CombinedOutput()
 		Expect(err).NotTo(HaveOccurred(), "%s", out)
@@ -207,6 +198,24 @@ var _ = Describe("The model gateway", Ordered, Serial, func() {
 		waitGatewayReady()
 	})
 })
+
+// dumpOnFailure prints, when the spec fails, the Loop, its Pods' logs, the
+// operator's and the gateway's.
+func dumpOnFailure(ns, loop string) {
+	DeferCleanup(func() {
+		if !CurrentSpecReport().Failed() {
+			return
+		}
+		for _, args := range [][]string{{"get", "loop", "-n", ns, loop, "-o", "yaml"}, {"get", "pods", "-o", "wide", "-n", ns},
+			{"logs", "-n", ns, "-l", "looprun.io/loop=" + loop, "--tail", "40"},
+			{"logs", "-n", operatorNS, "deploy/" + release, "--tail", "40"},
+			{"logs", "-n", operatorNS, "deploy/" + release + "-gateway", "--tail", "40"},
+			{"logs", "-n", operatorNS, "deploy/" + release + "-gateway", "--previous", "--tail", "40"}} {
+			out, _ := exec.Command("kubectl", args...).CombinedOutput()
+			GinkgoWriter.Printf("kubectl %s:\n%s\n", strings.Join(args, " "), out)
+		}
+	})
+}
 
 // agentLoop is a Loop of one agent state (gateway-agent with prompt), its
 // output captured as "agent".

@@ -70,7 +70,16 @@ type authenticator struct {
 	opName      string
 	reviews     *ttlCache[[sha256.Size]byte, review]
 	owners      *ttlCache[types.UID, owner]
+	// settle is how long a call waits for its Loop's status to name its
+	// Pod: the operator records the Pod of a step in the status write
+	// after it made it, and the agent may call before that write (or
+	// before the gateway's cache has it).
+	settle time.Duration
 }
+
+// DefaultSettle is how long a call waits for its Loop's status to name
+// its Pod before it is refused.
+const DefaultSettle = 20 * time.Second
 
 // NewAuthenticator maps a call's credential to its step: c reads Pods and
 // Loops (the gateway's cache), tr reviews tokens, audience is the
@@ -79,7 +88,7 @@ type authenticator struct {
 // "namespace:name" ("" when the operator makes no calls through the
 // gateway), whose calls name their Loop in the x-looprun-loop header.
 func NewAuthenticator(c client.Reader, tr authenticationv1client.TokenReviewInterface, audience string, operator string) gateway.Authenticator {
-	a := &authenticator{c: c, tr: tr, audience: audience,
+	a := &authenticator{c: c, tr: tr, audience: audience, settle: DefaultSettle,
 		reviews: newTTLCache[[sha256.Size]byte, review](reviewTTL, reviewCache, time.Now),
 		owners:  newTTLCache[types.UID, owner](podTTL, podCache, time.Now)}
 	if ns, name, ok := strings.Cut(operator, ":"); ok && ns != "" && name != "" {
@@ -176,25 +185,49 @@ func (a *authenticator) podCall(ctx context.Context, r review) (*gateway.Caller,
 	if o.loop == "" {
 		return nil, forbidden("Pod %s/%s is not an action Pod of a Loop", o.namespace, o.pod)
 	}
-	loop := &v1alpha1.Loop{}
-	if err := a.c.Get(ctx, client.ObjectKey{Namespace: o.namespace, Name: o.loop}, loop); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, forbidden("the Loop %s/%s of Pod %s is gone", o.namespace, o.loop, o.pod)
-		}
-		return nil, fmt.Errorf("reading Loop %s/%s: %w", o.namespace, o.loop, err)
-	}
-	if loop.UID != o.loopUID {
-		return nil, forbidden("the Loop %s/%s of Pod %s is gone (a Loop of its name was made again)", o.namespace, o.loop, o.pod)
+	loop, err := a.stepOf(ctx, o, r.podUID)
+	if err != nil {
+		return nil, err
 	}
 	act := loop.Status.Action
-	if act == nil || types.UID(act.PodUID) != r.podUID || loop.Status.Phase.IsFinished() {
-		return nil, forbidden("Pod %s runs no step of Loop %s/%s now (its step ended)", o.pod, o.namespace, o.loop)
-	}
 	return &gateway.Caller{Step: ledger.Step{
 		Namespace: loop.Namespace, Loop: loop.Name, LoopUID: loop.UID,
 		Pod: o.pod, PodUID: r.podUID,
 		Run: loop.Status.RunID, Iteration: act.Iteration, State: act.State,
 	}}, nil
+}
+
+// stepOf is the Loop whose status names the token's Pod as its step in
+// flight. A Pod is made before the status write that names it: a call
+// that comes first waits, up to settle, for the status to name it; one of
+// a Pod the status never names (its step ended, another step runs) is
+// refused then.
+func (a *authenticator) stepOf(ctx context.Context, o owner, podUID types.UID) (*v1alpha1.Loop, error) {
+	deadline := time.Now().Add(a.settle)
+	for {
+		loop := &v1alpha1.Loop{}
+		if err := a.c.Get(ctx, client.ObjectKey{Namespace: o.namespace, Name: o.loop}, loop); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil, forbidden("the Loop %s/%s of Pod %s is gone", o.namespace, o.loop, o.pod)
+			}
+			return nil, fmt.Errorf("reading Loop %s/%s: %w", o.namespace, o.loop, err)
+		}
+		if loop.UID != o.loopUID {
+			return nil, forbidden("the Loop %s/%s of Pod %s is gone (a Loop of its name was made again)", o.namespace, o.loop, o.pod)
+		}
+		act := loop.Status.Action
+		if act != nil && types.UID(act.PodUID) == podUID && !loop.Status.Phase.IsFinished() {
+			return loop, nil
+		}
+		if loop.Status.Phase.IsFinished() || !time.Now().Before(deadline) {
+			return nil, forbidden("Pod %s runs no step of Loop %s/%s now (its step ended, or is not its step)", o.pod, o.namespace, o.loop)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // owner is the token's Pod and the Loop that controls it, read once per

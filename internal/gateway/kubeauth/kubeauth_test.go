@@ -162,9 +162,9 @@ func TestAgainstAPIServer(t *testing.T) {
 	}
 	k.create(&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "looprun-system", Name: "manager"}})
 	reviews := &countingReviews{TokenReviewInterface: k.cs.AuthenticationV1().TokenReviews()}
-	auth := NewAuthenticator(c, reviews, audience, "looprun-system:manager")
+	auth := quick(NewAuthenticator(c, reviews, audience, "looprun-system:manager"))
 	fresh := func() gateway.Authenticator {
-		return NewAuthenticator(c, k.cs.AuthenticationV1().TokenReviews(), audience, "looprun-system:manager")
+		return quick(NewAuthenticator(c, k.cs.AuthenticationV1().TokenReviews(), audience, "looprun-system:manager"))
 	}
 
 	loopA, loopB, loopC := k.loop("team-a", "a", nil), k.loop("team-a", "b", nil), k.loop("team-b", "c", nil)
@@ -290,6 +290,35 @@ func TestAgainstAPIServer(t *testing.T) {
 		wantErr(t, got, err, gateway.ErrForbidden, tok)
 	})
 
+	// The operator names a step's Pod in the status write after it made
+	// it; an agent quick to call waits for that write, then goes on.
+	t.Run("a call before the status names its Pod waits for it", func(t *testing.T) {
+		loopD := k.loop("team-a", "d", nil)
+		first, early := k.pod("team-a", "d-work-1", loopD), k.pod("team-a", "d-work-2", loopD)
+		k.step(loopD, first, "work", 1)
+		tok := k.token("team-a", "runner", early, audience)
+		patient := NewAuthenticator(c, k.cs.AuthenticationV1().TokenReviews(), audience, "")
+		patient.(*authenticator).settle = time.Minute
+		type answer struct {
+			got *gateway.Caller
+			err error
+		}
+		done := make(chan answer, 1)
+		go func() {
+			got, err := patient.Authenticate(ctx, tok, "")
+			done <- answer{got, err}
+		}()
+		time.Sleep(300 * time.Millisecond)
+		select {
+		case a := <-done:
+			t.Fatalf("answered before the status named the Pod: %+v, %v", a.got, a.err)
+		default:
+		}
+		k.step(loopD, early, "work", 2)
+		a := <-done
+		wantStep(t, a.got, a.err, loopD, early, "work", 2)
+	})
+
 	t.Run("a Pod whose step ended is refused", func(t *testing.T) {
 		next := k.pod("team-a", "a-work-2", loopA)
 		k.step(loopA, next, "work", 2) // the next step runs in another Pod
@@ -375,7 +404,7 @@ func TestAgainstAPIServer(t *testing.T) {
 			wantErr(t, got, err, gateway.ErrForbidden, tok)
 		}
 		// Not the operator where none is named.
-		none := NewAuthenticator(c, k.cs.AuthenticationV1().TokenReviews(), audience, "")
+		none := quick(NewAuthenticator(c, k.cs.AuthenticationV1().TokenReviews(), audience, ""))
 		got, err = none.Authenticate(ctx, tok, "team-b/c")
 		wantErr(t, got, err, gateway.ErrUnauthenticated, tok)
 		// Another service account of the operator's namespace is not it.
