@@ -20,6 +20,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -168,6 +169,21 @@ type Store struct {
 	// cache, which holds no ConfigMaps of this namespace.
 	Reader    client.Reader
 	Namespace string
+
+	// last holds, by name, the ledgers this Store last read or wrote: a
+	// write starts from it instead of reading first (one round trip to
+	// the API server fewer a call); a write that finds it stale (a
+	// conflict: another replica wrote) reads afresh.
+	last sync.Map
+}
+
+func (s *Store) remember(cm *corev1.ConfigMap) { s.last.Store(cm.Name, cm.DeepCopy()) }
+
+func (s *Store) recall(name string) *corev1.ConfigMap {
+	if v, ok := s.last.Load(name); ok {
+		return v.(*corev1.ConfigMap).DeepCopy()
+	}
+	return nil
 }
 
 func (s *Store) reader() client.Reader {
@@ -203,9 +219,15 @@ func (s *Store) Record(ctx context.Context, step Step, c Call) error {
 		return fmt.Errorf("a call without an id")
 	}
 	key := types.NamespacedName{Namespace: s.Namespace, Name: Name(step.PodUID)}
+	first := true
 	return retry.RetryOnConflict(conflictBackoff, func() error {
-		cm := &corev1.ConfigMap{}
-		err := s.Client.Get(ctx, key, cm)
+		cm := s.recall(key.Name)
+		var err error
+		if !first || cm == nil {
+			cm = &corev1.ConfigMap{}
+			err = s.Client.Get(ctx, key, cm)
+		}
+		first = false
 		if apierrors.IsNotFound(err) {
 			stepJSON, jerr := json.Marshal(step)
 			if jerr != nil {
@@ -219,15 +241,29 @@ func (s *Store) Record(ctx context.Context, step Step, c Call) error {
 			if apierrors.IsAlreadyExists(err) {
 				return apierrors.NewConflict(corev1.Resource("configmaps"), key.Name, err)
 			}
+			if err == nil {
+				s.remember(cm)
+			}
 			return err
 		}
 		if err != nil {
 			return err
 		}
 		if !put(cm, c) {
+			s.remember(cm)
 			return nil
 		}
-		return s.Client.Update(ctx, cm)
+		err = s.Client.Update(ctx, cm)
+		switch {
+		case err == nil:
+			s.remember(cm)
+		case apierrors.IsNotFound(err):
+			// Dropped since (counted): a write now makes it again, as
+			// one that found none would.
+			s.last.Delete(key.Name)
+			return apierrors.NewConflict(corev1.Resource("configmaps"), key.Name, err)
+		}
+		return err
 	})
 }
 
@@ -290,11 +326,13 @@ func (s *Store) Read(ctx context.Context, podUID types.UID) (*Ledger, error) {
 	cm := &corev1.ConfigMap{}
 	err := s.reader().Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: Name(podUID)}, cm)
 	if apierrors.IsNotFound(err) {
+		s.last.Delete(Name(podUID))
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
+	s.remember(cm)
 	return Parse(cm)
 }
 
@@ -334,6 +372,7 @@ func Parse(cm *corev1.ConfigMap) (*Ledger, error) {
 // usage is recorded.
 func (s *Store) Delete(ctx context.Context, podUID types.UID) error {
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: Name(podUID)}}
+	s.last.Delete(cm.Name)
 	return client.IgnoreNotFound(s.Client.Delete(ctx, cm))
 }
 
@@ -348,6 +387,18 @@ func (s *Store) Sweep(ctx context.Context, inFlight func(context.Context, Step) 
 	if err := s.reader().List(ctx, &list, client.InNamespace(s.Namespace), client.MatchingLabels{LabelLedger: "true"}); err != nil {
 		return 0, err
 	}
+	// What this Store remembers of ledgers gone since (the operator drops
+	// them) goes too: it holds no more than the ledgers there are.
+	there := make(map[string]bool, len(list.Items))
+	for i := range list.Items {
+		there[list.Items[i].Name] = true
+	}
+	s.last.Range(func(k, _ any) bool {
+		if !there[k.(string)] {
+			s.last.Delete(k)
+		}
+		return true
+	})
 	dropped := 0
 	for i := range list.Items {
 		cm := &list.Items[i]
@@ -364,6 +415,7 @@ func (s *Store) Sweep(ctx context.Context, inFlight func(context.Context, Step) 
 				continue
 			}
 		}
+		s.last.Delete(cm.Name)
 		if err := client.IgnoreNotFound(s.Client.Delete(ctx, cm, client.Preconditions{UID: &cm.UID})); err != nil {
 			return dropped, err
 		}

@@ -73,6 +73,26 @@ func TestLedgerAgainstAPIServer(t *testing.T) {
 		}
 	})
 
+	// A write from a remembered copy that another replica made stale is
+	// a conflict, read afresh: nothing the other wrote is lost.
+	t.Run("a stale remembered copy", func(t *testing.T) {
+		s := step("stale")
+		other := &Store{Client: c, Namespace: "looprun-system"}
+		if err := store.Record(ctx, s, Call{ID: "msg_1", InputTokens: 1, Final: true}); err != nil {
+			t.Fatal(err)
+		}
+		if err := other.Record(ctx, s, Call{ID: "msg_2", InputTokens: 2, Final: true}); err != nil {
+			t.Fatal(err)
+		}
+		if err := store.Record(ctx, s, Call{ID: "msg_3", InputTokens: 3, Final: true}); err != nil {
+			t.Fatal(err)
+		}
+		l, err := other.Read(ctx, s.PodUID)
+		if err != nil || len(l.Calls) != 3 {
+			t.Fatalf("ledger %+v, %v", l, err)
+		}
+	})
+
 	// Two gateway replicas writing the same step's ledger at once lose
 	// nothing: the writes go by resourceVersion.
 	t.Run("replicas racing", func(t *testing.T) {
@@ -153,6 +173,28 @@ func TestLedgerAgainstAPIServer(t *testing.T) {
 		}
 		if l, err := store.Read(ctx, live.PodUID); l != nil || err != nil {
 			t.Errorf("deleted ledger read %v, %v", l, err)
+		}
+		// A ledger dropped by another (the operator) is forgotten by the
+		// next sweep.
+		gone := step("gone")
+		if err := store.Record(ctx, gone, Call{ID: "msg_1", InputTokens: 1, Final: true}); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "looprun-system", Name: Name(gone.PodUID)}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := store.Sweep(ctx, inFlight, time.Hour, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := store.last.Load(Name(gone.PodUID)); ok {
+			t.Error("a dropped ledger is still remembered after a sweep")
+		}
+		// A call recorded after its ledger was dropped makes it again.
+		if err := store.Record(ctx, gone, Call{ID: "msg_2", InputTokens: 2, Final: true}); err != nil {
+			t.Fatal(err)
+		}
+		if l, err := store.Read(ctx, gone.PodUID); err != nil || l == nil || len(l.Calls) != 1 || l.Calls[0].InputTokens != 2 {
+			t.Errorf("ledger made again: %+v, %v", l, err)
 		}
 	})
 }
