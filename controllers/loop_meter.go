@@ -8,7 +8,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/looprun/looprun/internal/executor"
-	"github.com/looprun/looprun/internal/pricing"
 )
 
 // metered gives an ended action that called the model through the model
@@ -28,7 +27,7 @@ func (s *step) metered(ctx context.Context, a *executor.Action, res executor.Act
 	if err != nil {
 		return nil, fmt.Errorf("read the usage the gateway metered for Pod %s: %w", run.Action.Pod, err)
 	}
-	t := l.Totals(s.r.prices())
+	t := l.Totals(s.m.Prices()) // the price table the engine prices with
 	res.Metered = &executor.Metered{Usage: t.Usage, Calls: t.Calls, Unpriced: t.Unpriced, CostMicroUSD: t.CostMicroUSD}
 	store := s.r.Ledger
 	s.out.afterSave = append(s.out.afterSave, func() {
@@ -39,12 +38,4 @@ func (s *step) metered(ctx context.Context, a *executor.Action, res executor.Act
 		}
 	})
 	return &res, nil
-}
-
-// prices is the operator's price table.
-func (r *LoopReconciler) prices() *pricing.Table {
-	if r.Prices != nil {
-		return r.Prices
-	}
-	return pricing.Default()
 }

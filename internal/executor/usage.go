@@ -81,9 +81,8 @@ func (t *turn) recordUsage(u agentstream.Usage) *EventUsage {
 	if priced {
 		t.visitCost = satAdd(t.visitCost, cost)
 	}
-	t.run.Usage = addUsage(t.run.Usage, t.run.CurrentState, u, cost, priced)
-	return &EventUsage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, CacheReadTokens: u.CacheReadTokens,
-		CacheCreationTokens: u.CacheCreationTokens, CostUSD: pricing.MicroToUSD(cost), Priced: priced}
+	t.run.Usage = addTotals(t.run.Usage, t.run.CurrentState, oneCall(u, cost, priced))
+	return eventUsage(u, cost, priced)
 }
 
 // recordMetered adds what the gateway counted for an action to the run's
@@ -91,33 +90,26 @@ func (t *turn) recordUsage(u agentstream.Usage) *EventUsage {
 // reported totals beside them; it returns both as the event tells them.
 func (t *turn) recordMetered(m Metered, r *agentstream.Usage) (metered, reported *EventUsage) {
 	t.visitCost = satAdd(t.visitCost, m.CostMicroUSD)
-	one := v1alpha1.UsageTotals{Calls: m.Calls, InputTokens: m.Usage.InputTokens, OutputTokens: m.Usage.OutputTokens,
-		CacheReadTokens: m.Usage.CacheReadTokens, CacheCreationTokens: m.Usage.CacheCreationTokens,
-		CostMicroUSD: m.CostMicroUSD, UnpricedCalls: m.Unpriced, Model: m.Usage.Model}
+	one := oneCall(m.Usage, m.CostMicroUSD, true)
+	one.Calls, one.UnpricedCalls = m.Calls, m.Unpriced
 	t.run.Usage = addTotals(t.run.Usage, t.run.CurrentState, one)
-	metered = &EventUsage{InputTokens: one.InputTokens, OutputTokens: one.OutputTokens, CacheReadTokens: one.CacheReadTokens,
-		CacheCreationTokens: one.CacheCreationTokens, CostUSD: pricing.MicroToUSD(one.CostMicroUSD), Priced: m.Calls > m.Unpriced}
+	metered = eventUsage(m.Usage, m.CostMicroUSD, m.Calls > m.Unpriced)
 	if r == nil {
 		return metered, nil
 	}
 	cost, priced := t.m.Prices().CostMicroUSD(*r)
-	rep := v1alpha1.UsageTotals{Calls: 1, InputTokens: r.InputTokens, OutputTokens: r.OutputTokens,
-		CacheReadTokens: r.CacheReadTokens, CacheCreationTokens: r.CacheCreationTokens,
-		CLICostMicroUSD: int64(math.Round(r.CLICostUSD * 1e6)), Model: r.Model}
-	if priced {
-		rep.CostMicroUSD = cost
-	}
+	rep := oneCall(*r, cost, priced)
+	rep.UnpricedCalls = 0 // the reported totals count calls, not prices
 	if t.run.Usage.Reported == nil {
 		t.run.Usage.Reported = &v1alpha1.UsageTotals{}
 	}
 	addTo(t.run.Usage.Reported, rep)
-	return metered, &EventUsage{InputTokens: r.InputTokens, OutputTokens: r.OutputTokens, CacheReadTokens: r.CacheReadTokens,
-		CacheCreationTokens: r.CacheCreationTokens, CostUSD: pricing.MicroToUSD(cost), Priced: priced}
+	return metered, eventUsage(*r, cost, priced)
 }
 
-// addUsage adds one agent action's usage (and its cost, when priced) to the
-// run's totals and to its state's.
-func addUsage(s *v1alpha1.UsageStatus, state string, u agentstream.Usage, costMicro int64, priced bool) *v1alpha1.UsageStatus {
+// oneCall is one agent action's (or call's) usage as a run's totals count
+// it: its cost when priced, else one unpriced call.
+func oneCall(u agentstream.Usage, costMicro int64, priced bool) v1alpha1.UsageTotals {
 	one := v1alpha1.UsageTotals{Calls: 1, InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
 		CacheReadTokens: u.CacheReadTokens, CacheCreationTokens: u.CacheCreationTokens,
 		CLICostMicroUSD: int64(math.Round(u.CLICostUSD * 1e6)), Model: u.Model}
@@ -126,7 +118,13 @@ func addUsage(s *v1alpha1.UsageStatus, state string, u agentstream.Usage, costMi
 	} else {
 		one.UnpricedCalls = 1
 	}
-	return addTotals(s, state, one)
+	return one
+}
+
+// eventUsage is u as its event tells it.
+func eventUsage(u agentstream.Usage, costMicro int64, priced bool) *EventUsage {
+	return &EventUsage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, CacheReadTokens: u.CacheReadTokens,
+		CacheCreationTokens: u.CacheCreationTokens, CostUSD: pricing.MicroToUSD(costMicro), Priced: priced}
 }
 
 // addTotals adds c to the run's totals and to its state's.

@@ -308,11 +308,10 @@ func fold(cm *corev1.ConfigMap) {
 		if old, ok := cm.Data[sk]; ok {
 			_ = json.Unmarshal([]byte(old), &sum)
 		}
+		u := sum.Usage()
+		u.Add(c.Usage()) // saturating, as every sum of counts
 		sum.Model, sum.Final = c.Model, true
-		sum.InputTokens = sat(sum.InputTokens, c.InputTokens)
-		sum.OutputTokens = sat(sum.OutputTokens, c.OutputTokens)
-		sum.CacheReadTokens = sat(sum.CacheReadTokens, c.CacheReadTokens)
-		sum.CacheCreationTokens = sat(sum.CacheCreationTokens, c.CacheCreationTokens)
+		sum.InputTokens, sum.OutputTokens, sum.CacheReadTokens, sum.CacheCreationTokens = u.InputTokens, u.OutputTokens, u.CacheReadTokens, u.CacheCreationTokens
 		sum.Folded = sat(max(sum.Folded, 0), 1)
 		b, _ := json.Marshal(sum)
 		cm.Data[sk] = string(b)
