@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -97,6 +98,45 @@ var _ = Describe("The model gateway, from the operator's side", func() {
 			err := k8sClient.Get(bg, types.NamespacedName{Namespace: gatewayNS, Name: ledger.Name(p.UID)}, &corev1.ConfigMap{})
 			return apierrors.IsNotFound(err)
 		}).Should(BeTrue(), "the counted step's ledger is dropped")
+	})
+
+	It("waits at a step's end for a call the ledger shows open, and bills a cut-off one as last seen", func() {
+		goOn := filepath.Join(GinkgoT().TempDir(), "go-on")
+		agent := filepath.Join(GinkgoT().TempDir(), "agent")
+		Expect(os.WriteFile(agent, []byte(lyingAgentScript), 0o755)).To(Succeed())
+		key := createLoop(ns, "late", v1alpha1.LoopSpec{Initial: "fix",
+			Agent:  &v1alpha1.AgentSpec{Command: []string{agent}},
+			Runner: &v1alpha1.RunnerSpec{Env: []corev1.EnvVar{{Name: "GO_ON", Value: goOn}}},
+			States: map[string]v1alpha1.State{
+				"fix":  {Action: "fix it", ActionType: v1alpha1.ActionAgent, Next: "done"},
+				"done": {Terminal: true},
+			}})
+		var loop *v1alpha1.Loop
+		Eventually(func(g Gomega) {
+			loop = getLoop(g, key)
+			g.Expect(loop.Status.Action).NotTo(BeNil())
+			g.Expect(loop.Status.Action.PodUID).NotTo(BeEmpty())
+		}).Should(Succeed())
+		step := ledger.Step{Namespace: ns, Loop: "late", LoopUID: loop.UID, Pod: loop.Status.Action.Pod,
+			PodUID: types.UID(loop.Status.Action.PodUID), Run: loop.Status.RunID, Iteration: 1, State: "fix"}
+		// Two calls started: one whose end the gateway ships just after
+		// the Pod ended, one cut off (never final).
+		Expect(store.Record(bg, step, ledger.Call{ID: "msg_late", Model: "claude-sonnet-4-6", InputTokens: 1000, OutputTokens: 10})).To(Succeed())
+		Expect(store.Record(bg, step, ledger.Call{ID: "msg_cut", Model: "claude-sonnet-4-6", InputTokens: 100, OutputTokens: 10})).To(Succeed())
+		Expect(os.WriteFile(goOn, nil, 0o644)).To(Succeed())
+		Eventually(func(g Gomega) {
+			p := &corev1.Pod{}
+			g.Expect(k8sClient.Get(bg, client.ObjectKey{Namespace: ns, Name: step.Pod}, p)).To(Succeed())
+			g.Expect(p.Status.Phase).To(BeElementOf(corev1.PodSucceeded, corev1.PodFailed))
+		}, 30*time.Second, 20*time.Millisecond).Should(Succeed())
+		time.Sleep(200 * time.Millisecond)
+		Expect(store.Record(bg, step, ledger.Call{ID: "msg_late", Model: "claude-sonnet-4-6", InputTokens: 1000, OutputTokens: 100, Final: true})).To(Succeed())
+
+		loop = waitFinished(key)
+		u := loop.Status.Usage
+		Expect(u).NotTo(BeNil())
+		Expect(u.Calls).To(Equal(int64(2)))
+		Expect(u.OutputTokens).To(Equal(int64(110)), "the late call's final count and the cut-off call's last one")
 	})
 
 	It("bills a step that made no call through the gateway nothing, whatever it printed", func() {

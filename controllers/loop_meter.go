@@ -3,12 +3,19 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/looprun/looprun/internal/executor"
 )
+
+// LedgerSettle is how long the operator waits, at the end of a step, for
+// the calls its ledger shows still open to be closed by the gateway.
+var LedgerSettle = 2 * time.Second
+
+const ledgerPoll = 100 * time.Millisecond
 
 // metered gives an ended action that called the model through the model
 // gateway its metered usage: what the gateway counted, in the step's
@@ -24,6 +31,18 @@ func (s *step) metered(ctx context.Context, a *executor.Action, res executor.Act
 	}
 	uid := types.UID(run.Action.PodUID)
 	l, err := s.r.Ledger.Read(ctx, uid)
+	// The gateway ships a call's record to the ledger just after the
+	// answer ends (docs/gateway-protocol.md): a call still open here is
+	// one whose end is on its way, or one cut off (which stays open). A
+	// short wait lets the first kind arrive.
+	for deadline := time.Now().Add(LedgerSettle); err == nil && l.Open() > 0 && time.Now().Before(deadline); {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(ledgerPoll):
+		}
+		l, err = s.r.Ledger.Read(ctx, uid)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("read the usage the gateway metered for Pod %s: %w", run.Action.Pod, err)
 	}

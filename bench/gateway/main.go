@@ -17,12 +17,21 @@
 // it, one JSON document per call (every call reads and decodes its step's
 // ledger, prices it, and writes the call at its start, each checkpoint
 // and its end); -fake-client-ledger uses ledger.Store over
-// controller-runtime's fake client instead. The API server's own round
-// trips (a read and a write per call, about a millisecond each in a
-// cluster) are not in these figures.
+// controller-runtime's fake client instead.
 //
-// Targets: at most 2 ms added per call (p99), memory bounded (at most
-// 64 KiB of heap per open stream through the gateway).
+// -apiserver-ledger starts a kube-apiserver and etcd (envtest) and keeps
+// the ledgers there as cmd/gateway does: each record appended to a journal
+// file and shipped to its step's ledger ConfigMap behind the call, the
+// budget reading the ledger from a watch merged with the journal; it also
+// prints how long records waited in the journal before their write.
+// -sync-ledger instead reads and writes the ledger on the API server in
+// the call's path (the gateway before its journal), for comparison.
+//
+// Targets: at most 2 ms added per call (p99); memory bounded: at most
+// 64 KiB of heap per open stream through the gateway, 96 KiB with the
+// ledgers on an API server (each stream there is a step of its own, whose
+// ledger the watch, the last written copy and its parsed form hold).
+// BENCH_HEAPPROFILE=FILE writes a heap profile where memory is measured.
 package main
 
 import (
@@ -46,9 +55,14 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/looprun/looprun/internal/gateway"
@@ -60,8 +74,10 @@ import (
 const (
 	callTarget      = 2 * time.Millisecond
 	perStreamTarget = 64 << 10
-	model           = "claude-sonnet-4-6"
-	callsPerStep    = 50
+	// perStreamLedgerTarget adds a step's ledger objects (-apiserver-ledger).
+	perStreamLedgerTarget = 96 << 10
+	model                 = "claude-sonnet-4-6"
+	callsPerStep          = 50
 )
 
 func main() {
@@ -71,7 +87,8 @@ func main() {
 	streamCalls := flag.Int("stream-calls", 40, "streams each way for the per-chunk figures")
 	hold := flag.Duration("hold", 10*time.Second, "how long the open streams are held")
 	store := flag.Bool("fake-client-ledger", false, "keep the ledger with ledger.Store over controller-runtime's fake client (whose object tracker costs more than the gateway) instead of in memory")
-	apiServer := flag.Bool("apiserver-ledger", false, "keep the ledger with ledger.Store on a real kube-apiserver and etcd (envtest; KUBEBUILDER_ASSETS or bin/k8s), as in a cluster")
+	apiServer := flag.Bool("apiserver-ledger", false, "keep the ledger on a real kube-apiserver and etcd (envtest; KUBEBUILDER_ASSETS or bin/k8s) as the gateway keeps it in a cluster: recorded in a journal, shipped to the ledger ConfigMaps behind, read through a watch")
+	syncLedger := flag.Bool("sync-ledger", false, "with -apiserver-ledger: write each record straight to its ledger ConfigMap and read the ledger from the API server before each call (the gateway before its journal), for comparison")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	flag.Parse()
 	if *cpuProfile != "" {
@@ -87,7 +104,7 @@ func main() {
 		l = newLedger()
 	}
 	if *apiServer {
-		s, stop, err := apiServerLedger()
+		s, stop, err := apiServerLedger(*syncLedger)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "gateway bench:", err)
 			os.Exit(1)
@@ -145,6 +162,17 @@ func run(l gateway.Ledger, calls, streamCalls, chunks, streams int, hold time.Du
 	if g99-d99 > callTarget {
 		missed = append(missed, "added p99 per call")
 	}
+	if f, ok := l.(*ledger.Journal); ok {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		err := f.Flush(ctx)
+		cancel()
+		if err != nil {
+			return err
+		}
+		lags := shipLags.take()
+		fmt.Printf("shipping to the ledger ConfigMaps behind the calls: %d writes for %d records; a record waited in the journal p50 %v p99 %v\n",
+			len(lags.waited), lags.calls, pct(lags.waited, 50), pct(lags.waited, 99))
+	}
 
 	var cd, cg []time.Duration
 	for i := range streamCalls {
@@ -172,9 +200,13 @@ func run(l gateway.Ledger, calls, streamCalls, chunks, streams int, hold time.Du
 		return err
 	}
 	perStream := int64((float64(gm.heap) - float64(dm.heap)) / float64(streams))
+	target := int64(perStreamTarget)
+	if _, ok := l.(*ledger.Journal); ok {
+		target = perStreamLedgerTarget
+	}
 	fmt.Printf("%d open streams for %v: heap in use idle %s, direct %s, through the gateway %s: the gateway %s per stream (target <= %s); RSS idle %s, direct %s, through the gateway %s\n",
-		streams, hold, mib(idle.heap), mib(dm.heap), mib(gm.heap), kib(perStream), kib(perStreamTarget), mib(idle.rss), mib(dm.rss), mib(gm.rss))
-	if perStream > perStreamTarget {
+		streams, hold, mib(idle.heap), mib(dm.heap), mib(gm.heap), kib(perStream), kib(target), mib(idle.rss), mib(dm.rss), mib(gm.rss))
+	if perStream > target {
 		missed = append(missed, "heap per open stream")
 	}
 	if len(missed) > 0 {
@@ -303,6 +335,12 @@ func memory() mem {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	m := mem{heap: ms.HeapInuse}
+	if p := os.Getenv("BENCH_HEAPPROFILE"); p != "" {
+		if f, err := os.Create(p); err == nil {
+			_ = pprof.Lookup("heap").WriteTo(f, 0)
+			_ = f.Close()
+		}
+	}
 	if b, err := os.ReadFile("/proc/self/status"); err == nil {
 		for line := range strings.SplitSeq(string(b), "\n") {
 			if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
@@ -447,9 +485,11 @@ func newLedger() *ledger.Store {
 	return &ledger.Store{Client: fake.NewClientBuilder().WithScheme(s).Build(), Namespace: "looprun-system"}
 }
 
-// apiServerLedger is ledger.Store on a real API server, started here.
-func apiServerLedger() (*ledger.Store, func(), error) {
-	_, c, stop, err := fixture.StartEnv(false)
+// apiServerLedger is the gateway's ledger on a real API server, started
+// here: a journal shipping to ledger.Store, read through a watch's cache
+// (as cmd/gateway keeps it), or with sync ledger.Store itself.
+func apiServerLedger(sync bool) (gateway.Ledger, func(), error) {
+	cfg, c, stop, err := fixture.StartEnv(false)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -459,5 +499,76 @@ func apiServerLedger() (*ledger.Store, func(), error) {
 		stop()
 		return nil, nil, err
 	}
-	return &ledger.Store{Client: c, Namespace: "looprun-system"}, stop, nil
+	store := &ledger.Store{Client: c, Namespace: ns.Name}
+	if sync {
+		return store, stop, nil
+	}
+	s := kruntime.NewScheme()
+	_ = corev1.AddToScheme(s)
+	view, err := cache.New(cfg, cache.Options{Scheme: s, ByObject: map[client.Object]cache.ByObject{
+		&corev1.ConfigMap{}: {Namespaces: map[string]cache.Config{ns.Name: {}},
+			Label:                 labels.SelectorFromSet(labels.Set{ledger.LabelLedger: "true"}),
+			Transform:             cache.TransformStripManagedFields(),
+			UnsafeDisableDeepCopy: ptr.To(true)},
+	}})
+	if err != nil {
+		stop()
+		return nil, nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if _, err := view.GetInformer(ctx, &corev1.ConfigMap{}); err != nil {
+		cancel()
+		stop()
+		return nil, nil, err
+	}
+	go func() { _ = view.Start(ctx) }()
+	view.WaitForCacheSync(ctx)
+	dir, err := os.MkdirTemp("", "gateway-journal-")
+	if err != nil {
+		cancel()
+		stop()
+		return nil, nil, err
+	}
+	j, err := ledger.OpenJournal(dir, store, view, logr.Discard())
+	if err != nil {
+		cancel()
+		stop()
+		return nil, nil, err
+	}
+	j.Shipped = shipLags.add
+	return j, func() {
+		_ = j.Close(context.Background())
+		cancel()
+		_ = os.RemoveAll(dir)
+		stop()
+	}, nil
+}
+
+// shipLags collects what the journal reports of its writes.
+var shipLags lagLog
+
+type lagLog struct {
+	mu     sync.Mutex
+	waited []time.Duration
+	calls  int
+}
+
+func (l *lagLog) add(calls int, waited time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.waited = append(l.waited, waited)
+	l.calls += calls
+}
+
+type lags struct {
+	waited []time.Duration
+	calls  int
+}
+
+func (l *lagLog) take() lags {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := lags{waited: l.waited, calls: l.calls}
+	l.waited, l.calls = nil, 0
+	return out
 }

@@ -5,11 +5,14 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -26,6 +29,9 @@ type kube struct {
 	auth   gateway.Authenticator
 	budget gateway.Budget
 	ledger gateway.Ledger
+	// journal is the ledger: calls recorded on the gateway's volume,
+	// shipped to the ledgers behind.
+	journal *ledger.Journal
 	// start runs the Loop cache until ctx ends; it returns once the cache
 	// has synced (or failed to).
 	start func(ctx context.Context) error
@@ -57,9 +63,13 @@ func inFlight(r client.Reader) func(context.Context, ledger.Step) (bool, error) 
 // an informer's cache (the operator writes their status; a status a watch
 // event late costs at most the overspend bound of docs/gateway-protocol.md);
 // Pods and TokenReviews are asked of the API server (kubeauth keeps its
-// own short caches); the ledgers are read and written straight on the API
-// server, never from a cache, so no call goes through on a stale count.
-func newKube(cfg *rest.Config, s *settings, prices *pricing.Table) (*kube, error) {
+// own short caches). A call is recorded in the journal on the gateway's
+// volume (s.journalDir) and shipped to its step's ledger behind; the
+// budget check reads a step's ledger from a watch of the ledgers merged
+// with this replica's own writes and records not yet shipped, so a call of
+// this replica is never missed and another replica's is seen a watch event
+// late (docs/gateway-protocol.md, the overspend bound).
+func newKube(cfg *rest.Config, s *settings, prices *pricing.Table, log logr.Logger) (*kube, error) {
 	scheme := runtime.NewScheme()
 	if err := corev1.AddToScheme(scheme); err != nil {
 		return nil, err
@@ -67,7 +77,15 @@ func newKube(cfg *rest.Config, s *settings, prices *pricing.Table) (*kube, error
 	if err := v1alpha1.AddToScheme(scheme); err != nil {
 		return nil, err
 	}
-	opts := cache.Options{Scheme: scheme}
+	opts := cache.Options{Scheme: scheme, ByObject: map[client.Object]cache.ByObject{
+		&corev1.ConfigMap{}: {
+			Namespaces: map[string]cache.Config{s.ledgerNamespace: {}},
+			Label:      labels.SelectorFromSet(labels.Set{ledger.LabelLedger: "true"}),
+			Transform:  cache.TransformStripManagedFields(),
+			// The ledgers read are never changed: no copy per call.
+			UnsafeDisableDeepCopy: ptr.To(true),
+		},
+	}}
 	if len(s.watchNamespaces) > 0 {
 		opts.DefaultNamespaces = map[string]cache.Config{}
 		for _, ns := range s.watchNamespaces {
@@ -94,15 +112,23 @@ func newKube(cfg *rest.Config, s *settings, prices *pricing.Table) (*kube, error
 		return nil, err
 	}
 	store := &ledger.Store{Client: direct, Namespace: s.ledgerNamespace}
+	journal, err := ledger.OpenJournal(s.journalDir, store, loops, log.WithName("journal"))
+	if err != nil {
+		return nil, err
+	}
 	return &kube{
 		sweep: func(ctx context.Context, now time.Time) (int, error) {
 			return store.Sweep(ctx, inFlight(reader), ledgerMinAge, now)
 		},
-		auth:   kubeauth.NewAuthenticator(reader, cs.AuthenticationV1().TokenReviews(), s.audience, s.operatorSA),
-		budget: kubeauth.NewBudget(reader, prices),
-		ledger: store,
+		auth:    kubeauth.NewAuthenticator(reader, cs.AuthenticationV1().TokenReviews(), s.audience, s.operatorSA),
+		budget:  kubeauth.NewBudget(reader, prices),
+		ledger:  journal,
+		journal: journal,
 		start: func(ctx context.Context) error {
 			if _, err := loops.GetInformer(ctx, &v1alpha1.Loop{}); err != nil {
+				return err
+			}
+			if _, err := loops.GetInformer(ctx, &corev1.ConfigMap{}); err != nil {
 				return err
 			}
 			errc := make(chan error, 1)

@@ -49,6 +49,7 @@ type settings struct {
 	checkpointEvery       time.Duration
 	maxRequestBytes       int64
 	shutdownGrace         time.Duration
+	journalDir            string
 	zap                   zap.Options
 }
 
@@ -69,6 +70,8 @@ func parseFlags(args []string, getenv func(string) string) (*settings, error) {
 	fs.Int64Var(&s.maxRequestBytes, "max-request-bytes", gateway.DefaultMaxRequestBytes, "largest call body")
 	fs.DurationVar(&s.shutdownGrace, "shutdown-grace", 45*time.Second,
 		"on SIGTERM, how long calls in flight (streams) may take to finish; keep it 15s under the Pod's terminationGracePeriodSeconds, for the calls cut off then to be recorded")
+	fs.StringVar(&s.journalDir, "journal-dir", "/var/lib/looprun-gateway",
+		"directory of the journal each call is recorded in before its answer ends (keep it on a volume that outlives the gateway's container: an emptyDir)")
 	var prices, pricesFile string
 	fs.StringVar(&prices, "prices", "", "price table over the defaults, as JSON or YAML (as the manager's --prices)")
 	fs.StringVar(&pricesFile, "prices-file", "", "a file holding such a table")
@@ -172,7 +175,7 @@ func main() {
 }
 
 func run(ctx context.Context, s *settings, log logr.Logger) error {
-	k, err := newKube(ctrl.GetConfigOrDie(), s, s.prices)
+	k, err := newKube(ctrl.GetConfigOrDie(), s, s.prices, log)
 	if err != nil {
 		return err
 	}
@@ -210,8 +213,20 @@ func run(ctx context.Context, s *settings, log logr.Logger) error {
 			return err
 		}
 	}
-	return serve(ctx, s, ln, mln, h, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), log)
+	err = serve(ctx, s, ln, mln, h, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), log)
+	// The calls are over: what the journal has not shipped goes now (what
+	// it cannot ship stays in it, for the next start on this volume).
+	closeCtx, cancel := context.WithTimeout(context.Background(), journalCloseTimeout)
+	defer cancel()
+	if cerr := k.journal.Close(closeCtx); cerr != nil {
+		log.Error(cerr, "Shipping the journal's last calls")
+	}
+	return err
 }
+
+// journalCloseTimeout is how long, on the way out, the journal may take to
+// ship what it holds.
+const journalCloseTimeout = 10 * time.Second
 
 // serve runs the gateway until ctx ends (SIGTERM), then stops taking calls
 // and lets those in flight (streams) finish for up to the grace period.

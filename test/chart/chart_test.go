@@ -545,13 +545,23 @@ func TestChartGateway(t *testing.T) {
 	}
 	for _, want := range []string{"--upstream=https://api.anthropic.com", "--allowed-upstreams=https://api.anthropic.com",
 		"--api-key-file=/var/run/looprun/upstream-key/api-key", "--audience=looprun-gateway", "--ledger-namespace=looprun-system",
-		"--operator-service-account=looprun-system:looprun"} {
+		"--operator-service-account=looprun-system:looprun", "--journal-dir=/var/lib/looprun-gateway"} {
 		if !slices.Contains(c.Args, want) {
 			t.Errorf("gateway args %q lack %s", c.Args, want)
 		}
 	}
-	if len(spec.Volumes) != 1 || spec.Volumes[0].Secret == nil || spec.Volumes[0].Secret.SecretName != "judge-key" {
+	if len(spec.Volumes) != 2 || spec.Volumes[0].Secret == nil || spec.Volumes[0].Secret.SecretName != "judge-key" {
 		t.Errorf("the gateway's key volume %+v", spec.Volumes)
+	}
+	// The journal outlives the container (a killed gateway ships it when it
+	// starts again) on a volume of its own, the root file system read-only.
+	if len(spec.Volumes) == 2 && (spec.Volumes[1].EmptyDir == nil || spec.Volumes[1].Name != "journal") {
+		t.Errorf("the gateway's journal volume %+v", spec.Volumes[1])
+	}
+	if !slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool {
+		return m.Name == "journal" && m.MountPath == "/var/lib/looprun-gateway" && !m.ReadOnly
+	}) {
+		t.Errorf("the journal is not mounted where --journal-dir says: %+v", c.VolumeMounts)
 	}
 	for _, e := range c.Env {
 		if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {

@@ -115,6 +115,21 @@ type Ledger struct {
 	Calls []Call
 }
 
+// Open counts the calls not final: still streaming, their end not shipped
+// yet, or cut off.
+func (l *Ledger) Open() int {
+	if l == nil {
+		return 0
+	}
+	n := 0
+	for _, c := range l.Calls {
+		if !c.Final {
+			n++
+		}
+	}
+	return n
+}
+
 // Totals is what a ledger's calls used, priced call by call (a step may
 // call more than one model).
 type Totals struct {
@@ -177,11 +192,25 @@ type Store struct {
 	last sync.Map
 }
 
-func (s *Store) remember(cm *corev1.ConfigMap) { s.last.Store(cm.Name, cm.DeepCopy()) }
+// remember keeps a copy of cm, without its managed fields (an update that
+// sends none keeps the server's).
+func (s *Store) remember(cm *corev1.ConfigMap) {
+	c := cm.DeepCopy()
+	c.ManagedFields = nil
+	s.last.Store(cm.Name, c)
+}
 
 func (s *Store) recall(name string) *corev1.ConfigMap {
 	if v, ok := s.last.Load(name); ok {
 		return v.(*corev1.ConfigMap).DeepCopy()
+	}
+	return nil
+}
+
+// peek is the remembered copy itself, not to be changed.
+func (s *Store) peek(name string) *corev1.ConfigMap {
+	if v, ok := s.last.Load(name); ok {
+		return v.(*corev1.ConfigMap)
 	}
 	return nil
 }
@@ -212,11 +241,19 @@ var conflictBackoff = wait.Backoff{Steps: 100, Duration: 2 * time.Millisecond, F
 
 // Record adds (or raises) call c of step s. Its counts must be checked.
 func (s *Store) Record(ctx context.Context, step Step, c Call) error {
-	if err := c.Usage().Check(); err != nil {
-		return fmt.Errorf("usage of call %s: %w", c.ID, err)
-	}
-	if c.ID == "" {
-		return fmt.Errorf("a call without an id")
+	return s.RecordCalls(ctx, step, []Call{c})
+}
+
+// RecordCalls adds (or raises) calls of step s in one write. Their counts
+// must be checked.
+func (s *Store) RecordCalls(ctx context.Context, step Step, calls []Call) error {
+	for _, c := range calls {
+		if err := c.Usage().Check(); err != nil {
+			return fmt.Errorf("usage of call %s: %w", c.ID, err)
+		}
+		if c.ID == "" {
+			return fmt.Errorf("a call without an id")
+		}
 	}
 	key := types.NamespacedName{Namespace: s.Namespace, Name: Name(step.PodUID)}
 	first := true
@@ -236,7 +273,9 @@ func (s *Store) Record(ctx context.Context, step Step, c Call) error {
 			cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace,
 				Labels: map[string]string{LabelLedger: "true", LabelLoopUID: string(step.LoopUID)}},
 				Data: map[string]string{stepKey: string(stepJSON)}}
-			put(cm, c)
+			for _, c := range calls {
+				put(cm, c)
+			}
 			err = s.Client.Create(ctx, cm)
 			if apierrors.IsAlreadyExists(err) {
 				return apierrors.NewConflict(corev1.Resource("configmaps"), key.Name, err)
@@ -249,7 +288,11 @@ func (s *Store) Record(ctx context.Context, step Step, c Call) error {
 		if err != nil {
 			return err
 		}
-		if !put(cm, c) {
+		changed := false
+		for _, c := range calls {
+			changed = put(cm, c) || changed
+		}
+		if !changed {
 			s.remember(cm)
 			return nil
 		}
