@@ -149,8 +149,8 @@ dev-down: ## Stop the local control plane.
 	hack/dev-cluster.sh down
 
 .PHONY: run
-run: ## Run the operator against the dev cluster, with local actions.
-	KUBECONFIG=$(CURDIR)/bin/dev/kubeconfig go run ./cmd/manager --allow-local-actions
+run: ## Run the operator against the dev cluster; actions run as Pods on a test kubelet (LOCAL=1: as the operator's processes).
+	hack/operator.sh
 
 .PHONY: demo
 demo: ## Dev cluster + operator + config/samples: watch a Loop run to completion.
