@@ -69,7 +69,7 @@ ui: ## Build the web view's front end (web/, npm packages pinned in web/package-
 	cd web && npm ci --no-audit --no-fund && npm run build
 
 .PHONY: test-ui
-test-ui: ui envtest ## Drive looprun ui in Debian's chromium with playwright-core, over local runs and the operator's Loops on a local control plane (installs chromium with apt-get when missing); screenshots in bin/ui-test.
+test-ui: ui envtest ## Drive looprun ui in Debian's chromium with playwright-core, over local runs and the operator's Loops on a local control plane (installs chromium with apt-get when missing; screenshots in bin/ui-test), then make tutorial-check.
 	git diff --exit-code -- internal/ui/dist || { echo "internal/ui/dist is stale: commit what make ui built" >&2; exit 1; }
 	hack/ui-deps.sh
 	go build -o $(LOCALBIN)/looprun ./cmd/looprun
@@ -77,6 +77,11 @@ test-ui: ui envtest ## Drive looprun ui in Debian's chromium with playwright-cor
 	go build -o $(LOCALBIN)/devcluster ./hack/devcluster
 	KUBEBUILDER_ASSETS="$$(hack/setup-envtest.sh)" LOOPRUN=$(LOCALBIN)/looprun MANAGER=$(LOCALBIN)/manager \
 		DEVCLUSTER=$(LOCALBIN)/devcluster KUBECTL=$(LOCALBIN)/k8s/kubectl SHOTS=$(LOCALBIN)/ui-test node web/test/ui.test.mjs
+	$(MAKE) tutorial-check
+
+.PHONY: tutorial-check
+tutorial-check: envtest ## Run docs/tutorial.md's by-hand cluster walk, command by command, on a fresh clone of HEAD (part of test-ui).
+	hack/tutorial-check.sh
 
 .PHONY: envtest
 envtest: ## Build kube-apiserver, etcd and kubectl for the tests into bin/k8s (once).
