@@ -60,3 +60,12 @@ func span(d time.Duration) string {
 	}
 	return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
 }
+
+// secondsSpan is span for a duration measured between times kept to the
+// second (a Loop's status): under a second it says so, never "0ms".
+func secondsSpan(d time.Duration) string {
+	if d < time.Second {
+		return "under 1s"
+	}
+	return span(d.Truncate(time.Second))
+}

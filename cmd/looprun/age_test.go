@@ -45,3 +45,14 @@ func TestSpan(t *testing.T) {
 		}
 	}
 }
+
+// A Loop's times are kept to the second: a run shorter than that is said
+// to be, not "0ms".
+func TestSecondsSpan(t *testing.T) {
+	for d, want := range map[time.Duration]string{0: "under 1s", 900 * time.Millisecond: "under 1s",
+		1500 * time.Millisecond: "1.0s", 83 * time.Second: "1m23s"} {
+		if got := secondsSpan(d); got != want {
+			t.Errorf("secondsSpan(%v) = %q, want %q", d, got, want)
+		}
+	}
+}

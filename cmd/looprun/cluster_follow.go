@@ -126,8 +126,13 @@ func watchEnds(l *v1alpha1.Loop) bool {
 	if l.Status.ObservedGeneration != l.Generation {
 		return false
 	}
-	return l.Status.Phase == v1alpha1.PhasePaused ||
-		l.Status.Phase.IsFinished() && (l.Status.ExitHook == nil || l.Status.ExitHook.Phase != v1alpha1.ExitHookRunning)
+	if l.Status.Phase == v1alpha1.PhasePaused {
+		return true
+	}
+	// A run that has ended still has its push and exit hook to run when
+	// its spec has them: the operator writes the end first, then runs them.
+	return l.Status.Phase.IsFinished() &&
+		!executor.NeedsPush(&l.Spec, &l.Status.RunState) && !executor.NeedsExitHook(&l.Spec, &l.Status.RunState)
 }
 
 // nextVersion waits for the Loop to change and returns the new version.

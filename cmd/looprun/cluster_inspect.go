@@ -123,7 +123,7 @@ func describeRun(row rowFunc, loop *v1alpha1.Loop, now time.Time) {
 	row("Retries", "%s", retries)
 	if st.StartedAt != nil {
 		row("Started", "%s", st.StartedAt.UTC().Format(time.RFC3339))
-		row("Running time", "%s", span(executor.Elapsed(&st.RunState, runningUntil(&st.RunState, now))))
+		row("Running time", "%s", secondsSpan(executor.Elapsed(&st.RunState, runningUntil(&st.RunState, now))))
 	}
 	if st.LastResult != nil {
 		row("Last verdict", "%s", st.LastResult.Verdict)

@@ -448,6 +448,14 @@ func (p *progress) note(e executor.Event, pad, indent string) (string, bool) {
 		return fmt.Sprintf("%shandoff in %s: %s (looprun resume goes on)", indent, h.State, h.Continuation), true
 	case executor.EventLoopComplete:
 		return p.closing(e, indent)
+	case executor.EventLoopRewind:
+		r := executor.LoopRewindOf(e)
+		return fmt.Sprintf("\n%s%s", indent, s.bold(fmt.Sprintf("Rewound from iteration %d (%s) to the checkpoint of iteration %d: on from state %s",
+			r.FromIteration, printable(r.FromState), r.Iteration, printable(r.State)))), true
+	case executor.EventLoopFork:
+		f := executor.LoopForkOf(e)
+		return fmt.Sprintf("%s%s", indent, s.dim(fmt.Sprintf("forked from %s at iteration %d: on from state %s",
+			printable(f.Source), f.Iteration, printable(f.State)))), true
 	case executor.EventActionError, executor.EventRetryExhausted, executor.EventCycleDetected, executor.EventStallDetected,
 		executor.EventThrottleWarn, executor.EventThrottleHard, executor.EventThrottleStop,
 		executor.EventRateLimitExhausted, executor.EventRateLimitStorm, executor.EventAPIErrorExhausted, executor.EventInfraRetryExhausted,

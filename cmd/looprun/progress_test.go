@@ -93,3 +93,21 @@ func TestResumedRunSummaryCountsTheWholeRun(t *testing.T) {
 		t.Fatalf("progress:\n%s", out.String())
 	}
 }
+
+// A rewind and a fork are said where they are in the log: a watch of a
+// rewound Loop reads its ended timeline, then where it went back to.
+func TestProgressSaysRewindAndFork(t *testing.T) {
+	var out strings.Builder
+	p := newProgress(&out, style{}, false, header{loop: "r"}, nil)
+	p.print([]executor.Event{
+		{Type: executor.EventLoopRewind, Seq: 30, Data: executor.LoopRewindEvent{State: "fix", Iteration: 3, FromState: "done", FromIteration: 5}.Data()},
+		{Type: executor.EventLoopFork, Seq: 31, Data: executor.LoopForkEvent{Source: "ship", State: "ask", Iteration: 1}.Data()},
+	})
+	got := out.String()
+	for _, want := range []string{"Rewound from iteration 5 (done) to the checkpoint of iteration 3: on from state fix",
+		"forked from ship at iteration 1: on from state ask"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("progress lacks %q:\n%s", want, got)
+		}
+	}
+}

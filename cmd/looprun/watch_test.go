@@ -80,3 +80,26 @@ func TestWatchShowsWhatRunShows(t *testing.T) {
 		t.Errorf("outcome of the paused Loop: %v", err)
 	}
 }
+
+// A watch does not end at a run's end while the run's exit hook is still
+// to run: the operator writes the end, then starts the hook.
+func TestWatchWaitsForTheExitHook(t *testing.T) {
+	l := &v1alpha1.Loop{Spec: v1alpha1.LoopSpec{OnExit: &v1alpha1.ExitHook{Action: "echo bye"}}}
+	l.Status.Phase, l.Status.Iteration = v1alpha1.PhaseCompleted, 3
+	if watchEnds(l) {
+		t.Error("ended before the exit hook started")
+	}
+	l.Status.ExitHook = &v1alpha1.ExitHookStatus{Iteration: 3, Phase: v1alpha1.ExitHookRunning}
+	if watchEnds(l) {
+		t.Error("ended while the exit hook runs")
+	}
+	l.Status.ExitHook.Phase = v1alpha1.ExitHookSucceeded
+	if !watchEnds(l) {
+		t.Error("did not end once the exit hook ran")
+	}
+	l.Spec.OnExit = nil
+	l.Status.ExitHook = nil
+	if !watchEnds(l) {
+		t.Error("a run without an exit hook did not end at its end")
+	}
+}
