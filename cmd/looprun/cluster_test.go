@@ -167,7 +167,7 @@ var normalizers = []struct {
 	{regexp.MustCompile(`\b[0-9a-f]{8}\b`), "<run>"},
 	{regexp.MustCompile(`(duration_ms|exit_code_ms)=\d+`), "$1=<n>"},
 	{regexp.MustCompile(`\d+ bytes`), "<n> bytes"},
-	{regexp.MustCompile(`(Running time:\s+)\S+`), "$1<d>"},
+	{regexp.MustCompile(`(Running time:\s+)(under 1s|\S+)`), "$1<d>"},
 	{regexp.MustCompile(`(?m)\b\d+[smhd]$`), "<age>"},
 }
 
