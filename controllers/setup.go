@@ -51,9 +51,12 @@ type Config struct {
 	// namespace (0: no cap); the others wait as Pending, in creation order.
 	MaxRunningPerNamespace int
 	// CloudEventsSink is where Loops' milestones go as CloudEvents ("":
-	// nowhere); CloudEventsQueue bounds the events waiting to be sent.
-	CloudEventsSink  string
-	CloudEventsQueue int
+	// nowhere); CloudEventsQueue bounds the events waiting to be sent;
+	// CloudEventsHeadersFile holds headers sent with each (the sink's
+	// credentials, "Name: value" lines, read for every event).
+	CloudEventsSink        string
+	CloudEventsQueue       int
+	CloudEventsHeadersFile string
 	// Tracer makes spans of runs (nil: none are made).
 	Tracer *tracing.Tracer
 	// LedgerNamespace holds the model gateway's usage ledgers (with
@@ -93,6 +96,7 @@ func NewReconciler(mgr ctrl.Manager, cfg Config) *LoopReconciler {
 	}
 	if cfg.CloudEventsSink != "" {
 		r.CloudEvents = cloudevents.NewSink(cfg.CloudEventsSink, cmp.Or(cfg.CloudEventsQueue, 1000))
+		r.CloudEvents.HeadersFile = cfg.CloudEventsHeadersFile
 		if err := mgr.Add(r.CloudEvents); err != nil {
 			panic(err) // only before the manager started
 		}

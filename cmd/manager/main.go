@@ -31,6 +31,7 @@ import (
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/controllers"
 	"github.com/looprun/looprun/internal/baseurl"
+	"github.com/looprun/looprun/internal/cloudevents"
 	"github.com/looprun/looprun/internal/eventlog/configmaps"
 	"github.com/looprun/looprun/internal/pricing"
 	"github.com/looprun/looprun/internal/runner/judge"
@@ -87,6 +88,8 @@ func parseFlags(args []string, getenv func(string) string) (*settings, error) {
 	fs.IntVar(&c.MaxRunningPerNamespace, "max-running-loops-per-namespace", 0,
 		"Loops running at once in a namespace (0: no cap); the others wait as Pending and start in creation order")
 	fs.StringVar(&c.CloudEventsSink, "cloudevents-sink", "", "send Loops' milestones (started, completed, failed, paused, waiting for approval) as CloudEvents over HTTP to this URL")
+	fs.StringVar(&c.CloudEventsHeadersFile, "cloudevents-headers-file", "",
+		`a file of headers sent with every CloudEvent, one "Name: value" a line (the sink's credentials, a mounted Secret; read for each event)`)
 	fs.IntVar(&c.CloudEventsQueue, "cloudevents-queue", 1000, "CloudEvents waiting to be sent at most; past it they are dropped (counted in looprun_cloudevents_failed_total)")
 	fs.StringVar(&s.otlpEndpoint, "otlp-endpoint", "",
 		"send OpenTelemetry traces of runs over OTLP/HTTP to this base URL, e.g. http://collector:4318 (default: $OTEL_EXPORTER_OTLP_ENDPOINT; unset: no tracing)")
@@ -143,6 +146,9 @@ func parseFlags(args []string, getenv func(string) string) (*settings, error) {
 		return nil, fmt.Errorf("leader election: need lease duration (%s) > renew deadline (%s) > retry period (%s) > 0",
 			s.leaseDuration, s.renewDeadline, s.retryPeriod)
 	}
+	if err := checkCloudEventsHeaders(c); err != nil {
+		return nil, err
+	}
 	switch {
 	case prices != "" && pricesFile != "":
 		return nil, errors.New("--prices and --prices-file: give one price table")
@@ -166,6 +172,21 @@ func parseFlags(args []string, getenv func(string) string) (*settings, error) {
 		}
 	}
 	return s, nil
+}
+
+// checkCloudEventsHeaders reads the sink's headers file once, so that a
+// malformed one stops the manager at start rather than failing each event.
+func checkCloudEventsHeaders(c *controllers.Config) error {
+	if c.CloudEventsHeadersFile == "" {
+		return nil
+	}
+	if c.CloudEventsSink == "" {
+		return errors.New("--cloudevents-headers-file without --cloudevents-sink")
+	}
+	if _, err := cloudevents.ReadHeaders(c.CloudEventsHeadersFile); err != nil {
+		return fmt.Errorf("--cloudevents-headers-file: %w", err)
+	}
+	return nil
 }
 
 // splitList reads a comma-separated flag.

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -312,6 +314,36 @@ func TestParseGatewayFlags(t *testing.T) {
 	for _, bad := range [][]string{{"--gateway-url", "gateway:8080"}, {"--default-egress", "closed"}, {"--gateway-url", "http://g", "--gateway-selector", "a=b=c"}} {
 		if _, err := parseFlags(bad, env); err == nil {
 			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+// The CloudEvents sink's headers file is read at start, so a malformed one
+// stops the manager instead of every event failing; it needs a sink.
+func TestParseCloudEventsHeadersFile(t *testing.T) {
+	dir := t.TempDir()
+	good, bad := filepath.Join(dir, "good"), filepath.Join(dir, "bad")
+	if err := os.WriteFile(good, []byte("Authorization: Bearer t\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bad, []byte("Authorization Bearer t\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	none := func(string) string { return "" }
+	s, err := parseFlags([]string{"--cloudevents-sink=https://sink.example", "--cloudevents-headers-file=" + good}, none)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.reconciler.CloudEventsHeadersFile != good {
+		t.Errorf("headers file %q", s.reconciler.CloudEventsHeadersFile)
+	}
+	for _, args := range [][]string{
+		{"--cloudevents-sink=https://sink.example", "--cloudevents-headers-file=" + bad},
+		{"--cloudevents-sink=https://sink.example", "--cloudevents-headers-file=" + filepath.Join(dir, "absent")},
+		{"--cloudevents-headers-file=" + good},
+	} {
+		if _, err := parseFlags(args, none); err == nil || !strings.Contains(err.Error(), "--cloudevents-headers-file") {
+			t.Errorf("%v: %v", args, err)
 		}
 	}
 }

@@ -7,8 +7,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
+	"net/textproto"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -57,11 +61,15 @@ type Event struct {
 // queue and one sender: a reconcile never waits for the sink, a full
 // queue drops (counted), a failing sink is tried a few times with backoff.
 type Sink struct {
-	URL     string
-	Client  *http.Client
-	Tries   int
-	Backoff time.Duration
-	queue   chan Event
+	URL string
+	// HeadersFile, when set, holds headers sent with every event (the
+	// sink's credentials: a mounted Secret), read afresh for each one so
+	// that a rotated Secret is used without a restart (ReadHeaders).
+	HeadersFile string
+	Client      *http.Client
+	Tries       int
+	Backoff     time.Duration
+	queue       chan Event
 }
 
 // NewSink makes a sink of url with a queue of size events.
@@ -127,6 +135,15 @@ func (s *Sink) post(ctx context.Context, e Event, body []byte) error {
 		return err
 	}
 	h := req.Header
+	if s.HeadersFile != "" {
+		extra, err := ReadHeaders(s.HeadersFile)
+		if err != nil {
+			return err
+		}
+		for name, values := range extra {
+			h[name] = values
+		}
+	}
 	h.Set("Content-Type", "application/json")
 	h.Set("Ce-Specversion", "1.0")
 	h.Set("Ce-Id", e.ID)
@@ -143,6 +160,46 @@ func (s *Sink) post(ctx context.Context, e Event, body []byte) error {
 		return fmt.Errorf("the sink answered %s", resp.Status)
 	}
 	return nil
+}
+
+// ReadHeaders reads a file of HTTP headers, one "Name: value" a line
+// (blank lines and lines starting with # are skipped), such as
+// "Authorization: Bearer TOKEN". The event's own headers (Ce-*,
+// Content-Type) and Host cannot be set.
+func ReadHeaders(path string) (http.Header, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	h := http.Header{}
+	for i, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		name, value, ok := strings.Cut(line, ":")
+		name, value = strings.TrimSpace(name), strings.TrimSpace(value)
+		switch {
+		case !ok || name == "" || strings.ContainsFunc(name, notTokenChar):
+			return nil, fmt.Errorf("%s: line %d: not a header (Name: value)", path, i+1)
+		case strings.ContainsFunc(value, func(r rune) bool { return (r < ' ' && r != '\t') || r == 0x7f }):
+			return nil, fmt.Errorf("%s: line %d: the value of %s is not a header value", path, i+1, name)
+		}
+		name = textproto.CanonicalMIMEHeaderKey(name)
+		if strings.HasPrefix(name, "Ce-") || name == "Content-Type" || name == "Content-Length" || name == "Host" {
+			return nil, fmt.Errorf("%s: line %d: %s is the event's own header", path, i+1, name)
+		}
+		h.Add(name, value)
+	}
+	if len(h) == 0 {
+		return nil, errors.New(path + ": no header")
+	}
+	return h, nil
+}
+
+// notTokenChar: r cannot be in a header's name (RFC 9110 token).
+func notTokenChar(r rune) bool {
+	return r <= ' ' || r >= 0x7f || strings.ContainsRune(`"(),/:;<=>?@[\]{}`, r)
 }
 
 // Of is the CloudEvent of one of a Loop's events, if it is a milestone:

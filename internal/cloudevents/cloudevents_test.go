@@ -4,6 +4,9 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -59,5 +62,47 @@ func TestOfMilestones(t *testing.T) {
 	}
 	if _, ok := Of(loop, executor.Event{Type: executor.EventRoute, Data: executor.RouteEvent{From: "a", To: "b"}.Data()}); ok {
 		t.Error("a route is a milestone")
+	}
+}
+
+// The sink's credentials come from a file of headers, read for each event:
+// a rotated Secret is used from the next event on; a file that does not
+// read is a failed delivery, not an event sent without them.
+func TestSinkHeadersFile(t *testing.T) {
+	var got atomic.Value
+	sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { got.Store(r.Header.Clone()) }))
+	defer sink.Close()
+	file := filepath.Join(t.TempDir(), "headers")
+	write := func(s string) {
+		t.Helper()
+		if err := os.WriteFile(file, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("# the collector's token\nAuthorization: Bearer one\n\nx-tenant:  team-a \n")
+	s := NewSink(sink.URL, 1)
+	s.HeadersFile, s.Tries, s.Backoff = file, 1, time.Millisecond
+	s.deliver(context.Background(), Event{Type: TypeStarted, ID: "1", Data: map[string]any{}})
+	h, _ := got.Load().(http.Header)
+	if h.Get("Authorization") != "Bearer one" || h.Get("X-Tenant") != "team-a" || h.Get("Ce-Id") != "1" {
+		t.Fatalf("headers %v", h)
+	}
+	write("Authorization: Bearer two\n")
+	s.deliver(context.Background(), Event{Type: TypeStarted, ID: "2", Data: map[string]any{}})
+	if h, _ := got.Load().(http.Header); h.Get("Authorization") != "Bearer two" || h.Get("X-Tenant") != "" {
+		t.Fatalf("after rotation: %v", h)
+	}
+	write("Authorization Bearer three\n")
+	s.deliver(context.Background(), Event{Type: TypeStarted, ID: "3", Data: map[string]any{}})
+	if h, _ := got.Load().(http.Header); h.Get("Ce-Id") != "2" {
+		t.Fatalf("an event went out with a malformed headers file: %v", h)
+	}
+	for _, bad := range []string{"", "# only a comment\n", "no colon\n", "Ce-Id: 7\n", "content-type: text/plain\n", "Bad Name: x\n", "X: a\x00b\n"} {
+		write(bad)
+		if _, err := ReadHeaders(file); err == nil {
+			t.Errorf("%q: read as headers", bad)
+		} else if strings.Contains(err.Error(), "a\x00b") {
+			t.Errorf("the error shows the value (a credential): %v", err)
+		}
 	}
 }

@@ -2,6 +2,8 @@ package tracing
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -145,6 +147,40 @@ func TestNothingTracedWithoutAnEndpoint(t *testing.T) {
 	tr.Observe(Run{}, run, nil)
 	if run.Trace != nil {
 		t.Fatal("an untraced run got a trace")
+	}
+}
+
+// The collector's credentials come as OpenTelemetry's own variable
+// (OTEL_EXPORTER_OTLP_TRACES_HEADERS, which the chart sets from a Secret),
+// also beside an endpoint given on the command line.
+func TestCollectorHeadersFromTheEnvironment(t *testing.T) {
+	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_HEADERS", "Authorization=Bearer%20tok,X-Scope-OrgID=team")
+	got := make(chan http.Header, 8)
+	collector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r.Header.Clone()
+		w.Header().Set("Content-Type", "application/x-protobuf")
+	}))
+	defer collector.Close()
+	ctx := context.Background()
+	tr, err := New(ctx, collector.URL, "test")
+	if err != nil || tr == nil {
+		t.Fatalf("New: %v %v", tr, err)
+	}
+	t0 := time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)
+	run := &v1alpha1.RunState{RunID: "r1", StartedAt: &metav1.Time{Time: t0}, Phase: v1alpha1.PhaseCompleted, TerminatedBy: v1alpha1.TerminatedTerminal}
+	tr.Begin(run, "")
+	tr.Observe(Run{Loop: "fix", Namespace: "team"}, run, []executor.Event{
+		ev(1, executor.EventLoopStart, t0, nil),
+		ev(2, executor.EventLoopComplete, t0.Add(time.Second), map[string]any{"terminated_by": "terminal"}),
+	})
+	must(t, tr.Shutdown(ctx))
+	select {
+	case h := <-got:
+		if h.Get("Authorization") != "Bearer tok" || h.Get("X-Scope-OrgID") != "team" {
+			t.Fatalf("the collector got %v", h)
+		}
+	default:
+		t.Fatal("nothing exported")
 	}
 }
 

@@ -297,9 +297,13 @@ func TestAPIServerAccepts(t *testing.T) {
 		}
 	}
 	sets := map[string]*manifest{
-		"chart defaults":      render(t),
-		"chart with values":   render(t, "watchNamespaces={team-a,team-b}", "allowLocalActions=true"),
-		"chart with gateway":  render(t, "gateway.apiKeySecret.name=model-key", "defaultEgress=Restricted"),
+		"chart defaults":     render(t),
+		"chart with values":  render(t, "watchNamespaces={team-a,team-b}", "allowLocalActions=true"),
+		"chart with gateway": render(t, "gateway.apiKeySecret.name=model-key", "defaultEgress=Restricted"),
+		"chart for a platform": render(t, "replicas=2", "shards={blue}", "llm.apiKeySecret.name=model-key", "cloudEvents.sink=https://sink.example",
+			"cloudEvents.headersSecret.name=sink-auth", "tracing.headersSecret.name=otel-auth", "extraArgs={--prices-file=/etc/prices/prices.yaml}",
+			"extraVolumes[0].name=prices", "extraVolumes[0].configMap.name=prices", "extraVolumeMounts[0].name=prices",
+			"extraVolumeMounts[0].mountPath=/etc/prices", "podDisruptionBudget.minAvailable=1"),
 		"kustomize (IMG=...)": kustomize(t, "registry.example/looprun:v1"),
 	}
 	for name, m := range sets {
@@ -411,12 +415,13 @@ func TestChartShards(t *testing.T) {
 func TestChartRefusesUnknownValues(t *testing.T) {
 	root := repoRoot(t)
 	bin := cmp.Or(os.Getenv("HELM"), filepath.Join(root, "bin", "helm"))
-	for _, set := range []string{"watchNamespace=foo", "replicas=two", "logLevel=verbose", "llm.maxTimeout=soon", "watchNamespaces={Team_A}", "leaderElection.leaseDuration=15", "prices=bogus", "tracing.otlpEndpoint=collector:4318"} {
+	for _, set := range []string{"watchNamespace=foo", "replicas=two", "logLevel=verbose", "llm.maxTimeout=soon", "watchNamespaces={Team_A}", "leaderElection.leaseDuration=15", "prices=bogus", "tracing.otlpEndpoint=collector:4318",
+		"rbac.create=maybe", "podDisruptionBudget.maxUnavailable=half", "metrics.serviceMonitor.interval=soon", "extraArgs=--x", "cloudEvents.headersSecret.key="} {
 		cmd := exec.Command(bin, "template", "looprun", "charts/looprun", "--set", set)
 		cmd.Dir = root
 		out, err := cmd.CombinedOutput()
-		name := strings.SplitN(strings.SplitN(set, "=", 2)[0], ".", 2)
-		if err == nil || !strings.Contains(string(out), name[len(name)-1]) {
+		name, _, _ := strings.Cut(set, "=")
+		if err == nil || !strings.Contains(string(out), name[strings.LastIndex(name, ".")+1:]) {
 			t.Errorf("--set %s: rendered (%v) or did not name the value:\n%s", set, err, out)
 		}
 	}

@@ -66,3 +66,55 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- define "looprun.gatewayURL" -}}
 {{- default (printf "http://%s.%s.svc:%v" (include "looprun.gatewayName" .) .Release.Namespace .Values.gateway.port) .Values.gateway.url -}}
 {{- end -}}
+
+{{/* What every manager Pod carries, shards' included: the metrics Service
+selects them by it. */}}
+{{- define "looprun.managerPodLabels" -}}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: manager
+{{- end -}}
+
+{{/* Whether a Deployment gets a PodDisruptionBudget: as its
+podDisruptionBudget.enabled says, or, unset, when it runs more than one
+replica. (list PDB-VALUES REPLICAS) */}}
+{{- define "looprun.pdbEnabled" -}}
+{{- $pdb := index . 0 -}}
+{{- if hasKey $pdb "enabled" -}}
+{{- if $pdb.enabled }}true{{ end -}}
+{{- else if gt (int (index . 1)) 1 -}}
+true
+{{- end -}}
+{{- end -}}
+
+{{/* A PodDisruptionBudget: (dict "root" . "name" NAME "pdb" VALUES
+"selector" SELECTOR-LABELS). minAvailable, when set, replaces
+maxUnavailable. */}}
+{{- define "looprun.pdb" -}}
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata:
+  name: {{ .name }}
+  namespace: {{ .root.Release.Namespace }}
+  labels:
+    {{- include "looprun.labels" .root | nindent 4 }}
+spec:
+  {{- if ne (toString .pdb.minAvailable) "" }}
+  minAvailable: {{ .pdb.minAvailable }}
+  {{- else }}
+  maxUnavailable: {{ .pdb.maxUnavailable }}
+  {{- end }}
+  selector:
+    matchLabels:
+      {{- .selector | nindent 6 }}
+{{- end -}}
+
+{{/* Refuses a price table given twice: prices (--prices) and a
+--prices-file in extra args. (list ROOT EXTRA-ARGS) */}}
+{{- define "looprun.checkPrices" -}}
+{{- $root := index . 0 -}}
+{{- range (index . 1) -}}
+{{- if and $root.Values.prices (hasPrefix "--prices-file" (toString .)) -}}
+{{- fail "prices and a --prices-file in extraArgs: give one price table (leave prices empty)" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
