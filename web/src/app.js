@@ -272,7 +272,7 @@ function drawState(box, d, name, base, pods) {
   }
   if (n.action) parts.push(h("b", {}, "Action"), h("pre", {}, n.action));
   if (last && last.question) parts.push(h("b", {}, `Asked (iteration ${last.iteration})`), h("p", { class: "question" }, last.question));
-  if (last) {
+  if (last && (last.exitCode != null || last.output || last.stderr || last.verdict || last.details)) {
     parts.push(h("b", {}, `Last run (iteration ${last.iteration})${last.exitCode != null ? `, exit ${last.exitCode}` : ""}`));
     if (last.output) parts.push(h("pre", { class: "output" }, last.output));
     if (last.stderr) parts.push(h("pre", {}, last.stderr));
@@ -322,7 +322,12 @@ function drawExitHook(box, d, base, pods) {
   const times = [];
   if (x.startedAt) times.push(`started ${utc(x.startedAt)}`);
   if (x.finishedAt) times.push(`finished ${utc(x.finishedAt)}`);
-  if (x.startedAt && x.finishedAt) times.push(`took ${duration(new Date(x.finishedAt) - new Date(x.startedAt))}`);
+  if (x.startedAt && x.finishedAt) {
+    // A Loop's status keeps whole seconds: a hook within one took under 1s.
+    const [from, to] = [new Date(x.startedAt).getTime(), new Date(x.finishedAt).getTime()];
+    const coarse = from % 1000 === 0 && to % 1000 === 0;
+    times.push(`took ${coarse && to - from < 1000 ? "under 1s" : duration(to - from)}`);
+  }
   parts.push(h("p", { class: `status ${x.phase || ""}` }, h("b", {}, status), times.length ? ` ${times.join(", ")}` : ""));
   if (x.earlier) parts.push(h("p", { class: "muted" }, "That was at an earlier end: the run went on since, and the hook runs again when it ends."));
   if (x.message) parts.push(h("pre", { class: "message" }, x.message));
