@@ -57,8 +57,9 @@ func clusterSummary(l *v1alpha1.Loop) Summary {
 // openCluster reads a Loop and what its event log (its ConfigMaps) says,
 // as the viewer: the log is followed from the segment and event read last,
 // so that a page of a long run reads a segment or two, not the whole log. A
-// Loop made again under its name, a new run or a log that went back (a
-// rewind) is read again from its start.
+// Loop made again under its name, a new run, a log that went back or a
+// rewind not read before is read again from its start (what a rewind
+// abandoned left out).
 func (s *Server) openCluster(ctx context.Context, ns, name string) (*v1alpha1.Loop, digested, error) {
 	loop := &v1alpha1.Loop{}
 	if err := s.Cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, loop); err != nil {
@@ -78,6 +79,16 @@ func (s *Server) openCluster(ctx context.Context, ns, name string) (*v1alpha1.Lo
 	}
 	for _, e := range evs {
 		f.d.add(e)
+	}
+	if f.d.stale { // a rewind not known: the log again, without what it abandoned
+		f.d = f.d.reread()
+		if evs, seg, err = configmaps.ReadSince(ctx, s.Cluster.Client, loop, 0, 0); err != nil {
+			f.d = nil
+			return nil, digested{}, err
+		}
+		for _, e := range evs {
+			f.d.add(e)
+		}
 	}
 	f.segment = seg
 	return loop, f.d.digested(), nil
@@ -232,7 +243,14 @@ func (s *Server) clusterStream(w http.ResponseWriter, r *http.Request) {
 				return // the client reconnects
 			}
 			loop, isLoop := ev.Object.(*v1alpha1.Loop)
-			if isLoop && !events.update(loop.Status.LastSeq, loop.Status.Phase, loop.Status.CurrentState) {
+			if !isLoop {
+				continue
+			}
+			hook := ""
+			if h := loop.Status.ExitHook; h != nil {
+				hook = string(h.Phase)
+			}
+			if !events.update(loop.Status.LastSeq, loop.Status.Phase, loop.Status.CurrentState, hook) {
 				return
 			}
 		case <-keepAlive.C:

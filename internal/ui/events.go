@@ -35,10 +35,11 @@ func (e *eventStream) open() {
 	e.f.Flush()
 }
 
-// update sends "update" with a run's last event number, phase and state;
-// false when the client is gone.
-func (e *eventStream) update(lastSeq int64, phase, state any) bool {
-	b, _ := json.Marshal(map[string]any{"lastSeq": lastSeq, "phase": phase, "state": state})
+// update sends "update" with a run's last event number, phase and state,
+// and where its exit hook is (it ends after the run's last event); false
+// when the client is gone.
+func (e *eventStream) update(lastSeq int64, phase, state, exitHook any) bool {
+	b, _ := json.Marshal(map[string]any{"lastSeq": lastSeq, "phase": phase, "state": state, "exitHook": exitHook})
 	return e.write(fmt.Sprintf("event: update\ndata: %s\n\n", b))
 }
 

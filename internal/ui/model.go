@@ -58,8 +58,12 @@ type Detail struct {
 	Message       string          `json:"message,omitempty"`
 	Usage         *Usage          `json:"usage,omitempty"`
 	Approval      *Approval       `json:"approval,omitempty"`
+	ExitHook      *ExitHook       `json:"exitHook,omitempty"`
 	LastSeq       int64           `json:"lastSeq"`
 	States        map[string]Last `json:"states"`
+	// Rewinds are the run's rewinds: the graph's counts and the timeline
+	// are of the timeline the last one left, not of what they abandoned.
+	Rewinds []Rewind `json:"rewinds,omitempty"`
 }
 
 // Usage is what the run's agents used.
@@ -99,6 +103,9 @@ type Last struct {
 	Stderr    string         `json:"stderr,omitempty"`
 	Verdict   string         `json:"verdict,omitempty"`
 	Details   map[string]any `json:"details,omitempty"`
+	// Question is what an approval state last asked, its templates
+	// expanded (as the CLI prints it).
+	Question string `json:"question,omitempty"`
 	// Child is the run a sub-loop state last started (a Loop of the same
 	// namespace in a cluster; a run beside it locally): its page is linked.
 	Child string `json:"child,omitempty"`

@@ -239,11 +239,13 @@ type digested struct {
 	visits  []Visit
 	last    map[string]Last
 	entered map[string]int
+	rewinds []Rewind
 }
 
 // follow reads the run's event log from where it was read last: a log
-// that is shorter, or a run that is behind what was read (a new run, a
-// rewind), is read again from the start.
+// that is shorter, or a run that is behind what was read (a new run), is
+// read again from the start, and so is one where a rewind comes that was
+// not known (what it abandoned is left out).
 func (s *Server) follow(store *localrun.Store, lastSeq int64) (digested, error) {
 	f := s.follower(store.Name())
 	f.mu.Lock()
@@ -253,6 +255,11 @@ func (s *Server) follow(store *localrun.Store, lastSeq int64) (digested, error) 
 	}
 	d := f.d
 	off, err := eventlog.ReadFrom(store.EventsPath(), d.offset, d.add)
+	if err == nil && d.stale {
+		d = d.reread()
+		f.d = d
+		off, err = eventlog.ReadFrom(store.EventsPath(), 0, d.add)
+	}
 	d.offset = off
 	return d.digested(), err
 }
@@ -440,7 +447,8 @@ func (s *Server) describeRun(spec *v1alpha1.LoopSpec, run *v1alpha1.RunState, sm
 		last = map[string]Last{}
 	}
 	d := Detail{Summary: sm, Nodes: nodes, Edges: edges, MaxIterations: spec.GetMaxIterations(),
-		TerminatedBy: string(run.TerminatedBy), Message: run.Message, LastSeq: run.LastSeq, States: last}
+		TerminatedBy: string(run.TerminatedBy), Message: run.Message, LastSeq: run.LastSeq, States: last,
+		ExitHook: exitHookOf(spec, run), Rewinds: dg.rewinds}
 	end := s.now()
 	if run.Phase.IsFinished() && run.UpdatedAt != nil {
 		end = run.UpdatedAt.Time
@@ -459,17 +467,25 @@ func (s *Server) describeRun(spec *v1alpha1.LoopSpec, run *v1alpha1.RunState, sm
 	}
 	if a := run.Action; a != nil && run.Phase == v1alpha1.PhaseRunning {
 		if st, ok := spec.States[a.State]; ok && st.Approval != nil {
-			// The question as it was asked (its templates expanded), not
-			// the state's template.
-			msg := st.Approval.Message
-			if a.Approval != nil {
-				msg = a.Approval.Message
-			}
-			d.Approval = &Approval{Run: run.RunID, State: a.State, Iteration: a.Iteration, Message: msg,
+			d.Approval = &Approval{Run: run.RunID, State: a.State, Iteration: a.Iteration, Message: askedOf(a, last[a.State]),
 				Command: fmt.Sprintf("looprun approve %s   (or: looprun reject %s)", d.Name, d.Name)}
 		}
 	}
 	return d
+}
+
+// askedOf is the question an approval in flight asked, its templates
+// expanded as the CLI prints it: the run's record of the wait, else the
+// approval_requested event of the visit (a state written without the
+// record). Never the state's template: it is not what was asked.
+func askedOf(a *v1alpha1.ActionStatus, last Last) string {
+	if a.Approval != nil {
+		return a.Approval.Message
+	}
+	if last.Iteration == a.Iteration {
+		return last.Question
+	}
+	return ""
 }
 
 func (s *Server) timeline(w http.ResponseWriter, r *http.Request) {
@@ -544,7 +560,14 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 	// next notification does.
 	send := func() bool {
 		sf, err := store.Load()
-		return err != nil || events.update(sf.LastSeq, sf.Status, sf.CurrentState)
+		if err != nil {
+			return true
+		}
+		hook := ""
+		if sf.ExitHook != nil {
+			hook = sf.ExitHook.Phase
+		}
+		return events.update(sf.LastSeq, sf.Status, sf.CurrentState, hook)
 	}
 	if !send() {
 		return

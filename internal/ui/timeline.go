@@ -4,6 +4,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/looprun/looprun/internal/executor"
 )
@@ -13,7 +14,9 @@ const maxPeriod = 8
 
 // digester reads a run's events as they come: its timeline of state
 // visits (repeated passes folded), what each state last did, and how
-// often each was entered.
+// often each was entered. These are of the run's current timeline only: a
+// rewind (looprun rewind) abandons the visits after the checkpoint it went
+// back to, and the digester leaves them out (it counts them in rewinds).
 type digester struct {
 	visits    []Visit
 	last      map[string]Last
@@ -23,10 +26,60 @@ type digester struct {
 	// offset is how far the event log was read, lastSeq the last event's.
 	offset  int64
 	lastSeq int64
+
+	// cuts are the rewinds known before the log was read: a visit they
+	// abandon is left out. A rewind read that was not known makes the
+	// digester stale: what it found before it is read again, with it.
+	cuts  []cut
+	stale bool
+	// abandoned counts the visits left out, by the rewind that abandoned
+	// them; rewinds are the rewinds read so far.
+	abandoned map[int64]int
+	rewinds   []Rewind
+	// foldFrom is where the current timeline's folding starts: no pass
+	// is folded across a rewind.
+	foldFrom int
 }
 
-func newDigester() *digester {
-	return &digester{last: map[string]Last{}, entered: map[string]int{}}
+// cut is a rewind as the digester leaves out what it abandoned: the visits
+// entered before it (seq) after the checkpoint's iteration.
+type cut struct {
+	seq       int64
+	iteration int32
+}
+
+// Rewind is a rewind of the run (looprun rewind): where the run went back
+// from and to, and how many state visits after the checkpoint it abandoned
+// (the timeline and counts leave them out).
+type Rewind struct {
+	Seq           int64     `json:"seq"`
+	At            time.Time `json:"at"`
+	FromState     string    `json:"fromState,omitempty"`
+	FromIteration int32     `json:"fromIteration"`
+	State         string    `json:"state"`
+	Iteration     int32     `json:"iteration"`
+	Abandoned     int       `json:"abandoned"`
+}
+
+func newDigester(cuts ...cut) *digester {
+	return &digester{last: map[string]Last{}, entered: map[string]int{}, cuts: cuts, abandoned: map[int64]int{}}
+}
+
+// reread is a digester that reads the log again from its start, knowing
+// every rewind d read.
+func (d *digester) reread() *digester { return newDigester(d.cuts...) }
+
+// abandonedBy is the rewind that abandoned a visit entered at seq in
+// iteration: the first after it that went back to an earlier iteration
+// (the checkpoint of iteration k is taken once k routed: k+1 on are
+// abandoned); ok is false for a visit of the current timeline.
+func (d *digester) abandonedBy(seq int64, iteration int32) (int64, bool) {
+	for _, c := range d.cuts {
+		if c.seq > seq && iteration > c.iteration {
+			return c.seq, true
+		}
+	}
+	return 0, false
 }
 
 // snapshot is the timeline, the visit in progress last.
@@ -39,29 +92,60 @@ func (d *digester) snapshot() []Visit {
 
 // digested is a copy of what d found so far.
 func (d *digester) digested() digested {
-	return digested{visits: slices.Clone(d.snapshot()), last: maps.Clone(d.last), entered: maps.Clone(d.entered)}
+	return digested{visits: slices.Clone(d.snapshot()), last: maps.Clone(d.last), entered: maps.Clone(d.entered), rewinds: slices.Clone(d.rewinds)}
 }
 
 func (d *digester) closeVisit() {
 	if d.cur != nil {
-		d.visits = fold(append(d.visits, *d.cur))
+		d.visits = fold(append(d.visits, *d.cur), d.foldFrom)
 		d.cur = nil
 	}
+}
+
+// enter begins the visit a state_enter event starts, unless a rewind
+// abandoned it: then no visit is current, and what it does goes nowhere.
+func (d *digester) enter(e executor.Event) {
+	d.closeVisit()
+	enter := executor.StateEnterOf(e)
+	d.iteration++
+	if enter.Iteration > 0 {
+		d.iteration = enter.Iteration
+	}
+	if by, ok := d.abandonedBy(e.Seq, d.iteration); ok {
+		d.abandoned[by]++
+		return
+	}
+	d.cur = &Visit{Seq: e.Seq, Iteration: d.iteration, State: enter.State, At: e.Time}
+	d.entered[enter.State]++
+}
+
+// rewind reads a loop_rewind event: one not known makes d stale; the
+// timeline goes on from the checkpoint's iteration, and folds nothing into
+// what came before it.
+func (d *digester) rewind(e executor.Event) {
+	d.closeVisit()
+	r := executor.LoopRewindOf(e)
+	if !slices.ContainsFunc(d.cuts, func(c cut) bool { return c.seq == e.Seq }) {
+		d.cuts, d.stale = append(d.cuts, cut{seq: e.Seq, iteration: r.Iteration}), true
+	}
+	d.rewinds = append(d.rewinds, Rewind{Seq: e.Seq, At: e.Time, FromState: r.FromState, FromIteration: r.FromIteration,
+		State: r.State, Iteration: r.Iteration, Abandoned: d.abandoned[e.Seq]})
+	d.iteration, d.foldFrom = r.Iteration, len(d.visits)
 }
 
 func (d *digester) add(e executor.Event) {
 	d.lastSeq = e.Seq
 	switch e.Type {
 	case executor.EventStateEnter:
-		d.closeVisit()
-		enter := executor.StateEnterOf(e)
-		state := enter.State
-		d.iteration++
-		if enter.Iteration > 0 {
-			d.iteration = enter.Iteration
+		d.enter(e)
+	case executor.EventApprovalRequested:
+		if d.cur != nil {
+			l := d.last[d.cur.State]
+			l.Iteration, l.Question = d.cur.Iteration, executor.ApprovalRequestedOf(e).Message
+			d.last[d.cur.State] = l
 		}
-		d.cur = &Visit{Seq: e.Seq, Iteration: d.iteration, State: state, At: e.Time}
-		d.entered[state]++
+	case executor.EventLoopRewind:
+		d.rewind(e)
 	case executor.EventActionStart:
 		if d.cur != nil {
 			d.cur.Action, _, _ = strings.Cut(strings.TrimSpace(executor.ActionStartOf(e).Action), "\n")
@@ -110,9 +194,9 @@ func (d *digester) add(e executor.Event) {
 
 // fold folds the newest visits into the pass before them when they repeat
 // it (the same states, verdicts and next states): that pass counts one
-// more repeat.
-func fold(vs []Visit) []Visit {
-	for p := 1; p <= maxPeriod && 2*p <= len(vs); p++ {
+// more repeat. Visits before from are not folded into.
+func fold(vs []Visit, from int) []Visit {
+	for p := 1; p <= maxPeriod && 2*p <= len(vs)-from; p++ {
 		a, b := vs[len(vs)-2*p:len(vs)-p], vs[len(vs)-p:]
 		same := true
 		for i := range a {

@@ -46,6 +46,23 @@ function ago(t) {
   return `${Math.round(s / 86400)}d ago`;
 }
 
+// utc is a time as the CLI prints it: 24-hour UTC, "2006-01-02 15:04:05 UTC".
+function utc(t) {
+  const d = new Date(t);
+  return t && !Number.isNaN(d.getTime()) ? `${d.toISOString().slice(0, 19).replace("T", " ")} UTC` : "";
+}
+
+// clock is a time of the day in UTC, "15:04:05", as the CLI's event rows.
+function clock(t) {
+  const d = new Date(t);
+  return t && !Number.isNaN(d.getTime()) ? d.toISOString().slice(11, 19) : "";
+}
+
+// when is a time and how long ago, as looprun status prints it.
+function when(t) {
+  return t ? `${utc(t)} (${ago(t)})` : "";
+}
+
 function duration(ms) {
   if (ms == null) return "";
   if (ms < 1000) return `${ms}ms`;
@@ -80,8 +97,8 @@ async function listPage(gen) {
         h("td", { class: `phase ${l.phase}` }, l.phase),
         h("td", {}, l.state),
         h("td", {}, l.iteration),
-        h("td", { title: l.started || "" }, ago(l.started)),
-        h("td", { title: l.updated || "" }, ago(l.updated)))));
+        h("td", { class: "time" }, when(l.started)),
+        h("td", { class: "time" }, when(l.updated)))));
   };
   filter.addEventListener("input", draw);
   draw();
@@ -107,8 +124,9 @@ async function loopPage(gen, base, name) {
   const graphBox = h("div", { id: "graph", class: "panel" });
   const side = h("div", { class: "panel", id: "state" });
   const timeline = h("div", { class: "panel", id: "timeline" });
+  const exitHook = h("div", { id: "exithook" });
   app.replaceChildren(h("h2", {}, name), facts, approval,
-    h("div", { class: "layout" }, graphBox, side), h("h3", {}, "Timeline"), timeline);
+    h("div", { class: "layout" }, graphBox, side), exitHook, h("h3", {}, "Timeline"), timeline);
 
   const refresh = async () => {
     state.detail = await getJSON(base);
@@ -122,6 +140,7 @@ async function loopPage(gen, base, name) {
     drawApproval(approval, d, base, refresh);
     drawGraph(graphBox, d, state.selected, (s) => { state.selected = s; render(); });
     drawState(side, d, state.selected || d.state, base, state.pods);
+    drawExitHook(exitHook, d, base, state.pods);
     drawTimeline(timeline, state, base, render);
   };
   await refresh();
@@ -129,11 +148,14 @@ async function loopPage(gen, base, name) {
   stream = new EventSource(`${base}/stream`);
   stream.onopen = () => live.classList.add("on");
   stream.onerror = () => live.classList.remove("on");
-  let lastSeq = state.detail.lastSeq;
+  // The page is drawn again when the run logs an event, or its exit hook
+  // (which runs after its last event) moves.
+  const seen = (seq, hook) => `${seq}/${hook || ""}`;
+  let last = seen(state.detail.lastSeq, state.detail.exitHook?.phase);
   stream.addEventListener("update", (ev) => {
     const u = JSON.parse(ev.data);
-    if (u.lastSeq !== lastSeq) {
-      lastSeq = u.lastSeq;
+    if (seen(u.lastSeq, u.exitHook) !== last) {
+      last = seen(u.lastSeq, u.exitHook);
       refresh().catch((e) => console.error(e));
     }
   });
@@ -145,6 +167,7 @@ function drawFacts(box, d) {
     fact("Phase", d.phase + (d.terminatedBy ? ` (${d.terminatedBy})` : ""), { class: `phase ${d.phase}` }),
     fact("State", d.state, { id: "current" }),
     fact("Iteration", `${d.iteration} of ${d.maxIterations}`),
+    fact("Started", utc(d.started), { id: "started" }),
     fact("Elapsed", duration(d.elapsedMs) + (d.timeoutMs ? ` of ${duration(d.timeoutMs)}` : "")),
   ];
   if (d.usage) {
@@ -162,6 +185,8 @@ function drawApproval(box, d, base, refresh) {
   const a = d.approval;
   const note = h("p", { class: "muted", id: "answer-note" });
   const parts = [h("b", {}, `State ${a.state} waits for an approval`),
+    // The question as asked: it may hold an agent's output, so it is text,
+    // never markup.
     a.message ? h("p", { class: "question" }, a.message) : null,
     h("p", {}, `Who may answer: ${a.who}.`),
     h("p", {}, "The command that answers it:"), h("pre", {}, a.command)];
@@ -246,7 +271,8 @@ function drawState(box, d, name, base, pods) {
     parts.push(h("p", {}, "Its last child run: ", h("a", { href, class: "child" }, last.child)));
   }
   if (n.action) parts.push(h("b", {}, "Action"), h("pre", {}, n.action));
-  if (last) {
+  if (last && last.question) parts.push(h("b", {}, `Asked (iteration ${last.iteration})`), h("p", { class: "question" }, last.question));
+  if (last && (last.exitCode != null || last.output || last.stderr || last.verdict || last.details)) {
     parts.push(h("b", {}, `Last run (iteration ${last.iteration})${last.exitCode != null ? `, exit ${last.exitCode}` : ""}`));
     if (last.output) parts.push(h("pre", { class: "output" }, last.output));
     if (last.stderr) parts.push(h("pre", {}, last.stderr));
@@ -254,37 +280,100 @@ function drawState(box, d, name, base, pods) {
     if (last.details) parts.push(h("pre", {}, JSON.stringify(last.details, null, 2)));
   }
   if (base.startsWith("/api/loops/cluster/") && n.kind !== "none" && n.kind !== "approval" && n.kind !== "loop") {
-    const pod = h("div", { class: "pod" });
-    const show = (p) => pod.replaceChildren(...(p.pod
-      ? [h("b", {}, `Pod ${p.pod}`), h("span", { class: "muted" }, ` ${p.phase}, iteration ${p.iteration}`),
-        p.log ? h("pre", { class: "log" }, p.log) : null]
-      : []), p.problem ? h("p", { class: "muted" }, p.problem) : null);
-    if (pods[name]) show(pods[name]);
-    getJSON(`${base}/states/${encodeURIComponent(name)}/pod`)
-      .then((p) => { pods[name] = p; show(p); })
-      .catch((e) => show({ problem: `The Pod could not be read: ${e.message}` }));
-    parts.push(pod);
+    parts.push(podPanel(base, name, pods));
   }
   box.replaceChildren(...parts);
 }
 
+// podPanel is the Pod a cluster Loop's state (or its exit hook, on-exit)
+// ran in last, and its log's tail, read as the viewer.
+function podPanel(base, name, pods) {
+  const pod = h("div", { class: "pod" });
+  const show = (p) => {
+    const parts = [];
+    if (p.pod) {
+      parts.push(h("b", {}, `Pod ${p.pod}`), h("span", { class: "muted" }, ` ${p.phase}, iteration ${p.iteration}`));
+      if (p.log) parts.push(h("pre", { class: "log" }, p.log));
+      else if (!p.problem) parts.push(h("p", { class: "muted no-log" }, "no output yet"));
+    }
+    if (p.problem) parts.push(h("p", { class: "muted" }, p.problem));
+    pod.replaceChildren(...parts);
+  };
+  if (pods[name]) show(pods[name]);
+  getJSON(`${base}/states/${encodeURIComponent(name)}/pod`)
+    .then((p) => { pods[name] = p; show(p); })
+    .catch((e) => show({ problem: `The Pod could not be read: ${e.message}` }));
+  return pod;
+}
+
+// drawExitHook shows the run's exit hook (spec.onExit): its command, and
+// how it went at the run's end.
+function drawExitHook(box, d, base, pods) {
+  const x = d.exitHook;
+  if (!x) { box.replaceChildren(); return; }
+  const parts = [h("h3", {}, "Exit hook")];
+  if (x.action) parts.push(h("p", { class: "muted" }, `Runs once the run ends (${x.kind}):`), h("pre", { class: "command" }, x.action));
+  let status = "Not run yet: it runs once the run ends.";
+  if (x.phase) {
+    status = x.phase;
+    if (x.exitCode != null && x.phase !== "Running") status += `, exit ${x.exitCode}`;
+    status += ` (the end at iteration ${x.iteration})`;
+  }
+  const times = [];
+  if (x.startedAt) times.push(`started ${utc(x.startedAt)}`);
+  if (x.finishedAt) times.push(`finished ${utc(x.finishedAt)}`);
+  if (x.startedAt && x.finishedAt) {
+    // A Loop's status keeps whole seconds: a hook within one took under 1s.
+    const [from, to] = [new Date(x.startedAt).getTime(), new Date(x.finishedAt).getTime()];
+    const coarse = from % 1000 === 0 && to % 1000 === 0;
+    times.push(`took ${coarse && to - from < 1000 ? "under 1s" : duration(to - from)}`);
+  }
+  parts.push(h("p", { class: `status ${x.phase || ""}` }, h("b", {}, status), times.length ? ` ${times.join(", ")}` : ""));
+  if (x.earlier) parts.push(h("p", { class: "muted" }, "That was at an earlier end: the run went on since, and the hook runs again when it ends."));
+  if (x.message) parts.push(h("pre", { class: "message" }, x.message));
+  if (x.pod && base.startsWith("/api/loops/cluster/")) parts.push(podPanel(base, "on-exit", pods));
+  box.replaceChildren(h("div", { class: "panel" }, ...parts));
+}
+
+// drawTimeline shows the state visits of the run's current timeline,
+// newest first; a rewind is a row where it went back (what it abandoned
+// is not shown).
 function drawTimeline(box, state, base, render) {
   const rows = state.pages.flatMap((p) => p.visits || []);
   const total = state.pages[0]?.total ?? 0;
   const older = state.pages[state.pages.length - 1]?.before;
-  const body = rows.map((v) => h("tr", { class: "visit" },
-    h("td", {}, v.iteration), h("td", {}, v.state), h("td", { title: v.at }, new Date(v.at).toLocaleTimeString()),
-    h("td", {}, duration(v.durationMs)), h("td", {}, v.action || ""), h("td", {}, v.exitCode != null ? v.exitCode : ""),
-    h("td", {}, v.verdict || ""), h("td", {}, v.next || ""),
-    h("td", { class: "repeat" }, v.repeat ? `↻ ${v.repeat} more pass${v.repeat > 1 ? "es" : ""} of ${v.period} state${v.period > 1 ? "s" : ""}` : "")));
+  const rewinds = [...(state.detail.rewinds || [])].sort((a, b) => b.seq - a.seq);
+  const body = [];
+  let r = 0;
+  const rewindsAfter = (seq) => {
+    for (; r < rewinds.length && rewinds[r].seq > seq; r++) body.push(rewindRow(rewinds[r]));
+  };
+  for (const v of rows) {
+    rewindsAfter(v.seq);
+    body.push(h("tr", { class: "visit" },
+      h("td", {}, v.iteration), h("td", {}, v.state), h("td", { class: "at", title: utc(v.at) }, clock(v.at)),
+      h("td", {}, duration(v.durationMs)), h("td", {}, v.action || ""), h("td", {}, v.exitCode != null ? v.exitCode : ""),
+      h("td", {}, v.verdict || ""), h("td", {}, v.next || ""),
+      h("td", { class: "repeat" }, v.repeat ? `↻ ${v.repeat} more pass${v.repeat > 1 ? "es" : ""} of ${v.period} state${v.period > 1 ? "s" : ""}` : "")));
+  }
+  if (!older) rewindsAfter(0);
   const more = older ? h("button", { onclick: async () => {
     state.pages.push(await getJSON(`${base}/timeline?before=${older}`));
     render();
   } }, "Older") : null;
+  const note = rewinds.length ? "; the run was rewound: the graph's counts and these rows are of its current timeline" : "";
   box.replaceChildren(
-    h("p", { class: "muted" }, `${rows.length} of ${total} rows, newest first; identical passes folded`),
-    h("table", {}, h("thead", {}, h("tr", {}, ["#", "State", "At", "Took", "Action", "Exit", "Verdict", "Next", ""].map((c) => h("th", {}, c)))),
+    h("p", { class: "muted" }, `${rows.length} of ${total} rows, newest first; identical passes folded${note}`),
+    h("table", {}, h("thead", {}, h("tr", {}, ["#", "State", "At (UTC)", "Took", "Action", "Exit", "Verdict", "Next", ""].map((c) => h("th", {}, c)))),
       h("tbody", {}, body)), ...(more ? [more] : []));
+}
+
+// rewindRow marks where the run was rewound in the timeline.
+function rewindRow(w) {
+  const abandoned = w.abandoned ? `: ${w.abandoned} state visit${w.abandoned > 1 ? "s" : ""} after it abandoned, not shown` : "";
+  return h("tr", { class: "rewind", "data-seq": w.seq },
+    h("td", { colspan: 9 }, `↶ ${utc(w.at)}: rewound from iteration ${w.fromIteration}${w.fromState ? ` (${w.fromState})` : ""} ` +
+      `back to the checkpoint of iteration ${w.iteration}, on to ${w.state}${abandoned}`));
 }
 
 async function route() {

@@ -48,12 +48,19 @@ states:
   done:
     terminal: true
 `);
+// The question takes what an action printed: markup, which the page must
+// show as text.
+const hostile = `<script>window.pwned=1</script><img src=x onerror="window.pwned=1">`;
 writeFileSync(join(dir, "ask.yaml"), `name: ask
-initial: ask
+initial: build
 states:
+  build:
+    action: printf '%s' '${hostile}'
+    capture: x
+    next: ask
   ask:
     approval:
-      message: ship it?
+      message: "ship \${captured.x.output}?"
     on_approved: done
     on_rejected: stop
   done:
@@ -70,7 +77,22 @@ states:
   done:
     terminal: true
 `);
+// A run with an exit hook, and one rewound to its checkpoint of iteration 4.
+writeFileSync(join(dir, "hooked.yaml"), `apiVersion: looprun.io/v1alpha1
+kind: Loop
+metadata: {name: hooked}
+spec:
+  initial: work
+  onExit: {action: 'echo "the run \${loop.phase}"'}
+  states:
+    work: {action: "true", next: done}
+    done: {terminal: true}
+`);
+writeFileSync(join(dir, "again.yaml"), readFileSync(join(dir, "count.yaml"), "utf8").replace("name: count", "name: again").replaceAll(" n ", " m ").replaceAll(" > n", " > m"));
 execFileSync(looprun, ["run", "-q", "count.yaml"], { cwd: dir });
+execFileSync(looprun, ["run", "-q", "hooked.yaml"], { cwd: dir });
+execFileSync(looprun, ["run", "-q", "again.yaml"], { cwd: dir });
+execFileSync(looprun, ["rewind", "--local", "again", "--iteration", "4"], { cwd: dir });
 execFileSync("go", ["run", "./bench/uibench", "-dir", dir], { cwd: root, stdio: "inherit" });
 
 // A control plane, and the operator running Loops on it with local actions.
@@ -102,10 +124,11 @@ spec:
   states:
     build:
       action: echo built v2
+      capture: build
       next: ask
     ask:
       approval:
-        message: ship v2?
+        message: ship \${captured.build.output}?
       onSuccess: ship
       onFailure: done
     ship:
@@ -113,6 +136,8 @@ spec:
       next: done
     done:
       terminal: true
+  onExit:
+    action: echo bye
 `);
 
 const server = start("ui", looprun, ["ui", "--listen", "127.0.0.1:0"], { env: { KUBECONFIG: kubeconfig }, pipe: true });
@@ -125,7 +150,9 @@ const browser = await chromium.launch({
   args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--no-first-run"],
 });
 let failed = false;
-const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+// A time zone far from UTC: the page shows UTC times all the same.
+const page = await browser.newPage({ viewport: { width: 1280, height: 900 }, timezoneId: "Asia/Kathmandu" });
+const utcTime = /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC/;
 try {
   page.on("pageerror", (e) => { failed = true; console.error("page error:", e); });
 
@@ -133,7 +160,10 @@ try {
   await page.goto(url);
   await page.waitForSelector('tr[data-loop="count"]');
   assert.equal((await page.textContent('tr[data-loop="count"] td.phase')).trim(), "Completed");
-  assert.equal(await page.locator('tbody tr[data-source="local"]').count(), 2);
+  assert.equal(await page.locator('tbody tr[data-source="local"]').count(), 4);
+  // Times are the CLI's: 24-hour UTC.
+  assert.match(await page.textContent('tr[data-loop="count"] td.time'), utcTime);
+  assert.doesNotMatch(await page.textContent("main"), /\b(AM|PM)\b/);
   assert.ok(await page.isVisible('tr[data-source="cluster"][data-loop="release"]'), "the cluster's Loops are listed");
   await page.fill("input[type=search]", "bi");
   assert.equal(await page.locator("tbody tr").count(), 1);
@@ -148,6 +178,11 @@ try {
   assert.ok(await page.isVisible('g.node.terminal[data-state="done"]'));
   assert.match(await page.textContent('g.edge[data-from="check"][data-to="bump"] text'), /×5/);
   assert.match(await page.textContent("#timeline"), /4 more passes of 2 states/);
+  const { visits } = await (await fetch(`${url}api/loops/local/count/timeline`)).json();
+  assert.deepEqual(await page.locator("#timeline td.at").allTextContents(), visits.map((v) => new Date(v.at).toISOString().slice(11, 19)));
+  assert.match(await page.textContent("#started"), /^Started\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$/);
+  assert.doesNotMatch(await page.textContent("main"), /\b(AM|PM)\b/);
+  assert.equal(await page.locator("#exithook .panel").count(), 0, "no exit hook, no panel");
   // A state's last output and verdict.
   await page.click('g.node[data-state="check"]');
   await page.waitForSelector("#state pre.output");
@@ -171,7 +206,8 @@ try {
   // (this viewer, an admin, may), and its button approves it as them.
   await page.goto(`${url}#/cluster/default/release`);
   await page.waitForSelector("#approve", { timeout: 60000 });
-  assert.match(await page.textContent(".approval"), /ship v2\?/);
+  assert.match(await page.textContent(".approval"), /ship built v2\?/);
+  assert.doesNotMatch(await page.textContent(".approval"), /\$\{/);
   assert.match(await page.textContent(".approval"), /verb approve.*you do/);
   assert.match(await page.textContent(".approval"), /looprun approve loop\/release -n default/);
   await page.screenshot({ path: join(shots, "approval.png"), fullPage: true });
@@ -189,7 +225,20 @@ try {
   await page.waitForFunction(() => /shipped/.test(document.querySelector("#state pre.output")?.textContent || ""));
   await page.waitForSelector("#state .pod p");
   assert.match(await page.textContent("#state .pod"), /no action Pod/);
+  // The Loop's exit hook ran once it ended.
+  await page.waitForFunction(() => /Succeeded, exit 0/.test(document.querySelector("#exithook")?.textContent || ""), null, { timeout: 60000 });
+  assert.match(await page.textContent("#exithook"), /echo bye/);
+  assert.match(await page.textContent("#exithook"), /started \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC, finished \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC/);
   await page.screenshot({ path: join(shots, "approved.png"), fullPage: true });
+  // A Pod with no log yet: the panel says so, and prints no "null". (No
+  // kubelet here: the Pod's answer is the server's, for a Pod without log.)
+  await page.route("**/api/loops/cluster/default/release/states/build/pod", (r) => r.fulfill({
+    contentType: "application/json", body: JSON.stringify({ pod: "release-build-1", phase: "Running", iteration: 1 }) }));
+  await page.click('g.node[data-state="build"]');
+  await page.waitForSelector("#state .pod .no-log");
+  assert.match(await page.textContent("#state .pod"), /Pod release-build-1 Running, iteration 1no output yet/);
+  assert.doesNotMatch(await page.textContent("#state"), /null/);
+  await page.unroute("**/api/loops/cluster/default/release/states/build/pod");
 
   // A local run waits for its approval; the page rejects it.
   const asking = spawn(looprun, ["run", "-q", "ask.yaml"], { cwd: dir, stdio: "ignore" });
@@ -200,9 +249,34 @@ try {
   await page.goto(`${url}#/local/ask`);
   await page.waitForSelector("#reject", { timeout: 20000 });
   assert.match(await page.textContent(".approval"), /Who may answer: whoever runs looprun/);
+  // The question as the CLI prints it, its template expanded over what
+  // build printed: shown as text, its markup inert.
+  assert.equal(await page.textContent(".approval .question"), `ship ${hostile}?`);
+  assert.equal(await page.locator(".approval script, .approval img, #state img, #state script").count(), 0);
+  assert.equal(await page.evaluate(() => window.pwned), undefined);
+  await page.screenshot({ path: join(shots, "approval-local.png"), fullPage: true });
   await page.click("#reject");
   await page.waitForSelector('g.node.current[data-state="stop"]', { timeout: 20000 });
   assert.equal(await askingExit, 0);
+
+  // A local run's exit hook: its command, how it ended, when (UTC).
+  await page.goto(`${url}#/local/hooked`);
+  await page.waitForSelector("#exithook .panel");
+  assert.match(await page.textContent("#exithook"), /echo "the run \$\{loop.phase\}"/);
+  assert.match(await page.textContent("#exithook"), /Succeeded, exit 0 \(the end at iteration \d+\) started \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC, finished/);
+  await page.screenshot({ path: join(shots, "exithook.png"), fullPage: true });
+
+  // A rewound run: the graph's counts and the timeline are of the
+  // timeline it went back to; the rewind is marked, what it abandoned not
+  // shown.
+  await page.goto(`${url}#/local/again`);
+  await page.waitForSelector("#timeline tr.rewind");
+  assert.match(await page.textContent('g.node[data-state="check"] .kind'), /· 2×/);
+  assert.match(await page.textContent('g.edge[data-from="check"][data-to="bump"] text'), /×2$/);
+  assert.match(await page.textContent("#timeline tr.rewind"), /rewound from iteration 11 \(done\) back to the checkpoint of iteration 4, on to check: 7 state visits after it abandoned/);
+  for (const it of await page.locator("#timeline tr.visit td:first-child").allTextContents()) assert.ok(Number(it) <= 4, `a row of iteration ${it}`);
+  assert.equal(await page.locator("#timeline tr.visit").count(), 2);
+  await page.screenshot({ path: join(shots, "rewound.png"), fullPage: true });
 
   // Live: a run waiting at its gate moves on the page without a reload.
   const gated = spawn(looprun, ["run", "-q", "gate.yaml"], { cwd: dir, stdio: "ignore" });
