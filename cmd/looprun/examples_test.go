@@ -45,7 +45,7 @@ func TestExamplesRun(t *testing.T) {
 	}{
 		{"fix-until-clean", nil, 0, "check -> done (success)"},
 		{"drive-a-metric", nil, 0, "measure -> done (target)"},
-		{"maintain-an-invariant", []string{"-n", "5", "--context", "file=" + filepath.Join(t.TempDir(), "inv.conf")}, 1, "healthy -> check (maintain)"},
+		{"maintain-an-invariant", []string{"-n", "5", "--context", "file=" + filepath.Join(t.TempDir(), "inv.conf")}, 1, "[3] healthy -> check (maintain)\n[4] check -> healthy (success)\n[5] healthy -> check (maintain)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

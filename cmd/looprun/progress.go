@@ -154,8 +154,18 @@ func (p *progress) event(e executor.Event) {
 	case executor.EventRoute:
 		r := executor.RouteOf(e)
 		if r.Reason != "" {
-			// A move of its own (a maintain loop's restart), from a state
-			// whose line was not printed (a terminal one).
+			// A move of its own (a maintain loop's restart) from a
+			// terminal state, which has no state_enter of its own but
+			// counts as a step: its line, so that no step number is
+			// missing, then the move.
+			if r.Reason == "maintain" {
+				it, _ := p.iteration[depth].(int32)
+				it++
+				p.iteration[depth] = it
+				p.stateLine(e, r.From, it, n, indent)
+				p.println(fmt.Sprintf("%s%s-> %s %s", pad, s.mark("↻ ", ""), s.bold(printable(r.To)), s.dim("("+r.Reason+")")))
+				return
+			}
 			p.println(fmt.Sprintf("%s%s%s -> %s %s", pad, s.mark("↻ ", ""), r.From, s.bold(printable(r.To)), s.dim("("+r.Reason+")")))
 			return
 		}

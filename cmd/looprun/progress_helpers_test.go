@@ -12,6 +12,9 @@ var (
 	subLoopEnd  = regexp.MustCompile(`^(\s*)sub-loop \S+ ended: \S+, verdict (\S+)`)
 	routeLine   = regexp.MustCompile(`^(\s*)-> (\S+)$`)
 	restartLine = regexp.MustCompile(`^(\s*)(\S+) -> (\S+) \((.+)\)$`)
+	// moveLine is a move of its own from the state on the line above (a
+	// maintain loop's restart).
+	moveLine = regexp.MustCompile(`^(\s*)(?:↻ )?-> (\S+) \((.+)\)$`)
 )
 
 // steps reads the progress a run printed back as one line per move,
@@ -37,6 +40,12 @@ func steps(out string) string {
 			m := verdictLine.FindStringSubmatch(l)
 			if a := open[len(m[1])-7]; a != nil {
 				a.verdict = m[2]
+			}
+		case moveLine.MatchString(l):
+			m := moveLine.FindStringSubmatch(l)
+			indent := len(m[1]) - 7
+			if a := open[indent]; a != nil {
+				fmt.Fprintf(&b, "%s[%s] %s -> %s (%s)\n", strings.Repeat(" ", max(indent, 0)), a.n, a.state, m[2], m[3])
 			}
 		case restartLine.MatchString(l):
 			m := restartLine.FindStringSubmatch(l)
