@@ -115,7 +115,9 @@ func (r *LoopReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 		r.forget(req.NamespacedName)
 		return reconcile.Result{}, nil
 	}
-	logger := log.FromContext(ctx).WithValues("state", loop.Status.CurrentState, "iteration", loop.Status.Iteration)
+	base := log.FromContext(ctx)
+	ctx = context.WithValue(ctx, baseLoggerKey{}, base)
+	logger := base.WithValues("state", loop.Status.CurrentState, "iteration", loop.Status.Iteration)
 	ctx = log.IntoContext(ctx, logger)
 	if !loop.DeletionTimestamp.IsZero() {
 		r.forget(req.NamespacedName)

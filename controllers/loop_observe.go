@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -89,10 +90,19 @@ func usageSeen(evs []executor.Event, res *executor.ActionResult) []seenUsage {
 	return out
 }
 
+// baseLoggerKey holds, in a reconcile's context, its logger before the
+// Loop's state and iteration were added to it.
+type baseLoggerKey struct{}
+
 // announce emits Kubernetes Events and log lines for the step's milestones;
 // transitions are logged at verbosity 1 (--zap-log-level=debug).
 func (s *step) announce(ctx context.Context, events []executor.Event) {
+	// The reconcile's logger names the state and iteration it began in;
+	// the step has moved the Loop on since.
 	logger := log.FromContext(ctx)
+	if base, ok := ctx.Value(baseLoggerKey{}).(logr.Logger); ok {
+		logger = base.WithValues("state", s.loop.Status.CurrentState, "iteration", s.loop.Status.Iteration)
+	}
 	for _, e := range events {
 		switch e.Type {
 		case executor.EventRoute:

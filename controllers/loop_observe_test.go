@@ -1,9 +1,15 @@
 package controllers
 
 import (
+	"context"
+	"strings"
 	"testing"
 
+	"github.com/go-logr/logr/funcr"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/looprun/looprun/api/v1alpha1"
 
 	"github.com/looprun/looprun/internal/agentstream"
 	"github.com/looprun/looprun/internal/executor"
@@ -40,5 +46,22 @@ func TestUsageSeenIsWhatTheEngineRecorded(t *testing.T) {
 	}
 	if n := testutil.ToFloat64(agentCalls.WithLabelValues(ns, "other", "false")); n != 1 {
 		t.Errorf("unpriced calls of a model the table does not list: %v", n)
+	}
+}
+
+// "Loop finished" names the state and iteration the Loop ended in, not
+// those the reconcile began in.
+func TestLoopFinishedLogsWhereItEnded(t *testing.T) {
+	var lines []string
+	base := funcr.New(func(prefix, args string) { lines = append(lines, args) }, funcr.Options{})
+	ctx := context.WithValue(context.Background(), baseLoggerKey{}, base)
+	ctx = log.IntoContext(ctx, base.WithValues("state", "", "iteration", 0))
+	loop := &v1alpha1.Loop{}
+	loop.Status.CurrentState, loop.Status.Iteration = "done", 5
+	loop.Status.Phase, loop.Status.TerminatedBy = v1alpha1.PhaseCompleted, "terminal"
+	s := &step{r: &LoopReconciler{}, loop: loop}
+	s.announce(ctx, []executor.Event{{Type: executor.EventLoopComplete}})
+	if len(lines) != 1 || !strings.Contains(lines[0], `"state"="done" "iteration"=5`) || strings.Contains(lines[0], `"state"=""`) {
+		t.Fatalf("log lines %q", lines)
 	}
 }
