@@ -275,9 +275,9 @@ states:
 		t.Fatalf("invalid: exit %d", r.code)
 	}
 	for _, want := range []string{
-		`states.check.evaluate.operator: Unsupported value: "gte"`,
+		`states.check.evaluate.operator: must be one of "eq", "ne", "lt", "le", "gt", "ge", not "gte"`,
 		`line 11: states.check.on_no: no state is called "fixx" (did you mean fix?)`,
-		`states.fix: Required value: state "fix" has no way out`,
+		`states.fix: state "fix" has no way out`,
 		`states.fix.action`,
 	} {
 		if !strings.Contains(r.stdout, want) {

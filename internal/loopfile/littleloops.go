@@ -79,6 +79,13 @@ func (r *reader) located(msg string) string {
 	return msg
 }
 
+// requiredWhy says what each required top-level field is.
+var requiredWhy = map[string]string{
+	"name":    "the loop's name (its run, state file and Loop are named after it)",
+	"initial": "the state the loop starts in",
+	"states":  "the mapping of state names to states",
+}
+
 // Top-level keys little-loops knows that looprun does not use.
 var ignoredTopLevel = map[string]string{
 	"scope": "scope locks", "singleton": "scope locks",
@@ -110,14 +117,15 @@ func (r *reader) littleLoops(doc map[string]any, dir string) (*v1alpha1.Loop, er
 	if err := r.fragments(doc, dir); err != nil {
 		return nil, err
 	}
-	var missing []string
+	// A missing field is one problem among the file's others, all said at
+	// once.
 	for _, k := range []string{"name", "initial", "states"} {
 		if _, ok := doc[k]; !ok {
-			missing = append(missing, k)
+			r.fail("%s: required: %s", k, requiredWhy[k])
 		}
 	}
-	if len(missing) > 0 {
-		return nil, fmt.Errorf("missing required fields: %s", strings.Join(missing, ", "))
+	if _, ok := doc["states"]; !ok {
+		return nil, &Problems{List: r.errs}
 	}
 	name := r.str(doc, "name", "name")
 	// Every state of a little-loops file is throttled as little-loops

@@ -175,7 +175,9 @@ func TestParseErrors(t *testing.T) {
 		name, doc, want string
 	}{
 		{"not a mapping", "- a\n- b\n", "must be a YAML mapping"},
-		{"missing fields", "name: x\n", "missing required fields: initial, states"},
+		{"missing fields", "name: x\n", "initial: required: the state the loop starts in\nstates: required: the mapping of state names to states"},
+		{"missing name beside other problems", "initial: a\nstates:\n  a:\n    action: x\n    on_no: nowhere\n    on_yes: d\n  d:\n    terminal: true\n    action_type: contract\n",
+			"line 5: states.a.on_no: no state is called \"nowhere\"\nline 9: states.d.action_type: action type \"contract\" is not supported (shell, prompt, slash_command, mcp_tool)\nname: required"},
 		{"bad action type", "name: x\ninitial: a\nstates:\n  a:\n    action: x\n    action_type: contract\n    next: d\n  d:\n    terminal: true\n", "states.a.action_type"},
 		{"params not a mapping", "name: x\ninitial: a\nstates:\n  a:\n    action: s/t\n    action_type: mcp_tool\n    params: [1]\n    next: d\n  d:\n    terminal: true\n", "states.a.params: must be a mapping"},
 		{"bad timeout", "name: x\ninitial: a\nstates:\n  a:\n    action: x\n    timeout: soon\n    next: d\n  d:\n    terminal: true\n", "states.a.timeout"},

@@ -51,7 +51,7 @@ func specProblems(spec *v1alpha1.LoopSpec, format Format, lines map[string]int, 
 		if slices.ContainsFunc(failed, func(f string) bool { return within(path, f) || within(f, path) }) {
 			continue
 		}
-		body := e.ErrorBody()
+		body := plainBody(e)
 		if e.Type == field.ErrorTypeNotFound {
 			// Every name executor.Validate looks up is a state's.
 			name := fmt.Sprint(e.BadValue)
@@ -64,6 +64,44 @@ func specProblems(spec *v1alpha1.LoopSpec, format Format, lines map[string]int, 
 	}
 	slices.SortStableFunc(out, byLine)
 	return out
+}
+
+// plainBody says what is wrong in words, as the file's other problems are
+// said, not in the API's terms ("Required value", "Unsupported value").
+func plainBody(e *field.Error) string {
+	bad := func() string {
+		if s, ok := e.BadValue.(string); ok {
+			return strconv.Quote(s)
+		}
+		return fmt.Sprint(e.BadValue)
+	}
+	switch e.Type {
+	case field.ErrorTypeRequired:
+		if e.Detail != "" {
+			return e.Detail
+		}
+		return "required"
+	case field.ErrorTypeNotSupported:
+		if supported, ok := strings.CutPrefix(e.Detail, "supported values: "); ok {
+			return fmt.Sprintf("must be one of %s, not %s", supported, bad())
+		}
+		return "not supported: " + bad()
+	case field.ErrorTypeInvalid:
+		if v := bad(); e.Detail != "" && len(v) <= 40 && !strings.ContainsAny(v, "\n") && !strings.Contains(e.Detail, v) {
+			return fmt.Sprintf("%s, not %s", e.Detail, v)
+		} else if e.Detail != "" {
+			return e.Detail
+		}
+		return "not valid: " + bad()
+	case field.ErrorTypeDuplicate:
+		return fmt.Sprintf("%s is given more than once", bad())
+	case field.ErrorTypeForbidden:
+		if e.Detail != "" {
+			return e.Detail
+		}
+		return "not allowed here"
+	}
+	return e.ErrorBody()
 }
 
 // parentPath is the path of the mapping p is in ("" at the top).
