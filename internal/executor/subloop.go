@@ -373,7 +373,8 @@ func subLoopTarget(st *v1alpha1.State, verdict string) string {
 
 // storeChild keeps how the child ended under the state's name (and its
 // captures, with passthrough or a with that binds something: an empty
-// with is none), and its event stream under the state's capture.
+// with is none), and its event stream and verdict under the state's
+// capture (in place of whatever that name held).
 func (t *turn) storeChild(st *v1alpha1.State, c *ChildResult, by, verdict string) {
 	run := t.run
 	if run.Captured == nil {
@@ -388,9 +389,20 @@ func (t *turn) storeChild(st *v1alpha1.State, c *ChildResult, by, verdict string
 		sl.Captured = childCaptures(c.Captured, t.m.opts.MaxCaptureBytes)
 	}
 	run.Captured[run.CurrentState] = v1alpha1.CapturedResult{Loop: sl}
-	if st.Capture != "" {
+	switch {
+	case st.Capture == "":
+	case st.Capture == run.CurrentState && len(sl.Captured) > 0:
+		// Captured under the state's own name, the event stream is
+		// written over by the child's captures, as little-loops merges
+		// them after it: the verdict alone stays beside them.
+		run.Captured[st.Capture] = v1alpha1.CapturedResult{Verdict: t.childVerdictName(verdict), Loop: sl}
+	default:
 		out := Tail(c.Events, t.m.opts.MaxCaptureBytes)
-		run.Captured[st.Capture] = v1alpha1.CapturedResult{Output: out, Verdict: t.childVerdictName(verdict), Loop: run.Captured[st.Capture].Loop, EventStream: true}
+		var own *v1alpha1.SubLoopResult
+		if st.Capture == run.CurrentState {
+			own = sl // beside how the child ended
+		}
+		run.Captured[st.Capture] = v1alpha1.CapturedResult{Output: out, Verdict: t.childVerdictName(verdict), Loop: own, EventStream: true}
 		if len(out) < len(c.Events) {
 			t.emit(EventCaptureTruncated, CaptureTruncatedEvent{Capture: st.Capture, KeptBytes: len(out), Bound: "capture"}.Data())
 		}
