@@ -15,6 +15,7 @@ import (
 
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/executor/interpolate"
+	"github.com/looprun/looprun/internal/pycompat"
 )
 
 // Events of sub-loop states (looprun's own; the child's events are
@@ -273,6 +274,17 @@ func expandValue(v any, vars *interpolate.Vars) (any, error) {
 				return nil, err
 			}
 			out[i] = ev
+		}
+		return out, nil
+	case *pycompat.Dict:
+		out := pycompat.NewDict(t.Len())
+		for _, k := range t.Keys() {
+			e, _ := t.Get(k)
+			ev, err := expandValue(e, vars)
+			if err != nil {
+				return nil, err
+			}
+			out.Set(k, ev)
 		}
 		return out, nil
 	case map[string]any:

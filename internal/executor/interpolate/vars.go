@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/internal/pycompat"
 )
 
 // Result is the current state's evaluation, the ${result.*} namespace.
@@ -239,6 +240,12 @@ func walk(v any, path []string) (any, error) {
 func Walk(v any, path []string) (any, bool) {
 	for _, p := range path {
 		switch t := v.(type) {
+		case *pycompat.Dict:
+			next, ok := t.Get(p)
+			if !ok {
+				return nil, false
+			}
+			v = next
 		case map[string]any:
 			next, ok := t[p]
 			if !ok {
