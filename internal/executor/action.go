@@ -1,9 +1,9 @@
 package executor
 
 import (
-	"bytes"
 	"cmp"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -123,13 +123,16 @@ func expandAction(spec *v1alpha1.LoopSpec, st *v1alpha1.State, vars *interpolate
 // tool and its params (strings expanded) as JSON, run in place of the
 // shell so that its exit code is the action's.
 func mcpCall(command []string, tool string, params *apiextensionsv1.JSON, vars *interpolate.Vars) (string, error) {
-	args := map[string]any{}
+	var args any = pycompat.NewDict(0)
 	if params != nil && len(params.Raw) > 0 {
-		d := json.NewDecoder(bytes.NewReader(params.Raw))
-		d.UseNumber()
-		if err := d.Decode(&args); err != nil {
+		v, err := decodeJSONValue(params.Raw)
+		if err != nil {
 			return "", fmt.Errorf("params: %w", err)
 		}
+		if _, ok := v.(*pycompat.Dict); !ok {
+			return "", errors.New("params: must be a JSON object")
+		}
+		args = v
 	}
 	expanded, err := expandValue(args, vars)
 	if err != nil {

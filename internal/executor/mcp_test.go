@@ -31,8 +31,9 @@ func mcpSpec(params string, cmd []string) *v1alpha1.LoopSpec {
 	return spec
 }
 
-// An mcp action runs the MCP command with the tool and its params as JSON,
-// every word quoted for the shell; the params' strings are templates.
+// An mcp action runs the MCP command with the tool and its params as JSON
+// (their keys in the order written), every word quoted for the shell; the
+// params' strings are templates.
 func TestMCPAction(t *testing.T) {
 	cases := []struct {
 		name, params string
@@ -42,9 +43,9 @@ func TestMCPAction(t *testing.T) {
 		{"default command, no params", "", nil, `exec mcp-call files/read '{}'`},
 		{"params expanded and quoted", `{"path": "/tmp/${context.kind}.txt", "n": 12345678901234567890, "deep": [{"who": "${context.who}"}], "flag": true}`,
 			[]string{"/opt/bin/mcp call", "--json"},
-			`exec '/opt/bin/mcp call' --json files/read '{"deep": [{"who": "it'"'"'s me"}], "flag": true, "n": 12345678901234567890, "path": "/tmp/read.txt"}'`},
+			`exec '/opt/bin/mcp call' --json files/read '{"path": "/tmp/read.txt", "n": 12345678901234567890, "deep": [{"who": "it'"'"'s me"}], "flag": true}'`},
 		{"as Python's json.dumps", `{"t": "café <b>&\"x\"\n 😀", "z": null, "e": {}, "l": []}`, nil,
-			`exec mcp-call files/read '{"e": {}, "l": [], "t": "caf\u00e9 <b>&\"x\"\n \ud83d\ude00", "z": null}'`},
+			`exec mcp-call files/read '{"t": "caf\u00e9 <b>&\"x\"\n \ud83d\ude00", "z": null, "e": {}, "l": []}'`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

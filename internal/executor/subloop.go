@@ -15,6 +15,7 @@ import (
 
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/executor/interpolate"
+	"github.com/looprun/looprun/internal/pycompat"
 )
 
 // Events of sub-loop states (looprun's own; the child's events are
@@ -275,6 +276,17 @@ func expandValue(v any, vars *interpolate.Vars) (any, error) {
 			out[i] = ev
 		}
 		return out, nil
+	case *pycompat.Dict:
+		out := pycompat.NewDict(t.Len())
+		for _, k := range t.Keys() {
+			e, _ := t.Get(k)
+			ev, err := expandValue(e, vars)
+			if err != nil {
+				return nil, err
+			}
+			out.Set(k, ev)
+		}
+		return out, nil
 	case map[string]any:
 		out := make(map[string]any, len(t))
 		for k, e := range t {
@@ -373,7 +385,8 @@ func subLoopTarget(st *v1alpha1.State, verdict string) string {
 
 // storeChild keeps how the child ended under the state's name (and its
 // captures, with passthrough or a with that binds something: an empty
-// with is none), and its event stream under the state's capture.
+// with is none), and its event stream and verdict under the state's
+// capture (in place of whatever that name held).
 func (t *turn) storeChild(st *v1alpha1.State, c *ChildResult, by, verdict string) {
 	run := t.run
 	if run.Captured == nil {
@@ -388,9 +401,20 @@ func (t *turn) storeChild(st *v1alpha1.State, c *ChildResult, by, verdict string
 		sl.Captured = childCaptures(c.Captured, t.m.opts.MaxCaptureBytes)
 	}
 	run.Captured[run.CurrentState] = v1alpha1.CapturedResult{Loop: sl}
-	if st.Capture != "" {
+	switch {
+	case st.Capture == "":
+	case st.Capture == run.CurrentState && len(sl.Captured) > 0:
+		// Captured under the state's own name, the event stream is
+		// written over by the child's captures, as little-loops merges
+		// them after it: the verdict alone stays beside them.
+		run.Captured[st.Capture] = v1alpha1.CapturedResult{Verdict: t.childVerdictName(verdict), Loop: sl}
+	default:
 		out := Tail(c.Events, t.m.opts.MaxCaptureBytes)
-		run.Captured[st.Capture] = v1alpha1.CapturedResult{Output: out, Verdict: t.childVerdictName(verdict), Loop: run.Captured[st.Capture].Loop, EventStream: true}
+		var own *v1alpha1.SubLoopResult
+		if st.Capture == run.CurrentState {
+			own = sl // beside how the child ended
+		}
+		run.Captured[st.Capture] = v1alpha1.CapturedResult{Output: out, Verdict: t.childVerdictName(verdict), Loop: own, EventStream: true}
 		if len(out) < len(c.Events) {
 			t.emit(EventCaptureTruncated, CaptureTruncatedEvent{Capture: st.Capture, KeptBytes: len(out), Bound: "capture"}.Data())
 		}

@@ -3,6 +3,7 @@ package executor
 import (
 	"strings"
 
+	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/action"
 )
 
@@ -16,16 +17,20 @@ import (
 // An agent's stderr is its lines joined, without a newline after the
 // last. An action stopped at its timeout has its own stderr, or when it
 // printed none, "Action timed out" ("Action idle-timed out" at its idle
-// timeout) in place of looprun's notice; an agent stopped so has only
-// that stderr, and no output.
+// timeout; for an MCP call "MCP call timed out", ll-loop's words though
+// its own run does not outlive the kill) in place of looprun's notice; an
+// agent stopped so has only that stderr, and no output.
 func (t *turn) asText(res *ActionResult) *ActionResult {
 	if !t.m.opts.LittleLoops || res == nil {
 		return res
 	}
 	out, errs := universalNewlines(res.Output), universalNewlines(res.Stderr)
-	agent := false
+	agent, what := false, "Action"
 	if st, ok := t.m.spec.States[t.run.CurrentState]; ok {
 		agent = st.IsAgent()
+		if st.ActionType == v1alpha1.ActionMCP {
+			what = "MCP call"
+		}
 	}
 	verdict := res.Verdict
 	switch {
@@ -35,9 +40,9 @@ func (t *turn) asText(res *ActionResult) *ActionResult {
 			out, errs = "", ""
 		}
 		if errs == "" {
-			errs = "Action timed out"
+			errs = what + " timed out"
 			if res.IdledOut {
-				errs = "Action idle-timed out"
+				errs = what + " idle-timed out"
 			}
 		}
 		if agent {

@@ -1,24 +1,22 @@
 package executor
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+
+	"github.com/looprun/looprun/internal/pycompat"
 )
 
 type apiextensionsJSON = apiextensionsv1.JSON
 
+// decodeJSONValue decodes a value of the spec (context, with, params):
+// numbers as written, objects as pycompat.Dicts, which keep the order of
+// their keys as little-loops prints them.
 func decodeJSONValue(raw []byte) (any, error) {
-	d := json.NewDecoder(bytes.NewReader(raw))
-	d.UseNumber()
-	var v any
-	if err := d.Decode(&v); err != nil {
-		return nil, err
-	}
-	return v, nil
+	return pycompat.DecodeJSON(raw)
 }
 
 // preview is the end of an action's output for its action_complete event,

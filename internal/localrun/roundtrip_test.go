@@ -116,3 +116,37 @@ func TestEventStreamCapture(t *testing.T) {
 		t.Fatalf("read back %+v", back)
 	}
 }
+
+// A sub-loop state's entry is written as little-loops writes it: how the
+// child ended, no output, stderr, exit code or duration of its own; a
+// capture with the state's name holds the event stream (or the verdict
+// beside the child's captures) with it. Each is read back as it was.
+func TestSubLoopEntryCapture(t *testing.T) {
+	ended := &v1alpha1.SubLoopResult{TerminatedBy: "error", Error: "boom"}
+	for _, c := range []struct {
+		captured v1alpha1.CapturedResult
+		want     string
+	}{
+		{v1alpha1.CapturedResult{Loop: ended}, `{"terminated_by":"error","error":"boom"}`},
+		{v1alpha1.CapturedResult{Output: `{"event":"loop_start"}`, Verdict: "error", EventStream: true, Loop: ended},
+			`{"output":"{\"event\":\"loop_start\"}","exit_code":null,"verdict":"error","terminated_by":"error","error":"boom"}`},
+		{v1alpha1.CapturedResult{Verdict: "no", Loop: &v1alpha1.SubLoopResult{TerminatedBy: "terminal", FailureTerminal: true,
+			Captured: map[string]v1alpha1.ChildCapture{"said": {Output: "hi"}}}},
+			`{"verdict":"no","terminated_by":"terminal","failure_terminal":true,"said":{"output":"hi","stderr":"","exit_code":0,"duration_ms":0}}`},
+	} {
+		b, err := json.Marshal(capturedFile(c.captured))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(b) != c.want {
+			t.Errorf("written %s, want %s", b, c.want)
+		}
+		var f CapturedFile
+		if err := json.Unmarshal(b, &f); err != nil {
+			t.Fatal(err)
+		}
+		if back := f.capturedResult(); !equality.Semantic.DeepEqual(back, c.captured) {
+			t.Errorf("read back %+v, want %+v", back, c.captured)
+		}
+	}
+}

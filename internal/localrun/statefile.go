@@ -145,15 +145,35 @@ type CapturedFile struct {
 // capturedFields is CapturedFile without its methods, for encoding/json.
 type capturedFields CapturedFile
 
+// subLoopEnding is how a sub-loop ended, as its state's entry writes it.
+type subLoopEnding struct {
+	TerminatedBy    string `json:"terminated_by,omitempty"`
+	FailureTerminal bool   `json:"failure_terminal,omitempty"`
+	Error           string `json:"error,omitempty"`
+}
+
+func (c CapturedFile) ending() subLoopEnding {
+	return subLoopEnding{c.TerminatedBy, c.FailureTerminal, c.Error}
+}
+
 // MarshalJSON writes the fields, then each child capture under its name.
 func (c CapturedFile) MarshalJSON() ([]byte, error) {
 	var v any = capturedFields(c)
-	if c.EventStream {
+	switch {
+	case c.EventStream:
 		v = struct {
 			Output   string `json:"output"`
 			ExitCode *int32 `json:"exit_code"`
 			Verdict  string `json:"verdict,omitempty"`
-		}{c.Output, nil, c.Verdict}
+			subLoopEnding
+		}{c.Output, nil, c.Verdict, c.ending()}
+	case c.TerminatedBy != "" && c.Output == "" && c.Stderr == "" && c.ExitCode == 0 && c.DurationMs == 0:
+		// A sub-loop state's entry: how the child ended, no output of
+		// its own.
+		v = struct {
+			Verdict string `json:"verdict,omitempty"`
+			subLoopEnding
+		}{c.Verdict, c.ending()}
 	}
 	b, err := json.Marshal(v)
 	if err != nil || len(c.Children) == 0 {

@@ -99,8 +99,8 @@ func stringsKey[T any](field func(*T) *[]string) key[T] {
 }
 
 func jsonKey[T any](field func(*T) **apiextensionsv1.JSON) key[T] {
-	return func(_ *reader, m map[string]any, k, _ string, into *T) {
-		j := toJSON(m[k])
+	return func(r *reader, m map[string]any, k, _ string, into *T) {
+		j := r.order.toJSON(m[k])
 		*field(into) = &j
 	}
 }

@@ -36,6 +36,8 @@ type reader struct {
 	// ignored are the keys little-loops knows and looprun does without,
 	// by what they are for.
 	ignored map[string][]string
+	// order is the order the file wrote its mappings' keys in.
+	order keyOrder
 }
 
 // ignore notes that the key at fp, for why, is ignored.
@@ -111,7 +113,7 @@ func (r *reader) littleLoops(doc map[string]any, dir string) (*v1alpha1.Loop, er
 	if err != nil {
 		return nil, err
 	}
-	if err := flow(doc); err != nil {
+	if err := flow(doc, r.order); err != nil {
 		return nil, err
 	}
 	if err := r.fragments(doc, dir); err != nil {
@@ -201,7 +203,7 @@ var topLevelKeys = table[v1alpha1.LoopSpec]{
 			}
 			spec.Context = map[string]apiextensionsv1.JSON{}
 			for ck, cv := range ctx {
-				spec.Context[ck] = toJSON(cv)
+				spec.Context[ck] = r.order.toJSON(cv)
 			}
 		},
 		"max_steps": int32Key(func(s *v1alpha1.LoopSpec) **int32 { return &s.MaxIterations }),
@@ -515,7 +517,7 @@ func paramsKey(r *reader, m map[string]any, k, fp string, st *stateRead) {
 		r.fail("%s: must be a mapping of the tool's arguments", fp)
 		return
 	}
-	j := toJSON(m[k])
+	j := r.order.toJSON(m[k])
 	st.Params = &j
 }
 
@@ -559,44 +561,6 @@ func (r *reader) learning(v any, fp string) *v1alpha1.LearningSpec {
 		r.fail("%s: set targets or targets_csv (one of them)", fp)
 	}
 	return l
-}
-
-// The keys that compose loops: a sub-loop state's, and the parameters a
-// fragment state binds.
-
-func fragmentParamsRead(_ *reader, m map[string]any, k, _ string, st *stateRead) {
-	params, _ := m[k].(map[string]any)
-	st.FragmentParams = make(map[string]apiextensionsv1.JSON, len(params))
-	for name, v := range params {
-		st.FragmentParams[name] = toJSON(v)
-	}
-}
-
-func worktreeKey(r *reader, m map[string]any, k, fp string, st *stateRead) {
-	if _, ok := m["loop"]; !ok {
-		r.fail("%s: worktree needs loop", fp)
-		return
-	}
-	st.Worktree = r.str(m, k, fp)
-}
-
-// with reads a state's with: a sub-loop's parameter bindings. (On a
-// fragment state, with binds the fragment's ${param.*}, which looprun does
-// not support.)
-func (r *reader) with(m map[string]any, k, fp string, st *v1alpha1.State) {
-	if _, ok := m["loop"]; !ok {
-		r.warn("%s: fragment parameters are not supported by looprun; ignored", fp)
-		return
-	}
-	w, ok := m[k].(map[string]any)
-	if !ok {
-		r.fail("%s: must be a mapping of parameter names to values", fp)
-		return
-	}
-	st.With = make(map[string]apiextensionsv1.JSON, len(w))
-	for name, v := range w {
-		st.With[name] = toJSON(v)
-	}
 }
 
 // parameterKeys are the keys of a parameter.

@@ -6,7 +6,6 @@ import (
 	"math"
 	"time"
 
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -112,12 +111,4 @@ func shown(v any) string {
 		return "empty"
 	}
 	return fmt.Sprint(v)
-}
-
-func toJSON(v any) apiextensionsv1.JSON {
-	b, err := json.Marshal(v)
-	if err != nil {
-		b = []byte("null")
-	}
-	return apiextensionsv1.JSON{Raw: b}
 }

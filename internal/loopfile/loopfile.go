@@ -182,7 +182,8 @@ func parse(data []byte, dir string, opts Options) (*File, error) {
 	if err != nil {
 		return nil, err
 	}
-	doc, err := decodeYAML(checked.data)
+	order := keyOrder{}
+	doc, err := decodeYAML(checked.data, order)
 	if err != nil {
 		return nil, err
 	}
@@ -199,7 +200,7 @@ func parse(data []byte, dir string, opts Options) (*File, error) {
 		f.lines = checked.lines
 		return f, nil
 	}
-	r := &reader{opts: opts, warnings: checked.warnings, lines: checked.lines}
+	r := &reader{opts: opts, warnings: checked.warnings, lines: checked.lines, order: order}
 	loop, err := r.littleLoops(doc, dir)
 	if p := (*Problems)(nil); errors.As(err, &p) {
 		p.Warnings = r.warnings // the file's warnings too, found in the same reading
@@ -212,9 +213,10 @@ func parse(data []byte, dir string, opts Options) (*File, error) {
 }
 
 // decodeYAML decodes a loop file's YAML into plain values as PyYAML reads
-// it (little-loops' reader); numbers are json.Number.
-func decodeYAML(data []byte) (map[string]any, error) {
-	v, err := decodePyYAML(data)
+// it (little-loops' reader); numbers are json.Number. order learns the
+// order of each mapping's keys.
+func decodeYAML(data []byte, order keyOrder) (map[string]any, error) {
+	v, err := decodePyYAML(data, order)
 	if err != nil {
 		return nil, err
 	}

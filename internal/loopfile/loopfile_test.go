@@ -346,7 +346,7 @@ func TestMCPToolState(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := f.Loop.Spec.States["a"]
-	if a.ActionType != v1alpha1.ActionMCP || a.Params == nil || string(a.Params.Raw) != `{"n":[1],"path":"${context.p}"}` {
+	if a.ActionType != v1alpha1.ActionMCP || a.Params == nil || string(a.Params.Raw) != `{"path":"${context.p}","n":[1]}` {
 		t.Errorf("state %+v params %s", a, a.Params.Raw)
 	}
 }

@@ -13,8 +13,9 @@ import (
 )
 
 // deepMerge returns base overlaid with over: objects merge key by key,
-// everything else (scalars, lists) is replaced.
-func deepMerge(base, over map[string]any) map[string]any {
+// everything else (scalars, lists) is replaced. Its keys are in base's
+// order, then those over adds, as little-loops merges them.
+func deepMerge(order keyOrder, base, over map[string]any) map[string]any {
 	out := make(map[string]any, len(base)+len(over))
 	for k, v := range base {
 		out[k] = v
@@ -22,12 +23,13 @@ func deepMerge(base, over map[string]any) map[string]any {
 	for k, v := range over {
 		if bm, ok := out[k].(map[string]any); ok {
 			if om, ok := v.(map[string]any); ok {
-				out[k] = deepMerge(bm, om)
+				out[k] = deepMerge(order, bm, om)
 				continue
 			}
 		}
 		out[k] = v
 	}
+	order.merged(out, base, over)
 	return out
 }
 
@@ -75,7 +77,7 @@ func (r *reader) decode(path string, data []byte) (map[string]any, error) {
 	for _, w := range checked.warnings {
 		r.warn("%s: %s", path, w)
 	}
-	return decodeYAML(checked.data)
+	return decodeYAML(checked.data, r.order)
 }
 
 // inherit resolves from: PARENT, parent first, child winning.
@@ -114,11 +116,11 @@ func (r *reader) inherit(doc map[string]any, dir string, seen map[string]bool) (
 			child[k] = v
 		}
 	}
-	return deepMerge(parent, child), nil
+	return deepMerge(r.order, parent, child), nil
 }
 
 // flow expands flow: [a, b, "c?yes:no", d] into states.
-func flow(doc map[string]any) error {
+func flow(doc map[string]any, order keyOrder) error {
 	raw, ok := doc["flow"]
 	if !ok {
 		return nil
@@ -154,7 +156,7 @@ func flow(doc map[string]any) error {
 			st["terminal"] = true // the last entry, a ternary too, as in little-loops
 		}
 		if d, ok := defs[name].(map[string]any); ok {
-			st = deepMerge(st, d)
+			st = deepMerge(order, st, d)
 		}
 		states[name] = st
 	}
@@ -223,7 +225,7 @@ func (r *reader) fragments(doc map[string]any, dir string) error {
 				base[k] = v
 			}
 		}
-		merged := deepMerge(base, st)
+		merged := deepMerge(r.order, base, st)
 		delete(merged, "fragment")
 		delete(merged, "description")
 		// with on a fragment state binds the fragment's ${param.*}.

@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/big"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -29,8 +30,10 @@ var (
 // decodePyYAML decodes one YAML document into plain values as PyYAML
 // reads it: numbers become json.Number (a float keeps a dot or an
 // exponent), booleans, nil, strings, []any and map[string]any (a key that
-// is not text becomes the text Python would print for it).
-func decodePyYAML(data []byte) (any, error) {
+// is not text becomes the text Python would print for it). order, when
+// not nil, learns the order of each mapping's keys as PyYAML builds its
+// dict.
+func decodePyYAML(data []byte, order keyOrder) (any, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
 		return nil, fmt.Errorf("not valid YAML: %w", err)
@@ -38,7 +41,7 @@ func decodePyYAML(data []byte) (any, error) {
 	if doc.Kind == 0 {
 		return nil, nil
 	}
-	d := &pyDecoder{}
+	d := &pyDecoder{order: order}
 	return d.value(&doc, 0)
 }
 
@@ -49,8 +52,12 @@ const (
 	maxValues     = 1 << 20
 )
 
-// pyDecoder counts the values it builds.
-type pyDecoder struct{ values int }
+// pyDecoder counts the values it builds, and notes the order of the keys
+// of the mappings.
+type pyDecoder struct {
+	values int
+	order  keyOrder
+}
 
 func (d *pyDecoder) value(n *yaml.Node, depth int) (any, error) {
 	if depth > maxAliasDepth {
@@ -87,9 +94,14 @@ func (d *pyDecoder) value(n *yaml.Node, depth int) (any, error) {
 
 // pyMapping decodes a mapping; merge keys (<<) bring in the keys of the
 // mappings they name that the mapping does not set itself.
+//
+// The keys are in the order PyYAML gives its dict: the merged mappings'
+// first (the last named first), then the mapping's own; a key set again
+// keeps its first place.
 func (d *pyDecoder) mapping(n *yaml.Node, depth int) (map[string]any, error) {
 	out := map[string]any{}
 	var merged []map[string]any
+	var own []string
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
 		if k.Kind == yaml.ScalarNode && k.Value == "<<" && k.Style == 0 {
@@ -109,6 +121,7 @@ func (d *pyDecoder) mapping(n *yaml.Node, depth int) (map[string]any, error) {
 			return nil, err
 		}
 		out[pycompat.Str(key)] = val
+		own = append(own, pycompat.Str(key))
 	}
 	for _, m := range merged {
 		for k, v := range m {
@@ -116,6 +129,13 @@ func (d *pyDecoder) mapping(n *yaml.Node, depth int) (map[string]any, error) {
 				out[k] = v
 			}
 		}
+	}
+	if d.order != nil {
+		var keys []string
+		for _, m := range slices.Backward(merged) {
+			keys = append(keys, d.order.keys(m)...)
+		}
+		d.order.note(out, append(keys, own...)) // keys keeps the first of each
 	}
 	return out, nil
 }

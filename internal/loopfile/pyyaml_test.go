@@ -23,7 +23,7 @@ merged:
 block: |
   yes
 `
-	v, err := decodePyYAML([]byte(doc))
+	v, err := decodePyYAML([]byte(doc), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +49,7 @@ block: |
 
 // Keys that are not text become the text Python prints for them.
 func TestDecodePyYAMLKeys(t *testing.T) {
-	v, err := decodePyYAML([]byte("1: a\ntrue: b\n~: c\n"))
+	v, err := decodePyYAML([]byte("1: a\ntrue: b\n~: c\n"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,7 @@
 // Package pycompat does what Python does, where looprun must read and write
 // exactly as little-loops (a Python program) does: str() and repr() of
 // decoded values (Str, Repr, FormatFloat), json.dumps' spacing and escapes
-// (JSONDumps), float() and str.strip() (ParseFloat, Strip, IsSpace), and the
+// (JSONDumps), a dict's order of keys (Dict, DecodeJSON), float() and str.strip() (ParseFloat, Strip, IsSpace), and the
 // syntax of Python's re written for the backtracking engine looprun matches
 // with (TranslateRegex).
 //

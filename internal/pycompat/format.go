@@ -12,7 +12,8 @@ import (
 	"unicode/utf16"
 )
 
-// Repr is Python's repr() of a decoded JSON value.
+// Repr is Python's repr() of a decoded JSON value: a Dict's keys in their
+// order, a map's sorted.
 func Repr(v any) string {
 	switch t := v.(type) {
 	case nil:
@@ -36,6 +37,15 @@ func Repr(v any) string {
 			parts[i] = Repr(e)
 		}
 		return "[" + strings.Join(parts, ", ") + "]"
+	case *Dict:
+		if t == nil {
+			return "None"
+		}
+		parts := make([]string, 0, len(t.keys))
+		for _, k := range t.keys {
+			parts = append(parts, quote(k)+": "+Repr(t.vals[k]))
+		}
+		return "{" + strings.Join(parts, ", ") + "}"
 	case map[string]any:
 		parts := make([]string, 0, len(t))
 		for _, k := range slices.Sorted(maps.Keys(t)) {
@@ -124,7 +134,7 @@ func Str(v any) string {
 
 // JSONDumps is v as Python's json.dumps writes it (how little-loops hands
 // params to mcp-call): ", " and ": " between items, non-ASCII as \u
-// escapes. Keys are sorted (a loop file's order is not kept).
+// escapes. A Dict's keys are written in their order, a map's sorted.
 func JSONDumps(v any) string {
 	var b strings.Builder
 	jsonDumps(&b, v)
@@ -133,6 +143,21 @@ func JSONDumps(v any) string {
 
 func jsonDumps(b *strings.Builder, v any) {
 	switch x := v.(type) {
+	case *Dict:
+		if x == nil {
+			b.WriteString("null")
+			return
+		}
+		b.WriteByte('{')
+		for i, k := range x.keys {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			jsonDumps(b, k)
+			b.WriteString(": ")
+			jsonDumps(b, x.vals[k])
+		}
+		b.WriteByte('}')
 	case map[string]any:
 		b.WriteByte('{')
 		for i, k := range slices.Sorted(maps.Keys(x)) {

@@ -206,7 +206,8 @@ func Expand(tmpl string, vars *Vars) (string, error) {
 // Render turns a resolved value into text as little-loops does (Python's
 // str()): strings as they are, nil as the empty string, numbers as written
 // (2.0 stays 2.0), booleans True and False, lists and objects as Python
-// prints them ([1, 'a'], {'k': True}; object keys sorted).
+// prints them ([1, 'a'], {'k': True}; an object's keys in the order it
+// was written, a pycompat.Dict's, or sorted, a map's).
 func Render(v any) string {
 	switch t := v.(type) {
 	case nil:

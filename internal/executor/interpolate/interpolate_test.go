@@ -25,6 +25,8 @@ func testVars() *Vars {
 		Captured: map[string]v1alpha1.CapturedResult{
 			"count":  {Output: "42", Stderr: "warn", ExitCode: 1, DurationMs: 250, Verdict: "failure"},
 			"events": {Output: `{"event":"loop_start"}`, Verdict: "yes", EventStream: true},
+			"child":  {Loop: &v1alpha1.SubLoopResult{TerminatedBy: "terminal"}},
+			"merged": {Verdict: "yes", Loop: &v1alpha1.SubLoopResult{TerminatedBy: "terminal", Captured: map[string]v1alpha1.ChildCapture{"said": {Output: "hi"}}}},
 		},
 		Prev:      &v1alpha1.PrevResult{Output: "prev out", ExitCode: 2, State: "check"},
 		Result:    &Result{Verdict: "success", Details: map[string]any{"reason": "ok"}},
@@ -77,6 +79,8 @@ func TestExpand(t *testing.T) {
 		{"captured duration and verdict", "${captured.count.duration_ms} ${captured.count.verdict}", "250 failure"},
 		{"prev", "${prev.output} ${prev.exit_code} ${prev.state}", "prev out 2 check"},
 		{"an event stream has a null exit code, no stderr", "[${captured.events.exit_code}] [${captured.events.stderr:default=none}] [${captured.events.verdict}]", "[] [none] [yes]"},
+		{"a sub-loop state's entry has no output of its own", "[${captured.child.terminated_by}] [${captured.child.output:default=none}] [${captured.child.exit_code:default=none}] [${captured.child.verdict:default=none}]", "[terminal] [none] [none] [none]"},
+		{"the child's captures over the event stream", "[${captured.merged.said.output}] [${captured.merged.verdict}] [${captured.merged.output:default=gone}]", "[hi] [yes] [gone]"},
 		{"no timeout reads as nothing", "[${prev.timeout_kind}] [${captured.count.timeout_kind:shell}] [${captured.count.failure_type}]", "[] [] []"},
 		{"result", "${result.verdict} ${result.details.reason}", "success ok"},
 		{"state", "${state.name}#${state.iteration}", "fix#3"},

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/internal/pycompat"
 )
 
 // Result is the current state's evaluation, the ${result.*} namespace.
@@ -132,10 +133,20 @@ func anyMap(m map[string]any) any {
 }
 
 func capturedMap(c v1alpha1.CapturedResult) map[string]any {
-	if c.EventStream {
-		// A sub-loop's event stream: no exit code (null), no stderr, no
-		// duration.
-		m := map[string]any{"output": c.Output, "exit_code": nil, "exitCode": nil, "verdict": c.Verdict}
+	if c.EventStream || c.Loop != nil {
+		// A sub-loop state's capture: the child's event stream, with a
+		// null exit code and no stderr nor duration. Its entry under the
+		// state's name: the child's captures by name and how it ended,
+		// nothing of its own (but the verdict when the capture has the
+		// state's name, and the event stream unless the child's captures
+		// took its place).
+		m := map[string]any{}
+		if c.EventStream {
+			m["output"], m["exit_code"], m["exitCode"] = c.Output, nil, nil
+		}
+		if c.EventStream || c.Verdict != "" {
+			m["verdict"] = c.Verdict
+		}
 		if l := c.Loop; l != nil {
 			addChildCaptures(m, l.Captured)
 			addEnding(m, l.TerminatedBy, l.FailureTerminal, l.Error)
@@ -151,15 +162,9 @@ func capturedMap(c v1alpha1.CapturedResult) map[string]any {
 		"durationMs":  c.DurationMs,
 		"verdict":     c.Verdict,
 	}
-	// A sub-loop state's entry: the child's captures by name, and how it
-	// ended; an action's: why it failed, and how it timed out (nothing
-	// when it did not, which reads as "").
-	if l := c.Loop; l != nil {
-		addChildCaptures(m, l.Captured)
-		addEnding(m, l.TerminatedBy, l.FailureTerminal, l.Error)
-	} else {
-		m["failure_type"], m["timeout_kind"] = c.FailureType, orNil(c.TimeoutKind)
-	}
+	// Why the action failed, and how it timed out (nothing when it did
+	// not, which reads as "").
+	m["failure_type"], m["timeout_kind"] = c.FailureType, orNil(c.TimeoutKind)
 	return m
 }
 
@@ -235,6 +240,12 @@ func walk(v any, path []string) (any, error) {
 func Walk(v any, path []string) (any, bool) {
 	for _, p := range path {
 		switch t := v.(type) {
+		case *pycompat.Dict:
+			next, ok := t.Get(p)
+			if !ok {
+				return nil, false
+			}
+			v = next
 		case map[string]any:
 			next, ok := t[p]
 			if !ok {
