@@ -76,6 +76,9 @@ func (t *turn) complete(res *ActionResult) Step {
 	}
 	progress := takeProgress(res)
 	result, typ, evaluated := t.evaluate(&st, res)
+	if t.endBroken(&st, res, result) {
+		return next
+	}
 	result = capVerdict(result)
 	if evaluated {
 		t.recordVerdict(typ, result)
@@ -93,6 +96,19 @@ func (t *turn) complete(res *ActionResult) Step {
 	}
 	t.stopAfterRoute()
 	return next
+}
+
+// endBroken ends the run of a little-loops file whose evaluator could not
+// judge (result.Broken), as ll-loop's evaluator raises and its run ends in
+// error there, unjudged; the capture, made before, is kept. It reports
+// whether it did.
+func (t *turn) endBroken(st *v1alpha1.State, res *ActionResult, result evaluate.Result) bool {
+	if !result.Broken || !t.m.opts.LittleLoops || st.Evaluate == nil {
+		return false
+	}
+	t.capture(st, res, "")
+	t.finish(v1alpha1.TerminatedError, evaluate.BrokenReason(st.Evaluate))
+	return true
 }
 
 // awaitVerdict marks a state without an action as waiting for its verdict

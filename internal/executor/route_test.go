@@ -50,3 +50,43 @@ func TestRoute(t *testing.T) {
 		})
 	}
 }
+
+// In a little-loops run an output_numeric target that is no number ends
+// the run at that state, its on_error not taken, as ll-loop's; a Loop
+// manifest's run takes the error route.
+func TestLittleLoopsNoRouteAndBrokenEvaluator(t *testing.T) {
+	numeric := func() *v1alpha1.LoopSpec {
+		return &v1alpha1.LoopSpec{Initial: "check", States: map[string]v1alpha1.State{
+			"check": {Action: "say", Capture: "said", Evaluate: &v1alpha1.Evaluate{Type: v1alpha1.EvalOutputNumeric, Operator: "ge", Target: jsp("${context.goal}")},
+				OnSuccess: "done", OnFailure: "done", OnError: "bad"},
+			"bad":  {Terminal: true},
+			"done": {Terminal: true},
+		}, Context: map[string]apiextensionsJSON{"goal": jsonValue("ten")}}
+	}
+	say := func(out string) *fakeActions {
+		return &fakeActions{results: map[string][]ActionResult{"say": {{Output: out}}}}
+	}
+	for _, c := range []struct {
+		name        string
+		spec        *v1alpha1.LoopSpec
+		out         string
+		littleLoops bool
+		by          v1alpha1.TerminationReason
+		state, msg  string
+	}{
+		{"numeric target text, little-loops", numeric(), "7\n", true, v1alpha1.TerminatedError, "check", "output_numeric target must be numeric, got: '${context.goal}'"},
+		{"numeric target text, manifest", numeric(), "7\n", false, v1alpha1.TerminatedTerminal, "bad", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := runLoop(t, c.spec, say(c.out), Options{LittleLoops: c.littleLoops}, 0)
+			if r.run.TerminatedBy != c.by || r.run.CurrentState != c.state || r.run.Message != c.msg {
+				t.Errorf("ended %s in %s (%q), want %s in %s (%q)", r.run.TerminatedBy, r.run.CurrentState, r.run.Message, c.by, c.state, c.msg)
+			}
+		})
+	}
+	// The broken evaluator judged nothing; the capture, made before, is kept.
+	r := runLoop(t, numeric(), say("7\n"), Options{LittleLoops: true}, 0)
+	if r.count(EventEvaluate) != 0 || r.run.Captured["said"].Output != "7" {
+		t.Errorf("evaluate events %d, captured %+v", r.count(EventEvaluate), r.run.Captured)
+	}
+}

@@ -25,6 +25,12 @@ type Result struct {
 	Details map[string]any
 	// Usage is what an LLM judge's call used; nil for other evaluators.
 	Usage *agentstream.Usage `json:",omitempty"`
+	// Broken says the evaluator could not judge at all, as its
+	// configuration cannot be used (output_numeric's target is not a
+	// number, nor a template that expands to one): the verdict is error,
+	// and a run of a little-loops file ends in error there, as ll-loop's
+	// does (BrokenReason words why).
+	Broken bool `json:",omitempty"`
 }
 
 // Input is what an evaluator judges.
