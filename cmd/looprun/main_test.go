@@ -313,7 +313,7 @@ func TestSimulate(t *testing.T) {
 	if r := looprun(t, dir, "simulate", "fix.yaml", "--scenario", "alternating"); r.code != 1 || !strings.Contains(r.stdout, "max_steps") {
 		t.Errorf("alternating: %d\n%s", r.code, r.stdout)
 	}
-	if r := looprun(t, dir, "simulate", "fix.yaml", "--scenario", "all-error"); r.code != 1 || !strings.Contains(r.stderr, `no route for verdict "error"`) {
+	if r := looprun(t, dir, "simulate", "fix.yaml", "--scenario", "all-error"); r.code != 1 || !strings.Contains(r.stderr, "ended: error: No valid transition") {
 		t.Errorf("all-error: %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	if r := looprun(t, dir, "simulate", "fix.yaml", "--scenario", "chaos"); r.code != 1 {

@@ -34,7 +34,8 @@ func Validate(spec *v1alpha1.LoopSpec) field.ErrorList { return validate(spec, f
 // of an evaluator (output_numeric's or convergence's target, tolerance)
 // may hold anything, for ll-loop reads it only when the state is
 // evaluated (and its run ends in error there, or the verdict is error;
-// see evaluate.Result.Broken).
+// see evaluate.Result.Broken), and route keys are told apart as written
+// (the verdicts yes and success differ in a little-loops file).
 func ValidateLittleLoops(spec *v1alpha1.LoopSpec) field.ErrorList { return validate(spec, true) }
 
 func validate(spec *v1alpha1.LoopSpec, littleLoops bool) field.ErrorList {
@@ -171,7 +172,7 @@ func validateState(spec *v1alpha1.LoopSpec, name string, st *v1alpha1.State, cap
 	}
 	errs = append(errs, checkParams(st, p)...)
 	errs = append(errs, validateSubLoop(st, captured, p)...)
-	errs = append(errs, validateTargets(spec, st, p)...)
+	errs = append(errs, validateTargets(spec, st, littleLoops, p)...)
 	if !st.Terminal && st.Next == "" && len(st.Route) == 0 && st.OnSuccess == "" && st.OnFailure == "" && st.OnError == "" {
 		errs = append(errs, field.Required(p, fmt.Sprintf("state %q has no way out: set next, route, onSuccess, onFailure or onError, or make it terminal", name)))
 	}
@@ -289,7 +290,7 @@ func validateSubLoop(st *v1alpha1.State, captured map[string]bool, p *field.Path
 	return errs
 }
 
-func validateTargets(spec *v1alpha1.LoopSpec, st *v1alpha1.State, p *field.Path) field.ErrorList {
+func validateTargets(spec *v1alpha1.LoopSpec, st *v1alpha1.State, littleLoops bool, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	check := func(fp *field.Path, target string, current bool) {
 		switch {
@@ -317,10 +318,14 @@ func validateTargets(spec *v1alpha1.LoopSpec, st *v1alpha1.State, p *field.Path)
 		}
 		if t.Verdict != "" || t.Field == "route" {
 			fp = p.Child("route").Key(t.Verdict) // "" names the verdict "", which no evaluator gives: a route never taken, as in little-loops
-			if other, dup := seen[v1alpha1.CanonicalVerdict(t.Verdict)]; dup {
+			same := v1alpha1.CanonicalVerdict(t.Verdict)
+			if littleLoops {
+				same = t.Verdict // yes and success are two verdicts there
+			}
+			if other, dup := seen[same]; dup {
 				errs = append(errs, field.Duplicate(fp, fmt.Sprintf("%s (same verdict as %s)", t.Verdict, other)))
 			}
-			seen[v1alpha1.CanonicalVerdict(t.Verdict)] = t.Verdict
+			seen[same] = t.Verdict
 		}
 		check(fp, t.To, t.Current)
 	}

@@ -150,8 +150,9 @@ func TestValidate(t *testing.T) {
 }
 
 // A little-loops file's spec may hold a number field ll-loop reads only
-// when the state is evaluated; Validate refuses it, ValidateLittleLoops
-// does not. A negative tolerance is refused by both.
+// when the state is evaluated, and the route keys yes and success (two
+// verdicts there); Validate refuses both, ValidateLittleLoops neither. A
+// negative tolerance is refused by both.
 func TestValidateLittleLoops(t *testing.T) {
 	spec := func(e *v1alpha1.Evaluate, route map[string]v1alpha1.StateName) *v1alpha1.LoopSpec {
 		s := fixSpec()
@@ -173,6 +174,7 @@ func TestValidateLittleLoops(t *testing.T) {
 			"must not be negative", "must not be negative"},
 		{"no target", spec(&v1alpha1.Evaluate{Type: "output_numeric", Operator: "eq"}, map[string]v1alpha1.StateName{"yes": "done"}),
 			"target: Required", "target: Required"},
+		{"yes and success", spec(nil, map[string]v1alpha1.StateName{"yes": "done", "success": "fix"}), "Duplicate", ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			for _, v := range []struct {

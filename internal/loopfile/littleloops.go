@@ -461,7 +461,7 @@ func shorthandRoute(r *reader, m map[string]any, k, fp, hint string, st *stateRe
 	case "on_error":
 		st.OnError = target
 	default:
-		st.extra[v1alpha1.CanonicalVerdict(strings.TrimPrefix(k, "on_"))] = target
+		st.extra[strings.TrimPrefix(k, "on_")] = target
 	}
 }
 
@@ -658,9 +658,11 @@ func (r *reader) route(v any, fp string) map[string]v1alpha1.StateName {
 		r.fail("%s: must be a mapping of verdicts to states", fp)
 		return nil
 	}
+	// The keys as written: in a little-loops file the verdicts yes and
+	// success differ (executor.LittleLoopsRoute).
 	out := make(map[string]v1alpha1.StateName, len(m))
 	for k := range m {
-		out[v1alpha1.CanonicalVerdict(k)] = v1alpha1.StateName(r.str(m, k, fp+"."+k))
+		out[k] = v1alpha1.StateName(r.str(m, k, fp+"."+k))
 	}
 	return out
 }

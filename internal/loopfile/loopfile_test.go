@@ -213,7 +213,8 @@ func TestParseErrors(t *testing.T) {
 }
 
 // A little-loops file whose target ll-loop reads only when the state is
-// evaluated is read, with a warning; an empty pattern is one.
+// evaluated is read, with a warning; its route keys are kept as written
+// (yes and success are two verdicts there); an empty pattern is one.
 func TestLittleLoopsEvaluatorFields(t *testing.T) {
 	lf, err := Parse([]byte(`name: x
 initial: a
@@ -221,7 +222,7 @@ states:
   a:
     action: x
     evaluate: {type: output_numeric, operator: ge, target: abc}
-    route: {"yes": b, _error: d}
+    route: {"yes": b, success: d, _error: d}
   b:
     action: x
     evaluate: {type: convergence, target: [1], tolerance: wide}
@@ -235,6 +236,10 @@ states:
 `), ".", Options{})
 	if err != nil {
 		t.Fatal(err)
+	}
+	want := map[string]v1alpha1.StateName{"yes": "b", "success": "d", "_error": "d"}
+	if got := lf.Loop.Spec.States["a"].Route; !reflect.DeepEqual(got, want) {
+		t.Errorf("route %v, want %v", got, want)
 	}
 	for _, w := range []string{
 		`line 6: states.a.evaluate.target: "abc" is not a number; when the state is evaluated the run ends in error there, as in ll-loop`,

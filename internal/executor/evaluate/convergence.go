@@ -90,5 +90,14 @@ func classify(cfg *v1alpha1.Evaluate, in Input) Result {
 	if idx >= 0 && idx < len(lines) {
 		verdict = lines[idx]
 	}
-	return Result{Verdict: v1alpha1.CanonicalVerdict(verdict), Details: map[string]any{"line": label, "lines": len(lines)}}
+	return Result{Verdict: v1alpha1.CanonicalVerdict(verdict), Details: map[string]any{"line": label, "lines": len(lines)}, Word: literalWord(verdict)}
+}
+
+// literalWord is verdict when it is the word success or failure itself
+// (Result.Word), else "".
+func literalWord(verdict string) string {
+	if verdict == v1alpha1.VerdictSuccess || verdict == v1alpha1.VerdictFailure {
+		return verdict
+	}
+	return ""
 }

@@ -213,6 +213,29 @@ func TestBrokenNumberFields(t *testing.T) {
 	}
 }
 
+// The words success and failure said as such are kept beside the verdict
+// (Result.Word); yes and no are not.
+func TestVerdictWord(t *testing.T) {
+	for _, c := range []struct {
+		output, verdict, word string
+	}{{"success", "success", "success"}, {"failure", "failure", "failure"}, {"yes", "success", ""}, {"no", "failure", ""}, {"retry", "retry", ""}} {
+		r := Deterministic(&v1alpha1.Evaluate{Type: "classify"}, Input{Output: c.output})
+		if r.Verdict != c.verdict || r.Word != c.word {
+			t.Errorf("classify %q: verdict %q word %q, want %q %q", c.output, r.Verdict, r.Word, c.verdict, c.word)
+		}
+	}
+	if r := MCPResult(`{"isError": false}`, 0); r.Verdict != "success" || r.Word != "success" {
+		t.Errorf("mcp_result: verdict %q word %q", r.Verdict, r.Word)
+	}
+	schema := JudgeRequest{Schema: json.RawMessage(`{"type":"object","properties":{"verdict":{"type":"string"}}}`)}
+	if r := Interpret(schema, map[string]any{"verdict": "success", "confidence": 0.9}); r.Verdict != "success" || r.Word != "success" {
+		t.Errorf("judge's own schema: verdict %q word %q", r.Verdict, r.Word)
+	}
+	if r := Interpret(JudgeRequest{}, map[string]any{"verdict": "yes", "confidence": 0.9, "evidence": "ok"}); r.Verdict != "success" || r.Word != "" {
+		t.Errorf("judge's yes: verdict %q word %q", r.Verdict, r.Word)
+	}
+}
+
 func TestInterpret(t *testing.T) {
 	tests := []struct {
 		name    string
