@@ -13,6 +13,7 @@ import (
 
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/executor"
+	"github.com/looprun/looprun/internal/executor/evaluate"
 	"github.com/looprun/looprun/internal/executor/interpolate"
 	"github.com/looprun/looprun/internal/loopfile"
 	"github.com/looprun/looprun/internal/pycompat"
@@ -115,8 +116,9 @@ func runHow(name string) setHow {
 
 // preflight refuses a run that would stop at its first missing variable:
 // every ${context.X} of an action or a judge's prompt without a default
-// must be set, and every required input must be set and not empty. given
-// are the variables the run gets besides the loop's context.
+// must be set, and every required input must be set and true as Python
+// has it (not empty, false or 0). given are the variables the run gets
+// besides the loop's context.
 func preflight(lf *loopfile.File, how setHow, given ...string) error {
 	spec := &lf.Loop.Spec
 	missing := map[string][]string{} // variable -> where it is used
@@ -146,8 +148,14 @@ func preflight(lf *loopfile.File, how setHow, given ...string) error {
 			k, strings.Join(missing[k], ", "), how.cmd, how.set, k))
 	}
 	for _, k := range lf.RequiredInputs {
-		if v := contextValue(spec, k); v == nil || v == "" {
-			msgs = append(msgs, fmt.Sprintf("loop %s needs input %q: pass it as %s %s (or %s %s=VALUE)", lf.Loop.Name, k, how.cmd, how.input, how.set, k))
+		// As little-loops: a value Python counts false (false, 0, "",
+		// [], {}) is no input.
+		if v := contextValue(spec, k); !evaluate.Truthy(v) {
+			given := ""
+			if v != nil && v != "" {
+				given = fmt.Sprintf(" (it is %s, which counts as none)", spec.Context[k].Raw)
+			}
+			msgs = append(msgs, fmt.Sprintf("loop %s needs input %q%s: pass it as %s %s (or %s %s=VALUE)", lf.Loop.Name, k, given, how.cmd, how.input, how.set, k))
 		}
 	}
 	if len(msgs) > 0 {

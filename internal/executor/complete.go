@@ -7,6 +7,7 @@ import (
 	"hash/fnv"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -64,7 +65,7 @@ func (t *turn) complete(res *ActionResult) Step {
 	}
 	if st.Next != "" {
 		if why, over := t.overCeiling(&st); over {
-			t.capture(&st, res, v1alpha1.VerdictError)
+			t.capture(&st, res, t.verdictName(v1alpha1.VerdictError))
 			t.setPrev(&st, res)
 			t.routeTo(&st, st.OnError, v1alpha1.VerdictError, "%s (no onError)", why)
 			t.stopAfterRoute()
@@ -76,6 +77,9 @@ func (t *turn) complete(res *ActionResult) Step {
 	}
 	progress := takeProgress(res)
 	result, typ, evaluated := t.evaluate(&st, res)
+	if t.endBroken(&st, res, result) {
+		return next
+	}
 	result = capVerdict(result)
 	if evaluated {
 		t.recordVerdict(typ, result)
@@ -83,16 +87,29 @@ func (t *turn) complete(res *ActionResult) Step {
 	if why, over := t.overCeiling(&st); over {
 		result = evaluate.Result{Verdict: v1alpha1.VerdictError, Details: map[string]any{"error": why}}
 	}
-	t.capture(&st, res, result.Verdict)
+	t.capture(&st, res, t.verdictWord(result))
 	t.setPrev(&st, res)
 	if t.signalEnds() {
 		return next
 	}
 	if !t.transient(&st, res, result.Verdict) && !t.circuitTripped(res, result.Verdict, progress) {
-		t.routeVerdict(&st, res, result.Verdict)
+		t.routeVerdict(&st, res, result)
 	}
 	t.stopAfterRoute()
 	return next
+}
+
+// endBroken ends the run of a little-loops file whose evaluator could not
+// judge (result.Broken), as ll-loop's evaluator raises and its run ends in
+// error there, unjudged; the capture, made before, is kept. It reports
+// whether it did.
+func (t *turn) endBroken(st *v1alpha1.State, res *ActionResult, result evaluate.Result) bool {
+	if !result.Broken || !t.m.opts.LittleLoops || st.Evaluate == nil {
+		return false
+	}
+	t.capture(st, res, "")
+	t.finish(v1alpha1.TerminatedError, evaluate.BrokenReason(st.Evaluate))
+	return true
 }
 
 // awaitVerdict marks a state without an action as waiting for its verdict
@@ -198,20 +215,47 @@ func (t *turn) skipsEvaluation(st *v1alpha1.State, res *ActionResult) bool {
 // routeVerdict takes the state's route for the verdict: an error of an
 // exit code the state does not retry escalates; no route ends the run, or
 // restarts a maintain loop.
-func (t *turn) routeVerdict(st *v1alpha1.State, res *ActionResult, verdict string) {
-	target, _ := Route(st, verdict) // "" for none
+func (t *turn) routeVerdict(st *v1alpha1.State, res *ActionResult, result evaluate.Result) {
+	verdict := result.Verdict
+	var target string // "" for none
+	if t.m.opts.LittleLoops {
+		target = LittleLoopsRoute(st, t.verdictWord(result))
+	} else {
+		target, _ = Route(st, verdict)
+	}
 	if held, ok := t.abstentionTarget(st, verdict); ok {
 		target = held
 	}
 	if verdict == v1alpha1.VerdictError && res != nil && nonRetryable(st, res) && (st.OnRetryExhausted != "" || st.OnError != "") {
 		target = errorTarget(st, res)
 	}
+	if t.m.opts.LittleLoops {
+		t.routeTo(st, target, verdict, noRoute)
+		return
+	}
 	t.routeTo(st, target, verdict, "no route for verdict %q", verdict)
+}
+
+// noRoute is how ll-loop words the end of a run whose state has no route
+// for its verdict (the verdict is in the evaluate event and the state
+// file's last_result); a run of a little-loops file ends so too.
+const noRoute = "No valid transition"
+
+// verdictWord is the verdict r gives as the loop's file names it: in a
+// little-loops file yes and no, or success and failure when the
+// evaluator said those very words (Result.Word).
+func (t *turn) verdictWord(r evaluate.Result) string {
+	if t.m.opts.LittleLoops && r.Word != "" {
+		return r.Word
+	}
+	return t.verdictName(r.Verdict)
 }
 
 // routeTo moves the run to target on verdict. With no target ("") a
 // maintain loop restarts at the state's onMaintain or initial, and any
-// other run ends in error: "state S: " and why (a format and its args).
+// other run ends in error: "state S: " and why (a format and its args),
+// or for a verdict a little-loops file does not route, ll-loop's words
+// (see noRoute).
 func (t *turn) routeTo(st *v1alpha1.State, target, verdict, why string, args ...any) {
 	if target == "" {
 		if !t.m.spec.Maintain && t.stopping() {
@@ -219,7 +263,11 @@ func (t *turn) routeTo(st *v1alpha1.State, target, verdict, why string, args ...
 			return
 		}
 		if !t.m.spec.Maintain {
-			t.finish(v1alpha1.TerminatedError, fmt.Sprintf("state %q: ", t.run.CurrentState)+fmt.Sprintf(why, args...))
+			msg := fmt.Sprintf("state %q: ", t.run.CurrentState) + fmt.Sprintf(why, args...)
+			if why == noRoute {
+				msg = why
+			}
+			t.finish(v1alpha1.TerminatedError, msg)
 			return
 		}
 		target = cmp.Or(st.OnMaintain, t.m.spec.Initial)
@@ -454,7 +502,8 @@ func (t *turn) defaultVerdict(st *v1alpha1.State, output string, exit int) evalu
 	return evaluate.ExitCode(exit)
 }
 
-// capture stores the action's result under the state's capture name.
+// capture stores the action's result under the state's capture name,
+// with the verdict named as ${captured.X.verdict} gives it (verdictWord).
 func (t *turn) capture(st *v1alpha1.State, res *ActionResult, verdict string) {
 	if st.Capture == "" || res == nil {
 		return
@@ -468,7 +517,7 @@ func (t *turn) capture(st *v1alpha1.State, res *ActionResult, verdict string) {
 		Stderr:      Tail(res.Stderr, t.m.opts.MaxCaptureBytes),
 		ExitCode:    exitCode32(res.ExitCode),
 		DurationMs:  res.Duration.Milliseconds(),
-		Verdict:     t.verdictName(verdict), // ${captured.X.verdict}: yes and no in a little-loops file
+		Verdict:     verdict, // ${captured.X.verdict}: yes and no in a little-loops file
 		TimeoutKind: timeoutKind(res),
 	}
 	if res.ExitCode != 0 {
@@ -587,6 +636,34 @@ func capturedSize(c v1alpha1.CapturedResult) int {
 		}
 	}
 	return n
+}
+
+// LittleLoopsRoute finds the next state for a verdict of a little-loops
+// file as ll-loop does, word the verdict as the file writes it (yes, not
+// success; success only when the evaluator said success: Result.Word):
+// the route table's key written so (never a key starting with _), then _,
+// then _error for error and no; then on_yes for yes, on_no for no (else
+// on_error), on_error for error. Nothing else routes a verdict: "" when
+// none of them does.
+func LittleLoopsRoute(st *v1alpha1.State, word string) string {
+	if target, ok := st.Route[word]; ok && !strings.HasPrefix(word, "_") {
+		return string(target)
+	}
+	if target, ok := st.Route["_"]; ok {
+		return string(target)
+	}
+	if target, ok := st.Route["_error"]; ok && (word == v1alpha1.VerdictError || word == "no") {
+		return string(target)
+	}
+	switch word {
+	case "yes":
+		return st.OnSuccess
+	case "no":
+		return cmp.Or(st.OnFailure, st.OnError)
+	case v1alpha1.VerdictError:
+		return st.OnError
+	}
+	return ""
 }
 
 // Route finds the next state for a verdict: the route table (exact verdict,

@@ -109,7 +109,11 @@ type Machine struct {
 
 // New checks spec and returns a Machine for the loop called name.
 func New(name string, spec *v1alpha1.LoopSpec, opts Options) (*Machine, error) {
-	if errs := Validate(spec); len(errs) > 0 {
+	validate := Validate
+	if opts.LittleLoops {
+		validate = ValidateLittleLoops
+	}
+	if errs := validate(spec); len(errs) > 0 {
 		return nil, errs.ToAggregate()
 	}
 	ctx, err := DecodeContext(spec.Context)

@@ -343,6 +343,10 @@ func (t *turn) completeSubLoop(st *v1alpha1.State, res *ActionResult) {
 	}
 	run.LastResult = &v1alpha1.EvaluationResult{Verdict: verdict, Details: detailsJSON(details)}
 	t.storeChild(st, c, by, verdict)
+	if t.m.opts.LittleLoops {
+		t.routeTo(st, subLoopTarget(st, verdict), verdict, noRoute)
+		return
+	}
 	t.routeTo(st, subLoopTarget(st, verdict), verdict, "no route for the sub-loop's ending %s (verdict %q)", by, verdict)
 }
 

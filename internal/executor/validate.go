@@ -27,7 +27,18 @@ const MaxStates = 128
 // Validate checks a spec: what the CRD schema checks and more (templates,
 // evaluator fields, captured names). Every error names the field, such as
 // spec.states[check].evaluate.operator.
-func Validate(spec *v1alpha1.LoopSpec) field.ErrorList {
+func Validate(spec *v1alpha1.LoopSpec) field.ErrorList { return validate(spec, false) }
+
+// ValidateLittleLoops checks the spec of a loop read from a little-loops
+// file, which ll-loop's run would start: as Validate, but a number field
+// of an evaluator (output_numeric's or convergence's target, tolerance)
+// may hold anything, for ll-loop reads it only when the state is
+// evaluated (and its run ends in error there, or the verdict is error;
+// see evaluate.Result.Broken), and route keys are told apart as written
+// (the verdicts yes and success differ in a little-loops file).
+func ValidateLittleLoops(spec *v1alpha1.LoopSpec) field.ErrorList { return validate(spec, true) }
+
+func validate(spec *v1alpha1.LoopSpec, littleLoops bool) field.ErrorList {
 	var errs field.ErrorList
 	root := field.NewPath("spec")
 	if len(spec.States) == 0 {
@@ -73,7 +84,7 @@ func Validate(spec *v1alpha1.LoopSpec) field.ErrorList {
 	}
 	for _, name := range slices.Sorted(maps.Keys(spec.States)) {
 		st := spec.States[name]
-		errs = append(errs, validateState(spec, name, &st, captured, root.Child("states").Key(name))...)
+		errs = append(errs, validateState(spec, name, &st, captured, littleLoops, root.Child("states").Key(name))...)
 	}
 	return errs
 }
@@ -136,7 +147,7 @@ func validateLimits(spec *v1alpha1.LoopSpec, root *field.Path) field.ErrorList {
 	return errs
 }
 
-func validateState(spec *v1alpha1.LoopSpec, name string, st *v1alpha1.State, captured map[string]bool, p *field.Path) field.ErrorList {
+func validateState(spec *v1alpha1.LoopSpec, name string, st *v1alpha1.State, captured map[string]bool, littleLoops bool, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	switch st.ActionType {
 	case "", v1alpha1.ActionShell, v1alpha1.ActionAgent, v1alpha1.ActionMCP:
@@ -161,13 +172,13 @@ func validateState(spec *v1alpha1.LoopSpec, name string, st *v1alpha1.State, cap
 	}
 	errs = append(errs, checkParams(st, p)...)
 	errs = append(errs, validateSubLoop(st, captured, p)...)
-	errs = append(errs, validateTargets(spec, st, p)...)
+	errs = append(errs, validateTargets(spec, st, littleLoops, p)...)
 	if !st.Terminal && st.Next == "" && len(st.Route) == 0 && st.OnSuccess == "" && st.OnFailure == "" && st.OnError == "" {
 		errs = append(errs, field.Required(p, fmt.Sprintf("state %q has no way out: set next, route, onSuccess, onFailure or onError, or make it terminal", name)))
 	}
 	errs = append(errs, validateRetries(st, p)...)
 	if st.Evaluate != nil {
-		errs = append(errs, validateEvaluate(st.Evaluate, captured, p.Child("evaluate"))...)
+		errs = append(errs, validateEvaluate(st.Evaluate, captured, littleLoops, p.Child("evaluate"))...)
 	}
 	return errs
 }
@@ -279,7 +290,7 @@ func validateSubLoop(st *v1alpha1.State, captured map[string]bool, p *field.Path
 	return errs
 }
 
-func validateTargets(spec *v1alpha1.LoopSpec, st *v1alpha1.State, p *field.Path) field.ErrorList {
+func validateTargets(spec *v1alpha1.LoopSpec, st *v1alpha1.State, littleLoops bool, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	check := func(fp *field.Path, target string, current bool) {
 		switch {
@@ -307,10 +318,14 @@ func validateTargets(spec *v1alpha1.LoopSpec, st *v1alpha1.State, p *field.Path)
 		}
 		if t.Verdict != "" || t.Field == "route" {
 			fp = p.Child("route").Key(t.Verdict) // "" names the verdict "", which no evaluator gives: a route never taken, as in little-loops
-			if other, dup := seen[v1alpha1.CanonicalVerdict(t.Verdict)]; dup {
+			same := v1alpha1.CanonicalVerdict(t.Verdict)
+			if littleLoops {
+				same = t.Verdict // yes and success are two verdicts there
+			}
+			if other, dup := seen[same]; dup {
 				errs = append(errs, field.Duplicate(fp, fmt.Sprintf("%s (same verdict as %s)", t.Verdict, other)))
 			}
-			seen[v1alpha1.CanonicalVerdict(t.Verdict)] = t.Verdict
+			seen[same] = t.Verdict
 		}
 		check(fp, t.To, t.Current)
 	}
@@ -438,7 +453,7 @@ func checkTemplate(tmpl string, captured map[string]bool, p *field.Path) field.E
 	return errs
 }
 
-func validateEvaluate(e *v1alpha1.Evaluate, captured map[string]bool, p *field.Path) field.ErrorList {
+func validateEvaluate(e *v1alpha1.Evaluate, captured map[string]bool, littleLoops bool, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	if !e.Type.IsKnown() {
 		return append(errs, field.NotSupported(p.Child("type"), e.Type, v1alpha1.Evaluators))
@@ -464,7 +479,7 @@ func validateEvaluate(e *v1alpha1.Evaluate, captured map[string]bool, p *field.P
 	if mc := e.MinConfidence; mc != nil && (*mc < 0 || *mc > 1) {
 		errs = append(errs, field.Invalid(p.Child("minConfidence"), *mc, "must be between 0 and 1"))
 	}
-	errs = append(errs, validateEvaluatorFields(e, captured, p)...)
+	errs = append(errs, validateEvaluatorFields(e, captured, littleLoops, p)...)
 	if e.Line != nil && e.Line.Type == intstr.String && e.Line.StrVal != "first" && e.Line.StrVal != "last" {
 		errs = append(errs, field.Invalid(p.Child("line"), e.Line.StrVal, "must be first, last or a line index"))
 	}
@@ -477,12 +492,18 @@ func validateEvaluate(e *v1alpha1.Evaluate, captured map[string]bool, p *field.P
 }
 
 // validateEvaluatorFields checks the fields each evaluator type requires.
-func validateEvaluatorFields(e *v1alpha1.Evaluate, captured map[string]bool, p *field.Path) field.ErrorList {
+func validateEvaluatorFields(e *v1alpha1.Evaluate, captured map[string]bool, littleLoops bool, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	switch e.Type {
 	case v1alpha1.EvalOutputNumeric, v1alpha1.EvalConvergence:
-		errs = append(errs, checkNumberField(e.Target, numberRequired, captured, p.Child("target"))...)
-		errs = append(errs, checkNumberField(e.Tolerance, numberNonNegative, captured, p.Child("tolerance"))...)
+		anyValue := 0
+		if littleLoops {
+			anyValue = numberAnyValue
+		}
+		errs = append(errs, checkNumberField(e.Target, numberRequired|anyValue, captured, p.Child("target"))...)
+		if !littleLoops || e.Type == v1alpha1.EvalConvergence { // ll-loop reads no other tolerance
+			errs = append(errs, checkNumberField(e.Tolerance, numberNonNegative|anyValue, captured, p.Child("tolerance"))...)
+		}
 	case v1alpha1.EvalOutputJSON:
 		if e.Path == "" {
 			errs = append(errs, field.Required(p.Child("path"), "output_json needs a path"))
@@ -503,6 +524,11 @@ func validateEvaluatorFields(e *v1alpha1.Evaluate, captured map[string]bool, p *
 const (
 	numberRequired = 1 << iota
 	numberNonNegative
+	// numberAnyValue lets through a value that is neither a number nor a
+	// template (a little-loops file's: ll-loop reads it only when the
+	// state is evaluated); a negative number is still refused where
+	// numberNonNegative.
+	numberAnyValue
 )
 
 // checkNumberField checks a number-or-template field.
@@ -528,12 +554,20 @@ func checkNumberField(j *apiextensionsv1.JSON, rules int, captured map[string]bo
 		}
 		return nil
 	case string:
-		if !interpolate.HasReferences(t) {
+		if !interpolate.HasReferences(t) && rules&numberAnyValue == 0 {
 			if _, ok := pycompat.ParseFloat(t); !ok { // as little-loops reads it, with Python's float()
 				return field.ErrorList{field.Invalid(p, t, "must be a number or a ${...} template")}
 			}
 		}
 		return checkTemplate(t, captured, p)
+	case nil:
+		if rules&numberRequired != 0 {
+			return field.ErrorList{field.Required(p, "a number or a template is required")}
+		}
+		return nil
+	}
+	if rules&numberAnyValue != 0 {
+		return nil
 	}
 	return field.ErrorList{field.Invalid(p, string(j.Raw), "must be a number or a ${...} template")}
 }

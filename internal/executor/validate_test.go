@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/looprun/looprun/api/v1alpha1"
 )
@@ -142,6 +143,47 @@ func TestValidate(t *testing.T) {
 			for _, w := range tt.want {
 				if !strings.Contains(all.Error(), w) {
 					t.Errorf("errors %q do not contain %q", all.Error(), w)
+				}
+			}
+		})
+	}
+}
+
+// A little-loops file's spec may hold a number field ll-loop reads only
+// when the state is evaluated, and the route keys yes and success (two
+// verdicts there); Validate refuses both, ValidateLittleLoops neither. A
+// negative tolerance is refused by both.
+func TestValidateLittleLoops(t *testing.T) {
+	spec := func(e *v1alpha1.Evaluate, route map[string]v1alpha1.StateName) *v1alpha1.LoopSpec {
+		s := fixSpec()
+		s.States["check"] = v1alpha1.State{Action: "x", Evaluate: e, Route: route, OnError: "fix"}
+		return s
+	}
+	for _, c := range []struct {
+		name       string
+		spec       *v1alpha1.LoopSpec
+		strict, ll string // "" for none
+	}{
+		{"text target", spec(&v1alpha1.Evaluate{Type: "output_numeric", Operator: "eq", Target: jsp("abc")}, map[string]v1alpha1.StateName{"yes": "done"}),
+			"must be a number or a ${...} template", ""},
+		{"list target", spec(&v1alpha1.Evaluate{Type: "convergence", Target: jsp([]any{1})}, map[string]v1alpha1.StateName{"target": "done"}),
+			"must be a number or a ${...} template", ""},
+		{"boolean tolerance", spec(&v1alpha1.Evaluate{Type: "convergence", Target: jsp(1), Tolerance: jsp(true)}, map[string]v1alpha1.StateName{"target": "done"}),
+			"must be a number or a ${...} template", ""},
+		{"negative tolerance", spec(&v1alpha1.Evaluate{Type: "convergence", Target: jsp(1), Tolerance: jsp(-1)}, map[string]v1alpha1.StateName{"target": "done"}),
+			"must not be negative", "must not be negative"},
+		{"no target", spec(&v1alpha1.Evaluate{Type: "output_numeric", Operator: "eq"}, map[string]v1alpha1.StateName{"yes": "done"}),
+			"target: Required", "target: Required"},
+		{"yes and success", spec(nil, map[string]v1alpha1.StateName{"yes": "done", "success": "fix"}), "Duplicate", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			for _, v := range []struct {
+				validate func(*v1alpha1.LoopSpec) field.ErrorList
+				want     string
+			}{{Validate, c.strict}, {ValidateLittleLoops, c.ll}} {
+				errs := v.validate(c.spec)
+				if v.want == "" && len(errs) > 0 || v.want != "" && !strings.Contains(errs.ToAggregate().Error(), v.want) {
+					t.Errorf("errors %v, want %q", errs, v.want)
 				}
 			}
 		})

@@ -108,7 +108,7 @@ func TestClosest(t *testing.T) {
 // An unknown key of a little-loops file is warned of with the key nearest
 // to it, or, for a state's key at the top level, with what that suggests.
 func TestUnknownKeySuggestions(t *testing.T) {
-	f, err := Parse([]byte("name: x\ninitial: s\nmax_step: 3\nstates:\n  s:\n    action: echo\n    evaluate: {type: output_contains, patern: x}\n"+
+	f, err := Parse([]byte("name: x\ninitial: s\nmax_step: 3\nstates:\n  s:\n    action: echo\n    evaluate: {type: output_contains, pattern: y, patern: x}\n"+
 		"    on_yes: done\n    on_no: done\n    nxet: done\n  done:\n    terminal: true\n    tiemout: 3\nterminal: true\nfrobnicate: 1\n"), "", Options{})
 	if err != nil {
 		t.Fatal(err)

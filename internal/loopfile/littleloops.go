@@ -18,6 +18,7 @@ import (
 	"github.com/looprun/looprun/internal/executor/evaluate"
 	"github.com/looprun/looprun/internal/executor/interpolate"
 	"github.com/looprun/looprun/internal/pricing"
+	"github.com/looprun/looprun/internal/pycompat"
 )
 
 // reader converts one little-loops document, collecting warnings and errors.
@@ -462,7 +463,7 @@ func shorthandRoute(r *reader, m map[string]any, k, fp, hint string, st *stateRe
 	case "on_error":
 		st.OnError = target
 	default:
-		st.extra[v1alpha1.CanonicalVerdict(strings.TrimPrefix(k, "on_"))] = target
+		st.extra[strings.TrimPrefix(k, "on_")] = target
 	}
 }
 
@@ -621,9 +622,11 @@ func (r *reader) route(v any, fp string) map[string]v1alpha1.StateName {
 		r.fail("%s: must be a mapping of verdicts to states", fp)
 		return nil
 	}
+	// The keys as written: in a little-loops file the verdicts yes and
+	// success differ (executor.LittleLoopsRoute).
 	out := make(map[string]v1alpha1.StateName, len(m))
 	for k := range m {
-		out[v1alpha1.CanonicalVerdict(k)] = v1alpha1.StateName(r.str(m, k, fp+"."+k))
+		out[k] = v1alpha1.StateName(r.str(m, k, fp+"."+k))
 	}
 	return out
 }
@@ -675,7 +678,58 @@ func (r *reader) evaluate(v any, fp string) *v1alpha1.Evaluate {
 	}
 	e := &v1alpha1.Evaluate{}
 	evaluateKeys.read(r, m, fp, e)
+	r.evaluatorRequires(m, fp, e)
+	r.numberFieldWarnings(m, fp, e)
 	return e
+}
+
+// numberFieldWarnings warns of a target (or convergence's tolerance) that
+// is neither a number nor a template: ll-loop starts the run and reads it
+// only when the state is evaluated, and so does looprun.
+func (r *reader) numberFieldWarnings(m map[string]any, fp string, e *v1alpha1.Evaluate) {
+	// What ll-loop does with text that reads as no number, per field.
+	then := map[string]string{"target": "the run ends in error there"}
+	if e.Type == v1alpha1.EvalConvergence {
+		then = map[string]string{"target": "the verdict is error", "tolerance": "it counts as 0"}
+	} else if e.Type != v1alpha1.EvalOutputNumeric {
+		return
+	}
+	for _, k := range slices.Sorted(maps.Keys(then)) {
+		what := then[k]
+		switch v := m[k].(type) {
+		case json.Number, bool, nil:
+			continue
+		case string:
+			if _, ok := pycompat.ParseFloat(v); ok || interpolate.HasReferences(v) {
+				continue
+			}
+		default: // a list or a mapping: Python's float() raises
+			what = "the run ends in error there"
+		}
+		r.warn("%s.%s: %s is not a number; when the state is evaluated %s, as in ll-loop", fp, k, shown(m[k]), what)
+	}
+}
+
+// evaluatorRequires refuses, as ll-loop's validation does, an
+// output_numeric or output_json without an operator (ll-loop does not
+// take eq for it), an operator "", and an output_contains without a
+// pattern (the pattern "" is one, matching every output). A key set to
+// null is missing. Their other required keys (target, path) are
+// executor.Validate's.
+func (r *reader) evaluatorRequires(m map[string]any, fp string, e *v1alpha1.Evaluate) {
+	switch e.Type {
+	case v1alpha1.EvalOutputNumeric, v1alpha1.EvalOutputJSON:
+		switch op, ok := m["operator"].(string); {
+		case m["operator"] == nil:
+			r.fail("%s: %s needs an operator (%s); ll-loop refuses the file without one", fp, e.Type, strings.Join(evaluate.Operators, ", "))
+		case ok && op == "":
+			r.fail("%s.operator: must be one of %s, not \"\"", fp, strings.Join(evaluate.Operators, ", "))
+		}
+	case v1alpha1.EvalOutputContains:
+		if m["pattern"] == nil {
+			r.fail("%s: output_contains needs a pattern (\"\" matches every output); ll-loop refuses the file without one", fp)
+		}
+	}
 }
 
 func (r *reader) line(m map[string]any, k, fp string) *intstr.IntOrString {

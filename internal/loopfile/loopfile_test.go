@@ -190,6 +190,14 @@ func TestParseErrors(t *testing.T) {
 		{"inheritance cycle", "name: x\nfrom: cycle-a\ninitial: a\nstates: {a: {terminal: true}}\n", "inheritance cycle"},
 		{"bad input_key", "name: x\ninitial: a\ninput_key: \"a b\"\nstates: {a: {terminal: true}}\n", `input_key: "a b" is not`},
 		{"bad required_inputs", "name: x\ninitial: a\nrequired_inputs: topic\nstates: {a: {terminal: true}}\n", "required_inputs: must be a list"},
+		{"numeric without operator", "name: x\ninitial: a\nstates:\n  a:\n    action: x\n    evaluate: {type: output_numeric, target: 1}\n    on_yes: d\n  d:\n    terminal: true\n",
+			"states.a.evaluate: output_numeric needs an operator (eq, ne, lt, le, gt, ge); ll-loop refuses the file without one"},
+		{"json with a null operator", "name: x\ninitial: a\nstates:\n  a:\n    action: x\n    evaluate: {type: output_json, path: a, operator: null, target: 1}\n    on_yes: d\n  d:\n    terminal: true\n",
+			"states.a.evaluate: output_json needs an operator"},
+		{"empty operator", "name: x\ninitial: a\nstates:\n  a:\n    action: x\n    evaluate: {type: output_numeric, operator: '', target: 1}\n    on_yes: d\n  d:\n    terminal: true\n",
+			`states.a.evaluate.operator: must be one of eq, ne, lt, le, gt, ge, not ""`},
+		{"contains without pattern", "name: x\ninitial: a\nstates:\n  a:\n    action: x\n    evaluate: {type: output_contains}\n    on_yes: d\n  d:\n    terminal: true\n",
+			"states.a.evaluate: output_contains needs a pattern"},
 	}
 	dir := t.TempDir()
 	_ = os.WriteFile(filepath.Join(dir, "cycle-a.yaml"), []byte("from: cycle-b\n"), 0o644)
@@ -201,6 +209,46 @@ func TestParseErrors(t *testing.T) {
 				t.Errorf("err %v, want %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// A little-loops file whose target ll-loop reads only when the state is
+// evaluated is read, with a warning; its route keys are kept as written
+// (yes and success are two verdicts there); an empty pattern is one.
+func TestLittleLoopsEvaluatorFields(t *testing.T) {
+	lf, err := Parse([]byte(`name: x
+initial: a
+states:
+  a:
+    action: x
+    evaluate: {type: output_numeric, operator: ge, target: abc}
+    route: {"yes": b, success: d, _error: d}
+  b:
+    action: x
+    evaluate: {type: convergence, target: [1], tolerance: wide}
+    on_target: c
+  c:
+    action: x
+    evaluate: {type: output_contains, pattern: ""}
+    on_yes: d
+  d:
+    terminal: true
+`), ".", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]v1alpha1.StateName{"yes": "b", "success": "d", "_error": "d"}
+	if got := lf.Loop.Spec.States["a"].Route; !reflect.DeepEqual(got, want) {
+		t.Errorf("route %v, want %v", got, want)
+	}
+	for _, w := range []string{
+		`line 6: states.a.evaluate.target: "abc" is not a number; when the state is evaluated the run ends in error there, as in ll-loop`,
+		"line 10: states.b.evaluate.target: a list is not a number; when the state is evaluated the run ends in error there, as in ll-loop",
+		`line 10: states.b.evaluate.tolerance: "wide" is not a number; when the state is evaluated it counts as 0, as in ll-loop`,
+	} {
+		if !slices.Contains(lf.Warnings, w) {
+			t.Errorf("warnings %q\nlack %q", lf.Warnings, w)
+		}
 	}
 }
 

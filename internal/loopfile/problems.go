@@ -34,13 +34,18 @@ func (p *Problems) Error() string {
 	return p.Path + ": " + strings.Join(p.List, "\n"+p.Path+": ")
 }
 
-// specProblems are the problems executor.Validate finds in spec, said as
-// the file says them; a problem at, inside or around one of the failed
-// paths (fields already reported and left out) is not said again.
+// specProblems are the problems executor.Validate (ValidateLittleLoops for
+// a little-loops file) finds in spec, said as the file says them; a
+// problem at, inside or around one of the failed paths (fields already
+// reported and left out) is not said again.
 func specProblems(spec *v1alpha1.LoopSpec, format Format, lines map[string]int, failed []string) []string {
 	states := slices.Sorted(maps.Keys(spec.States))
 	var out []string
-	for _, e := range executor.Validate(spec) {
+	validate := executor.Validate
+	if format == FormatLittleLoops {
+		validate = executor.ValidateLittleLoops
+	}
+	for _, e := range validate(spec) {
 		segs := fieldSegments(e.Field)
 		var path string
 		if format == FormatLittleLoops {

@@ -24,6 +24,12 @@ type verdicts struct {
 	// gives are the verdicts, canonical (success, not yes), in the order
 	// they are told.
 	gives []string
+	// words are gives as a little-loops file writes them, where that is
+	// not yes for success and no for failure: an evaluator that says the
+	// word success itself (mcp_result, a judge's own answers) gives a
+	// verdict of its own there, which on_yes does not take. nil: gives so
+	// written.
+	words []string
 	// open: any verdict may come (classify; a judge's own schema with no
 	// enum of verdicts).
 	open bool
@@ -35,6 +41,9 @@ var (
 	judgeAnswer = append(canonical(evaluate.DefaultVerdicts), v1alpha1.VerdictError)
 	mcpResult   = []string{v1alpha1.VerdictSuccess, v1alpha1.VerdictToolError, v1alpha1.VerdictNotFound, v1alpha1.VerdictTimeout, v1alpha1.VerdictError}
 )
+
+// mcpVerdicts are what mcp_result gives: its success is the word success.
+func mcpVerdicts(by string) verdicts { return verdicts{by: by, gives: mcpResult, words: mcpResult} }
 
 // verdictsOf are the verdicts st can give, as the executor decides them.
 func verdictsOf(st *v1alpha1.State) verdicts {
@@ -48,7 +57,7 @@ func verdictsOf(st *v1alpha1.State) verdicts {
 	case st.IsAgent():
 		return verdicts{by: "the LLM judge (a prompt's default evaluator)", gives: judgeAnswer}
 	case st.ActionType == v1alpha1.ActionMCP:
-		return verdicts{by: "mcp_result (an MCP tool's default evaluator)", gives: mcpResult}
+		return mcpVerdicts("mcp_result (an MCP tool's default evaluator)")
 	case st.Learning != nil:
 		return verdicts{by: "a learning state", gives: []string{v1alpha1.VerdictSuccess, v1alpha1.VerdictFailure, "blocked", v1alpha1.VerdictError}}
 	case st.Action != "":
@@ -67,7 +76,7 @@ func evaluatorVerdicts(e *v1alpha1.Evaluate) verdicts {
 	case v1alpha1.EvalConvergence:
 		return verdicts{by: by, gives: []string{v1alpha1.VerdictTarget, v1alpha1.VerdictProgress, v1alpha1.VerdictStall, v1alpha1.VerdictError}}
 	case v1alpha1.EvalMCPResult:
-		return verdicts{by: by, gives: mcpResult}
+		return mcpVerdicts(by)
 	case v1alpha1.EvalLLMStructured:
 		answers := evaluate.DefaultVerdicts
 		if e.Schema != nil {
@@ -78,13 +87,14 @@ func evaluatorVerdicts(e *v1alpha1.Evaluate) verdicts {
 			}
 			answers = enum
 		}
-		gives := canonical(answers)
+		words := slices.Clone(answers)
 		if e.UncertainSuffix {
 			for _, a := range answers {
-				gives = append(gives, a+"_uncertain")
+				words = append(words, a+"_uncertain")
 			}
 		}
-		return verdicts{by: by, gives: append(gives, v1alpha1.VerdictError)}
+		words = append(words, v1alpha1.VerdictError)
+		return verdicts{by: by, gives: canonical(words), words: words}
 	}
 	return verdicts{by: by, open: true} // classify: any line of the output
 }
@@ -123,26 +133,37 @@ func schemaVerdicts(raw []byte) ([]string, bool) {
 }
 
 // give reports whether verdict v may come (error always may: a failed
-// action is an error whatever judges it).
-func (vs verdicts) give(v string) bool {
+// action is an error whatever judges it); in a little-loops file v is a
+// word as written there (success is not yes).
+func (vs verdicts) give(v string, littleLoops bool) bool {
+	if littleLoops {
+		return vs.open || v == v1alpha1.VerdictError || slices.Contains(vs.written(), v)
+	}
 	v = v1alpha1.CanonicalVerdict(v)
 	return vs.open || v == v1alpha1.VerdictError || slices.Contains(vs.gives, v)
 }
 
-// writtenVerdict is how a loop file writes verdict v: yes and no in a
-// little-loops file.
-func writtenVerdict(v string, littleLoops bool) string {
-	if littleLoops {
-		return v1alpha1.LittleLoopsVerdict(v)
+// written are the verdicts as a little-loops file writes them.
+func (vs verdicts) written() []string {
+	if vs.words != nil {
+		return vs.words
 	}
-	return v
+	out := make([]string, 0, len(vs.gives))
+	for _, v := range vs.gives {
+		out = append(out, v1alpha1.LittleLoopsVerdict(v))
+	}
+	return out
 }
 
 // told is the verdicts as a sentence: "yes, no or error".
 func (vs verdicts) told(littleLoops bool) string {
-	words := make([]string, 0, len(vs.gives))
-	for _, v := range vs.gives {
-		if w := writtenVerdict(v, littleLoops); !slices.Contains(words, w) {
+	all := vs.gives
+	if littleLoops {
+		all = vs.written()
+	}
+	words := make([]string, 0, len(all))
+	for _, w := range all {
+		if !slices.Contains(words, w) {
 			words = append(words, w)
 		}
 	}
@@ -153,12 +174,19 @@ func (vs verdicts) told(littleLoops bool) string {
 }
 
 // routeKeys are the keys that may route the verdicts vs gives: in a route
-// table (prefix "") or as shorthands (prefix "on_").
-func (vs verdicts) routeKeys(prefix string) []string {
+// table (prefix "") or as shorthands (prefix "on_"); in a little-loops
+// file as written there (on_success for yes too).
+func (vs verdicts) routeKeys(prefix string, littleLoops bool) []string {
 	keys := map[string]bool{}
-	for _, v := range vs.gives {
+	all := vs.gives
+	if littleLoops {
+		all = vs.written()
+	}
+	for _, v := range all {
 		keys[prefix+v] = true
-		keys[prefix+writtenVerdict(v, true)] = true
+		if alias := map[string]string{"yes": "success", "no": "failure"}[v]; littleLoops && prefix != "" && alias != "" {
+			keys[prefix+alias] = true
+		}
 	}
 	keys[prefix+v1alpha1.VerdictError] = true
 	if prefix == "" {
@@ -171,18 +199,21 @@ func (vs verdicts) routeKeys(prefix string) []string {
 // that never gives verdict v, or "". others are keys the key may have
 // been meant as besides the verdicts' own.
 func neverTaken(vs verdicts, fp, key, v string, littleLoops bool, others ...string) string {
-	if vs.give(v) {
+	if vs.give(v, littleLoops) {
 		return ""
 	}
 	prefix := ""
 	if strings.HasPrefix(key, "on_") {
 		prefix = "on_"
 	}
-	hint := didYouMean(key, append(vs.routeKeys(prefix), others...))
+	hint := didYouMean(key, append(vs.routeKeys(prefix, littleLoops), others...))
 	if hint == "" && prefix == "" && (key == "default" || key == "_default" || key == "*") {
 		hint = " (did you mean _, the route of any other verdict?)"
 	}
-	word := cmp.Or(key[len(prefix):], `""`) // an empty route key
+	word := cmp.Or(v, `""`) // an empty route key
+	if alias := key[len(prefix):]; prefix != "" && alias != v {
+		word = fmt.Sprintf("%s (%s is on_%s)", v, key, v) // on_success is on_yes
+	}
 	return fmt.Sprintf("%s: %s never gives the verdict %s, so this route is never taken; it gives %s%s",
 		fp, vs.by, word, vs.told(littleLoops), hint)
 }
@@ -222,6 +253,12 @@ func (r *reader) checkRouteKeys(name string, m map[string]any, st *v1alpha1.Stat
 			continue
 		}
 		v := strings.TrimPrefix(k, "on_")
+		switch k { // on_yes's and on_no's other names
+		case "on_success":
+			v = "yes"
+		case "on_failure":
+			v = "no"
+		}
 		if w := neverTaken(vs, fp+"."+k, k, v, true, stateRouteKeys...); w != "" {
 			r.warn("%s", w)
 		}

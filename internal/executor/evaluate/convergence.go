@@ -1,6 +1,7 @@
 package evaluate
 
 import (
+	"errors"
 	"math"
 	"strings"
 
@@ -14,13 +15,24 @@ func convergence(cfg *v1alpha1.Evaluate, in Input) Result {
 	if err != nil {
 		return errorResult("cannot read the output as a number: %v", err)
 	}
+	// As little-loops: a target text that does not read as a number is an
+	// error verdict, a tolerance one is 0; a list or a mapping ends its
+	// run (Broken).
 	target, err := numberValue(cfg.Target, in)
 	if err != nil {
-		return errorResult("cannot resolve target: %v", err)
+		r := errorResult("cannot resolve target: %v", err)
+		r.Broken = errors.Is(err, errNotText)
+		return r
 	}
 	tolerance := 0.0
 	if cfg.Tolerance != nil {
-		if t, err := numberValue(cfg.Tolerance, in); err == nil {
+		t, err := numberValue(cfg.Tolerance, in)
+		switch {
+		case errors.Is(err, errNotText):
+			r := errorResult("cannot resolve tolerance: %v", err)
+			r.Broken = true
+			return r
+		case err == nil:
 			tolerance = t
 		}
 	}
@@ -78,5 +90,14 @@ func classify(cfg *v1alpha1.Evaluate, in Input) Result {
 	if idx >= 0 && idx < len(lines) {
 		verdict = lines[idx]
 	}
-	return Result{Verdict: v1alpha1.CanonicalVerdict(verdict), Details: map[string]any{"line": label, "lines": len(lines)}}
+	return Result{Verdict: v1alpha1.CanonicalVerdict(verdict), Details: map[string]any{"line": label, "lines": len(lines)}, Word: literalWord(verdict)}
+}
+
+// literalWord is verdict when it is the word success or failure itself
+// (Result.Word), else "".
+func literalWord(verdict string) string {
+	if verdict == v1alpha1.VerdictSuccess || verdict == v1alpha1.VerdictFailure {
+		return verdict
+	}
+	return ""
 }

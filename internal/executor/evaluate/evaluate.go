@@ -25,6 +25,17 @@ type Result struct {
 	Details map[string]any
 	// Usage is what an LLM judge's call used; nil for other evaluators.
 	Usage *agentstream.Usage `json:",omitempty"`
+	// Word is the verdict success or failure when the evaluator said that
+	// word itself (mcp_result's success, a classify line, the answer of a
+	// judge's own schema), not yes or no: a little-loops file tells them
+	// apart, as ll-loop does (on_yes takes yes, not success).
+	Word string `json:",omitempty"`
+	// Broken says the evaluator could not judge at all, as its
+	// configuration cannot be used (output_numeric's target is not a
+	// number, nor a template that expands to one): the verdict is error,
+	// and a run of a little-loops file ends in error there, as ll-loop's
+	// does (BrokenReason words why).
+	Broken bool `json:",omitempty"`
 }
 
 // Input is what an evaluator judges.
@@ -186,7 +197,7 @@ func MCPResult(output string, exitCode int) Result {
 	if Truthy(isError) {
 		return Result{Verdict: v1alpha1.VerdictToolError, Details: d}
 	}
-	return Result{Verdict: v1alpha1.VerdictSuccess, Details: d}
+	return Result{Verdict: v1alpha1.VerdictSuccess, Details: d, Word: v1alpha1.VerdictSuccess}
 }
 
 // Truthy is a decoded JSON or YAML value's truth as Python has it: false,

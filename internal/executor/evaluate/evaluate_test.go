@@ -168,6 +168,74 @@ func TestDeterministic(t *testing.T) {
 	}
 }
 
+// As little-loops reads a number field with Python's float(): a boolean
+// is 1 or 0; a target output_numeric cannot read makes the result Broken
+// (ll-loop's run ends there), read before the output; convergence's text
+// target is an error verdict, its list target or tolerance Broken.
+func TestBrokenNumberFields(t *testing.T) {
+	vars := map[string]string{"${context.goal}": "ten"}
+	tests := []struct {
+		name    string
+		cfg     v1alpha1.Evaluate
+		output  string
+		verdict string
+		broken  string // BrokenReason when Broken, "" when not
+	}{
+		{"numeric true is 1", v1alpha1.Evaluate{Type: "output_numeric", Operator: "eq", Target: js(true)}, "1", "success", ""},
+		{"numeric false is 0", v1alpha1.Evaluate{Type: "output_numeric", Operator: "eq", Target: js(false)}, "0", "success", ""},
+		{"numeric text target", v1alpha1.Evaluate{Type: "output_numeric", Operator: "ge", Target: js("abc")}, "7", "error",
+			"output_numeric target must be numeric, got: 'abc'"},
+		{"numeric template to text, output no number", v1alpha1.Evaluate{Type: "output_numeric", Operator: "ge", Target: js("${context.goal}")}, "n/a", "error",
+			"output_numeric target must be numeric, got: '${context.goal}'"},
+		{"numeric undefined template", v1alpha1.Evaluate{Type: "output_numeric", Target: js("${context.nope}")}, "7", "error",
+			"output_numeric target must be numeric, got: '${context.nope}'"},
+		{"numeric list target", v1alpha1.Evaluate{Type: "output_numeric", Operator: "ge", Target: js([]any{1, 2})}, "7", "error",
+			"float() argument must be a string or a real number, not 'list'"},
+		{"convergence text target", v1alpha1.Evaluate{Type: "convergence", Target: js("abc")}, "3", "error", ""},
+		{"convergence text tolerance is 0", v1alpha1.Evaluate{Type: "convergence", Target: js(3), Tolerance: js("wide")}, "3", "target", ""},
+		{"convergence mapping target", v1alpha1.Evaluate{Type: "convergence", Target: js(map[string]any{"a": 1})}, "3", "error",
+			"float() argument must be a string or a real number, not 'dict'"},
+		{"convergence list tolerance", v1alpha1.Evaluate{Type: "convergence", Target: js(3), Tolerance: js([]any{1})}, "3", "error",
+			"float() argument must be a string or a real number, not 'list'"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := Deterministic(&tt.cfg, Input{Output: tt.output, Expand: expandFrom(vars)})
+			if r.Verdict != tt.verdict || r.Broken != (tt.broken != "") {
+				t.Fatalf("verdict %q broken %v, want %q %v (details %v)", r.Verdict, r.Broken, tt.verdict, tt.broken != "", r.Details)
+			}
+			if tt.broken != "" {
+				if got := BrokenReason(&tt.cfg); got != tt.broken {
+					t.Errorf("BrokenReason = %q, want %q", got, tt.broken)
+				}
+			}
+		})
+	}
+}
+
+// The words success and failure said as such are kept beside the verdict
+// (Result.Word); yes and no are not.
+func TestVerdictWord(t *testing.T) {
+	for _, c := range []struct {
+		output, verdict, word string
+	}{{"success", "success", "success"}, {"failure", "failure", "failure"}, {"yes", "success", ""}, {"no", "failure", ""}, {"retry", "retry", ""}} {
+		r := Deterministic(&v1alpha1.Evaluate{Type: "classify"}, Input{Output: c.output})
+		if r.Verdict != c.verdict || r.Word != c.word {
+			t.Errorf("classify %q: verdict %q word %q, want %q %q", c.output, r.Verdict, r.Word, c.verdict, c.word)
+		}
+	}
+	if r := MCPResult(`{"isError": false}`, 0); r.Verdict != "success" || r.Word != "success" {
+		t.Errorf("mcp_result: verdict %q word %q", r.Verdict, r.Word)
+	}
+	schema := JudgeRequest{Schema: json.RawMessage(`{"type":"object","properties":{"verdict":{"type":"string"}}}`)}
+	if r := Interpret(schema, map[string]any{"verdict": "success", "confidence": 0.9}); r.Verdict != "success" || r.Word != "success" {
+		t.Errorf("judge's own schema: verdict %q word %q", r.Verdict, r.Word)
+	}
+	if r := Interpret(JudgeRequest{}, map[string]any{"verdict": "yes", "confidence": 0.9, "evidence": "ok"}); r.Verdict != "success" || r.Word != "" {
+		t.Errorf("judge's yes: verdict %q word %q", r.Verdict, r.Word)
+	}
+}
+
 func TestInterpret(t *testing.T) {
 	tests := []struct {
 		name    string

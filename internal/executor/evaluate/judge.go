@@ -104,7 +104,7 @@ func Interpret(req JudgeRequest, answer map[string]any) Result {
 	if req.UncertainSuffix && !confident {
 		verdict += "_uncertain"
 	}
-	return Result{Verdict: v1alpha1.CanonicalVerdict(verdict), Details: details}
+	return Result{Verdict: v1alpha1.CanonicalVerdict(verdict), Details: details, Word: literalWord(verdict)}
 }
 
 // answerConfidence is the answer's confidence as a number, read as

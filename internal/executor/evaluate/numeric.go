@@ -2,6 +2,7 @@ package evaluate
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"regexp"
@@ -72,7 +73,14 @@ func parseNumber(s string) (float64, error) {
 	return f, nil
 }
 
-// numberValue reads a number or a template from a JSON field.
+// errNotText says a number field holds neither a number nor text (a
+// list, a mapping): Python's float() raises TypeError for it.
+var errNotText = errors.New("is neither a number nor a template")
+
+// numberValue reads a number or a template from a JSON field as
+// little-loops reads it, with Python's float(): a number, a boolean (true
+// is 1), or text, its templates expanded, that reads as a number. Any
+// other value is errNotText.
 func numberValue(j *apiextensionsv1.JSON, in Input) (float64, error) {
 	if j == nil || len(j.Raw) == 0 {
 		return 0, fmt.Errorf("not set")
@@ -84,6 +92,11 @@ func numberValue(j *apiextensionsv1.JSON, in Input) (float64, error) {
 	switch t := v.(type) {
 	case float64:
 		return t, nil
+	case bool:
+		if t {
+			return 1, nil
+		}
+		return 0, nil
 	case string:
 		s, err := in.expand(t)
 		if err != nil {
@@ -91,7 +104,59 @@ func numberValue(j *apiextensionsv1.JSON, in Input) (float64, error) {
 		}
 		return parseNumber(s)
 	}
-	return 0, fmt.Errorf("%s is neither a number nor a template", string(j.Raw))
+	return 0, fmt.Errorf("%s %w", string(j.Raw), errNotText)
+}
+
+// BrokenReason words, as ll-loop does when its run ends there, why an
+// evaluator whose result is Broken could not judge: its number fields as
+// the loop file writes them (cfg, its templates not expanded).
+func BrokenReason(cfg *v1alpha1.Evaluate) string {
+	raw := func(j *apiextensionsv1.JSON) (any, bool) {
+		var v any
+		if j == nil || json.Unmarshal(j.Raw, &v) != nil {
+			return nil, false
+		}
+		return v, true
+	}
+	if cfg.Type == v1alpha1.EvalOutputNumeric {
+		if s, ok := mustText(raw(cfg.Target)); ok {
+			return "output_numeric target must be numeric, got: " + pycompat.Repr(s)
+		}
+	}
+	for _, j := range []*apiextensionsv1.JSON{cfg.Target, cfg.Tolerance} {
+		if v, ok := raw(j); ok && !numberLike(v) {
+			return "float() argument must be a string or a real number, not '" + pyType(v) + "'"
+		}
+	}
+	return "the evaluator's target cannot be read as a number"
+}
+
+// mustText is v when it is text.
+func mustText(v any, ok bool) (string, bool) {
+	s, isText := v.(string)
+	return s, ok && isText
+}
+
+// numberLike reports whether Python's float() takes v without a TypeError.
+func numberLike(v any) bool {
+	switch v.(type) {
+	case float64, bool, string:
+		return true
+	}
+	return false
+}
+
+// pyType is the name of the Python type of a decoded JSON value.
+func pyType(v any) string {
+	switch v.(type) {
+	case nil:
+		return "NoneType"
+	case []any:
+		return "list"
+	case map[string]any:
+		return "dict"
+	}
+	return fmt.Sprintf("%T", v)
 }
 
 // keyPattern finds KEY = NUMBER as little-loops does: any Unicode white
@@ -121,6 +186,14 @@ func (k KeyMatcher) Last(text string) (string, bool) {
 func LastKeyValue(key, text string) (string, bool) { return NewKeyMatcher(key).Last(text) }
 
 func outputNumeric(cfg *v1alpha1.Evaluate, in Input) Result {
+	// The target first, as little-loops reads it before the output: one
+	// it cannot read ends its run (Broken).
+	target, err := numberValue(cfg.Target, in)
+	if err != nil {
+		r := errorResult("cannot resolve target: %v", err)
+		r.Broken = true
+		return r
+	}
 	text := in.Output
 	if cfg.Key != "" {
 		// What was streamed saw every line; the tail only the end.
@@ -136,10 +209,6 @@ func outputNumeric(cfg *v1alpha1.Evaluate, in Input) Result {
 	value, err := parseNumber(text)
 	if err != nil {
 		return errorResult("cannot read the output as a number: %v", err)
-	}
-	target, err := numberValue(cfg.Target, in)
-	if err != nil {
-		return errorResult("cannot resolve target: %v", err)
 	}
 	ok, err := compare(cfg.Operator, value, target)
 	if err != nil {
