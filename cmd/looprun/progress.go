@@ -46,6 +46,9 @@ type progress struct {
 	open   bool
 	// iteration of the state in progress, by depth.
 	iteration map[string]any
+	// lastVerdict is the run's last verdict (depth 0), to say which one
+	// no route took when the run ends in executor.NoRouteWords.
+	lastVerdict string
 	// maxLines is how many lines of an action's output are shown.
 	maxLines int
 	// seq is the number of the last event shown: an event read twice (a
@@ -150,7 +153,11 @@ func (p *progress) event(e executor.Event) {
 	case executor.EventActionError:
 		p.println(pad + s.warn("error: "+executor.ActionErrorOf(e).Error))
 	case executor.EventEvaluate:
-		p.verdictLine(executor.EvaluateOf(e), pad)
+		ev := executor.EvaluateOf(e)
+		if n == 0 {
+			p.lastVerdict = ev.Verdict
+		}
+		p.verdictLine(ev, pad)
 	case executor.EventRoute:
 		r := executor.RouteOf(e)
 		if r.Reason != "" {
@@ -486,8 +493,11 @@ func (p *progress) closing(e executor.Event, indent string) (string, bool) {
 	line := fmt.Sprintf("Loop completed: %s (%d iterations, %s)", s.bold(printable(c.FinalState)), c.Iterations, p.elapsed(e.Time))
 	if c.TerminatedBy != "terminal" || c.FailureTerminal {
 		line = s.warn(fmt.Sprintf("Loop ended: %s in %s after %d iterations, %s", c.TerminatedBy, c.FinalState, c.Iterations, p.elapsed(e.Time)))
-		if c.Error != "" {
-			line += "\n  " + s.warn(printable(c.Error))
+		if why := c.Error; why != "" {
+			if why == executor.NoRouteWords && p.lastVerdict != "" {
+				why += fmt.Sprintf(": state %q has no route for verdict %q", c.FinalState, p.lastVerdict)
+			}
+			line += "\n  " + s.warn(printable(why))
 		}
 	}
 	return "\n" + line, true

@@ -138,8 +138,8 @@ func outcome(run *v1alpha1.RunState, name string, littleLoops bool, spec *v1alph
 		return &exitError{code: 1} // the progress's last line said it; the user stopped it
 	}
 	msg := fmt.Sprintf("loop %s ended: %s", name, executor.TerminationName(run.TerminatedBy, littleLoops))
-	if run.Message != "" {
-		msg += ": " + run.Message
+	if why := executor.EndWhy(run); why != "" {
+		msg += ": " + why
 	}
 	return &exitError{code: 1, msg: msg}
 }
