@@ -21,6 +21,11 @@ import (
 var binary string
 
 func TestMain(m *testing.M) {
+	// The tests run looprun in this process too: on a developer's terminal
+	// its approval states would ask there and wait. No one types here.
+	if null, err := os.Open(os.DevNull); err == nil {
+		os.Stdin = null
+	}
 	dir, err := os.MkdirTemp("", "looprun-cli")
 	if err != nil {
 		panic(err)
