@@ -149,6 +149,18 @@ no loop for these, as ll-loop's outcome is the one looprun refuses.
 - **A sub-loop's event stream** captured by its state has no
   `+"`action_output`"+` events in looprun; the harness compares such a
   capture only as being one.
+- **A timed-out MCP call ends the call, not the run.** ll-loop kills its
+  own process group when an `+"`mcp_tool`"+` state's timeout fires (the run
+  dies, exit 137); looprun ends the call ("MCP call timed out") and routes.
+- **A shell action's timeout fires while it prints an unfinished line.**
+  ll-loop misses both the timeout and the idle timeout while the output's
+  last line has no newline (its code calls this a known limit).
+- **A sub-loop state run again starts with a clean error.** ll-loop keeps
+  `+"`${captured.STATE.error}`"+` and `+"`failure_terminal`"+` of the state's earlier
+  run even after the child succeeds; looprun gives each run its own.
+- **A verdict no route takes** ends the run with ll-loop's words,
+  "No valid transition", in the state file and events; the terminal says
+  which state and verdict as well.
 `, time.Now().UTC().Format("2006-01-02"), commit, agree, total, strings.Join(rows, "\n"))
 	return err
 }
