@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -105,7 +106,7 @@ func forCluster(lf *loopfile.File, g *globals, stderr io.Writer) (*v1alpha1.Loop
 
 func newSimulateCommand(g *globals) *cobra.Command {
 	var (
-		scenario          string
+		scenario, output  string
 		maxSteps, maxIter int32
 	)
 	cmd := &cobra.Command{
@@ -115,6 +116,9 @@ func newSimulateCommand(g *globals) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !slices.Contains(localrun.Scenarios, scenario) {
 				return fmt.Errorf("--scenario %q: want one of %v", scenario, localrun.Scenarios)
+			}
+			if output != "" && output != "json" {
+				return fmt.Errorf("--output %q: want json, or nothing for the walk as it goes", output)
 			}
 			lf, err := loadLoop(args[0], g, cmd.ErrOrStderr(), false)
 			if err != nil {
@@ -144,6 +148,9 @@ func newSimulateCommand(g *globals) *cobra.Command {
 				return fmt.Errorf("%s: invalid loop: %w", args[0], err)
 			}
 			out := cmd.OutOrStdout()
+			if output == "json" {
+				out = io.Discard // only the summary, at the end
+			}
 			// As ll-loop simulate: a banner, so that it is not taken for a
 			// run, and a summary of the walk.
 			st := terminalStyle(out)
@@ -168,8 +175,19 @@ func newSimulateCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			entered := slices.Clone(visited)
 			if end := printable(run.CurrentState); end != "" && (len(visited) == 0 || visited[len(visited)-1] != end) {
 				visited = append(visited, end) // a terminal state is reached, not entered
+			}
+			if output == "json" {
+				if err := writeSimulationJSON(cmd.OutOrStdout(), simulationSummary{
+					Loop: lf.Loop.Name, Scenario: scenario, Entered: entered, FinalState: run.CurrentState,
+					Iterations: run.Iteration, Commands: commands,
+					TerminatedBy: executor.TerminationName(run.TerminatedBy, lf.LittleLoops()), Error: run.Message,
+				}); err != nil {
+					return err
+				}
+				return outcome(run, lf.Loop.Name, lf.LittleLoops(), spec)
 			}
 			fmt.Fprintf(out, "\n=== Summary ===\nStates visited: %s\nIterations: %d\nWould have executed %d commands\nTerminated by: %s\n",
 				strings.Join(visited, " → "), run.Iteration, commands, executor.TerminationName(run.TerminatedBy, lf.LittleLoops()))
@@ -177,10 +195,38 @@ func newSimulateCommand(g *globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&scenario, "scenario", "all-pass", "verdicts to script: all-pass, all-fail, all-error, first-fail, alternating (starting with a failure)")
+	cmd.Flags().StringVarP(&output, "output", "o", "", "json: print only the summary of the walk, as one JSON object")
 	localOnly(cmd)
 	cmd.Flags().Int32VarP(&maxSteps, "max-steps", "n", 0, "cap on state executions (default: the loop's; at most 20 without --max-iterations, as ll-loop)")
 	cmd.Flags().Int32Var(&maxIter, "max-iterations", 0, "cap on full passes of a maintain: true loop (lifts the cap of 20 steps)")
 	return cmd
+}
+
+// simulationSummary is what simulate -o json prints: the walk's summary.
+// Entered are the states the walk entered, in order (the run's, not its
+// sub-loops'), as ll-loop's "States visited" lists them: a terminal state
+// the walk ended in is its final state, not entered.
+type simulationSummary struct {
+	Loop         string   `json:"loop"`
+	Scenario     string   `json:"scenario"`
+	Entered      []string `json:"states_visited"`
+	FinalState   string   `json:"final_state"`
+	Iterations   int32    `json:"iterations"`
+	Commands     int      `json:"commands"`
+	TerminatedBy string   `json:"terminated_by"`
+	Error        string   `json:"error,omitempty"`
+}
+
+func writeSimulationJSON(w io.Writer, s simulationSummary) error {
+	if s.Entered == nil {
+		s.Entered = []string{}
+	}
+	b, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(w, string(b))
+	return err
 }
 
 func oneLine(s string) string {
