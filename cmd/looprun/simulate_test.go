@@ -37,3 +37,23 @@ func TestSimulateJSON(t *testing.T) {
 		t.Errorf("-o yaml: exit %d\n%s", r.code, r.stderr)
 	}
 }
+
+// TestSimulateReadsTheEnvironment: ${env.NAME} expands as in a run, as
+// ll-loop simulate expands it, where the walk stopped before ("environment
+// variable is not set").
+func TestSimulateReadsTheEnvironment(t *testing.T) {
+	t.Setenv("LOOPRUN_SIM_TEST", "from-env")
+	dir := t.TempDir()
+	write(t, dir, "env.yaml", `name: env
+initial: a
+states:
+  a:
+    action: "echo ${env.LOOPRUN_SIM_TEST}"
+    next: done
+  done:
+    terminal: true
+`)
+	if r := looprun(t, dir, "simulate", "env.yaml"); r.code != 0 || !strings.Contains(r.stdout, "would run: echo from-env") {
+		t.Errorf("simulate: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strings"
 
@@ -143,7 +144,9 @@ func newSimulateCommand(g *globals) *cobra.Command {
 			if lf.LittleLoops() {
 				loopfile.SeedThresholds(spec)
 			}
-			m, err := executor.New(lf.Loop.Name, spec, executor.Options{LittleLoops: lf.LittleLoops()})
+			// ${env.NAME} reads the environment, as in a run and as ll-loop
+			// simulate reads it.
+			m, err := executor.New(lf.Loop.Name, spec, executor.Options{LittleLoops: lf.LittleLoops(), Env: os.LookupEnv})
 			if err != nil {
 				return fmt.Errorf("%s: invalid loop: %w", args[0], err)
 			}
