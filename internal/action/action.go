@@ -181,6 +181,9 @@ type ChildResult struct {
 	Events string
 	// Usage is what the child's agents used in all; nil when nothing.
 	Usage *v1alpha1.UsageTotals
+	// Scripted says the child did not run (simulate): its ending was
+	// scripted, and it leaves nothing to capture.
+	Scripted bool
 }
 
 // ApprovalAnswer is a person's answer to an ApprovalRequest.

@@ -36,7 +36,8 @@ func (s *Simulation) Run(ctx context.Context) (*v1alpha1.RunState, error) {
 	}
 	script := &scripted{scenario: s.Scenario, spec: s.Machine.Spec(), show: s.WouldRun}
 	clock := &jumpClock{now: time.Unix(0, 0).UTC()}
-	d := &Driver{Machine: s.Machine.WithoutExitHook(), Runner: script, Clock: clock, Decide: script.decide, Approver: script, Observers: s.Observers}
+	d := &Driver{Machine: s.Machine.Simulated(), Runner: script, Clock: clock, Decide: script.decide, ScriptSubLoop: script.subLoop,
+		Approver: script, Observers: s.Observers}
 	run := &v1alpha1.RunState{}
 	events := s.Machine.Start(run, "simulate", clock.Now())
 	err := d.drive(ctx, discard{}, d.schedule(nil), run, events)
@@ -79,14 +80,36 @@ func (s *scripted) RunWhenReady(_ context.Context, a *executor.Action, ready fun
 	if err := ready(0); err != nil {
 		return executor.ActionResult{ExitCode: 127, Stderr: err.Error()}
 	}
-	if s.show != nil {
-		s.show(a)
-	}
+	s.would(a)
 	res := executor.ActionResult{Output: "[simulated output for: " + a.Command + "]", ExitCode: s.code()}
 	if st := s.spec.States[a.State]; judged(&st) {
 		res.Verdict = scriptedVerdict(res.ExitCode)
 	}
 	return res
+}
+
+func (s *scripted) would(a *executor.Action) {
+	if s.show != nil {
+		s.show(a)
+	}
+}
+
+// subLoop is a sub-loop state's result, as ll-loop simulate gives it: the
+// child does not run; the scenario's next result stands for its ending (a
+// pass: it completed; a failure: it ended in a failure state; an error:
+// it ended in error), and the state routes on it. The child captures
+// nothing: a template that reads its capture or its captures fails as
+// one naming a capture never made.
+func (s *scripted) subLoop(sub *executor.SubLoop) executor.ActionResult {
+	s.would(&executor.Action{State: sub.State, Iteration: sub.Iteration, Command: "[sub-loop: " + sub.Loop + "]"})
+	child := &executor.ChildResult{TerminatedBy: v1alpha1.TerminatedTerminal, Scripted: true}
+	switch s.code() {
+	case 1:
+		child.FailureTerminal = true
+	case 2:
+		child.TerminatedBy = v1alpha1.TerminatedError
+	}
+	return executor.ActionResult{Child: child}
 }
 
 // Await implements Approver: a scripted pass approves, anything else
