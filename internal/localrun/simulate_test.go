@@ -2,6 +2,8 @@ package localrun
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 
@@ -132,5 +134,82 @@ states:
 	}
 	if want := []string{"[sub-loop: ${context.which}]"}; !slices.Equal(w.would, want) {
 		t.Errorf("would run %q, want %q", w.would, want)
+	}
+}
+
+// TestSimulateLearningGate: a learning state's gate is played as ll-loop
+// simulate plays it: a target whose record in .ll/learning-tests says
+// proven passes, a missing one is explored up to its retries (each an
+// action that would run, taking a scripted result) and then blocks; no
+// targets pass at once.
+func TestSimulateLearningGate(t *testing.T) {
+	t.Chdir(t.TempDir())
+	if err := os.MkdirAll(filepath.Join(".ll", "learning-tests"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(".ll", "learning-tests", "known-api.md"), []byte("---\nstatus: \"proven\"\n---\nnotes\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(".ll", "learning-tests", "bad-api.md"), []byte("---\nstatus: refuted\n---\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gate := func(targets string) string {
+		return `name: gate
+initial: prove
+context:
+  targets: "` + targets + `"
+states:
+  prove:
+    type: learning
+    learning:
+      targets_csv: "${context.targets}"
+      max_retries: 2
+    on_yes: done
+    on_blocked: blocked
+  done: {terminal: true}
+  blocked: {terminal: true}
+`
+	}
+	for _, c := range []struct {
+		targets, final string
+		would          []string
+	}{
+		{"", "done", nil},
+		{"Known API", "done", nil},
+		{"Known API, New API", "blocked", []string{"/ll:explore-api New API", "/ll:explore-api New API"}},
+		{"Bad API, New API", "blocked", nil},
+	} {
+		w := simulate(t, gate(c.targets), "all-pass")
+		if w.final != c.final || w.by != v1alpha1.TerminatedTerminal || !slices.Equal(w.would, c.would) {
+			t.Errorf("targets %q: ended %s in %s, would run %q; want %s, %q", c.targets, w.by, w.final, w.would, c.final, c.would)
+		}
+	}
+}
+
+func TestLearningRecordStatus(t *testing.T) {
+	t.Chdir(t.TempDir())
+	dir := filepath.Join(".ll", "learning-tests")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for body, want := range map[string]string{
+		"---\nstatus: stale\n---\n":            "stale",
+		"---\nstatus:   'refuted'  \n---\n":    "refuted",
+		"---\ntitle: x\n---\n":                 "proven",
+		"---\nstatus:\n---\n":                  "proven",
+		"no front matter\n":                    "missing",
+		"---\nstatus: proven\nno end of it\n":  "missing",
+		"---\n---\nstatus: refuted\n---\n":     "refuted", // the gate reads from line 2 to the next ---
+		"---\nstatus: stale\nstatus: x\n---\n": "stale",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, "t.md"), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if got := learningRecordStatus("t"); got != want {
+			t.Errorf("%q: %s, want %s", body, got, want)
+		}
+	}
+	if got := learningRecordStatus("none"); got != "missing" {
+		t.Errorf("no file: %s", got)
 	}
 }
