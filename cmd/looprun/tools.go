@@ -126,18 +126,7 @@ func newSimulateCommand(g *globals) *cobra.Command {
 				return err
 			}
 			spec := &lf.Loop.Spec
-			// As ll-loop simulates: -n sets the step cap, and without
-			// --max-iterations (a cap on passes) the walk takes at most 20
-			// steps whatever it is.
-			if maxSteps > 0 {
-				spec.MaxIterations = &maxSteps
-			}
-			if maxIter > 0 {
-				spec.MaxPasses = &maxIter
-			} else if spec.GetMaxIterations() > 20 {
-				spec.MaxIterations = ptr.To[int32](20)
-			}
-			spec.Backoff = nil
+			capSimulation(spec, maxSteps, maxIter)
 			if err := setSimulationContext(spec, g.loopsDir, lf.Loop.Name); err != nil {
 				return err
 			}
@@ -178,22 +167,14 @@ func newSimulateCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			entered := slices.Clone(visited)
-			if end := printable(run.CurrentState); end != "" && (len(visited) == 0 || visited[len(visited)-1] != end) {
-				visited = append(visited, end) // a terminal state is reached, not entered
+			summary := simulationSummary{
+				Loop: lf.Loop.Name, Scenario: scenario, Entered: visited, FinalState: run.CurrentState,
+				Iterations: run.Iteration, Commands: commands,
+				TerminatedBy: executor.TerminationName(run.TerminatedBy, lf.LittleLoops()), Error: run.Message,
 			}
-			if output == "json" {
-				if err := writeSimulationJSON(cmd.OutOrStdout(), simulationSummary{
-					Loop: lf.Loop.Name, Scenario: scenario, Entered: entered, FinalState: run.CurrentState,
-					Iterations: run.Iteration, Commands: commands,
-					TerminatedBy: executor.TerminationName(run.TerminatedBy, lf.LittleLoops()), Error: run.Message,
-				}); err != nil {
-					return err
-				}
-				return outcome(run, lf.Loop.Name, lf.LittleLoops(), spec)
+			if err := summary.write(cmd.OutOrStdout(), output == "json"); err != nil {
+				return err
 			}
-			fmt.Fprintf(out, "\n=== Summary ===\nStates visited: %s\nIterations: %d\nWould have executed %d commands\nTerminated by: %s\n",
-				strings.Join(visited, " → "), run.Iteration, commands, executor.TerminationName(run.TerminatedBy, lf.LittleLoops()))
 			return outcome(run, lf.Loop.Name, lf.LittleLoops(), spec)
 		},
 	}
@@ -220,16 +201,42 @@ type simulationSummary struct {
 	Error        string   `json:"error,omitempty"`
 }
 
-func writeSimulationJSON(w io.Writer, s simulationSummary) error {
-	if s.Entered == nil {
-		s.Entered = []string{}
-	}
-	b, err := json.MarshalIndent(s, "", "  ")
-	if err != nil {
+// write prints the summary: as ll-loop simulate ends its walk, where the
+// final state is also among the states visited, or as JSON.
+func (s simulationSummary) write(w io.Writer, asJSON bool) error {
+	if asJSON {
+		if s.Entered == nil {
+			s.Entered = []string{}
+		}
+		b, err := json.MarshalIndent(s, "", "  ")
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintln(w, string(b))
 		return err
 	}
-	_, err = fmt.Fprintln(w, string(b))
+	visited := s.Entered
+	if end := printable(s.FinalState); end != "" && (len(visited) == 0 || visited[len(visited)-1] != end) {
+		visited = append(slices.Clip(visited), end) // a terminal state is reached, not entered
+	}
+	_, err := fmt.Fprintf(w, "\n=== Summary ===\nStates visited: %s\nIterations: %d\nWould have executed %d commands\nTerminated by: %s\n",
+		strings.Join(visited, " → "), s.Iterations, s.Commands, s.TerminatedBy)
 	return err
+}
+
+// capSimulation caps a walk as ll-loop simulate does: -n sets the step
+// cap, and without --max-iterations (a cap on passes) the walk takes at
+// most 20 steps whatever it is. No backoff is waited.
+func capSimulation(spec *v1alpha1.LoopSpec, maxSteps, maxIter int32) {
+	if maxSteps > 0 {
+		spec.MaxIterations = &maxSteps
+	}
+	if maxIter > 0 {
+		spec.MaxPasses = &maxIter
+	} else if spec.GetMaxIterations() > 20 {
+		spec.MaxIterations = ptr.To[int32](20)
+	}
+	spec.Backoff = nil
 }
 
 func oneLine(s string) string {
