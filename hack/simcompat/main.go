@@ -20,6 +20,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -342,7 +343,7 @@ func inEmptyDir(wd string, mk func(wd string) *exec.Cmd) (string, string, error)
 	})
 	defer timer.Stop()
 	if err := cmd.Wait(); err != nil {
-		if _, exited := err.(*exec.ExitError); !exited {
+		if exited := (*exec.ExitError)(nil); !errors.As(err, &exited) {
 			return "", "", err
 		}
 	}

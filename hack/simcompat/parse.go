@@ -39,62 +39,82 @@ const arrow = " \u2192 "
 // route when no state was entered after it (a terminal state is reached,
 // not entered), else the last state entered.
 func ParseLLLoop(stdout string) (Walk, error) {
-	var w Walk
-	var last string // the state the walk is in as the lines go
-	final, told := "", false
-	summary := false
+	var p llParser
 	sc := bufio.NewScanner(strings.NewReader(stdout))
 	sc.Buffer(make([]byte, 1<<20), 1<<24)
 	for sc.Scan() {
-		line := sc.Text()
-		trimmed := strings.TrimSpace(line)
-		switch {
-		case line == "=== Summary ===":
-			summary = true
-		case strings.HasPrefix(line, finalLine):
-			final, told = strings.TrimPrefix(line, finalLine), true
-		case summary && strings.HasPrefix(line, "States visited:"):
-			if v := strings.TrimSpace(strings.TrimPrefix(line, "States visited:")); v != "" {
-				w.Entered = strings.Split(v, arrow)
-			}
-		case summary && strings.HasPrefix(line, "Iterations:"):
-			n, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(line, "Iterations:")))
-			if err != nil {
-				return w, fmt.Errorf("iterations: %w", err)
-			}
-			w.Iterations = n
-		case summary && strings.HasPrefix(line, "Would have executed "):
-			n, err := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(line, "Would have executed "), " commands"))
-			if err != nil {
-				return w, fmt.Errorf("commands: %w", err)
-			}
-			w.Commands = n
-		case summary && strings.HasPrefix(line, "Terminated by:"):
-			w.TerminatedBy = strings.TrimSpace(strings.TrimPrefix(line, "Terminated by:"))
-			w.Walked = true
-		case !summary && strings.HasPrefix(line, "[") && strings.Contains(line, "] State: "):
-			_, name, _ := strings.Cut(line, "] State: ")
-			last = name
-		case !summary && strings.HasPrefix(trimmed, "Transition: "):
-			if _, to, ok := strings.Cut(strings.TrimPrefix(trimmed, "Transition: "), arrow); ok {
-				last = to
-			}
+		if err := p.line(sc.Text()); err != nil {
+			return p.w, err
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return w, err
+		return p.w, err
 	}
+	w := p.w
 	if !w.Walked {
 		return w, fmt.Errorf("no summary")
 	}
-	w.FinalState = last
-	if told {
-		w.FinalState = final
+	w.FinalState = p.last
+	if p.told {
+		w.FinalState = p.final
 	}
 	if w.Entered == nil {
 		w.Entered = []string{}
 	}
 	return w, nil
+}
+
+// llParser reads ll-loop's output a line at a time.
+type llParser struct {
+	w       Walk
+	last    string // the state the walk is in as the lines go
+	final   string // what the harness's line says
+	told    bool   // there was one
+	summary bool   // the lines are the summary's
+}
+
+func (p *llParser) line(line string) error {
+	if line == "=== Summary ===" {
+		p.summary = true
+		return nil
+	}
+	if f, ok := strings.CutPrefix(line, finalLine); ok {
+		p.final, p.told = f, true
+		return nil
+	}
+	if p.summary {
+		return p.summaryLine(line)
+	}
+	if strings.HasPrefix(line, "[") {
+		if _, name, ok := strings.Cut(line, "] State: "); ok {
+			p.last = name
+		}
+	} else if route, ok := strings.CutPrefix(strings.TrimSpace(line), "Transition: "); ok {
+		if _, to, ok := strings.Cut(route, arrow); ok {
+			p.last = to
+		}
+	}
+	return nil
+}
+
+func (p *llParser) summaryLine(line string) error {
+	var err error
+	if v, ok := strings.CutPrefix(line, "States visited:"); ok {
+		if v = strings.TrimSpace(v); v != "" {
+			p.w.Entered = strings.Split(v, arrow)
+		}
+	} else if v, ok := strings.CutPrefix(line, "Iterations:"); ok {
+		if p.w.Iterations, err = strconv.Atoi(strings.TrimSpace(v)); err != nil {
+			return fmt.Errorf("iterations: %w", err)
+		}
+	} else if v, ok := strings.CutPrefix(line, "Would have executed "); ok {
+		if p.w.Commands, err = strconv.Atoi(strings.TrimSuffix(v, " commands")); err != nil {
+			return fmt.Errorf("commands: %w", err)
+		}
+	} else if v, ok := strings.CutPrefix(line, "Terminated by:"); ok {
+		p.w.TerminatedBy, p.w.Walked = strings.TrimSpace(v), true
+	}
+	return nil
 }
 
 // ParseLooprun reads what `looprun simulate -o json` printed.
