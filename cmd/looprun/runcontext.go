@@ -62,21 +62,24 @@ func setContext(spec *v1alpha1.LoopSpec, kvs []string) error {
 // unless set (executor.RunContext): run_dir (DIR/runs/RUN_ID/ under the
 // loops directory, absolute), input_hash and max_steps; it returns run_dir.
 func setRunContext(spec *v1alpha1.LoopSpec, loopsDir, runID string) (string, error) {
-	return setDefaults(spec, loopsDir, runID, false)
+	if err := setDefaults(spec, loopsDir, runID, false); err != nil {
+		return "", err
+	}
+	return runDirOf(spec)
 }
 
 // setDefaults sets the context a runner gives a run whose run_dir is
-// DIR/runs/LEAF/ under the loops directory, and returns run_dir.
-func setDefaults(spec *v1alpha1.LoopSpec, loopsDir, leaf string, simulated bool) (string, error) {
+// DIR/runs/LEAF/ under the loops directory.
+func setDefaults(spec *v1alpha1.LoopSpec, loopsDir, leaf string, simulated bool) error {
 	abs, err := filepath.Abs(loopsDir)
 	if err != nil {
-		return "", err
+		return err
 	}
 	rc := executor.RunContext{RunDir: filepath.Join(abs, "runs", leaf) + "/", NoMaxSteps: simulated}
 	for k, v := range rc.Defaults(spec) {
 		spec.SetContext(k, v)
 	}
-	return runDirOf(spec)
+	return nil
 }
 
 // runDirOf is the run's run_dir, which must be a directory name.

@@ -9,8 +9,8 @@ import (
 // ${context.input_hash} reads as it would in a run: run_dir is
 // DIR/runs/NAME-simulate/ under the loops directory (nothing is made
 // there), input_hash is that of the input. As in little-loops, a walk gets
-// no max_steps variable.
+// no max_steps variable. A loop's own run_dir stands, even "" (a
+// parameter its caller sets): as nothing is made there, a walk needs none.
 func setSimulationContext(spec *v1alpha1.LoopSpec, loopsDir, name string) error {
-	_, err := setDefaults(spec, loopsDir, name+"-simulate", true)
-	return err
+	return setDefaults(spec, loopsDir, name+"-simulate", true)
 }

@@ -45,3 +45,28 @@ states:
 		t.Errorf("simulate with the loop's own run_dir: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 }
+
+// TestSimulateWithAnEmptyRunDir: a loop whose own run_dir is "" (a
+// parameter its caller sets, as in little-loops' rlhf-svg-evaluate) is
+// walked, as ll-loop walks it: nothing is made there. A run still wants
+// one.
+func TestSimulateWithAnEmptyRunDir(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "param.yaml", `name: param
+initial: a
+context:
+  run_dir: ""
+states:
+  a:
+    action: "ls ${context.run_dir}."
+    next: done
+  done:
+    terminal: true
+`)
+	if r := looprun(t, dir, "simulate", "param.yaml"); r.code != 0 || !strings.Contains(r.stdout, "would run: ls .") {
+		t.Errorf("simulate: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := looprun(t, dir, "run", "param.yaml"); r.code == 0 || !strings.Contains(r.stderr, "run_dir must be a directory name") {
+		t.Errorf("run: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strings"
 
@@ -105,7 +107,7 @@ func forCluster(lf *loopfile.File, g *globals, stderr io.Writer) (*v1alpha1.Loop
 
 func newSimulateCommand(g *globals) *cobra.Command {
 	var (
-		scenario          string
+		scenario, output  string
 		maxSteps, maxIter int32
 	)
 	cmd := &cobra.Command{
@@ -116,34 +118,31 @@ func newSimulateCommand(g *globals) *cobra.Command {
 			if !slices.Contains(localrun.Scenarios, scenario) {
 				return fmt.Errorf("--scenario %q: want one of %v", scenario, localrun.Scenarios)
 			}
+			if output != "" && output != "json" {
+				return fmt.Errorf("--output %q: want json, or nothing for the walk as it goes", output)
+			}
 			lf, err := loadLoop(args[0], g, cmd.ErrOrStderr(), false)
 			if err != nil {
 				return err
 			}
 			spec := &lf.Loop.Spec
-			// As ll-loop simulates: -n sets the step cap, and without
-			// --max-iterations (a cap on passes) the walk takes at most 20
-			// steps whatever it is.
-			if maxSteps > 0 {
-				spec.MaxIterations = &maxSteps
-			}
-			if maxIter > 0 {
-				spec.MaxPasses = &maxIter
-			} else if spec.GetMaxIterations() > 20 {
-				spec.MaxIterations = ptr.To[int32](20)
-			}
-			spec.Backoff = nil
+			capSimulation(spec, maxSteps, maxIter)
 			if err := setSimulationContext(spec, g.loopsDir, lf.Loop.Name); err != nil {
 				return err
 			}
 			if lf.LittleLoops() {
 				loopfile.SeedThresholds(spec)
 			}
-			m, err := executor.New(lf.Loop.Name, spec, executor.Options{LittleLoops: lf.LittleLoops()})
+			// ${env.NAME} reads the environment, as in a run and as ll-loop
+			// simulate reads it.
+			m, err := executor.New(lf.Loop.Name, spec, executor.Options{LittleLoops: lf.LittleLoops(), Env: os.LookupEnv})
 			if err != nil {
 				return fmt.Errorf("%s: invalid loop: %w", args[0], err)
 			}
 			out := cmd.OutOrStdout()
+			if output == "json" {
+				out = io.Discard // only the summary, at the end
+			}
 			// As ll-loop simulate: a banner, so that it is not taken for a
 			// run, and a summary of the walk.
 			st := terminalStyle(out)
@@ -168,19 +167,76 @@ func newSimulateCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if end := printable(run.CurrentState); end != "" && (len(visited) == 0 || visited[len(visited)-1] != end) {
-				visited = append(visited, end) // a terminal state is reached, not entered
+			summary := simulationSummary{
+				Loop: lf.Loop.Name, Scenario: scenario, Entered: visited, FinalState: run.CurrentState,
+				Iterations: run.Iteration, Commands: commands,
+				TerminatedBy: executor.TerminationName(run.TerminatedBy, lf.LittleLoops()), Error: run.Message,
 			}
-			fmt.Fprintf(out, "\n=== Summary ===\nStates visited: %s\nIterations: %d\nWould have executed %d commands\nTerminated by: %s\n",
-				strings.Join(visited, " → "), run.Iteration, commands, executor.TerminationName(run.TerminatedBy, lf.LittleLoops()))
+			if err := summary.write(cmd.OutOrStdout(), output == "json"); err != nil {
+				return err
+			}
 			return outcome(run, lf.Loop.Name, lf.LittleLoops(), spec)
 		},
 	}
 	cmd.Flags().StringVar(&scenario, "scenario", "all-pass", "verdicts to script: all-pass, all-fail, all-error, first-fail, alternating (starting with a failure)")
+	cmd.Flags().StringVarP(&output, "output", "o", "", "json: print only the summary of the walk, as one JSON object")
 	localOnly(cmd)
 	cmd.Flags().Int32VarP(&maxSteps, "max-steps", "n", 0, "cap on state executions (default: the loop's; at most 20 without --max-iterations, as ll-loop)")
 	cmd.Flags().Int32Var(&maxIter, "max-iterations", 0, "cap on full passes of a maintain: true loop (lifts the cap of 20 steps)")
 	return cmd
+}
+
+// simulationSummary is what simulate -o json prints: the walk's summary.
+// Entered are the states the walk entered, in order (the run's, not its
+// sub-loops'), as ll-loop's "States visited" lists them: a terminal state
+// the walk ended in is its final state, not entered.
+type simulationSummary struct {
+	Loop         string   `json:"loop"`
+	Scenario     string   `json:"scenario"`
+	Entered      []string `json:"states_visited"`
+	FinalState   string   `json:"final_state"`
+	Iterations   int32    `json:"iterations"`
+	Commands     int      `json:"commands"`
+	TerminatedBy string   `json:"terminated_by"`
+	Error        string   `json:"error,omitempty"`
+}
+
+// write prints the summary: as ll-loop simulate ends its walk, where the
+// final state is also among the states visited, or as JSON.
+func (s simulationSummary) write(w io.Writer, asJSON bool) error {
+	if asJSON {
+		if s.Entered == nil {
+			s.Entered = []string{}
+		}
+		b, err := json.MarshalIndent(s, "", "  ")
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintln(w, string(b))
+		return err
+	}
+	visited := s.Entered
+	if end := printable(s.FinalState); end != "" && (len(visited) == 0 || visited[len(visited)-1] != end) {
+		visited = append(slices.Clip(visited), end) // a terminal state is reached, not entered
+	}
+	_, err := fmt.Fprintf(w, "\n=== Summary ===\nStates visited: %s\nIterations: %d\nWould have executed %d commands\nTerminated by: %s\n",
+		strings.Join(visited, " → "), s.Iterations, s.Commands, s.TerminatedBy)
+	return err
+}
+
+// capSimulation caps a walk as ll-loop simulate does: -n sets the step
+// cap, and without --max-iterations (a cap on passes) the walk takes at
+// most 20 steps whatever it is. No backoff is waited.
+func capSimulation(spec *v1alpha1.LoopSpec, maxSteps, maxIter int32) {
+	if maxSteps > 0 {
+		spec.MaxIterations = &maxSteps
+	}
+	if maxIter > 0 {
+		spec.MaxPasses = &maxIter
+	} else if spec.GetMaxIterations() > 20 {
+		spec.MaxIterations = ptr.To[int32](20)
+	}
+	spec.Backoff = nil
 }
 
 func oneLine(s string) string {

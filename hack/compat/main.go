@@ -4,7 +4,8 @@
 // captures and files written. A developer tool: CI has no copy of the
 // original. -update records ll-loop's outcomes as the corpus's golden
 // files, which make test checks looprun against; -report writes the
-// comparison as markdown (docs/compat.md).
+// comparison as markdown (docs/compat.md), keeping its last section
+// (Simulate: hack/simcompat's counts) as it was.
 //
 //	go run ./hack/compat -little-loops PATH [-python /usr/bin/python3] [-run REGEXP] [-update] [-report docs/compat.md]
 package main
@@ -96,13 +97,28 @@ func run(repo, python, corpus string, match *regexp.Regexp, update bool, reportP
 	if reportPath == "" {
 		return nil
 	}
+	// The simulate section is hack/simcompat's: it is carried over.
+	var kept string
+	if old, err := os.ReadFile(reportPath); err == nil {
+		if i := strings.Index(string(old), "\n"+simulateHeading); i >= 0 {
+			kept = string(old[i:])
+		}
+	}
 	f, err := os.Create(reportPath)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	return writeReport(f, rows, agree, len(names), commit)
+	if err := writeReport(f, rows, agree, len(names), commit); err != nil {
+		return err
+	}
+	_, err = io.WriteString(f, kept)
+	return err
 }
+
+// simulateHeading starts the report's last section, which hack/simcompat's
+// counts fill by hand: a new report keeps it as it was.
+const simulateHeading = "## Simulate"
 
 func writeReport(w io.Writer, rows []string, agree, total int, commit string) error {
 	_, err := fmt.Fprintf(w, `# Compatibility with little-loops
@@ -115,7 +131,9 @@ learning states call are stubs in `+"`test/compat/bin`"+`) ran with `+"`ll-loop 
 `+"`looprun run`"+`; compared: exit code, final state, iterations,
 `+"`terminated_by`"+`, the routes taken, the captures and the files written. What
 ll-loop did is kept as `+"`NAME.golden.json`"+`; `+"`make test`"+` checks looprun
-against those files without the original.
+against those files without the original. `+"`looprun simulate`"+` is compared
+apart, on little-loops' bundled loops, by `+"`go run ./hack/simcompat -little-loops PATH`"+`
+(see Simulate, at the end).
 
 **%d of %d loops agree.**
 

@@ -67,6 +67,16 @@ type Action struct {
 	// Git is the clone or the push of the Loop's workspace.git: the
 	// runner fills in where the checkout and the credentials are.
 	Git *gitws.Op
+	// Learning is a learning state's gate (Command is its script) as
+	// data, for a runner that plays it instead of running it (simulate).
+	Learning *LearningGate
+}
+
+// LearningGate is what a learning state's gate does: it proves Targets in
+// order, exploring each missing or stale one at most MaxRetries times.
+type LearningGate struct {
+	Targets    []string
+	MaxRetries int
 }
 
 // UsageTarget is where a row of usage.jsonl is written and what it names.
@@ -181,6 +191,9 @@ type ChildResult struct {
 	Events string
 	// Usage is what the child's agents used in all; nil when nothing.
 	Usage *v1alpha1.UsageTotals
+	// Scripted says the child did not run (simulate): its ending was
+	// scripted, and it leaves nothing to capture.
+	Scripted bool
 }
 
 // ApprovalAnswer is a person's answer to an ApprovalRequest.

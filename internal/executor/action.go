@@ -32,8 +32,12 @@ func (t *turn) newAction(name string, st *v1alpha1.State, iteration int32, comma
 		c := *u
 		usageTo = &c
 	}
+	var gate *LearningGate
+	if st.Learning != nil {
+		gate, _ = learningGate(st, vars) // expandAction made its script
+	}
 	return &Action{
-		UsageTo: usageTo, State: name, Iteration: iteration, Retry: t.run.Retries, Command: command, Agent: st.IsAgent(),
+		Learning: gate, UsageTo: usageTo, State: name, Iteration: iteration, Retry: t.run.Retries, Command: command, Agent: st.IsAgent(),
 		CallsAgent: st.Learning != nil, RunDir: t.m.RunDir(), AgentCommand: t.agentCommand(st), Timeout: timeout,
 		AgentStream: (st.IsAgent() || st.Learning != nil) && spec.AgentStreams(),
 		IdleTimeout: st.GetIdleTimeout(), Env: agentEnv(spec, st),

@@ -18,6 +18,8 @@ type (
 	ActionFailure = action.Failure
 	// ProbeResult is action.ProbeResult.
 	ProbeResult = action.ProbeResult
+	// LearningGate is action.LearningGate.
+	LearningGate = action.LearningGate
 	// ChildResult is action.ChildResult.
 	ChildResult = action.ChildResult
 	// ApprovalAnswer is action.ApprovalAnswer.

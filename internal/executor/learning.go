@@ -51,20 +51,16 @@ func learningProbe(vars *interpolate.Vars) string {
 	return "cat -- " + f + " && rm -f -- " + f
 }
 
-// learningScript is the shell action of a learning state: the gate runs
-// where actions run, since the registry is a directory of the workspace.
-// For each target it reads .ll/learning-tests/SLUG.md (the status in its
-// front matter; proven when it has none), explores a missing or stale one
-// with the agent up to maxRetries times, and marks each thing it did in
-// the marks file (learningMarks), also printed; the last mark says how the
-// gate ended.
-func learningScript(spec *v1alpha1.LoopSpec, st *v1alpha1.State, vars *interpolate.Vars) (string, error) {
+// learningGate is what a learning state's gate does: the targets it
+// proves, in order (learning.targetsCSV expanded and split at commas, else
+// learning.targets), and how many times it explores each at most.
+func learningGate(st *v1alpha1.State, vars *interpolate.Vars) (*LearningGate, error) {
 	l := st.Learning
 	targets := l.Targets
 	if l.TargetsCSV != "" {
 		csv, err := interpolate.Expand(l.TargetsCSV, vars)
 		if err != nil {
-			return "", fmt.Errorf("learning.targetsCSV: %w", err)
+			return nil, fmt.Errorf("learning.targetsCSV: %w", err)
 		}
 		targets = nil
 		for _, t := range strings.Split(csv, ",") {
@@ -80,12 +76,28 @@ func learningScript(spec *v1alpha1.LoopSpec, st *v1alpha1.State, vars *interpola
 	if l.MaxRetriesExpr != "" {
 		x, err := interpolate.Expand(l.MaxRetriesExpr, vars)
 		if err != nil {
-			return "", fmt.Errorf("learning.maxRetriesExpr: %w", err)
+			return nil, fmt.Errorf("learning.maxRetriesExpr: %w", err)
 		}
 		if retries, err = strconv.ParseInt(strings.TrimSpace(x), 10, 32); err != nil {
-			return "", fmt.Errorf("learning.maxRetriesExpr: %q is not a whole number", x)
+			return nil, fmt.Errorf("learning.maxRetriesExpr: %q is not a whole number", x)
 		}
 	}
+	return &LearningGate{Targets: targets, MaxRetries: int(retries)}, nil
+}
+
+// learningScript is the shell action of a learning state: the gate runs
+// where actions run, since the registry is a directory of the workspace.
+// For each target it reads .ll/learning-tests/SLUG.md (the status in its
+// front matter; proven when it has none), explores a missing or stale one
+// with the agent up to maxRetries times, and marks each thing it did in
+// the marks file (learningMarks), also printed; the last mark says how the
+// gate ended.
+func learningScript(spec *v1alpha1.LoopSpec, st *v1alpha1.State, vars *interpolate.Vars) (string, error) {
+	gate, err := learningGate(st, vars)
+	if err != nil {
+		return "", err
+	}
+	targets, retries := gate.Targets, gate.MaxRetries
 	agent := make([]string, 0, len(spec.GetAgentCommand()))
 	for _, w := range spec.GetAgentCommand() {
 		agent = append(agent, interpolate.ShellQuote(w))
@@ -212,4 +224,36 @@ func LearningSlug(target string) string {
 		b.WriteRune(r)
 	}
 	return strings.ToLower(b.String())
+}
+
+// PlayLearningGate gives the marks a learning gate would write, playing it
+// without running it (simulate): status gives a target's record status as
+// the gate reads it (missing when there is none), and explore stands for
+// one exploration of a missing or stale target, which changes no record.
+// The marks are what the state's probe prints, which learningVerdict reads.
+func PlayLearningGate(g *LearningGate, status func(slug string) string, explore func(target string, attempt int)) string {
+	var b strings.Builder
+	mark := func(words ...string) { b.WriteString(strings.Join(words, " ") + "\n") }
+	for _, t := range g.Targets {
+		slug := LearningSlug(t)
+		s := status(slug)
+		for n := 0; s == "missing" || s == "stale"; s = status(slug) {
+			if n >= g.MaxRetries {
+				mark("blocked", "retries_exhausted", t)
+				return b.String()
+			}
+			mark("stale", s, t)
+			n++
+			mark("explore", strconv.Itoa(n), t)
+			explore(t, n)
+		}
+		if s == "refuted" {
+			mark("refuted", t)
+			mark("blocked", "refuted", t)
+			return b.String()
+		}
+		mark("proven", t)
+	}
+	mark("complete")
+	return b.String()
 }

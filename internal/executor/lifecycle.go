@@ -63,7 +63,7 @@ func (t *turn) checkout() (Step, bool) {
 // push, its exit hook. A Plan that ends the run returns StepDone; once the
 // end is saved, the driver plans again while AfterEnd says so.
 func (m *Machine) AfterEnd(run *v1alpha1.RunState) bool {
-	if m.opts.SkipExitHook {
+	if m.opts.Simulated {
 		return NeedsPush(m.spec, run)
 	}
 	return AfterEnd(m.spec, run)
@@ -91,7 +91,7 @@ func (t *turn) afterEnd() Step {
 		}
 		EndGitOp(st, ExitHookNotRun(err), t.now)
 	}
-	if t.m.opts.SkipExitHook || !NeedsExitHook(spec, run) {
+	if t.m.opts.Simulated || !NeedsExitHook(spec, run) {
 		return Step{Kind: StepDone}
 	}
 	started := ExitHookStarted(run)

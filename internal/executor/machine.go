@@ -93,8 +93,11 @@ type Options struct {
 	// state (see lifecycle.go): a Loop's workspace.git (CloneOf), or what
 	// looprun run --clone clones; nil for none.
 	Clone *gitws.Op
-	// SkipExitHook runs no spec.onExit (a simulation).
-	SkipExitHook bool
+	// Simulated is a simulation's machine: it runs no spec.onExit, and no
+	// sub-loop's child runs, so a sub-loop state expands only its loop's
+	// name, a name that does not expand standing as written, as in
+	// ll-loop simulate (its with and worktree are not expanded).
+	Simulated bool
 }
 
 // Machine runs one loop spec. It holds no run state (only what its log
@@ -164,11 +167,11 @@ func (m *Machine) usageTarget(state string, iteration int32) UsageTarget {
 	return UsageTarget{RunDir: m.RunDir(), State: state, Iteration: iteration}
 }
 
-// WithoutExitHook is the machine for m's loop that runs no spec.onExit (a
-// simulation).
-func (m *Machine) WithoutExitHook() *Machine {
+// Simulated is the machine for m's loop that a simulation walks (see
+// Options.Simulated).
+func (m *Machine) Simulated() *Machine {
 	opts := m.opts
-	opts.SkipExitHook = true
+	opts.Simulated = true
 	return &Machine{name: m.name, spec: m.spec, context: m.context, opts: opts}
 }
 

@@ -180,12 +180,16 @@ func (t *turn) subLoop(st *v1alpha1.State, start bool) Step {
 	run := t.run
 	vars := t.vars()
 	name, err := interpolate.Expand(st.Loop, vars)
+	simulated := t.m.opts.Simulated
+	if err != nil && simulated {
+		name, err = st.Loop, nil
+	}
 	var with map[string]any
-	if err == nil && len(st.With) > 0 {
+	if err == nil && len(st.With) > 0 && !simulated {
 		with, err = expandWith(st.With, vars)
 	}
 	var worktree string
-	if err == nil && st.Worktree != "" {
+	if err == nil && st.Worktree != "" && !simulated {
 		worktree, err = interpolate.Expand(st.Worktree, vars)
 	}
 	if err != nil {
@@ -342,7 +346,9 @@ func (t *turn) completeSubLoop(st *v1alpha1.State, res *ActionResult) {
 		details["error"] = c.Error
 	}
 	run.LastResult = &v1alpha1.EvaluationResult{Verdict: verdict, Details: detailsJSON(details)}
-	t.storeChild(st, c, by, verdict)
+	if !c.Scripted { // as in ll-loop simulate, a child that did not run left no captures
+		t.storeChild(st, c, by, verdict)
+	}
 	if t.m.opts.LittleLoops {
 		t.routeTo(st, subLoopTarget(st, verdict), verdict, noRoute)
 		return

@@ -79,9 +79,11 @@ type Driver struct {
 	// Observers see every batch of events as it happens (a progress
 	// display); the Tracer's spans are made the same way.
 	Observers []executor.Observer
-	// SubLoops runs the states with loop:; nil (a simulation) takes the
-	// state's scripted result for the child's ending.
-	SubLoops *SubLoops
+	// SubLoops runs the states with loop:; nil (a simulation) runs none:
+	// ScriptSubLoop gives the result that stands for the child's ending
+	// (nil: every child completed).
+	SubLoops      *SubLoops
+	ScriptSubLoop func(*executor.SubLoop) executor.ActionResult
 	// Depth is 0 for a run, n for a sub-loop n levels down; Ancestors are
 	// the loop files of the runs above it, where a cycle is found.
 	Depth     int

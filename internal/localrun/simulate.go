@@ -3,7 +3,10 @@ package localrun
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/looprun/looprun/api/v1alpha1"
@@ -36,7 +39,8 @@ func (s *Simulation) Run(ctx context.Context) (*v1alpha1.RunState, error) {
 	}
 	script := &scripted{scenario: s.Scenario, spec: s.Machine.Spec(), show: s.WouldRun}
 	clock := &jumpClock{now: time.Unix(0, 0).UTC()}
-	d := &Driver{Machine: s.Machine.WithoutExitHook(), Runner: script, Clock: clock, Decide: script.decide, Approver: script, Observers: s.Observers}
+	d := &Driver{Machine: s.Machine.Simulated(), Runner: script, Clock: clock, Decide: script.decide, ScriptSubLoop: script.subLoop,
+		Approver: script, Observers: s.Observers}
 	run := &v1alpha1.RunState{}
 	events := s.Machine.Start(run, "simulate", clock.Now())
 	err := d.drive(ctx, discard{}, d.schedule(nil), run, events)
@@ -79,14 +83,87 @@ func (s *scripted) RunWhenReady(_ context.Context, a *executor.Action, ready fun
 	if err := ready(0); err != nil {
 		return executor.ActionResult{ExitCode: 127, Stderr: err.Error()}
 	}
-	if s.show != nil {
-		s.show(a)
+	if a.Learning != nil {
+		return s.learning(a)
 	}
+	s.would(a)
 	res := executor.ActionResult{Output: "[simulated output for: " + a.Command + "]", ExitCode: s.code()}
 	if st := s.spec.States[a.State]; judged(&st) {
 		res.Verdict = scriptedVerdict(res.ExitCode)
 	}
 	return res
+}
+
+func (s *scripted) would(a *executor.Action) {
+	if s.show != nil {
+		s.show(a)
+	}
+}
+
+// subLoop is a sub-loop state's result, as ll-loop simulate gives it: the
+// child does not run; the scenario's next result stands for its ending (a
+// pass: it completed; a failure: it ended in a failure state; an error:
+// it ended in error), and the state routes on it. The child captures
+// nothing: a template that reads its capture or its captures fails as
+// one naming a capture never made.
+func (s *scripted) subLoop(sub *executor.SubLoop) executor.ActionResult {
+	s.would(&executor.Action{State: sub.State, Iteration: sub.Iteration, Command: "[sub-loop: " + sub.Loop + "]"})
+	child := &executor.ChildResult{TerminatedBy: v1alpha1.TerminatedTerminal, Scripted: true}
+	switch s.code() {
+	case 1:
+		child.FailureTerminal = true
+	case 2:
+		child.TerminatedBy = v1alpha1.TerminatedError
+	}
+	return executor.ActionResult{Child: child}
+}
+
+// learning plays a learning state's gate, as ll-loop simulate does: the
+// targets' records are read from the workspace (.ll/learning-tests), and
+// each exploration of a missing or stale one is an action that would run,
+// with the scenario's next result, which changes no record. The gate's
+// marks are its probe's output, which the state's verdict reads.
+func (s *scripted) learning(a *executor.Action) executor.ActionResult {
+	marks := executor.PlayLearningGate(a.Learning, learningRecordStatus, func(target string, _ int) {
+		s.would(&executor.Action{State: a.State, Iteration: a.Iteration, Agent: true, Command: "/ll:explore-api " + target})
+		s.code()
+	})
+	return executor.ActionResult{Output: marks, Probe: &executor.ProbeResult{Output: marks}}
+}
+
+// learningRecordStatus is the status of the learning-tests record of a
+// target (by its slug) as the gate reads it: missing without a file that
+// opens with front matter, the front matter's status, proven when it has
+// none.
+func learningRecordStatus(slug string) string {
+	b, err := os.ReadFile(filepath.Join(".ll", "learning-tests", slug+".md"))
+	if err != nil {
+		return "missing"
+	}
+	lines := strings.Split(string(b), "\n")
+	if lines[0] != "---" || !slices.Contains(lines[1:], "---") {
+		return "missing"
+	}
+	end := len(lines)
+	if i := slices.Index(lines[2:], "---"); i >= 0 {
+		end = i + 2
+	}
+	for _, l := range lines[1:end] {
+		if v, ok := strings.CutPrefix(l, "status:"); ok {
+			v = strings.TrimRight(strings.TrimLeft(v, " \t\v\f\r"), " \t\v\f\r")
+			if v != "" && strings.ContainsRune(`"'`, rune(v[0])) {
+				v = v[1:]
+			}
+			if v != "" && strings.ContainsRune(`"'`, rune(v[len(v)-1])) {
+				v = v[:len(v)-1]
+			}
+			if v == "" {
+				break
+			}
+			return v
+		}
+	}
+	return "proven"
 }
 
 // Await implements Approver: a scripted pass approves, anything else

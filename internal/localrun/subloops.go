@@ -79,7 +79,7 @@ func (s *Store) sibling(name string) (*Store, error) {
 // parent's own files.
 func (d *Driver) runSubLoop(ctx context.Context, w recorder, run *v1alpha1.RunState, sub *executor.SubLoop) (executor.ActionResult, error) {
 	if d.SubLoops == nil {
-		return d.scriptedSubLoop(run), nil
+		return d.scriptedSubLoop(sub), nil
 	}
 	child, unlock, err := d.childDriver(sub)
 	if err != nil {
@@ -210,22 +210,13 @@ func (d *Driver) childDriver(sub *executor.SubLoop) (*Driver, func(), error) {
 	}, unlock, nil
 }
 
-// scriptedSubLoop is a simulation's sub-loop: the scripted result of the
-// state stands for the child's ending (success: it completed; failure: it
-// ended in a failure state; error: it ended in error).
-func (d *Driver) scriptedSubLoop(run *v1alpha1.RunState) executor.ActionResult {
-	child := &executor.ChildResult{TerminatedBy: v1alpha1.TerminatedTerminal}
-	if d.Decide != nil {
-		if res := d.Decide(run); res != nil && res.Verdict != nil {
-			switch v1alpha1.CanonicalVerdict(res.Verdict.Verdict) {
-			case v1alpha1.VerdictFailure:
-				child.FailureTerminal = true
-			case v1alpha1.VerdictError:
-				child.TerminatedBy = v1alpha1.TerminatedError
-			}
-		}
+// scriptedSubLoop is a simulation's sub-loop: ScriptSubLoop's result
+// stands for the child's ending; without one, the child completed.
+func (d *Driver) scriptedSubLoop(sub *executor.SubLoop) executor.ActionResult {
+	if d.ScriptSubLoop != nil {
+		return d.ScriptSubLoop(sub)
 	}
-	return executor.ActionResult{Child: child}
+	return executor.ActionResult{Child: &executor.ChildResult{TerminatedBy: v1alpha1.TerminatedTerminal}}
 }
 
 // tail keeps the last maxCapturedEvents bytes of an event stream as JSON
