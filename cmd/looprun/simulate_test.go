@@ -30,7 +30,7 @@ func TestSimulateJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil || r.code != 1 {
 		t.Fatalf("all-error: exit %d, %v:\n%s%s", r.code, err, r.stdout, r.stderr)
 	}
-	if got.TerminatedBy != "error" || got.FinalState != "check" || !strings.Contains(got.Error, `no route for verdict "error"`) {
+	if got.TerminatedBy != "error" || got.FinalState != "check" || got.Error != "No valid transition" {
 		t.Errorf("all-error: %+v", got)
 	}
 	if r := looprun(t, dir, "simulate", "fix.yaml", "-o", "yaml"); r.code == 0 || !strings.Contains(r.stderr, "want json") {

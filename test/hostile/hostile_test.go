@@ -162,7 +162,7 @@ func TestLoopFiles(t *testing.T) {
 		{"bash-style default", "name: x\ninitial: a\nstates:\n  a:\n    action: echo ${context.x:-y}\n    next: done\n  done:\n    terminal: true\n", "bash-style default", nil},
 		{"an unknown namespace", "name: x\ninitial: a\nstates:\n  a:\n    action: echo ${secrets.db}\n    next: done\n  done:\n    terminal: true\n", "unknown namespace", nil},
 		{"a pattern that is no regexp", "name: x\ninitial: a\nstates:\n  a:\n    action: \"true\"\n    evaluate:\n      type: output_numeric\n      operator: lt\n      target: not-a-number\n    on_yes: done\n    on_no: done\n  done:\n    terminal: true\n", "target", nil},
-		{"a negative step limit", "name: x\nmax_steps: -3\ninitial: a\nstates:\n  a:\n    terminal: true\n", "line 2: max_steps: Invalid value: -3", nil},
+		{"a negative step limit", "name: x\nmax_steps: -3\ninitial: a\nstates:\n  a:\n    terminal: true\n", "line 2: max_steps: must be at least 1, not -3", nil},
 		{"an alias bomb", aliasBomb, "", nil},
 		{"deep nesting", nested(5000), "", nil},
 		{"bytes that are not UTF-8", "name: x\ninitial: a\nstates:\n  a:\n    action: \"echo \xff\xfe\"\n    next: done\n  done:\n    terminal: true\n", "UTF-8", nil},
@@ -192,7 +192,7 @@ func TestLoopFiles(t *testing.T) {
 				return // refused or read, but bounded in time (above)
 			case "an unquoted yes: key":
 				expect(t, err, "")
-				if lf == nil || lf.Loop.Spec.States["a"].Route["success"] != "done" || len(lf.Warnings) != 2 {
+				if lf == nil || lf.Loop.Spec.States["a"].Route["yes"] != "done" || len(lf.Warnings) != 2 {
 					t.Errorf("routes %v, warnings %v", lf.Loop.Spec.States["a"].Route, lf.Warnings)
 				}
 				return
