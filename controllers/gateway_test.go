@@ -29,6 +29,18 @@ printf '%s\n' '{"type":"system","subtype":"init","model":"claude-sonnet-4-6"}'
 printf '%s\n' '{"type":"result","total_cost_usd":0.000001,"usage":{"input_tokens":1,"output_tokens":1}}'
 `
 
+// withStepPod waits for the Loop's action to run in a Pod the status
+// names (by uid), and returns the Loop.
+func withStepPod(key types.NamespacedName) *v1alpha1.Loop {
+	var loop *v1alpha1.Loop
+	Eventually(func(g Gomega) {
+		loop = getLoop(g, key)
+		g.Expect(loop.Status.Action).NotTo(BeNil())
+		g.Expect(loop.Status.Action.PodUID).NotTo(BeEmpty())
+	}).Should(Succeed())
+	return loop
+}
+
 var _ = Describe("The model gateway, from the operator's side", func() {
 	var (
 		ns, gatewayNS string
@@ -57,12 +69,7 @@ var _ = Describe("The model gateway, from the operator's side", func() {
 				"done": {Terminal: true},
 			}}
 		key := createLoop(ns, "metered", spec)
-		var loop *v1alpha1.Loop
-		Eventually(func(g Gomega) {
-			loop = getLoop(g, key)
-			g.Expect(loop.Status.Action).NotTo(BeNil())
-			g.Expect(loop.Status.Action.PodUID).NotTo(BeEmpty())
-		}).Should(Succeed())
+		loop := withStepPod(key)
 		p := &corev1.Pod{}
 		Expect(k8sClient.Get(bg, client.ObjectKey{Namespace: ns, Name: loop.Status.Action.Pod}, p)).To(Succeed())
 		Expect(string(p.UID)).To(Equal(loop.Status.Action.PodUID), "status.action.podUID is the uid of the Pod made")
@@ -111,12 +118,7 @@ var _ = Describe("The model gateway, from the operator's side", func() {
 				"fix":  {Action: "fix it", ActionType: v1alpha1.ActionAgent, Next: "done"},
 				"done": {Terminal: true},
 			}})
-		var loop *v1alpha1.Loop
-		Eventually(func(g Gomega) {
-			loop = getLoop(g, key)
-			g.Expect(loop.Status.Action).NotTo(BeNil())
-			g.Expect(loop.Status.Action.PodUID).NotTo(BeEmpty())
-		}).Should(Succeed())
+		loop := withStepPod(key)
 		step := ledger.Step{Namespace: ns, Loop: "late", LoopUID: loop.UID, Pod: loop.Status.Action.Pod,
 			PodUID: types.UID(loop.Status.Action.PodUID), Run: loop.Status.RunID, Iteration: 1, State: "fix"}
 		// Two calls started: one whose end the gateway ships just after

@@ -47,7 +47,7 @@ type progress struct {
 	// iteration of the state in progress, by depth.
 	iteration map[string]any
 	// lastVerdict is the run's last verdict (depth 0), to say which one
-	// no route took when the run ends in executor.NoRouteWords.
+	// no route took (executor.EndWhyOf).
 	lastVerdict string
 	// maxLines is how many lines of an action's output are shown.
 	maxLines int
@@ -493,10 +493,7 @@ func (p *progress) closing(e executor.Event, indent string) (string, bool) {
 	line := fmt.Sprintf("Loop completed: %s (%d iterations, %s)", s.bold(printable(c.FinalState)), c.Iterations, p.elapsed(e.Time))
 	if c.TerminatedBy != "terminal" || c.FailureTerminal {
 		line = s.warn(fmt.Sprintf("Loop ended: %s in %s after %d iterations, %s", c.TerminatedBy, c.FinalState, c.Iterations, p.elapsed(e.Time)))
-		if why := c.Error; why != "" {
-			if why == executor.NoRouteWords && p.lastVerdict != "" {
-				why += fmt.Sprintf(": state %q has no route for verdict %q", c.FinalState, p.lastVerdict)
-			}
+		if why := executor.EndWhyOf(c.Error, c.FinalState, p.lastVerdict); why != "" {
 			line += "\n  " + s.warn(printable(why))
 		}
 	}

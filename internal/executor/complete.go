@@ -241,17 +241,24 @@ func (t *turn) routeVerdict(st *v1alpha1.State, res *ActionResult, result evalua
 // file's last_result); a run of a little-loops file ends so too.
 const noRoute = "No valid transition"
 
-// NoRouteWords is noRoute, for those who show a run's end.
-const NoRouteWords = noRoute
-
 // EndWhy is why run ended as people read it: its message, and, for
 // ll-loop's words for a verdict no route takes (the state file keeps
 // them as they are), the state and verdict.
 func EndWhy(run *v1alpha1.RunState) string {
-	if run.Message == noRoute && run.LastResult != nil && run.LastResult.Verdict != "" {
-		return fmt.Sprintf("%s: state %q has no route for verdict %q", noRoute, run.CurrentState, run.LastResult.Verdict)
+	verdict := ""
+	if run.LastResult != nil {
+		verdict = run.LastResult.Verdict
 	}
-	return run.Message
+	return EndWhyOf(run.Message, run.CurrentState, verdict)
+}
+
+// EndWhyOf is EndWhy of a run that ended in state with message, its last
+// verdict that.
+func EndWhyOf(message, state, verdict string) string {
+	if message == noRoute && verdict != "" {
+		return fmt.Sprintf("%s: state %q has no route for verdict %q", noRoute, state, verdict)
+	}
+	return message
 }
 
 // verdictWord is the verdict r gives as the loop's file names it: in a

@@ -101,6 +101,11 @@ type lineCall struct {
 	Call
 }
 
+// recordLine is the journal's line of call c of step.
+func recordLine(step Step, c Call) ([]byte, error) {
+	return json.Marshal(journalLine{Step: &step, Call: &lineCall{ID: c.ID, Call: c}})
+}
+
 // OpenJournal opens (or makes) the journal in dir and starts shipping
 // what it holds from an earlier run.
 func OpenJournal(dir string, store *Store, view client.Reader, log logr.Logger) (*Journal, error) {
@@ -162,11 +167,7 @@ func (j *Journal) replay() (int, error) {
 	if err := sc.Err(); err != nil {
 		return 0, fmt.Errorf("the journal: %w", err)
 	}
-	n := 0
-	for _, w := range j.pending {
-		n += len(w.calls)
-	}
-	return n, nil
+	return j.waitingLocked(), nil
 }
 
 func (c lineCall) withID() Call {
@@ -221,7 +222,7 @@ func (j *Journal) rewrite() error {
 	var size int64
 	for _, w := range j.pending {
 		for _, c := range w.calls {
-			b, _ := json.Marshal(journalLine{Step: &w.step, Call: &lineCall{ID: c.ID, Call: c}})
+			b, _ := recordLine(w.step, c)
 			n, _ := bw.Write(append(b, '\n'))
 			size += int64(n)
 		}
@@ -248,13 +249,10 @@ func (j *Journal) rewrite() error {
 // Record appends call c of step to the journal and has it shipped. It
 // returns once the record is in the journal's file.
 func (j *Journal) Record(_ context.Context, step Step, c Call) error {
-	if err := c.Usage().Check(); err != nil {
-		return fmt.Errorf("usage of call %s: %w", c.ID, err)
+	if err := checkCall(c); err != nil {
+		return err
 	}
-	if c.ID == "" {
-		return fmt.Errorf("a call without an id")
-	}
-	b, err := json.Marshal(journalLine{Step: &step, Call: &lineCall{ID: c.ID, Call: c}})
+	b, err := recordLine(step, c)
 	if err != nil {
 		return err
 	}
@@ -421,11 +419,7 @@ func (j *Journal) Flush(ctx context.Context) error {
 	defer j.mu.Unlock()
 	for len(j.pending) > 0 {
 		if err := ctx.Err(); err != nil {
-			n := 0
-			for _, w := range j.pending {
-				n += len(w.calls)
-			}
-			return fmt.Errorf("%d calls of %d steps not shipped (kept in the journal): %w", n, len(j.pending), err)
+			return fmt.Errorf("%d calls of %d steps not shipped (kept in the journal): %w", j.waitingLocked(), len(j.pending), err)
 		}
 		j.idle.Wait()
 	}
@@ -454,6 +448,12 @@ func (j *Journal) Close(ctx context.Context) error {
 func (j *Journal) Waiting() int {
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	return j.waitingLocked()
+}
+
+// waitingLocked counts the records not shipped yet (j.mu held, or
+// replaying).
+func (j *Journal) waitingLocked() int {
 	n := 0
 	for _, w := range j.pending {
 		n += len(w.calls)

@@ -239,6 +239,18 @@ func callKey(id string) string {
 // one ConfigMap.
 var conflictBackoff = wait.Backoff{Steps: 100, Duration: 2 * time.Millisecond, Factor: 1.3, Jitter: 1, Cap: 200 * time.Millisecond}
 
+// checkCall refuses a call that cannot be recorded: counts out of range,
+// or no id to record it under.
+func checkCall(c Call) error {
+	if err := c.Usage().Check(); err != nil {
+		return fmt.Errorf("usage of call %s: %w", c.ID, err)
+	}
+	if c.ID == "" {
+		return fmt.Errorf("a call without an id")
+	}
+	return nil
+}
+
 // Record adds (or raises) call c of step s. Its counts must be checked.
 func (s *Store) Record(ctx context.Context, step Step, c Call) error {
 	return s.RecordCalls(ctx, step, []Call{c})
@@ -248,11 +260,8 @@ func (s *Store) Record(ctx context.Context, step Step, c Call) error {
 // must be checked.
 func (s *Store) RecordCalls(ctx context.Context, step Step, calls []Call) error {
 	for _, c := range calls {
-		if err := c.Usage().Check(); err != nil {
-			return fmt.Errorf("usage of call %s: %w", c.ID, err)
-		}
-		if c.ID == "" {
-			return fmt.Errorf("a call without an id")
+		if err := checkCall(c); err != nil {
+			return err
 		}
 	}
 	key := types.NamespacedName{Namespace: s.Namespace, Name: Name(step.PodUID)}
