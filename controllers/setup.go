@@ -25,6 +25,7 @@ import (
 	"github.com/looprun/looprun/internal/runner/judge"
 	"github.com/looprun/looprun/internal/runner/local"
 	"github.com/looprun/looprun/internal/runner/pod"
+	"github.com/looprun/looprun/internal/runner/warm"
 	"github.com/looprun/looprun/internal/tracing"
 )
 
@@ -40,6 +41,8 @@ type Config struct {
 	// Pods shapes action Pods; with an entrypoint image and without
 	// AllowLocalActions, actions run as Pods.
 	Pods pod.Options
+	// RunnerKey derives the keys of warm runner Pods (internal/runner/warm).
+	RunnerKey []byte
 	// LLM is how Loops may reach the LLM judge.
 	LLM LLMConfig
 	// Shard is the value of looprun.io/shard of the Loops this operator
@@ -109,7 +112,8 @@ func NewReconciler(mgr ctrl.Manager, cfg Config) *LoopReconciler {
 	case cfg.AllowLocalActions:
 		r.Actions = local.NewActions(cfg.LocalWorkdir)
 	case cfg.Pods.Images.Entrypoint != "":
-		r.Actions = &pod.Runner{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Options: cfg.Pods, Now: r.now}
+		pods := &pod.Runner{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Options: cfg.Pods, Now: r.now}
+		r.Actions = warm.New(pods, cfg.RunnerKey)
 	}
 	return r
 }

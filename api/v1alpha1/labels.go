@@ -26,6 +26,9 @@ const (
 	LabelRetry = "looprun.io/retry"
 	// LabelState is the state of an action Pod.
 	LabelState = "looprun.io/state"
+	// LabelRunner marks a run's warm runner Pod (value "warm") and the
+	// Secret holding its key.
+	LabelRunner = "looprun.io/runner"
 	// LabelEventLog marks event-log segments.
 	LabelEventLog = "looprun.io/event-log"
 	// LabelShard puts a Loop in the shard of the manager started with

@@ -362,3 +362,14 @@ func (t *UsageTotals) Tokens() int64 {
 	}
 	return n
 }
+
+// IsWarm says whether the runner runs a run's shell steps in one warm Pod.
+func (r *RunnerSpec) IsWarm() bool { return r != nil && r.Mode == RunnerModeWarm }
+
+// GetWarmIdleTimeout returns how long a warm runner Pod waits for a step.
+func (r *RunnerSpec) GetWarmIdleTimeout() time.Duration {
+	if r == nil || r.WarmIdleTimeoutSeconds == nil {
+		return DefaultWarmIdleTimeoutSeconds * time.Second
+	}
+	return time.Duration(*r.WarmIdleTimeoutSeconds) * time.Second
+}

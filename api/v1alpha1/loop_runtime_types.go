@@ -160,8 +160,40 @@ const DefaultKeepChildren int32 = 5
 // DefaultRunAsUser is the user action Pods run as unless runner.securityContext says otherwise.
 const DefaultRunAsUser int64 = 65532
 
+// RunnerMode says how a Loop's steps run in a cluster.
+// +kubebuilder:validation:Enum=Pod;Warm
+type RunnerMode string
+
+const (
+	// RunnerModePod runs each step in a Pod of its own (the default).
+	RunnerModePod RunnerMode = "Pod"
+	// RunnerModeWarm runs a run's shell steps in one runner Pod of that run,
+	// started at its first such step and kept until the run ends or the
+	// runner idles out; the steps share its filesystem.
+	RunnerModeWarm RunnerMode = "Warm"
+)
+
+// DefaultWarmIdleTimeoutSeconds is how long a warm runner Pod waits for
+// its run's next step before it exits.
+const DefaultWarmIdleTimeoutSeconds = 300
+
 // RunnerSpec is the Pod template subset every action Pod is built from.
 type RunnerSpec struct {
+	// mode is Pod (default): each step in a Pod of its own; or Warm: the
+	// shell steps of a run in one runner Pod of that run, handed over in
+	// milliseconds instead of a Pod start each. Agent steps, clones and
+	// pushes run in Pods of their own either way. See docs/runner.md.
+	// +optional
+	Mode RunnerMode `json:"mode,omitempty"`
+
+	// warmIdleTimeoutSeconds is how long a warm runner Pod waits for the
+	// run's next step before it exits (an approval or a long agent step
+	// in between); the next step starts a new one. Default 300.
+	// +optional
+	// +kubebuilder:validation:Minimum=10
+	// +kubebuilder:validation:Maximum=86400
+	WarmIdleTimeoutSeconds *int32 `json:"warmIdleTimeoutSeconds,omitempty"`
+
 	// image runs shell actions. Default: the operator's --runner-image.
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024

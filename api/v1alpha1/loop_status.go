@@ -240,6 +240,12 @@ type ActionStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=64
 	PodUID string `json:"podUID,omitempty"`
+	// step is the id the action was handed to a warm runner Pod as
+	// (RUN.ITERATION.RETRY): the runner runs a step of one id once and
+	// answers for it again after any restart.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	Step string `json:"step,omitempty"`
 	// flush marks an action run once before the loop's timeout ends it.
 	// +optional
 	Flush bool `json:"flush,omitempty"`

@@ -1,20 +1,29 @@
 // Command nodebench measures, on a real cluster with the operator installed
 // (the end-to-end cluster of hack/e2e), what each step of a Loop costs: the
-// time the controller adds (the previous action Pod seen finished → the
-// next Pod seen created) next to the kubelet's own Pod start (created →
-// its action container seen running), p50 and p99 over one Loop of N steps,
-// all from one watch of the Loop's Pods, in one run.
+// wall time of each shell step (the Loop's iteration seen moving on, from
+// a watch of the Loop), p50 and p99 over one Loop of N steps, and the Pods
+// the run made; in Pod mode also the time the controller adds (the
+// previous action Pod seen finished → the next Pod seen created) next to
+// the kubelet's own Pod start (created → its action container seen
+// running); in Warm mode the hand-off's own cost, timed directly against
+// the run's runner Pod: handing a step over (one signed request) and a
+// `true` step handed over and waited for, less what the wrapper measured
+// of the command itself.
 //
 //	hack/e2e/cluster.sh up && helm install ... (see bench/RESULTS.md)
-//	KUBECONFIG=bin/e2e/admin.kubeconfig go run ./bench/nodebench -steps 100
+//	KUBECONFIG=bin/e2e/admin.kubeconfig go run ./bench/nodebench -steps 100 -mode pod
+//	KUBECONFIG=bin/e2e/admin.kubeconfig go run ./bench/nodebench -steps 100 -mode warm
 package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"sort"
+	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -27,14 +36,21 @@ import (
 
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/bench/internal/timing"
+	"github.com/looprun/looprun/internal/runner/warm/handoff"
 	"github.com/looprun/looprun/test/fixture"
 )
 
 func main() {
 	steps := flag.Int("steps", 100, "steps of the measured Loop")
 	image := flag.String("image", "", "image of the actions (default: the operator's runner image)")
+	mode := flag.String("mode", "pod", "how the steps run: pod (a Pod per step) or warm (spec.runner.mode: Warm)")
+	handoffs := flag.Int("handoffs", 200, "direct hand-offs timed in warm mode")
 	flag.Parse()
-	if err := run(*steps, *image); err != nil {
+	if *mode != "pod" && *mode != "warm" {
+		fmt.Fprintln(os.Stderr, "nodebench: -mode is pod or warm")
+		os.Exit(2)
+	}
+	if err := run(*steps, *image, *mode == "warm", *handoffs); err != nil {
 		fmt.Fprintln(os.Stderr, "nodebench:", err)
 		os.Exit(1)
 	}
@@ -45,7 +61,7 @@ type seen struct {
 	created, running, finished time.Time
 }
 
-func run(steps int, image string) error {
+func run(steps int, image string, warm bool, handoffs int) error {
 	if steps < 2 || steps > 1000 {
 		return fmt.Errorf("-steps %d: between 2 and 1000", steps)
 	}
@@ -54,7 +70,7 @@ func run(steps int, image string) error {
 	if err != nil {
 		return err
 	}
-	c, err := client.New(cfg, client.Options{Scheme: fixture.Scheme()})
+	c, err := client.NewWithWatch(cfg, client.Options{Scheme: fixture.Scheme()})
 	if err != nil {
 		return err
 	}
@@ -79,8 +95,13 @@ func run(steps int, image string) error {
 		"step": {Action: fmt.Sprintf("test ${state.iteration} -ge %d", steps), OnSuccess: "done", OnFailure: "step"},
 		"done": {Terminal: true},
 	}}
-	if image != "" {
-		spec.Runner = &v1alpha1.RunnerSpec{Image: image}
+	spec.Runner = &v1alpha1.RunnerSpec{Image: image}
+	if warm {
+		// The last step holds the run (and its runner) while the
+		// hand-off is timed.
+		spec.Runner.Mode = v1alpha1.RunnerModeWarm
+		spec.States["step"] = v1alpha1.State{Action: fmt.Sprintf("test ${state.iteration} -ge %d", steps), OnSuccess: "hold", OnFailure: "step"}
+		spec.States["hold"] = v1alpha1.State{Action: "sleep 600", Next: "done"}
 	}
 	// Every Pod stays until the end, so the watch sees each one whole.
 	spec.History = &v1alpha1.HistorySpec{KeepPods: ptr.To(n + 5)}
@@ -88,11 +109,146 @@ func run(steps int, image string) error {
 	if err := c.Create(ctx, &v1alpha1.Loop{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "steps"}, Spec: spec}); err != nil {
 		return err
 	}
-	pods, order, err := follow(w, steps, time.Duration(steps)*10*time.Second+time.Minute)
+	type followed struct {
+		pods  map[string]*seen
+		order []string
+		err   error
+	}
+	podsSeen := make(chan followed, 1)
+	if !warm {
+		go func() {
+			p, o, err := follow(w, steps, time.Duration(steps)*10*time.Second+time.Minute)
+			podsSeen <- followed{p, o, err}
+		}()
+	}
+	walls, err := stepWalls(ctx, c, ns.Name, steps, time.Duration(steps)*10*time.Second+time.Minute)
 	if err != nil {
 		return err
 	}
-	report(pods, order, time.Since(start))
+	total := time.Since(start)
+	made, err := cs.CoreV1().Pods(ns.Name).List(ctx, metav1.ListOptions{LabelSelector: v1alpha1.LabelLoop + "=steps"})
+	if err != nil {
+		return err
+	}
+	mode := "pod"
+	if warm {
+		mode = "warm"
+	}
+	sort.Slice(walls, func(i, j int) bool { return walls[i] < walls[j] })
+	ms := func(d time.Duration) string { return fmt.Sprintf("%.1fms", float64(d.Microseconds())/1000) }
+	fmt.Printf("mode %s: %d steps in %s; %d Pods made by the run\n", mode, steps, total.Round(time.Millisecond), len(made.Items))
+	fmt.Printf("shell step wall (iteration seen -> next iteration seen): p50 %s  p99 %s  (n=%d)\n",
+		ms(timing.Percentile(walls, 50)), ms(timing.Percentile(walls, 99)), len(walls))
+	if warm {
+		return handoffCost(ctx, c, ns.Name, handoffs)
+	}
+	f := <-podsSeen
+	if f.err != nil {
+		return f.err
+	}
+	report(f.pods, f.order, total)
+	return nil
+}
+
+// stepWalls follows the Loop's status (polling the API server's watch
+// through the client's cache-free reads would miss nothing: every status
+// write is a watch event) and returns the time between consecutive
+// iterations, until the Loop reached iteration steps.
+func stepWalls(ctx context.Context, c client.WithWatch, ns string, steps int, limit time.Duration) ([]time.Duration, error) {
+	w, err := c.Watch(ctx, &v1alpha1.LoopList{}, client.InNamespace(ns))
+	if err != nil {
+		return nil, err
+	}
+	defer w.Stop()
+	deadline := time.After(limit)
+	var walls []time.Duration
+	var last int32
+	var lastAt time.Time
+	for {
+		select {
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return nil, fmt.Errorf("the watch ended")
+			}
+			l, isLoop := ev.Object.(*v1alpha1.Loop)
+			if !isLoop {
+				continue
+			}
+			now := time.Now()
+			it := l.Status.Iteration
+			if it > last {
+				if last >= 1 {
+					// Several iterations in one write share its time.
+					per := now.Sub(lastAt) / time.Duration(it-last)
+					for range it - last {
+						walls = append(walls, per)
+					}
+				}
+				last, lastAt = it, now
+			}
+			if int(last) >= steps+1 || l.Status.Phase.IsFinished() {
+				return walls, nil
+			}
+		case <-deadline:
+			return nil, fmt.Errorf("the Loop reached iteration %d in %s", last, limit)
+		}
+	}
+}
+
+// handoffCost times hand-offs straight to the run's runner Pod, with the
+// Loop's runner key (read from its Secret, as the cluster's admin).
+func handoffCost(ctx context.Context, c client.Client, ns string, n int) error {
+	var pods corev1.PodList
+	if err := c.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{v1alpha1.LabelRunner: "warm"}); err != nil {
+		return err
+	}
+	var runner *corev1.Pod
+	for i := range pods.Items {
+		if pods.Items[i].Status.Phase == corev1.PodRunning {
+			runner = &pods.Items[i]
+		}
+	}
+	if runner == nil {
+		return fmt.Errorf("no running runner Pod")
+	}
+	var secret corev1.Secret
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "steps-runner"}, &secret); err != nil {
+		return err
+	}
+	key, err := handoff.ParseKey(string(secret.Data["key"]))
+	if err != nil {
+		return err
+	}
+	hc := &handoff.Client{Addr: net.JoinHostPort(runner.Status.PodIP, strconv.Itoa(handoff.Port)), Key: key}
+	var hand, whole, command []time.Duration
+	for i := range n {
+		id := handoff.StepID("bench", int32(i), 0)
+		t0 := time.Now()
+		st, err := hc.Hand(ctx, id, handoff.Step{State: "bench", Iteration: int32(i), Args: []string{"--timeout", "1m", "--", "true"}})
+		if err != nil {
+			return fmt.Errorf("hand-off %d: %w", i, err)
+		}
+		hand = append(hand, time.Since(t0))
+		for st.Phase == handoff.Running {
+			if st, err = hc.Wait(ctx, id, 10*time.Second); err != nil {
+				return err
+			}
+		}
+		whole = append(whole, time.Since(t0))
+		var res struct {
+			DurationMs int64 `json:"durationMs"`
+		}
+		_ = json.Unmarshal(st.Result, &res)
+		command = append(command, time.Duration(res.DurationMs)*time.Millisecond)
+		_ = hc.Collected(ctx, id)
+	}
+	for _, d := range [][]time.Duration{hand, whole, command} {
+		sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+	}
+	ms := func(d time.Duration) string { return fmt.Sprintf("%.2fms", float64(d.Microseconds())/1000) }
+	fmt.Printf("hand-off (signed PUT answered, from the node):          p50 %s  p99 %s  (n=%d)\n", ms(timing.Percentile(hand, 50)), ms(timing.Percentile(hand, 99)), n)
+	fmt.Printf("`true` handed over and its end read (wrapper included): p50 %s  p99 %s\n", ms(timing.Percentile(whole, 50)), ms(timing.Percentile(whole, 99)))
+	fmt.Printf("of which the wrapper's own measure of the command:      p50 %s  p99 %s\n", ms(timing.Percentile(command, 50)), ms(timing.Percentile(command, 99)))
 	return nil
 }
 

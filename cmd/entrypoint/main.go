@@ -10,6 +10,10 @@
 // message, never more than 4,096 bytes, and exits with the action's code
 // (124 after a timeout, 128+N after signal N).
 //
+// `entrypoint serve` is a warm runner Pod's server (internal/runner/warm):
+// it takes a run's steps from the operator and runs each under the wrapper
+// (`entrypoint --result-fd 3 ...`).
+//
 // `entrypoint git` clones or pushes the Loop's workspace (internal/gitws),
 // the operation in $LOOPRUN_GIT: the wrapper runs it as an action.
 package main
@@ -33,6 +37,7 @@ import (
 	"github.com/looprun/looprun/internal/runner/entrypoint"
 	"github.com/looprun/looprun/internal/runner/probe"
 	"github.com/looprun/looprun/internal/runner/process"
+	"github.com/looprun/looprun/internal/runner/warm/handoff"
 )
 
 func main() {
@@ -44,6 +49,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		// A clone or push of the Loop's workspace, run under the wrapper.
 		return gitws.EnvMain(context.Background(), stdout, stderr)
 	}
+	if len(args) > 0 && args[0] == "serve" {
+		// A warm runner: the run's steps, handed over by the operator.
+		return handoff.ServeMain(args[1:], stdout, stderr)
+	}
 	fs := flag.NewFlagSet("entrypoint", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	copyTo := fs.String("copy-to", "", "copy this binary to the given path and exit (the init container's job)")
@@ -51,8 +60,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 	timeout := fs.Duration("timeout", 0, "kill the action's process group after this long and exit 124")
 	idle := fs.Duration("idle-timeout", 0, "kill the action's process group when it prints nothing for this long and exit 124")
 	evalJSON := fs.String("evaluate", os.Getenv("LOOPRUN_EVALUATE"), "the state's evaluator as JSON, templates expanded (default $LOOPRUN_EVALUATE)")
+	resultFD := fs.Int("result-fd", 0, "write the result to this inherited file descriptor instead of the termination log (a warm runner's step)")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	var result io.Writer
+	if *resultFD > 0 {
+		f, err := handoff.ResultPipe(*resultFD)
+		if err != nil {
+			fmt.Fprintln(stderr, "entrypoint: --result-fd:", err)
+			return 2
+		}
+		defer f.Close()
+		result = f
 	}
 	if *copyTo != "" {
 		if err := copySelf(*copyTo); err != nil {
@@ -102,7 +122,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if cmd := os.Getenv(entrypoint.ProbeEnv); cmd != "" && res.CannotStart == "" {
 		res.Probe = entrypoint.NewProbe(probe.Run(context.Background(), "", nil, cmd))
 	}
-	if err := os.WriteFile(*termLog, res.Encode(), 0o644); err != nil {
+	if result != nil {
+		if _, err := result.Write(res.Encode()); err != nil {
+			fmt.Fprintln(stderr, "entrypoint: writing the result:", err)
+		}
+	} else if err := os.WriteFile(*termLog, res.Encode(), 0o644); err != nil {
 		fmt.Fprintln(stderr, "entrypoint: writing the result:", err)
 	}
 	if res.ExitCode < 0 {

@@ -23,6 +23,7 @@ import (
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/eventlog/configmaps"
 	"github.com/looprun/looprun/internal/executor"
+	"github.com/looprun/looprun/internal/runner/warm/handoff"
 )
 
 func newWatchCommand(k *kube) *cobra.Command {
@@ -75,7 +76,8 @@ func (w *watcher) show(ctx context.Context, l *v1alpha1.Loop) bool {
 	printed := w.newEvents(ctx, l)
 	if a := l.Status.Action; a != nil && a.Pod != "" && !l.Status.Phase.IsFinished() {
 		pod := types.NamespacedName{Namespace: l.Namespace, Name: a.Pod}
-		w.p.streamFor(func(lines *lineCap) outputStream { return w.k.followPod(pod, lines) })
+		step, since := a.Step, a.StartedAt
+		w.p.streamFor(func(lines *lineCap) outputStream { return w.k.followPod(pod, step, since, lines) })
 	}
 	say := string(l.Status.Phase)
 	if c := meta.FindStatusCondition(l.Status.Conditions, v1alpha1.ReadyCondition); c != nil && c.Message != "" {
@@ -276,6 +278,15 @@ func (k *kube) showNewLogs(ctx context.Context, out io.Writer, loop *v1alpha1.Lo
 	}
 	progressed := false
 	for _, sp := range pods {
+		if sp.pod.Labels[v1alpha1.LabelRunner] != "" {
+			// A warm runner's: the steps in its log that ended.
+			n, err := k.runnerSteps(ctx, out, sp.pod, shown)
+			if err != nil {
+				fmt.Fprintf(out, "(no log of runner Pod %s: %v)\n", sp.pod.Name, err)
+			}
+			progressed = progressed || n > 0
+			continue
+		}
 		if shown[sp.pod.Name] {
 			continue
 		}
@@ -294,6 +305,27 @@ func (k *kube) showNewLogs(ctx context.Context, out io.Writer, loop *v1alpha1.Lo
 	return progressed, version, nil
 }
 
+// runnerSteps prints the steps of a warm runner Pod's log that ended and
+// were not shown yet, each as a step Pod's log is shown.
+func (k *kube) runnerSteps(ctx context.Context, out io.Writer, p *corev1.Pod, shown map[string]bool) (int, error) {
+	rc, err := k.cs.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{Container: v1alpha1.ActionContainerName}).Stream(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer rc.Close()
+	n := 0
+	for _, s := range handoff.ParseLog(rc) {
+		key := p.Name + "/" + s.ID
+		if shown[key] || !s.Ended {
+			continue
+		}
+		shown[key] = true
+		n++
+		fmt.Fprintf(out, "==> iteration %d, state %s (pod %s, step %s) <==\n%s", s.Iteration, s.State, p.Name, s.ID, s.Output)
+	}
+	return n, nil
+}
+
 // podFollower shows an action Pod's log as it comes.
 type podFollower struct {
 	cancel context.CancelFunc
@@ -303,14 +335,25 @@ type podFollower struct {
 }
 
 // followPod follows the log of an action's Pod into lines, from when its
-// container starts.
-func (k *kube) followPod(pod types.NamespacedName, lines *lineCap) *podFollower {
+// container starts. A warm step (step set) is followed in its runner
+// Pod's log from when it started, its frame's lines only, to its frame's
+// end.
+func (k *kube) followPod(pod types.NamespacedName, step string, since *metav1.Time, lines *lineCap) *podFollower {
 	ctx, cancel := context.WithCancel(context.Background())
 	f := &podFollower{cancel: cancel, done: make(chan struct{}), lines: lines}
+	opts := &corev1.PodLogOptions{Container: v1alpha1.ActionContainerName, Follow: true}
+	var filter *handoff.StepFilter
+	if step != "" {
+		filter = &handoff.StepFilter{ID: step, Emit: lines.write}
+		if since != nil {
+			// Status times are whole seconds: a little before.
+			opts.SinceTime = &metav1.Time{Time: since.Add(-2 * time.Second)}
+		}
+	}
 	go func() {
 		defer close(f.done)
 		for ctx.Err() == nil {
-			rc, err := k.cs.CoreV1().Pods(pod.Namespace).GetLogs(pod.Name, &corev1.PodLogOptions{Container: v1alpha1.ActionContainerName, Follow: true}).Stream(ctx)
+			rc, err := k.cs.CoreV1().Pods(pod.Namespace).GetLogs(pod.Name, opts).Stream(ctx)
 			if err != nil { // not started yet
 				select {
 				case <-ctx.Done():
@@ -322,10 +365,12 @@ func (k *kube) followPod(pod types.NamespacedName, lines *lineCap) *podFollower 
 			buf := make([]byte, 32<<10)
 			for {
 				n, err := rc.Read(buf)
-				if n > 0 {
+				if n > 0 && filter != nil {
+					_, _ = filter.Write(buf[:n])
+				} else if n > 0 {
 					lines.write(string(buf[:n]))
 				}
-				if err != nil {
+				if err != nil || filter != nil && filter.Done() {
 					break
 				}
 			}

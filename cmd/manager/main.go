@@ -2,7 +2,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"crypto/rand"
 	"errors"
 	"flag"
 	"fmt"
@@ -104,6 +106,9 @@ func parseFlags(args []string, getenv func(string) string) (*settings, error) {
 	fs.StringVar(&c.Pods.Images.Runner, "runner-image", DefaultRunnerImage, "image of shell actions when a Loop sets no spec.runner.image")
 	fs.StringVar(&c.Pods.Images.Agent, "agent-image", "", "image of agent actions when a Loop sets no spec.agent.image (default: the runner image)")
 	fs.DurationVar(&c.Pods.StartAllowance, "pod-start-timeout", pod.DefaultStartAllowance, "how long an action Pod may take to start before its step fails")
+	var runnerKeyFile string
+	fs.StringVar(&runnerKeyFile, "runner-key-file", "",
+		"a file holding the operator's runner key (at least 32 bytes; a mounted Secret): each warm runner Pod's key is derived from it, so that every replica, before and after a restart, can talk to the runners (empty: a key of this process only; warm steps in flight at a restart then run again)")
 	var gatewayURL, gatewaySelector, defaultEgress string
 	gw := pod.Gateway{}
 	fs.StringVar(&gatewayURL, "gateway-url", "",
@@ -149,6 +154,11 @@ func parseFlags(args []string, getenv func(string) string) (*settings, error) {
 	if err := checkCloudEventsHeaders(c); err != nil {
 		return nil, err
 	}
+	key, err := runnerKey(runnerKeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("--runner-key-file: %w", err)
+	}
+	c.RunnerKey = key
 	switch {
 	case prices != "" && pricesFile != "":
 		return nil, errors.New("--prices and --prices-file: give one price table")
@@ -172,6 +182,25 @@ func parseFlags(args []string, getenv func(string) string) (*settings, error) {
 		}
 	}
 	return s, nil
+}
+
+// runnerKey reads the operator's runner key, or makes one for this
+// process when no file is given.
+func runnerKey(file string) ([]byte, error) {
+	if file == "" {
+		key := make([]byte, 32)
+		_, err := rand.Read(key)
+		return key, err
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	key := bytes.TrimSpace(b)
+	if len(key) < 32 {
+		return nil, fmt.Errorf("%d bytes: a runner key has at least 32", len(key))
+	}
+	return key, nil
 }
 
 // checkCloudEventsHeaders reads the sink's headers file once, so that a

@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -19,6 +20,7 @@ import (
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/approval"
 	"github.com/looprun/looprun/internal/eventlog/configmaps"
+	"github.com/looprun/looprun/internal/runner/warm/handoff"
 )
 
 // Cluster is where the view finds Loops in a cluster: a client with the
@@ -170,8 +172,13 @@ func (s *Server) clusterPodLog(w http.ResponseWriter, r *http.Request) {
 	}
 	var last *corev1.Pod
 	lastIt, lastRetry := -1, -1
+	var runners []*corev1.Pod
 	for i := range pods.Items {
 		p := &pods.Items[i]
+		if p.Labels[v1alpha1.LabelRunner] != "" && controlledBy(p, name) {
+			runners = append(runners, p)
+			continue
+		}
 		if v1alpha1.StateOf(p.Labels, p.Annotations) != state || !controlledBy(p, name) {
 			continue
 		}
@@ -180,6 +187,10 @@ func (s *Server) clusterPodLog(w http.ResponseWriter, r *http.Request) {
 		if it > lastIt || it == lastIt && retry > lastRetry {
 			last, lastIt, lastRetry = p, it, retry
 		}
+	}
+	if out, ok := s.warmStepLog(r, ns, state, runners, lastIt); ok {
+		writeJSON(w, out)
+		return
 	}
 	if last == nil {
 		writeJSON(w, PodLog{Problem: "no action Pod of this state is left (the actions may run in the operator, or history.keepPods pruned it)"})
@@ -194,6 +205,39 @@ func (s *Server) clusterPodLog(w http.ResponseWriter, r *http.Request) {
 	}
 	out.Log = strings.ToValidUTF8(string(raw), "\uFFFD")
 	writeJSON(w, out)
+}
+
+// runnerLogLines bounds the lines of a warm runner's log read for a
+// state's panel (its newest).
+const runnerLogLines = 20000
+
+// warmStepLog is the last step of state in a warm runner Pod's log when it
+// is newer than iteration (the state's last step Pod's), as the viewer
+// reads it.
+func (s *Server) warmStepLog(r *http.Request, ns, state string, runners []*corev1.Pod, iteration int) (PodLog, bool) {
+	var out PodLog
+	found := false
+	for _, p := range runners {
+		tail := int64(runnerLogLines)
+		raw, err := s.Cluster.Pods.CoreV1().Pods(ns).GetLogs(p.Name,
+			&corev1.PodLogOptions{Container: v1alpha1.ActionContainerName, TailLines: &tail}).Do(r.Context()).Raw()
+		if err != nil {
+			continue
+		}
+		for _, st := range handoff.ParseLog(bytes.NewReader(raw)) {
+			if st.State != state || int(st.Iteration) <= iteration {
+				continue
+			}
+			log := st.Output
+			if len(log) > podLogTail {
+				log = log[len(log)-podLogTail:]
+			}
+			iteration, found = int(st.Iteration), true
+			out = PodLog{Pod: p.Name + " (step " + st.ID + ")", Phase: string(p.Status.Phase), Iteration: iteration,
+				Log: strings.ToValidUTF8(log, "\uFFFD")}
+		}
+	}
+	return out, found
 }
 
 // controlledBy says whether the Loop named name owns p.

@@ -16,6 +16,7 @@ package kubelet
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -61,6 +62,8 @@ type Kubelet struct {
 
 	mu      sync.Mutex
 	running map[types.UID]podRun
+	ips     map[types.UID]string
+	nextIP  int
 	wg      sync.WaitGroup
 }
 
@@ -182,9 +185,11 @@ func (k *Kubelet) run(ctx context.Context, pod *corev1.Pod) {
 	c := pod.Spec.Containers[0]
 	// As a kubelet does, the main container is reported running while it
 	// runs: the operator's start allowance ends there.
+	ip := k.podIP(pod)
 	k.setStatus(pod, func(st *corev1.PodStatus) {
 		st.ContainerStatuses = []corev1.ContainerStatus{{Name: c.Name, Image: c.Image, Started: new(true),
 			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}}}}
+		st.PodIP, st.PodIPs = ip, []corev1.PodIP{{IP: ip}}
 	})
 	code, msg, reason := k.runContainer(ctx, pod, c)
 	k.finish(pod, c, code, msg, reason)
@@ -207,8 +212,15 @@ func (k *Kubelet) runContainer(ctx context.Context, pod *corev1.Pod, c corev1.Co
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = os.Environ()
 	for _, e := range c.Env {
-		cmd.Env = append(cmd.Env, e.Name+"="+paths.rewrite(e.Value))
+		value := e.Value
+		if ref := e.ValueFrom; ref != nil && ref.SecretKeyRef != nil {
+			value = k.secretValue(pod.Namespace, ref.SecretKeyRef)
+		}
+		cmd.Env = append(cmd.Env, e.Name+"="+paths.rewrite(value))
 	}
+	// Every Pod's processes share this machine's network: a warm runner
+	// listens on its Pod's own loopback address.
+	cmd.Env = append(cmd.Env, "LOOPRUN_RUNNER_LISTEN="+net.JoinHostPort(k.podIP(pod), "7464"))
 	if c.WorkingDir != "" {
 		cmd.Dir = paths.rewrite(c.WorkingDir)
 	}
@@ -344,6 +356,33 @@ func (k *Kubelet) paths(pod *corev1.Pod, c corev1.Container) *pathMap {
 		}
 	}
 	return m
+}
+
+// secretValue is a key of a Secret, "" when it cannot be read.
+func (k *Kubelet) secretValue(ns string, ref *corev1.SecretKeySelector) string {
+	secret := &corev1.Secret{}
+	if err := k.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: ref.Name}, secret); err != nil {
+		return ""
+	}
+	return string(secret.Data[ref.Key])
+}
+
+// podIP is a Pod's address: a loopback address of its own (127.0.0.0/8
+// is all this machine's), so that Pods listening on one port do not meet.
+func (k *Kubelet) podIP(pod *corev1.Pod) string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.ips == nil {
+		k.ips = map[types.UID]string{}
+	}
+	if ip, ok := k.ips[pod.UID]; ok {
+		return ip
+	}
+	k.nextIP++
+	n := k.nextIP
+	ip := fmt.Sprintf("127.%d.%d.%d", 10+n>>16&0xff, n>>8&0xff, n&0xff)
+	k.ips[pod.UID] = ip
+	return ip
 }
 
 // writeSecret puts the Secret's keys in dir as files, as a kubelet fills a

@@ -118,3 +118,8 @@ spec:
 {{- end -}}
 {{- end -}}
 {{- end -}}
+
+{{/* The Secret holding the operator's runner key: the values' own, else the chart's. */}}
+{{- define "looprun.runnerKeySecret" -}}
+{{- .Values.runnerKey.existingSecret | default (printf "%s-runner-key" (include "looprun.fullname" .)) -}}
+{{- end }}

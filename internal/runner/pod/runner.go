@@ -86,6 +86,15 @@ func (r *Runner) Start(ctx context.Context, loop *v1alpha1.Loop, a executor.Acti
 	return r.startAllowance(), nil
 }
 
+// Prepare makes what a Pod of the Loop needs before it can start: the
+// workspace claim and the egress policy.
+func (r *Runner) Prepare(ctx context.Context, loop *v1alpha1.Loop) error {
+	if err := r.Workspace(ctx, loop); err != nil {
+		return err
+	}
+	return r.ensureEgress(ctx, loop)
+}
+
 // Hook implements runner.Runner: the Pod of an exit hook, a clone or a
 // push is named from the run (ExitName, GitName), so it is created once.
 func (r *Runner) Hook(ctx context.Context, loop *v1alpha1.Loop, a executor.Action, started bool) (runner.Outcome, string, error) {
@@ -180,6 +189,9 @@ func (r *Runner) Prune(ctx context.Context, loop *v1alpha1.Loop) error {
 		}
 		if h := loop.Status.ExitHook; h != nil && p.Name == h.Pod {
 			continue // the exit hook's, pruned with the Loop
+		}
+		if p.Labels[v1alpha1.LabelRunner] != "" {
+			continue // a warm runner's, which goes with its run
 		}
 		it, _ := strconv.Atoi(p.Labels[v1alpha1.LabelIteration])
 		retry, _ := strconv.Atoi(p.Labels[v1alpha1.LabelRetry])
@@ -292,6 +304,18 @@ func (r *Runner) get(ctx context.Context, key types.NamespacedName) (*corev1.Pod
 	}
 	return pod, nil
 }
+
+// Get reads a Pod as the runner does: the cache, then the API server; nil
+// when there is none.
+func (r *Runner) Get(ctx context.Context, key types.NamespacedName) (*corev1.Pod, error) {
+	return r.get(ctx, key)
+}
+
+// Clock is the runner's time now.
+func (r *Runner) Clock() time.Time { return r.now() }
+
+// StartAllowance is how long a Pod may take to start.
+func (r *Runner) StartAllowance() time.Duration { return r.startAllowance() }
 
 func (r *Runner) now() time.Time {
 	if r.Now == nil {
