@@ -61,8 +61,8 @@ test-e2e: helm ## Run the end-to-end tests on a real one-node cluster built here
 	HELM=$(HELM) hack/e2e/run.sh
 
 .PHONY: test-chaos
-test-chaos: helm ## 50 Loops on the real node while the operator is killed 100 times and the API server restarted 5 times (root; not in CI; see docs/e2e.md).
-	HELM=$(HELM) E2E_LABELS=chaos E2E_TIMEOUT=150m hack/e2e/run.sh -ginkgo.v -ginkgo.timeout=145m
+test-chaos: helm ## 50 Loops on the real node while the operator is killed 100 times and the API server restarted 5 times (root; not in CI; MODE=warm for Warm mode; see docs/e2e.md).
+	HELM=$(HELM) E2E_LABELS=chaos E2E_TIMEOUT=150m LOOPRUN_CHAOS_MODE=$(MODE) hack/e2e/run.sh -ginkgo.v -ginkgo.timeout=145m
 
 .PHONY: ui
 ui: ## Build the web view's front end (web/, npm packages pinned in web/package-lock.json) into internal/ui/dist, embedded in looprun.

@@ -96,11 +96,17 @@ func startOperator(c Config) *operator {
 // startPodOperator starts a manager as cmd/manager does, running actions as
 // Pods (run by the test kubelet).
 func startPodOperator(c Config) *operator {
+	return startPodOperatorWith(c)
+}
+
+// startPodOperatorWith is startPodOperator with the reconciler changed
+// before it starts.
+func startPodOperatorWith(c Config, tweaks ...func(*LoopReconciler)) *operator {
 	c.Pods.Images = pod.Images{Entrypoint: testEntrypointImage, Runner: testRunnerImage}
 	if c.Pods.StartAllowance == 0 {
 		c.Pods.StartAllowance = time.Minute
 	}
-	return runOperator(c)
+	return runOperator(c, tweaks...)
 }
 
 func runOperator(c Config, tweaks ...func(*LoopReconciler)) *operator {

@@ -81,7 +81,7 @@ var _ = Describe("Warm mode", func() {
 		DeferCleanup(func() { op.stop() })
 	})
 
-	It("runs a run's shell steps in one runner Pod, each once, and deletes it at the run's end", func() {
+	It("runs a run's shell steps in one runner Pod, each once, and ends it at the run's end", func() {
 		pods, stop := podsSeen(ns)
 		defer stop()
 		loop := waitFinished(createLoop(ns, "warm", appending(6, "0")))
@@ -110,8 +110,12 @@ var _ = Describe("Warm mode", func() {
 		Expect(k8sClient.Get(bg, client.ObjectKey{Namespace: ns, Name: pod.WarmKeySecret("warm")}, secret)).To(Succeed())
 		Expect(metav1.GetControllerOf(secret).UID).To(Equal(loop.UID))
 
-		// The run ended: its runner goes.
-		Eventually(func() []corev1.Pod { return loopPods(ns, "warm") }).Should(BeEmpty())
+		// The run ended: its runner ends too; its Pod stays, with its log.
+		Eventually(func(g Gomega) {
+			p := &corev1.Pod{}
+			g.Expect(k8sClient.Get(bg, client.ObjectKeyFromObject(runner), p)).To(Succeed())
+			g.Expect(p.Status.Phase).To(Equal(corev1.PodSucceeded))
+		}).Should(Succeed())
 	})
 
 	It("goes on where it was after the operator restarts mid-run, each step once", func() {
@@ -179,5 +183,31 @@ var _ = Describe("Warm mode", func() {
 		Expect(string(loop.Status.LastResult.Details.Raw)).To(ContainSubstring(warm.ReasonRunnerRefused))
 		_, err = os.Stat(filepath.Join(claimDir(ns, pod.WorkspaceClaim("victim")), "ran"))
 		Expect(os.IsNotExist(err)).To(BeTrue(), "the step ran")
+	})
+
+	// Hostile: a runner the operator cannot reach (a NetworkPolicy, a
+	// black hole) holds no reconcile: other Loops run on meanwhile, and
+	// its step fails, naming why, once it was unreachable long enough.
+	It("fails the step of a runner it cannot reach, holding up no other Loop", func() {
+		op.stop()
+		op = startPodOperatorWith(Config{RunnerKey: testRunnerKey}, func(r *LoopReconciler) {
+			w := r.Actions.(*warm.Runner)
+			w.UnreachableAfter = 3 * time.Second
+			w.Addr = func(*corev1.Pod) string { return "127.0.0.1:1" } // nothing listens
+		})
+		spec := warmSpec(v1alpha1.LoopSpec{Initial: "step", States: map[string]v1alpha1.State{
+			"step":        {Action: "true", OnSuccess: "done", OnError: "unreachable"},
+			"done":        {Terminal: true},
+			"unreachable": {Terminal: true, Failure: new(true)},
+		}})
+		blocked := createLoop(ns, "blocked", spec)
+		// A Pod-mode Loop beside it runs to its end meanwhile.
+		other := waitFinished(createLoop(ns, "other", v1alpha1.LoopSpec{Initial: "a", States: map[string]v1alpha1.State{
+			"a": {Action: "true", Next: "b"}, "b": {Action: "true", Next: "done"}, "done": {Terminal: true},
+		}}))
+		Expect(other.Status.Phase).To(Equal(v1alpha1.PhaseCompleted))
+		loop := waitFinished(blocked)
+		Expect(loop.Status.CurrentState).To(Equal("unreachable"))
+		Expect(string(loop.Status.LastResult.Details.Raw)).To(ContainSubstring(warm.ReasonRunnerUnreachable))
 	})
 })

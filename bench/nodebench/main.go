@@ -17,6 +17,7 @@ package main
 
 import (
 	"context"
+	"bytes"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -30,6 +31,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/remotecommand"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -140,7 +144,10 @@ func run(steps int, image string, warm bool, handoffs int) error {
 	fmt.Printf("shell step wall (iteration seen -> next iteration seen): p50 %s  p99 %s  (n=%d)\n",
 		ms(timing.Percentile(walls, 50)), ms(timing.Percentile(walls, 99)), len(walls))
 	if warm {
-		return handoffCost(ctx, c, ns.Name, handoffs)
+		if err := handoffCost(ctx, c, ns.Name, handoffs); err != nil {
+			return err
+		}
+		return execCost(ctx, cfg, cs, ns.Name, handoffs)
 	}
 	f := <-podsSeen
 	if f.err != nil {
@@ -193,6 +200,44 @@ func stepWalls(ctx context.Context, c client.WithWatch, ns string, steps int, li
 			return nil, fmt.Errorf("the Loop reached iteration %d in %s", last, limit)
 		}
 	}
+}
+
+// execCost times the other way to reach the runner Pod: `true` run through
+// the API server's exec (the kubelet's streaming), from an in-process
+// client, as an operator would use it.
+func execCost(ctx context.Context, cfg *rest.Config, cs kubernetes.Interface, ns string, n int) error {
+	pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: v1alpha1.LabelRunner + "=warm"})
+	if err != nil {
+		return err
+	}
+	var name string
+	for _, p := range pods.Items {
+		if p.Status.Phase == corev1.PodRunning {
+			name = p.Name
+		}
+	}
+	if name == "" {
+		return fmt.Errorf("no running runner Pod")
+	}
+	var took []time.Duration
+	for range n {
+		req := cs.CoreV1().RESTClient().Post().Resource("pods").Namespace(ns).Name(name).SubResource("exec").
+			VersionedParams(&corev1.PodExecOptions{Container: "action", Command: []string{"true"}, Stdout: true, Stderr: true}, scheme.ParameterCodec)
+		t0 := time.Now()
+		exec, err := remotecommand.NewWebSocketExecutor(cfg, "GET", req.URL().String())
+		if err != nil {
+			return err
+		}
+		var out, errOut bytes.Buffer
+		if err := exec.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &out, Stderr: &errOut}); err != nil {
+			return fmt.Errorf("exec: %w: %s", err, errOut.String())
+		}
+		took = append(took, time.Since(t0))
+	}
+	sort.Slice(took, func(i, j int) bool { return took[i] < took[j] })
+	ms := func(d time.Duration) string { return fmt.Sprintf("%.2fms", float64(d.Microseconds())/1000) }
+	fmt.Printf("`true` through the API server's exec (in-process client):  p50 %s  p99 %s  (n=%d)\n", ms(timing.Percentile(took, 50)), ms(timing.Percentile(took, 99)), n)
+	return nil
 }
 
 // handoffCost times hand-offs straight to the run's runner Pod, with the

@@ -111,13 +111,37 @@ func chaosShapes(llmURL string) []chaosShape {
 // exited Pods to sync started the operator's replacement Pod ever later
 // (6 s at the start of the run of 2026-11-27, 96 s at its end). Which Pods
 // were made is checked from the watch, not from the Pods left.
+//
+// In Warm mode (LOOPRUN_CHAOS_MODE=warm, `make test-chaos MODE=warm`) every
+// Loop runs its shell steps in a runner Pod, each step after a pause of
+// chaosWarmPause, so that a kill lands in the middle of steps and
+// hand-offs rather than between runs of a few milliseconds.
 func lean(spec v1alpha1.LoopSpec) v1alpha1.LoopSpec {
 	if spec.History == nil {
 		spec.History = &v1alpha1.HistorySpec{}
 	}
 	spec.History.KeepPods = ptr.To[int32](1)
+	if chaosWarm {
+		if spec.Runner == nil {
+			spec.Runner = &v1alpha1.RunnerSpec{}
+		}
+		spec.Runner.Mode = v1alpha1.RunnerModeWarm
+		states := map[string]v1alpha1.State{}
+		for name, st := range spec.States {
+			if st.Action != "" && st.Loop == "" {
+				st.Action = chaosWarmPause + st.Action
+			}
+			states[name] = st
+		}
+		spec.States = states
+	}
 	return spec
 }
+
+// chaosWarm runs the chaos Loops in Warm mode.
+var chaosWarm = os.Getenv("LOOPRUN_CHAOS_MODE") == "warm"
+
+const chaosWarmPause = "sleep 0.3; "
 
 // chaosWatch records, from the API server's watch, every action Pod
 // created (by name, with its UIDs) and when Loops last changed.
@@ -301,11 +325,11 @@ var _ = Describe("Chaos on the real node", Serial, Label("chaos"), func() {
 			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "read-llm-key"},
 			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: "default"}}})).To(Succeed())
 		Expect(k8sClient.Create(bg, &v1alpha1.LoopTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "chaos-child"},
-			Spec: v1alpha1.LoopTemplateSpec{LoopSpec: v1alpha1.LoopSpec{Initial: "one", States: map[string]v1alpha1.State{
+			Spec: v1alpha1.LoopTemplateSpec{LoopSpec: lean(v1alpha1.LoopSpec{Initial: "one", States: map[string]v1alpha1.State{
 				"one":  {Action: "echo child ${state.iteration}", Next: "two"},
 				"two":  {Action: "true", OnSuccess: "done"},
 				"done": {Terminal: true},
-			}}}})).To(Succeed())
+			}})}})).To(Succeed())
 		watch := watchChaos(ns)
 		shapes := chaosShapes(llm.URL)
 
@@ -461,8 +485,12 @@ var _ = Describe("Chaos on the real node", Serial, Label("chaos"), func() {
 		Expect(ops.Items).To(HaveLen(1), "operator Pods left over")
 
 		var report strings.Builder
-		fmt.Fprintf(&report, "chaos run of %s: %d Loops (%d at once, %d of them sub-loop children), %d action Pods (%d undisturbed), %d kills, %d API server restarts, %s in all\n\n",
-			time.Now().UTC().Format(time.DateOnly), made, chaosLoops, children, watch.pods(), calmPods, chaosKills, chaosAPIServer, time.Since(started).Round(time.Second))
+		mode := "Pod mode"
+		if chaosWarm {
+			mode = "Warm mode"
+		}
+		fmt.Fprintf(&report, "chaos run of %s (%s): %d Loops (%d at once, %d of them sub-loop children), %d action Pods (%d undisturbed), %d kills, %d API server restarts, %s in all\n\n",
+			time.Now().UTC().Format(time.DateOnly), mode, made, chaosLoops, children, watch.pods(), calmPods, chaosKills, chaosAPIServer, time.Since(started).Round(time.Second))
 		fmt.Fprintln(&report, "| time until Loops moved again after | n | p50 | p99 | max |\n|---|---|---|---|---|")
 		var all []time.Duration
 		for _, kind := range []string{"Pod deleted", "process killed"} {

@@ -5,6 +5,8 @@ package e2e
 import (
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -13,10 +15,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/test/fixture"
 )
 
 // warm puts a spec in Warm mode.
@@ -32,7 +36,11 @@ func warm(spec v1alpha1.LoopSpec) v1alpha1.LoopSpec {
 // started before the Loop.
 func podsMade(ns, loop string) (names func() []string, stop func()) {
 	GinkgoHelper()
-	w, err := k8sClient.(client.WithWatch).Watch(bg, &corev1.PodList{}, client.InNamespace(ns), client.MatchingLabels{v1alpha1.LabelLoop: loop})
+	cfg, err := clientcmd.BuildConfigFromFlags("", os.Getenv("KUBECONFIG"))
+	Expect(err).NotTo(HaveOccurred())
+	c, err := client.NewWithWatch(cfg, client.Options{Scheme: fixture.Scheme()})
+	Expect(err).NotTo(HaveOccurred())
+	w, err := c.Watch(bg, &corev1.PodList{}, client.InNamespace(ns), client.MatchingLabels{v1alpha1.LabelLoop: loop})
 	Expect(err).NotTo(HaveOccurred())
 	var mu sync.Mutex
 	seen := map[string]bool{}
@@ -72,9 +80,39 @@ var _ = Describe("Warm mode on a real node", func() {
 		Expect(loop.Status.Phase).To(Equal(v1alpha1.PhaseCompleted), describe(loop))
 		Expect(loop.Status.CurrentState).To(Equal("done"), "each step once, in order, in one filesystem")
 		Expect(names()).To(HaveLen(1), "one Pod for the run: %v", names())
-		// The runner Pod goes with the run's end.
-		Eventually(func(g Gomega) { g.Expect(loopPods(ns, "warm")).To(BeEmpty()) }, time.Minute).Should(Succeed())
-		// Its step lines are framed in its log: looprun logs shows each step.
+		// The runner ends with the run; its Pod stays, with its log, which
+		// looprun logs shows per step.
+		Eventually(func(g Gomega) {
+			pods := loopPods(ns, "warm")
+			g.Expect(pods).To(HaveLen(1))
+			g.Expect(pods[0].Status.Phase).To(Equal(corev1.PodSucceeded))
+		}, time.Minute).Should(Succeed())
+		out := run(looprun, "logs", "-n", ns, "warm")
+		Expect(out).To(ContainSubstring("==> iteration 13, state long (pod " + names()[0] + ", step "))
+		Expect(strings.Count(out, "==> iteration")).To(Equal(14))
+		Expect(out).NotTo(ContainSubstring("::looprun::"))
+	})
+
+	It("shows each warm step's output: looprun watch follows it as it comes, looprun logs shows it per step", func() {
+		ns := newNamespace()
+		key := create(ns, "watched", warm(v1alpha1.LoopSpec{Initial: "first", States: map[string]v1alpha1.State{
+			"first": {Action: "echo one-of-first", Next: "count"},
+			// The output is complete long before the step ends: followed,
+			// the watch shows its head.
+			"count": {Action: "seq 1 2000; sleep 8", Next: "done"},
+			"done":  {Terminal: true},
+		}}))
+		out := run(looprun, "watch", "-n", ns, "loop/watched")
+		Expect(out).To(ContainSubstring("] count ("))
+		Expect(out).To(ContainSubstring("\n       1\n       2\n       3\n"))
+		Expect(out).To(ContainSubstring("… 1960 more lines"))
+		Expect(out).NotTo(ContainSubstring("::looprun::"), "the runner's frames are not the step's output")
+		Expect(getLoop(Default, key).Status.Phase).To(Equal(v1alpha1.PhaseCompleted))
+
+		out = run(looprun, "logs", "-n", ns, "watched")
+		Expect(out).To(ContainSubstring("state first (pod "))
+		Expect(out).To(ContainSubstring("one-of-first\n==> iteration 2, state count (pod "))
+		Expect(out).To(ContainSubstring("\n2000\n"))
 	})
 
 	It("runs a step again in a new runner Pod when its Pod is deleted mid-step, the steps before it once", func() {

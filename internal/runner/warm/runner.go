@@ -13,6 +13,7 @@
 package warm
 
 import (
+	"cmp"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -81,6 +82,9 @@ type Runner struct {
 	Addr func(*corev1.Pod) string
 	// HTTP is the client of hand-offs (nil: handoff.Default).
 	HTTP *http.Client
+	// UnreachableAfter is how long a running runner Pod may not answer
+	// before its step fails (0: a minute).
+	UnreachableAfter time.Duration
 
 	mu     sync.Mutex
 	polls  map[string]*poll
@@ -196,13 +200,13 @@ func (r *Runner) Check(ctx context.Context, loop *v1alpha1.Loop) (runner.Outcome
 		res.ExitCode = evaluate.ExitTimeout
 		return runner.Outcome{State: runner.Done, Result: res}, nil
 	}
-	if !unreachable.IsZero() && now.Sub(unreachable) > unreachableAfter {
+	if limit := cmp.Or(r.UnreachableAfter, unreachableAfter); !unreachable.IsZero() && time.Since(unreachable) > limit {
 		if err := r.Pods.Client.Delete(ctx, p); client.IgnoreNotFound(err) != nil {
 			return runner.Outcome{}, err
 		}
 		r.drop(key)
 		return runner.Outcome{State: runner.Done, Result: runner.TransientFailure(ReasonRunnerUnreachable,
-			"the operator could not reach runner Pod %s at %s for %s (a NetworkPolicy that keeps the operator out?)", p.Name, r.addr(p), unreachableAfter)}, nil
+			"the operator could not reach runner Pod %s at %s for %s (a NetworkPolicy that keeps the operator out?)", p.Name, r.addr(p), limit)}, nil
 	}
 	if pl == nil {
 		// Not followed by this process (it restarted, or the step was
@@ -210,7 +214,7 @@ func (r *Runner) Check(ctx context.Context, loop *v1alpha1.Loop) (runner.Outcome
 		// knows of the step.
 		r.follow(loop, key, a.Iteration, r.client(loop, p), a.Step, nil)
 	}
-	return runner.Outcome{State: runner.Running, RecheckAfter: 5 * time.Second}, nil
+	return runner.Outcome{State: runner.Running, RecheckAfter: min(5*time.Second, cmp.Or(r.UnreachableAfter, unreachableAfter))}, nil
 }
 
 // follow hands a step over (step set) or asks for it (nil), then follows
@@ -357,7 +361,9 @@ func (r *Runner) Cancel(ctx context.Context, loop *v1alpha1.Loop) error {
 }
 
 // Prune implements runner.Runner: step Pods as the Pod runner prunes them;
-// runner Pods that ended, and those of other runs or of a run that ended.
+// the runner Pods of other runs are deleted; the run's own is asked to end
+// once the run ended (its Pod stays, with its log, as finished step Pods
+// do).
 func (r *Runner) Prune(ctx context.Context, loop *v1alpha1.Loop) error {
 	err := r.Pods.Prune(ctx, loop)
 	list := &corev1.PodList{}
@@ -368,26 +374,31 @@ func (r *Runner) Prune(ctx context.Context, loop *v1alpha1.Loop) error {
 	finished := loop.Status.Phase.IsFinished()
 	for i := range list.Items {
 		p := &list.Items[i]
-		if !ownedBy(p, loop.UID) || !p.DeletionTimestamp.IsZero() {
-			continue
+		switch {
+		case !ownedBy(p, loop.UID) || !p.DeletionTimestamp.IsZero():
+		case p.Labels[v1alpha1.LabelRun] != v1alpha1.LabelValue(loop.Status.RunID):
+			if err2 := r.Pods.Client.Delete(ctx, p); client.IgnoreNotFound(err2) != nil {
+				err = errors.Join(err, fmt.Errorf("delete runner Pod %s: %w", p.Name, err2))
+			}
+		case finished && ready(p):
+			r.endRunner(loop, p)
 		}
-		if a := loop.Status.Action; a != nil && a.Pod == p.Name && !finished {
-			continue
-		}
-		if p.Labels[v1alpha1.LabelRun] == v1alpha1.LabelValue(loop.Status.RunID) && !finished && !ended(p) {
-			continue
-		}
-		err = errors.Join(err, r.deleteRunner(ctx, p))
 	}
 	return err
 }
 
-// deleteRunner deletes a runner Pod.
-func (r *Runner) deleteRunner(ctx context.Context, p *corev1.Pod) error {
-	if err := r.Pods.Client.Delete(ctx, p); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("delete runner Pod %s: %w", p.Name, err)
-	}
-	return nil
+// endRunner asks a runner Pod to end, in the background; one that cannot
+// be told is deleted.
+func (r *Runner) endRunner(loop *v1alpha1.Loop, p *corev1.Pod) {
+	c, pod := r.client(loop, p), p.DeepCopy()
+	last := handoff.StepID(loop.Status.RunID, loop.Status.Iteration, 0)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), handTimeout)
+		defer cancel()
+		if err := c.Exit(ctx, last); err != nil {
+			_ = r.Pods.Client.Delete(context.Background(), pod)
+		}
+	}()
 }
 
 // Hook implements runner.Runner: exit hooks, clones and pushes run in Pods.

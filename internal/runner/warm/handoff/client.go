@@ -66,6 +66,11 @@ func (c *Client) Collected(ctx context.Context, id string) error {
 	return c.do(ctx, http.MethodPost, "/v1/steps/"+url.PathEscape(id)+"/collected", nil, nil)
 }
 
+// Exit ends the runner (its run ended; last names its last step).
+func (c *Client) Exit(ctx context.Context, last string) error {
+	return c.do(ctx, http.MethodPost, "/v1/steps/"+url.PathEscape(last)+"/exit", nil, nil)
+}
+
 // Cancel stops a running step.
 func (c *Client) Cancel(ctx context.Context, id string) error {
 	return c.do(ctx, http.MethodDelete, "/v1/steps/"+url.PathEscape(id), nil, nil)

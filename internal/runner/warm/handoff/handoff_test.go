@@ -406,6 +406,15 @@ func TestAStepCannotReadTheKey(t *testing.T) {
 	if !strings.Contains(r.Stdout, "SERVER=") {
 		t.Errorf("the step's own variables are missing: %s", r.Stdout)
 	}
+
+	// Nor can it write the step's result: the pipe is not inherited, and
+	// the wrapper's /proc entries that would reopen it are not the step's.
+	forge := `{"exitCode":0,"stdout":"forged"}`
+	s = shell(`for fd in /proc/$PPID/fd/* /proc/self/fd/3; do echo '` + forge + `' > $fd && echo "wrote $fd"; done; exit 7`)
+	r = result(t, h.run(t, "run1.2.0", s))
+	if r.ExitCode != 7 || strings.Contains(r.Stdout, "wrote") || strings.Contains(r.Stdout, "forged") {
+		t.Fatalf("a step reached its result pipe: %+v", r)
+	}
 }
 
 func errorAs(err error, target **AnswerError) bool { return errors.As(err, target) }
@@ -457,5 +466,24 @@ func TestTheLogSplitsIntoSteps(t *testing.T) {
 	}
 	if got.String() != "two\n" || !f.Done() {
 		t.Errorf("followed: %q done %v", got.String(), f.Done())
+	}
+}
+
+// At the run's end the operator asks the runner to end: its Pod stays,
+// ended, with its log (looprun logs reads it).
+func TestTheRunnerEndsWhenAsked(t *testing.T) {
+	h := serve(t, "", 0)
+	h.run(t, "run1.1.0", shell("true"))
+	if err := h.client.Exit(context.Background(), "run1.1.0"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-h.done:
+		h.done <- err
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the runner did not end")
 	}
 }

@@ -76,6 +76,8 @@ type Server struct {
 	outMu    sync.Mutex
 	wg       sync.WaitGroup
 	shutdown chan struct{}
+	// exitAsked is closed when the operator asks the runner to end.
+	exitAsked chan struct{}
 }
 
 type step struct {
@@ -99,6 +101,7 @@ func (s *Server) Open() error {
 	s.steps = map[string]*step{}
 	s.reaped = map[int]chan syscall.WaitStatus{}
 	s.shutdown = make(chan struct{})
+	s.exitAsked = make(chan struct{})
 	s.last = time.Now()
 	if s.Ledger == "" {
 		return nil
@@ -164,6 +167,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/steps/{id}", s.signed(s.get))
 	mux.HandleFunc("POST /v1/steps/{id}/collected", s.signed(s.collect))
 	mux.HandleFunc("DELETE /v1/steps/{id}", s.signed(s.cancel))
+	mux.HandleFunc("POST /v1/steps/{id}/exit", s.signed(s.exit))
 	return mux
 }
 
@@ -276,6 +280,18 @@ func (s *Server) collect(_ *http.Request, id string, _ []byte) (int, any) {
 		st.collected = true
 	}
 	return http.StatusOK, "collected"
+}
+
+// exit ends the runner once its run ended (the id is the run's last
+// step): its Pod stays, ended, with its log.
+func (s *Server) exit(_ *http.Request, _ string, _ []byte) (int, any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.closing {
+		s.closing = true
+		close(s.exitAsked)
+	}
+	return http.StatusOK, "exiting"
 }
 
 // cancel stops a running step: SIGTERM to its wrapper (which passes it to
@@ -497,6 +513,10 @@ loop:
 		case <-ctx.Done():
 			break loop
 		case err = <-errc:
+			break loop
+		case <-s.exitAsked:
+			// Let the answer go out first.
+			time.Sleep(50 * time.Millisecond)
 			break loop
 		case now := <-tick.C:
 			if s.idle(now) {
