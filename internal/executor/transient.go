@@ -148,7 +148,9 @@ func (t *turn) transient(st *v1alpha1.State, res *ActionResult, verdict string) 
 }
 
 // rateLimited waits a short try's backoff, then the long waits, and once
-// they add up to maxWait routes to onExhausted (else onError).
+// they add up to maxWait routes to onExhausted (else onError; with
+// neither, the verdict routes, but a little-loops file's run ends as
+// ll-loop's does, "No valid transition").
 func (t *turn) rateLimited(st *v1alpha1.State, tr *v1alpha1.TransientStatus) bool {
 	run, rl := t.run, st.RateLimit
 	if tr.FirstSeen == nil {
@@ -194,6 +196,11 @@ func (t *turn) rateLimited(st *v1alpha1.State, tr *v1alpha1.TransientStatus) boo
 		t.emit(EventRateLimitStorm, RateLimitStormEvent{State: run.CurrentState, Count: tr.Exhaustions}.Data())
 	}
 	if target == "" {
+		if t.m.opts.LittleLoops {
+			// ll-loop has nowhere to go: its run ends, the verdict unrouted.
+			t.routeTo(st, "", "", noRoute)
+			return true
+		}
 		return false
 	}
 	if t.transition(target, "") {
