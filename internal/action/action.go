@@ -131,6 +131,9 @@ type Result struct {
 	// Usage is what an agent action reported it used (tokens, model);
 	// nil when it reported nothing.
 	Usage *agentstream.Usage
+	// ResultSeen: the agent's stream-json came to its result record (its
+	// turn ended), whether or not the record reported usage.
+	ResultSeen bool
 	// Metered is what the action's model calls used as looprun's model
 	// gateway counted them from the model API's own answers. Set, it is
 	// the action's usage for every total and budget, and Usage is only

@@ -117,6 +117,7 @@ type Decoder struct {
 	buf     []byte
 	passing bool // in a line too long to decode, passing it through
 	ended   bool // the result record came: the rest is not read
+	seen    bool // a result record came (with Calls, the rest is read)
 	model   string
 	usage   *Usage
 	calls   []Usage
@@ -197,6 +198,14 @@ func (d *Decoder) Usage() *Usage {
 	return &u
 }
 
+// ResultSeen reports whether a result record came: the agent's turn
+// ended, whether or not it said what it used.
+func (d *Decoder) ResultSeen() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.seen
+}
+
 // CallUsages is the usage of each call that reported one, in order (a
 // Decoder with Calls); nil otherwise.
 func (d *Decoder) CallUsages() []Usage {
@@ -252,6 +261,7 @@ func (d *Decoder) line(raw []byte) {
 		d.assistant(r.Message, raw)
 	case "result":
 		d.result(&r)
+		d.seen = true
 		if d.Calls {
 			d.model = "" // the next call says its own
 		} else {

@@ -192,3 +192,21 @@ func TestDecoderCalls(t *testing.T) {
 		t.Errorf("usage %+v", u)
 	}
 }
+
+// A result record ends the turn whether or not it reports usage; plain
+// text has none.
+func TestResultSeen(t *testing.T) {
+	for in, want := range map[string]bool{
+		`{"type":"result","subtype":"success","is_error":false,"result":"done"}` + "\n": true,
+		session:            true,
+		"just some text\n": false,
+		`{"type":"assistant","message":{"content":[{"type":"text","text":"hi"}]}}` + "\n": false,
+	} {
+		d := New(io.Discard, io.Discard)
+		_, _ = d.Write([]byte(in))
+		d.Flush()
+		if got := d.ResultSeen(); got != want {
+			t.Errorf("%q: ResultSeen %v, want %v", in, got, want)
+		}
+	}
+}

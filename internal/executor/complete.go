@@ -543,7 +543,7 @@ func (t *turn) capture(st *v1alpha1.State, res *ActionResult, verdict string) {
 		TimeoutKind: timeoutKind(res),
 	}
 	if res.ExitCode != 0 {
-		c.FailureType = failureType(res.Output+"\n"+res.Stderr, res.ExitCode, res.Usage != nil)
+		c.FailureType = failureType(res.Output+"\n"+res.Stderr, res.ExitCode, resultSeen(res))
 	}
 	t.run.Captured[st.Capture] = c
 	if res.OutputTruncated || len(c.Output) < len(output) {

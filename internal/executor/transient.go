@@ -106,6 +106,13 @@ func classifyFailure(text string, code int, resultSeen bool) failureCause {
 	return causeOther
 }
 
+// resultSeen reports whether an agent's stream came to its result record:
+// as its runner saw it, or as its usage shows (only a result record
+// reports usage; a cluster's step tells the usage alone).
+func resultSeen(res *ActionResult) bool {
+	return res.ResultSeen || res.Usage != nil
+}
+
 // transient handles a failed action whose output names a cause the machine
 // knows (spec.classifyFailures): it runs the action again in place after a
 // wait, or routes where the cause says. It reports whether it routed; when
@@ -128,7 +135,7 @@ func (t *turn) transient(st *v1alpha1.State, res *ActionResult, verdict string) 
 		run.Transient = tr
 	}
 	tr.Waiting = ""
-	switch classifyFailure(res.Output+"\n"+res.Stderr, res.ExitCode, res.Usage != nil) {
+	switch classifyFailure(res.Output+"\n"+res.Stderr, res.ExitCode, resultSeen(res)) {
 	case causeRateLimit:
 		return t.rateLimited(st, tr)
 	case causeAPIError:

@@ -226,13 +226,18 @@ func TestAPIErrorRetries(t *testing.T) {
 	}
 }
 
-// An agent killed after its result runs again after 5s.
+// An agent killed after its result runs again after 5s, whether its
+// result reported usage or not.
 func TestInfraRetry(t *testing.T) {
 	spec := agentSpec(v1alpha1.State{OnSuccess: "done", OnError: "broken"})
-	killed := ActionResult{ExitCode: 143, Usage: &agentstream.Usage{InputTokens: 1}}
-	r := runLoop(t, spec, &fakeActions{results: map[string][]ActionResult{"fix it": {killed, {ExitCode: 0}}}}, Options{}, time.Millisecond)
-	if r.run.CurrentState != "done" || r.count(EventInfraRetry) != 1 {
-		t.Fatalf("ended in %s with %d infra_retry", r.run.CurrentState, r.count(EventInfraRetry))
+	for _, killed := range []ActionResult{
+		{ExitCode: 143, Usage: &agentstream.Usage{InputTokens: 1}},
+		{ExitCode: 143, ResultSeen: true},
+	} {
+		r := runLoop(t, spec, &fakeActions{results: map[string][]ActionResult{"fix it": {killed, {ExitCode: 0}}}}, Options{}, time.Millisecond)
+		if r.run.CurrentState != "done" || r.count(EventInfraRetry) != 1 {
+			t.Fatalf("%+v: ended in %s with %d infra_retry", killed, r.run.CurrentState, r.count(EventInfraRetry))
+		}
 	}
 }
 

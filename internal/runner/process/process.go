@@ -123,6 +123,9 @@ type Result struct {
 	// CallUsages is the usage of each call of an AgentCalls command that
 	// reported one, in order; Usage is their sum.
 	CallUsages []agentstream.Usage
+	// ResultSeen: an AgentStream command's stream came to its result
+	// record.
+	ResultSeen bool
 }
 
 // ActionResult is the result as the executor takes it.
@@ -130,7 +133,7 @@ func (r Result) ActionResult() action.Result {
 	return action.Result{
 		Output: r.Stdout, Stderr: r.Stderr, ExitCode: r.ExitCode, Duration: r.Duration,
 		OutputTruncated: r.StdoutTruncated, StderrTruncated: r.StderrTruncated, Verdict: r.Verdict,
-		Signal: r.Signal, SignalScanned: true, Usage: r.Usage, TimedOut: r.TimedOut, IdledOut: r.IdledOut,
+		Signal: r.Signal, SignalScanned: true, Usage: r.Usage, ResultSeen: r.ResultSeen, TimedOut: r.TimedOut, IdledOut: r.IdledOut,
 	}
 }
 
@@ -210,6 +213,7 @@ func Run(ctx context.Context, s Spec) Result {
 		agent.Flush()
 		res.Usage = agent.Usage()
 		res.CallUsages = agent.CallUsages()
+		res.ResultSeen = agent.ResultSeen()
 	}
 	lines.flush()
 	res.Duration = time.Since(start)
