@@ -112,6 +112,10 @@ type Decoder struct {
 	// a result record ends one call, not the stream, and each call's
 	// usage is also kept (CallUsages).
 	Calls bool
+	// OnEnd, when set, is called once the result record ended the turn
+	// (not with Calls), after the record's error went to Stderr. It must
+	// not call the Decoder.
+	OnEnd func()
 
 	mu      sync.Mutex
 	buf     []byte
@@ -266,6 +270,9 @@ func (d *Decoder) line(raw []byte) {
 			d.model = "" // the next call says its own
 		} else {
 			d.ended = true
+			if d.OnEnd != nil {
+				d.OnEnd()
+			}
 		}
 	}
 	// Any other record (tool results, user turns, records of no type) is

@@ -24,6 +24,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -151,21 +152,33 @@ func Run(ctx context.Context, s Spec) Result {
 	lines := newLineJudge(s.Evaluate)
 	signals := &action.SignalScanner{}
 	stdout := &fanout{sinks: []io.Writer{writerOr(s.Stdout), out, lines, signals}}
-	stderr := &fanout{sinks: []io.Writer{writerOr(s.Stderr), errs}}
+	// An agent's stderr is kept until its turn ends (its result record),
+	// as little-loops stops reading the agent there: cut is closed then.
+	cut := &cutWriter{w: errs}
+	stderr := &fanout{sinks: []io.Writer{writerOr(s.Stderr), cut}}
 	var files *outputFiles
 	var agent *agentstream.Decoder
 	var streamErr *os.File // an agent's stderr, written by the agent into its own file
+	var streamErrEnd atomic.Int64
+	streamErrEnd.Store(-1)
 	if s.AgentStream {
 		decoderErr := io.Writer(stderr)
 		if f := ownFiles(s.Stdout, s.Stderr); f != nil && s.OwnFiles && s.IdleTimeout <= 0 {
 			// Only stdout needs decoding: stderr goes straight into its
 			// file (one pipe and one copy fewer per step), and the
 			// decoder's [result] lines join it there; the tail is read
-			// back from the file afterwards.
+			// back from the file afterwards, up to where it was when the
+			// turn ended.
 			streamErr, decoderErr = f.err, f.err
 		}
 		agent = agentstream.New(stdout, decoderErr)
 		agent.Calls = s.AgentCalls
+		agent.OnEnd = func() {
+			cut.close()
+			if streamErr != nil {
+				streamErrEnd.Store(fileSize(streamErr))
+			}
+		}
 		stdout = &fanout{sinks: []io.Writer{agent}}
 	} else if s.OwnFiles {
 		files = ownFiles(s.Stdout, s.Stderr)
@@ -192,7 +205,11 @@ func Run(ctx context.Context, s Spec) Result {
 		// back once it ended.
 		errStart := fileSize(streamErr)
 		err = runPiped(ctx, s, idle, &res, stdout, nil, streamErr)
-		readBack(streamErr, errStart, errs, nil, nil)
+		end := streamErrEnd.Load()
+		if end < 0 {
+			end = fileSize(streamErr)
+		}
+		readRange(streamErr, errStart, end, errs, nil, nil)
 	default:
 		err = runPiped(ctx, s, idle, &res, stdout, stderr, nil)
 	}
@@ -307,7 +324,11 @@ func (f *outputFiles) run(ctx context.Context, s Spec, idle *idleWatch, res *Res
 // only), and to the line judge (when it needs lines) and the signal
 // scanner (when given) all of it, in bounded chunks.
 func readBack(f *os.File, start int64, t *tail, lines *lineJudge, signals io.Writer) {
-	end := fileSize(f)
+	readRange(f, start, fileSize(f), t, lines, signals)
+}
+
+// readRange is readBack of what was written to f between start and end.
+func readRange(f *os.File, start, end int64, t *tail, lines *lineJudge, signals io.Writer) {
 	if end <= start {
 		return
 	}
@@ -549,6 +570,21 @@ func exitCode(ps *os.ProcessState) int {
 // fanout writes to every sink, whatever one of them answers: a full disk
 // under the output log must not stop the action or its verdict.
 type fanout struct{ sinks []io.Writer }
+
+// cutWriter writes to w until it is closed, then drops what comes.
+type cutWriter struct {
+	w      io.Writer
+	closed atomic.Bool
+}
+
+func (c *cutWriter) Write(p []byte) (int, error) {
+	if !c.closed.Load() {
+		_, _ = c.w.Write(p)
+	}
+	return len(p), nil
+}
+
+func (c *cutWriter) close() { c.closed.Store(true) }
 
 func (f *fanout) Write(p []byte) (int, error) {
 	for _, w := range f.sinks {
