@@ -112,6 +112,10 @@ type Decoder struct {
 	// a result record ends one call, not the stream, and each call's
 	// usage is also kept (CallUsages).
 	Calls bool
+	// CallMark, with Calls, starts the line the command prints before each
+	// agent call: the usage of the records after it is that call's
+	// (CallSlots).
+	CallMark []byte
 	// OnEnd, when set, is called once the result record ended the turn
 	// (not with Calls), after the record's error went to Stderr. It must
 	// not call the Decoder.
@@ -125,6 +129,7 @@ type Decoder struct {
 	model   string
 	usage   *Usage
 	calls   []Usage
+	slots   []*Usage // per call begun by a CallMark line
 	// bad is the first record's usage that failed Check.
 	bad *Usage
 }
@@ -210,6 +215,21 @@ func (d *Decoder) ResultSeen() bool {
 	return d.seen
 }
 
+// CallSlots is, for each call begun by a CallMark line, in order, what it
+// reported using (nil for a call that reported nothing).
+func (d *Decoder) CallSlots() []*Usage {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]*Usage, len(d.slots))
+	for i, u := range d.slots {
+		if u != nil {
+			c := *u
+			out[i] = &c
+		}
+	}
+	return out
+}
+
 // CallUsages is the usage of each call that reported one, in order (a
 // Decoder with Calls); nil otherwise.
 func (d *Decoder) CallUsages() []Usage {
@@ -280,6 +300,9 @@ func (d *Decoder) line(raw []byte) {
 }
 
 func (d *Decoder) pass(line []byte) {
+	if d.Calls && len(d.CallMark) > 0 && bytes.HasPrefix(line, d.CallMark) {
+		d.slots = append(d.slots, nil)
+	}
 	_, _ = d.Text.Write(line)
 	_, _ = d.Text.Write([]byte{'\n'})
 }
@@ -329,6 +352,12 @@ func (d *Decoder) result(r *record) {
 			d.usage.Add(one)
 			if d.Calls {
 				d.calls = append(d.calls, one)
+				if n := len(d.slots); n > 0 {
+					if d.slots[n-1] == nil {
+						d.slots[n-1] = &Usage{}
+					}
+					d.slots[n-1].Add(one)
+				}
 			}
 		}
 	}

@@ -127,6 +127,10 @@ type Result struct {
 	// ResultSeen: an AgentStream command's stream came to its result
 	// record.
 	ResultSeen bool
+	// CallSlots is, for an AgentCalls command, what each of its agent
+	// calls (each begun by an action.LearningCallMark line) reported, nil
+	// for nothing.
+	CallSlots []*agentstream.Usage
 }
 
 // ActionResult is the result as the executor takes it.
@@ -134,7 +138,7 @@ func (r Result) ActionResult() action.Result {
 	return action.Result{
 		Output: r.Stdout, Stderr: r.Stderr, ExitCode: r.ExitCode, Duration: r.Duration,
 		OutputTruncated: r.StdoutTruncated, StderrTruncated: r.StderrTruncated, Verdict: r.Verdict,
-		Signal: r.Signal, SignalScanned: true, Usage: r.Usage, ResultSeen: r.ResultSeen, TimedOut: r.TimedOut, IdledOut: r.IdledOut,
+		Signal: r.Signal, SignalScanned: true, Usage: r.Usage, ResultSeen: r.ResultSeen, CallUsages: r.CallSlots, TimedOut: r.TimedOut, IdledOut: r.IdledOut,
 	}
 }
 
@@ -173,6 +177,9 @@ func Run(ctx context.Context, s Spec) Result {
 		}
 		agent = agentstream.New(stdout, decoderErr)
 		agent.Calls = s.AgentCalls
+		if s.AgentCalls {
+			agent.CallMark = []byte(action.LearningCallMark)
+		}
 		agent.OnEnd = func() {
 			cut.close()
 			if streamErr != nil {
@@ -231,6 +238,9 @@ func Run(ctx context.Context, s Spec) Result {
 		res.Usage = agent.Usage()
 		res.CallUsages = agent.CallUsages()
 		res.ResultSeen = agent.ResultSeen()
+		if s.AgentCalls {
+			res.CallSlots = agent.CallSlots()
+		}
 	}
 	lines.flush()
 	res.Duration = time.Since(start)
