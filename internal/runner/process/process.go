@@ -166,26 +166,7 @@ func Run(ctx context.Context, s Spec) Result {
 	var streamErrEnd atomic.Int64
 	streamErrEnd.Store(-1)
 	if s.AgentStream {
-		decoderErr := io.Writer(stderr)
-		if f := ownFiles(s.Stdout, s.Stderr); f != nil && s.OwnFiles && s.IdleTimeout <= 0 {
-			// Only stdout needs decoding: stderr goes straight into its
-			// file (one pipe and one copy fewer per step), and the
-			// decoder's [result] lines join it there; the tail is read
-			// back from the file afterwards, up to where it was when the
-			// turn ended.
-			streamErr, decoderErr = f.err, f.err
-		}
-		agent = agentstream.New(stdout, decoderErr)
-		agent.Calls = s.AgentCalls
-		if s.AgentCalls {
-			agent.CallMark = []byte(action.LearningCallMark)
-		}
-		agent.OnEnd = func() {
-			cut.close()
-			if streamErr != nil {
-				streamErrEnd.Store(fileSize(streamErr))
-			}
-		}
+		agent, streamErr = agentDecoder(s, stdout, stderr, cut, &streamErrEnd)
 		stdout = &fanout{sinks: []io.Writer{agent}}
 	} else if s.OwnFiles {
 		files = ownFiles(s.Stdout, s.Stderr)
@@ -234,13 +215,7 @@ func Run(ctx context.Context, s Spec) Result {
 		_, _ = io.WriteString(stderr, action.TimeoutNotice(s.Timeout))
 	}
 	if agent != nil {
-		agent.Flush()
-		res.Usage = agent.Usage()
-		res.CallUsages = agent.CallUsages()
-		res.ResultSeen = agent.ResultSeen()
-		if s.AgentCalls {
-			res.CallSlots = agent.CallSlots()
-		}
+		res.takeAgent(agent, s.AgentCalls)
 	}
 	lines.flush()
 	res.Duration = time.Since(start)
@@ -259,6 +234,43 @@ func Run(ctx context.Context, s Spec) Result {
 		res.Verdict = &v
 	}
 	return res
+}
+
+// agentDecoder decodes an agent's stream (its stdout) into stdout, its
+// result errors into stderr. With a local run's own log files (and no idle
+// timeout), stderr goes straight into its file instead (one pipe and one
+// copy fewer per step), the decoder's [result] lines join it there, and
+// streamErr is that file, whose tail is read back afterwards up to end
+// (where it was when the turn ended). The turn's end closes cut.
+func agentDecoder(s Spec, stdout, stderr io.Writer, cut *cutWriter, end *atomic.Int64) (agent *agentstream.Decoder, streamErr *os.File) {
+	decoderErr := stderr
+	if f := ownFiles(s.Stdout, s.Stderr); f != nil && s.OwnFiles && s.IdleTimeout <= 0 {
+		streamErr, decoderErr = f.err, f.err
+	}
+	agent = agentstream.New(stdout, decoderErr)
+	agent.Calls = s.AgentCalls
+	if s.AgentCalls {
+		agent.CallMark = []byte(action.LearningCallMark)
+	}
+	agent.OnEnd = func() {
+		cut.close()
+		if streamErr != nil {
+			end.Store(fileSize(streamErr))
+		}
+	}
+	return agent, streamErr
+}
+
+// takeAgent keeps what the agent's stream said it used, and whether its
+// turn ended.
+func (r *Result) takeAgent(agent *agentstream.Decoder, calls bool) {
+	agent.Flush()
+	r.Usage = agent.Usage()
+	r.CallUsages = agent.CallUsages()
+	r.ResultSeen = agent.ResultSeen()
+	if calls {
+		r.CallSlots = agent.CallSlots()
+	}
 }
 
 // runPiped runs the command with its stdout through a pipe, and its
