@@ -72,6 +72,11 @@ type Action struct {
 	Learning *LearningGate
 }
 
+// LearningCallMark starts the line a learning state's gate prints before
+// each agent call it makes (an explore call): a runner that decodes the
+// agent's stream tells the calls' usage apart by it (Result.CallUsages).
+const LearningCallMark = "looprun-learning: explore "
+
 // LearningGate is what a learning state's gate does: it proves Targets in
 // order, exploring each missing or stale one at most MaxRetries times.
 type LearningGate struct {
@@ -131,6 +136,14 @@ type Result struct {
 	// Usage is what an agent action reported it used (tokens, model);
 	// nil when it reported nothing.
 	Usage *agentstream.Usage
+	// ResultSeen: the agent's stream-json came to its result record (its
+	// turn ended), whether or not the record reported usage.
+	ResultSeen bool
+	// CallUsages is, for a command that calls the agent itself (a
+	// learning gate), what each call reported using, in order (nil for a
+	// call that reported nothing); nil when the runner did not tell the
+	// calls apart (Usage is then their sum).
+	CallUsages []*agentstream.Usage
 	// Metered is what the action's model calls used as looprun's model
 	// gateway counted them from the model API's own answers. Set, it is
 	// the action's usage for every total and budget, and Usage is only

@@ -112,14 +112,24 @@ type Decoder struct {
 	// a result record ends one call, not the stream, and each call's
 	// usage is also kept (CallUsages).
 	Calls bool
+	// CallMark, with Calls, starts the line the command prints before each
+	// agent call: the usage of the records after it is that call's
+	// (CallSlots).
+	CallMark []byte
+	// OnEnd, when set, is called once the result record ended the turn
+	// (not with Calls), after the record's error went to Stderr. It must
+	// not call the Decoder.
+	OnEnd func()
 
 	mu      sync.Mutex
 	buf     []byte
 	passing bool // in a line too long to decode, passing it through
 	ended   bool // the result record came: the rest is not read
+	seen    bool // a result record came (with Calls, the rest is read)
 	model   string
 	usage   *Usage
 	calls   []Usage
+	slots   []*Usage // per call begun by a CallMark line
 	// bad is the first record's usage that failed Check.
 	bad *Usage
 }
@@ -197,6 +207,29 @@ func (d *Decoder) Usage() *Usage {
 	return &u
 }
 
+// ResultSeen reports whether a result record came: the agent's turn
+// ended, whether or not it said what it used.
+func (d *Decoder) ResultSeen() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.seen
+}
+
+// CallSlots is, for each call begun by a CallMark line, in order, what it
+// reported using (nil for a call that reported nothing).
+func (d *Decoder) CallSlots() []*Usage {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]*Usage, len(d.slots))
+	for i, u := range d.slots {
+		if u != nil {
+			c := *u
+			out[i] = &c
+		}
+	}
+	return out
+}
+
 // CallUsages is the usage of each call that reported one, in order (a
 // Decoder with Calls); nil otherwise.
 func (d *Decoder) CallUsages() []Usage {
@@ -252,10 +285,14 @@ func (d *Decoder) line(raw []byte) {
 		d.assistant(r.Message, raw)
 	case "result":
 		d.result(&r)
+		d.seen = true
 		if d.Calls {
 			d.model = "" // the next call says its own
 		} else {
 			d.ended = true
+			if d.OnEnd != nil {
+				d.OnEnd()
+			}
 		}
 	}
 	// Any other record (tool results, user turns, records of no type) is
@@ -263,6 +300,9 @@ func (d *Decoder) line(raw []byte) {
 }
 
 func (d *Decoder) pass(line []byte) {
+	if d.Calls && len(d.CallMark) > 0 && bytes.HasPrefix(line, d.CallMark) {
+		d.slots = append(d.slots, nil)
+	}
 	_, _ = d.Text.Write(line)
 	_, _ = d.Text.Write([]byte{'\n'})
 }
@@ -312,6 +352,12 @@ func (d *Decoder) result(r *record) {
 			d.usage.Add(one)
 			if d.Calls {
 				d.calls = append(d.calls, one)
+				if n := len(d.slots); n > 0 {
+					if d.slots[n-1] == nil {
+						d.slots[n-1] = &Usage{}
+					}
+					d.slots[n-1].Add(one)
+				}
 			}
 		}
 	}

@@ -192,3 +192,38 @@ func TestDecoderCalls(t *testing.T) {
 		t.Errorf("usage %+v", u)
 	}
 }
+
+// A result record ends the turn whether or not it reports usage; plain
+// text has none.
+func TestResultSeen(t *testing.T) {
+	for in, want := range map[string]bool{
+		`{"type":"result","subtype":"success","is_error":false,"result":"done"}` + "\n": true,
+		session:            true,
+		"just some text\n": false,
+		`{"type":"assistant","message":{"content":[{"type":"text","text":"hi"}]}}` + "\n": false,
+	} {
+		d := New(io.Discard, io.Discard)
+		_, _ = d.Write([]byte(in))
+		d.Flush()
+		if got := d.ResultSeen(); got != want {
+			t.Errorf("%q: ResultSeen %v, want %v", in, got, want)
+		}
+	}
+}
+
+// With a CallMark, each call's usage is told apart, a call that reported
+// none as nil; what comes before the first mark is no call's.
+func TestDecoderCallSlots(t *testing.T) {
+	d := New(io.Discard, io.Discard)
+	d.Calls, d.CallMark = true, []byte("mark: call ")
+	in := `{"type":"result","usage":{"input_tokens":9}}` + "\n" +
+		"mark: call 1 a\n" + `{"type":"result","usage":{"input_tokens":1}}` + "\n" +
+		"mark: call 2 b\nplain text\n" +
+		"mark: call 3 c\n" + `{"type":"result","usage":{"input_tokens":2}}` + "\n" + `{"type":"result","usage":{"output_tokens":3}}` + "\n"
+	_, _ = d.Write([]byte(in))
+	d.Flush()
+	s := d.CallSlots()
+	if len(s) != 3 || s[0] == nil || *s[0] != (Usage{InputTokens: 1}) || s[1] != nil || s[2] == nil || *s[2] != (Usage{InputTokens: 2, OutputTokens: 3}) {
+		t.Errorf("slots %v", s)
+	}
+}

@@ -77,22 +77,30 @@ func (t *turn) agentCommand(st *v1alpha1.State) []string {
 	return out
 }
 
-// agentEnv is the environment an agent action gets besides the runner's:
-// LL_AUTOMATION=1 and LL_AUTOMATION_PROFILE under an automation profile
-// (the state's, else the loop's), both empty without one, as little-loops
-// sets them for the agent's hooks.
+// agentEnv is the environment an agent action gets besides the runner's,
+// and a learning gate for the agent it runs, as little-loops gives its
+// agent: non-interactive (LL_NON_INTERACTIVE=1, and
+// DANGEROUSLY_SKIP_PERMISSIONS=1 for its hooks, as the agent runs with
+// permissions skipped), the project's working directory kept between its
+// shell calls (CLAUDE_BASH_MAINTAIN_PROJECT_WORKING_DIR=1), its background
+// tasks not disabled (CLAUDE_CODE_DISABLE_BACKGROUND_TASKS empty, whatever
+// looprun was given), and LL_AUTOMATION=1 and LL_AUTOMATION_PROFILE under
+// an automation profile (the state's, else the loop's), both empty without
+// one.
 func agentEnv(spec *v1alpha1.LoopSpec, st *v1alpha1.State) []string {
-	if !st.IsAgent() {
+	if !st.IsAgent() && st.Learning == nil {
 		return nil
 	}
+	env := []string{"LL_NON_INTERACTIVE=1", "CLAUDE_BASH_MAINTAIN_PROJECT_WORKING_DIR=1", "DANGEROUSLY_SKIP_PERMISSIONS=1",
+		"CLAUDE_CODE_DISABLE_BACKGROUND_TASKS="}
 	profile := agentDefault(spec).AutomationProfile
 	if st.AutomationProfile != nil {
 		profile = *st.AutomationProfile
 	}
 	if profile == "" {
-		return []string{"LL_AUTOMATION=", "LL_AUTOMATION_PROFILE="}
+		return append(env, "LL_AUTOMATION=", "LL_AUTOMATION_PROFILE=")
 	}
-	return []string{"LL_AUTOMATION=1", "LL_AUTOMATION_PROFILE=" + profile}
+	return append(env, "LL_AUTOMATION=1", "LL_AUTOMATION_PROFILE="+profile)
 }
 
 // agentDefault is spec.agent, or its zero value.

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/internal/agentstream"
 	"github.com/looprun/looprun/internal/executor/evaluate"
 	"github.com/looprun/looprun/internal/executor/interpolate"
 )
@@ -362,7 +363,8 @@ func (t *turn) actionComplete(st *v1alpha1.State, res *ActionResult) {
 		ev.Usage, ev.Reported = t.recordMetered(*res.Metered, res.Usage)
 		ev.Metered = true
 	case res.Usage != nil:
-		ev.Model, ev.Usage = res.Usage.Model, t.recordUsage(*res.Usage)
+		// An agent that named no model: "unknown", as in usage.jsonl.
+		ev.Model, ev.Usage = cmp.Or(res.Usage.Model, agentstream.UnknownModel), t.recordUsage(*res.Usage)
 	}
 	t.emit(EventActionComplete, ev.Data())
 }
@@ -541,7 +543,7 @@ func (t *turn) capture(st *v1alpha1.State, res *ActionResult, verdict string) {
 		TimeoutKind: timeoutKind(res),
 	}
 	if res.ExitCode != 0 {
-		c.FailureType = failureType(res.Output+"\n"+res.Stderr, res.ExitCode, res.Usage != nil)
+		c.FailureType = failureType(res.Output+"\n"+res.Stderr, res.ExitCode, resultSeen(res))
 	}
 	t.run.Captured[st.Capture] = c
 	if res.OutputTruncated || len(c.Output) < len(output) {

@@ -154,8 +154,8 @@ type ActionCompleteEvent struct {
 	// Effort is the agent's effort, when the state or the loop sets one.
 	Effort string
 	// Model and Usage are what the agent reported using; Usage is nil for
-	// an action that reported none (Model is then left out, and with
-	// usage an empty Model is written as null, as little-loops does).
+	// an action that reported none (Model is then left out; an agent that
+	// named no model has "unknown", as little-loops writes it).
 	Model string
 	Usage *EventUsage
 	// Metered: Usage is what looprun's model gateway counted the action's

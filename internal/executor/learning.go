@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"cmp"
 	"fmt"
 	"path"
 	"strconv"
@@ -8,6 +9,8 @@ import (
 	"unicode"
 
 	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/internal/action"
+	"github.com/looprun/looprun/internal/agentstream"
 	"github.com/looprun/looprun/internal/executor/evaluate"
 	"github.com/looprun/looprun/internal/executor/interpolate"
 	"github.com/looprun/looprun/internal/pycompat"
@@ -29,6 +32,8 @@ const VerdictBlocked = "blocked"
 
 // learningMark starts the lines the gate prints about its progress, for
 // people to read; the verdict reads the marks file (learningMarks) instead.
+// Its explore line starts as action.LearningCallMark says, by which the
+// runner tells the agent calls apart.
 const learningMark = "looprun-learning:"
 
 // learningMarks is the file a learning gate writes its marks into, one a
@@ -90,8 +95,9 @@ func learningGate(st *v1alpha1.State, vars *interpolate.Vars) (*LearningGate, er
 // For each target it reads .ll/learning-tests/SLUG.md (the status in its
 // front matter; proven when it has none), explores a missing or stale one
 // with the agent up to maxRetries times, and marks each thing it did in
-// the marks file (learningMarks), also printed; the last mark says how the
-// gate ended.
+// the marks file (learningMarks), also printed (an explore call's mark
+// before it, and its exit code and milliseconds after); the last mark says
+// how the gate ended.
 func learningScript(spec *v1alpha1.LoopSpec, st *v1alpha1.State, vars *interpolate.Vars) (string, error) {
 	gate, err := learningGate(st, vars)
 	if err != nil {
@@ -113,6 +119,7 @@ func learningScript(spec *v1alpha1.LoopSpec, st *v1alpha1.State, vars *interpola
 	var b strings.Builder
 	fmt.Fprintf(&b, `mkdir -p -- %s && exec 3>%s || exit 1
 mark() { printf '%%s\n' "$*" >&3; printf '%s %%s\n' "$*"; }
+ms() { d=$(date +%%s%%3N 2>/dev/null); case $d in ''|*[!0-9]*) echo 0 ;; *) echo "$d" ;; esac; }
 record() {
   f=.ll/learning-tests/$1.md
   if [ ! -f "$f" ] || [ "$(head -n 1 "$f")" != "---" ] || [ "$(sed -n '2,$p' "$f" | grep -c '^---$')" = 0 ]; then echo missing; return; fi
@@ -132,7 +139,10 @@ while [ "$#" -gt 0 ]; do
     mark stale "$s" "$t"
     n=$((n + 1))
     mark explore "$n" "$t"
+    t0=$(ms)
     %s "/ll:explore-api $t" </dev/null 3>&-
+    rc=$?
+    mark explored "$rc" "$(($(ms) - t0))" "$t"
   done
   if [ "$s" = refuted ]; then mark refuted "$t"; mark blocked refuted "$t"; exit 0; fi
   mark proven "$t"
@@ -168,6 +178,12 @@ func (t *turn) learningVerdict(st *v1alpha1.State, res *ActionResult) evaluate.R
 		}
 	}
 	var targets []string
+	calls := learningCalls{outputs: exploreOutputs(res.Output)}
+	for _, line := range lines {
+		if strings.HasPrefix(line, "explored ") {
+			calls.total++
+		}
+	}
 	for _, line := range lines {
 		what, rest, _ := strings.Cut(line, " ")
 		switch what {
@@ -178,6 +194,8 @@ func (t *turn) learningVerdict(st *v1alpha1.State, res *ActionResult) evaluate.R
 			n, target, _ := strings.Cut(rest, " ")
 			attempt, _ := strconv.Atoi(n)
 			t.emit(EventLearningExploreInvoked, LearningExploreInvokedEvent{State: state, Target: target, Attempt: attempt}.Data())
+		case "explored":
+			t.exploreCall(st, res, &calls, rest)
 		case "proven":
 			targets = append(targets, rest)
 			t.emit(EventLearningTargetProven, LearningTargetEvent{State: state, Target: rest}.Data())
@@ -200,6 +218,77 @@ func (t *turn) learningVerdict(st *v1alpha1.State, res *ActionResult) evaluate.R
 		}
 	}
 	return undecided("the learning gate ended before it decided")
+}
+
+// learningCalls is what a learning gate's verdict knows of its agent
+// calls: how many there were, and the output of each (exploreOutputs).
+type learningCalls struct {
+	outputs []string
+	total   int
+	n       int // the calls recorded so far
+}
+
+// exploreCall records one of a learning gate's agent calls, from its
+// "explored EXIT MS TARGET" mark, as little-loops records each: an
+// action_start of the call's prompt, and its action_complete with the exit
+// code, time, output and what it used, priced into the run's usage. The
+// runner tells each call's usage (CallUsages); when it does not (a
+// cluster's step), the gate's whole usage goes with its last call.
+func (t *turn) exploreCall(st *v1alpha1.State, res *ActionResult, calls *learningCalls, mark string) {
+	i := calls.n
+	calls.n++
+	rc, rest, _ := strings.Cut(mark, " ")
+	ms, target, _ := strings.Cut(rest, " ")
+	exit, _ := strconv.Atoi(rc)
+	took, _ := strconv.ParseInt(ms, 10, 64)
+	t.emit(EventActionStart, ActionStartEvent{Action: "/ll:explore-api " + target, IsPrompt: true}.Data())
+	ev := ActionCompleteEvent{ExitCode: exit, DurationMs: max(took, 0), IsPrompt: true, Effort: cmp.Or(st.Effort, agentDefault(t.m.spec).Effort)}
+	if i < len(calls.outputs) {
+		ev.OutputPreview = preview(calls.outputs[i], min(previewBytes, t.m.opts.MaxCaptureBytes))
+	}
+	switch {
+	case res.CallUsages != nil:
+		if i < len(res.CallUsages) && res.CallUsages[i] != nil {
+			u := *res.CallUsages[i]
+			ev.Model, ev.Usage = cmp.Or(u.Model, agentstream.UnknownModel), t.recordUsage(u)
+		}
+	case calls.n < calls.total:
+		// Not the last call: the gate's usage goes with that one.
+	case res.Metered != nil:
+		ev.Model = res.Metered.Usage.Model
+		ev.Usage, ev.Reported = t.recordMetered(*res.Metered, res.Usage)
+		ev.Metered = true
+	case res.Usage != nil:
+		ev.Model, ev.Usage = cmp.Or(res.Usage.Model, agentstream.UnknownModel), t.recordUsage(*res.Usage)
+	}
+	t.emit(EventActionComplete, ev.Data())
+}
+
+// exploreOutputs splits a learning gate's output into what each of its
+// agent calls printed: the lines after a call's explore mark, up to the
+// gate's next mark.
+func exploreOutputs(output string) []string {
+	var outs []string
+	in := false
+	var b strings.Builder
+	flush := func() {
+		if in {
+			outs = append(outs, b.String())
+		}
+		b.Reset()
+	}
+	for _, line := range strings.SplitAfter(output, "\n") {
+		if strings.HasPrefix(line, learningMark+" ") {
+			flush()
+			in = strings.HasPrefix(line, action.LearningCallMark)
+			continue
+		}
+		if in {
+			b.WriteString(line)
+		}
+	}
+	flush()
+	return outs
 }
 
 // LearningSlug is the file name (without .md) of a learning target's

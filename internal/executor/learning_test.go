@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/looprun/looprun/api/v1alpha1"
+	"github.com/looprun/looprun/internal/agentstream"
 )
 
 // A learning state runs its gate as a shell action; the gate's marks
@@ -166,5 +167,55 @@ func TestLearningSlug(t *testing.T) {
 		if got := LearningSlug(target); got != want {
 			t.Errorf("LearningSlug(%q) = %q, want %q", target, got, want)
 		}
+	}
+}
+
+// Each of a gate's agent calls is an action_start and action_complete of
+// its own, as little-loops records them: its prompt, exit code, time,
+// output and usage (each call's when the runner told them apart, else the
+// gate's with its last call), priced into the run's usage.
+func TestLearningCallEvents(t *testing.T) {
+	marks := "stale missing A b\nexplore 1 A b\nexplored 0 12 A b\nproven A b\nstale missing it's\nexplore 1 it's\nexplored 3 5 it's\nproven it's\ncomplete\n"
+	output := "looprun-learning: stale missing A b\nlooprun-learning: explore 1 A b\nfirst said\nlooprun-learning: explored 0 12 A b\n" +
+		"looprun-learning: proven A b\nlooprun-learning: stale missing it's\nlooprun-learning: explore 1 it's\nsecond said\n"
+	for _, tc := range []struct {
+		name   string
+		res    ActionResult
+		tokens []any
+	}{
+		{"told apart", ActionResult{CallUsages: []*agentstream.Usage{nil, {InputTokens: 7, Model: "m"}}}, []any{nil, int64(7)}},
+		{"summed", ActionResult{Usage: &agentstream.Usage{InputTokens: 9}}, []any{nil, int64(9)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, run := startRun(t, "test", learningSpec(nil), Options{})
+			_, _ = m.Plan(run, t0)
+			res := tc.res
+			res.Output, res.Probe = output, &ProbeResult{Output: marks}
+			evs := eventsOf(m.Complete(run, &res, t0))
+			var starts, completes []map[string]any
+			for _, e := range evs {
+				switch e.Type {
+				case EventActionStart:
+					starts = append(starts, e.Data)
+				case EventActionComplete:
+					completes = append(completes, e.Data)
+				}
+			}
+			if len(starts) != 2 || starts[0]["action"] != "/ll:explore-api A b" || starts[1]["action"] != "/ll:explore-api it's" || starts[1]["is_prompt"] != true {
+				t.Fatalf("action_start %v", starts)
+			}
+			if len(completes) != 2 || completes[0]["exit_code"] != 0 || completes[1]["exit_code"] != 3 || completes[0]["duration_ms"] != int64(12) ||
+				completes[0]["output_preview"] != "first said" || completes[1]["output_preview"] != "second said" {
+				t.Fatalf("action_complete %v", completes)
+			}
+			for i, want := range tc.tokens {
+				if got := completes[i]["input_tokens"]; got != want {
+					t.Errorf("call %d: input_tokens %v, want %v", i+1, got, want)
+				}
+			}
+			if u := run.Usage; u == nil || u.Calls != 1 || u.InputTokens != tc.tokens[1] {
+				t.Errorf("run usage %+v", u)
+			}
+		})
 	}
 }

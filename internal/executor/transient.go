@@ -106,6 +106,13 @@ func classifyFailure(text string, code int, resultSeen bool) failureCause {
 	return causeOther
 }
 
+// resultSeen reports whether an agent's stream came to its result record:
+// as its runner saw it, or as its usage shows (only a result record
+// reports usage; a cluster's step tells the usage alone).
+func resultSeen(res *ActionResult) bool {
+	return res.ResultSeen || res.Usage != nil
+}
+
 // transient handles a failed action whose output names a cause the machine
 // knows (spec.classifyFailures): it runs the action again in place after a
 // wait, or routes where the cause says. It reports whether it routed; when
@@ -128,7 +135,7 @@ func (t *turn) transient(st *v1alpha1.State, res *ActionResult, verdict string) 
 		run.Transient = tr
 	}
 	tr.Waiting = ""
-	switch classifyFailure(res.Output+"\n"+res.Stderr, res.ExitCode, res.Usage != nil) {
+	switch classifyFailure(res.Output+"\n"+res.Stderr, res.ExitCode, resultSeen(res)) {
 	case causeRateLimit:
 		return t.rateLimited(st, tr)
 	case causeAPIError:
@@ -148,7 +155,9 @@ func (t *turn) transient(st *v1alpha1.State, res *ActionResult, verdict string) 
 }
 
 // rateLimited waits a short try's backoff, then the long waits, and once
-// they add up to maxWait routes to onExhausted (else onError).
+// they add up to maxWait routes to onExhausted (else onError; with
+// neither, the verdict routes, but a little-loops file's run ends as
+// ll-loop's does, "No valid transition").
 func (t *turn) rateLimited(st *v1alpha1.State, tr *v1alpha1.TransientStatus) bool {
 	run, rl := t.run, st.RateLimit
 	if tr.FirstSeen == nil {
@@ -194,6 +203,11 @@ func (t *turn) rateLimited(st *v1alpha1.State, tr *v1alpha1.TransientStatus) boo
 		t.emit(EventRateLimitStorm, RateLimitStormEvent{State: run.CurrentState, Count: tr.Exhaustions}.Data())
 	}
 	if target == "" {
+		if t.m.opts.LittleLoops {
+			// ll-loop has nowhere to go: its run ends, the verdict unrouted.
+			t.routeTo(st, "", "", noRoute)
+			return true
+		}
 		return false
 	}
 	if t.transition(target, "") {

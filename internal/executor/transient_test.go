@@ -168,7 +168,8 @@ func TestRateLimitLadderThenExhausted(t *testing.T) {
 	}
 }
 
-// No onExhausted: onError; neither: the verdict routes as it is.
+// No onExhausted: onError; neither: the verdict routes as it is (in a
+// little-loops file the run ends).
 func TestRateLimitExhaustedFallsBack(t *testing.T) {
 	short := &v1alpha1.RateLimit{MaxRetries: i32(1), Backoff: dur(time.Second), MaxWait: dur(time.Second), LongWaitLadder: []metav1.Duration{{Duration: time.Second}}}
 	for _, tc := range []struct {
@@ -182,6 +183,12 @@ func TestRateLimitExhaustedFallsBack(t *testing.T) {
 		if r.run.CurrentState != tc.want {
 			t.Errorf("ended in %s, want %s", r.run.CurrentState, tc.want)
 		}
+	}
+	// In a little-loops file, neither ends the run as ll-loop's does.
+	st := v1alpha1.State{OnSuccess: "done", OnFailure: "judged", RateLimit: short}
+	r := runLoop(t, agentSpec(st), &fakeActions{results: map[string][]ActionResult{"fix it": slices.Repeat([]ActionResult{rateLimited()}, 5)}}, Options{LittleLoops: true}, time.Millisecond)
+	if r.run.CurrentState != "fix" || r.run.TerminatedBy != v1alpha1.TerminatedError || r.run.Message != noRoute {
+		t.Errorf("little-loops file: ended in %s, %s: %q", r.run.CurrentState, r.run.TerminatedBy, r.run.Message)
 	}
 }
 
@@ -219,13 +226,18 @@ func TestAPIErrorRetries(t *testing.T) {
 	}
 }
 
-// An agent killed after its result runs again after 5s.
+// An agent killed after its result runs again after 5s, whether its
+// result reported usage or not.
 func TestInfraRetry(t *testing.T) {
 	spec := agentSpec(v1alpha1.State{OnSuccess: "done", OnError: "broken"})
-	killed := ActionResult{ExitCode: 143, Usage: &agentstream.Usage{InputTokens: 1}}
-	r := runLoop(t, spec, &fakeActions{results: map[string][]ActionResult{"fix it": {killed, {ExitCode: 0}}}}, Options{}, time.Millisecond)
-	if r.run.CurrentState != "done" || r.count(EventInfraRetry) != 1 {
-		t.Fatalf("ended in %s with %d infra_retry", r.run.CurrentState, r.count(EventInfraRetry))
+	for _, killed := range []ActionResult{
+		{ExitCode: 143, Usage: &agentstream.Usage{InputTokens: 1}},
+		{ExitCode: 143, ResultSeen: true},
+	} {
+		r := runLoop(t, spec, &fakeActions{results: map[string][]ActionResult{"fix it": {killed, {ExitCode: 0}}}}, Options{}, time.Millisecond)
+		if r.run.CurrentState != "done" || r.count(EventInfraRetry) != 1 {
+			t.Fatalf("%+v: ended in %s with %d infra_retry", killed, r.run.CurrentState, r.count(EventInfraRetry))
+		}
 	}
 }
 

@@ -41,8 +41,8 @@ func TestActionCompleteUsage(t *testing.T) {
 			t.Errorf("%s = %v (%T), want %v", k, got[0][k], got[0][k], want)
 		}
 	}
-	if m, ok := got[1]["model"]; !ok || m != nil {
-		t.Errorf("an unnamed model is %v (present %v), want null as little-loops writes it", m, ok)
+	if m := got[1]["model"]; m != agentstream.UnknownModel {
+		t.Errorf("an unnamed model is %v, want %q as little-loops writes it", m, agentstream.UnknownModel)
 	}
 	if _, ok := got[2]["input_tokens"]; ok {
 		t.Errorf("a shell action has usage keys: %v", got[2])

@@ -363,6 +363,9 @@ func Diff(want, got Outcome) []string {
 			add("captured "+k, "nothing", fmt.Sprintf("%q", got.Captured[k]))
 		}
 	}
+	if !slices.Equal(want.Usage, got.Usage) {
+		add("action_complete usage", want.Usage, got.Usage)
+	}
 	if !slices.Equal(want.UsageRows, got.UsageRows) {
 		add("usage.jsonl", strings.Join(want.UsageRows, "\n"), strings.Join(got.UsageRows, "\n"))
 	}

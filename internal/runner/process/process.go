@@ -24,6 +24,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -123,6 +124,13 @@ type Result struct {
 	// CallUsages is the usage of each call of an AgentCalls command that
 	// reported one, in order; Usage is their sum.
 	CallUsages []agentstream.Usage
+	// ResultSeen: an AgentStream command's stream came to its result
+	// record.
+	ResultSeen bool
+	// CallSlots is, for an AgentCalls command, what each of its agent
+	// calls (each begun by an action.LearningCallMark line) reported, nil
+	// for nothing.
+	CallSlots []*agentstream.Usage
 }
 
 // ActionResult is the result as the executor takes it.
@@ -130,7 +138,7 @@ func (r Result) ActionResult() action.Result {
 	return action.Result{
 		Output: r.Stdout, Stderr: r.Stderr, ExitCode: r.ExitCode, Duration: r.Duration,
 		OutputTruncated: r.StdoutTruncated, StderrTruncated: r.StderrTruncated, Verdict: r.Verdict,
-		Signal: r.Signal, SignalScanned: true, Usage: r.Usage, TimedOut: r.TimedOut, IdledOut: r.IdledOut,
+		Signal: r.Signal, SignalScanned: true, Usage: r.Usage, ResultSeen: r.ResultSeen, CallUsages: r.CallSlots, TimedOut: r.TimedOut, IdledOut: r.IdledOut,
 	}
 }
 
@@ -148,21 +156,17 @@ func Run(ctx context.Context, s Spec) Result {
 	lines := newLineJudge(s.Evaluate)
 	signals := &action.SignalScanner{}
 	stdout := &fanout{sinks: []io.Writer{writerOr(s.Stdout), out, lines, signals}}
-	stderr := &fanout{sinks: []io.Writer{writerOr(s.Stderr), errs}}
+	// An agent's stderr is kept until its turn ends (its result record),
+	// as little-loops stops reading the agent there: cut is closed then.
+	cut := &cutWriter{w: errs}
+	stderr := &fanout{sinks: []io.Writer{writerOr(s.Stderr), cut}}
 	var files *outputFiles
 	var agent *agentstream.Decoder
 	var streamErr *os.File // an agent's stderr, written by the agent into its own file
+	var streamErrEnd atomic.Int64
+	streamErrEnd.Store(-1)
 	if s.AgentStream {
-		decoderErr := io.Writer(stderr)
-		if f := ownFiles(s.Stdout, s.Stderr); f != nil && s.OwnFiles && s.IdleTimeout <= 0 {
-			// Only stdout needs decoding: stderr goes straight into its
-			// file (one pipe and one copy fewer per step), and the
-			// decoder's [result] lines join it there; the tail is read
-			// back from the file afterwards.
-			streamErr, decoderErr = f.err, f.err
-		}
-		agent = agentstream.New(stdout, decoderErr)
-		agent.Calls = s.AgentCalls
+		agent, streamErr = agentDecoder(s, stdout, stderr, cut, &streamErrEnd)
 		stdout = &fanout{sinks: []io.Writer{agent}}
 	} else if s.OwnFiles {
 		files = ownFiles(s.Stdout, s.Stderr)
@@ -189,7 +193,11 @@ func Run(ctx context.Context, s Spec) Result {
 		// back once it ended.
 		errStart := fileSize(streamErr)
 		err = runPiped(ctx, s, idle, &res, stdout, nil, streamErr)
-		readBack(streamErr, errStart, errs, nil, nil)
+		end := streamErrEnd.Load()
+		if end < 0 {
+			end = fileSize(streamErr)
+		}
+		readRange(streamErr, errStart, end, errs, nil, nil)
 	default:
 		err = runPiped(ctx, s, idle, &res, stdout, stderr, nil)
 	}
@@ -207,9 +215,7 @@ func Run(ctx context.Context, s Spec) Result {
 		_, _ = io.WriteString(stderr, action.TimeoutNotice(s.Timeout))
 	}
 	if agent != nil {
-		agent.Flush()
-		res.Usage = agent.Usage()
-		res.CallUsages = agent.CallUsages()
+		res.takeAgent(agent, s.AgentCalls)
 	}
 	lines.flush()
 	res.Duration = time.Since(start)
@@ -228,6 +234,43 @@ func Run(ctx context.Context, s Spec) Result {
 		res.Verdict = &v
 	}
 	return res
+}
+
+// agentDecoder decodes an agent's stream (its stdout) into stdout, its
+// result errors into stderr. With a local run's own log files (and no idle
+// timeout), stderr goes straight into its file instead (one pipe and one
+// copy fewer per step), the decoder's [result] lines join it there, and
+// streamErr is that file, whose tail is read back afterwards up to end
+// (where it was when the turn ended). The turn's end closes cut.
+func agentDecoder(s Spec, stdout, stderr io.Writer, cut *cutWriter, end *atomic.Int64) (agent *agentstream.Decoder, streamErr *os.File) {
+	decoderErr := stderr
+	if f := ownFiles(s.Stdout, s.Stderr); f != nil && s.OwnFiles && s.IdleTimeout <= 0 {
+		streamErr, decoderErr = f.err, f.err
+	}
+	agent = agentstream.New(stdout, decoderErr)
+	agent.Calls = s.AgentCalls
+	if s.AgentCalls {
+		agent.CallMark = []byte(action.LearningCallMark)
+	}
+	agent.OnEnd = func() {
+		cut.close()
+		if streamErr != nil {
+			end.Store(fileSize(streamErr))
+		}
+	}
+	return agent, streamErr
+}
+
+// takeAgent keeps what the agent's stream said it used, and whether its
+// turn ended.
+func (r *Result) takeAgent(agent *agentstream.Decoder, calls bool) {
+	agent.Flush()
+	r.Usage = agent.Usage()
+	r.CallUsages = agent.CallUsages()
+	r.ResultSeen = agent.ResultSeen()
+	if calls {
+		r.CallSlots = agent.CallSlots()
+	}
 }
 
 // runPiped runs the command with its stdout through a pipe, and its
@@ -303,7 +346,11 @@ func (f *outputFiles) run(ctx context.Context, s Spec, idle *idleWatch, res *Res
 // only), and to the line judge (when it needs lines) and the signal
 // scanner (when given) all of it, in bounded chunks.
 func readBack(f *os.File, start int64, t *tail, lines *lineJudge, signals io.Writer) {
-	end := fileSize(f)
+	readRange(f, start, fileSize(f), t, lines, signals)
+}
+
+// readRange is readBack of what was written to f between start and end.
+func readRange(f *os.File, start, end int64, t *tail, lines *lineJudge, signals io.Writer) {
 	if end <= start {
 		return
 	}
@@ -545,6 +592,21 @@ func exitCode(ps *os.ProcessState) int {
 // fanout writes to every sink, whatever one of them answers: a full disk
 // under the output log must not stop the action or its verdict.
 type fanout struct{ sinks []io.Writer }
+
+// cutWriter writes to w until it is closed, then drops what comes.
+type cutWriter struct {
+	w      io.Writer
+	closed atomic.Bool
+}
+
+func (c *cutWriter) Write(p []byte) (int, error) {
+	if !c.closed.Load() {
+		_, _ = c.w.Write(p)
+	}
+	return len(p), nil
+}
+
+func (c *cutWriter) close() { c.closed.Store(true) }
 
 func (f *fanout) Write(p []byte) (int, error) {
 	for _, w := range f.sinks {

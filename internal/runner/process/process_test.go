@@ -388,3 +388,32 @@ exit 1`
 		t.Errorf("timeout: exit %d, stderr %q", r.ExitCode, r.Stderr)
 	}
 }
+
+// An agent's stderr is kept until its result record ends the turn: what
+// it writes there after is not, through pipes or with own log files (the
+// file keeps it all).
+func TestAgentStderrEndsAtResult(t *testing.T) {
+	script := `echo 'before' >&2
+sleep 0.2
+echo '{"type":"result","is_error":false,"result":"ok"}'
+sleep 0.3
+echo 'after' >&2`
+	r := Run(context.Background(), Spec{Argv: bash(script), AgentStream: true})
+	if r.Stderr != "before\n" {
+		t.Errorf("piped: stderr %q", r.Stderr)
+	}
+	open := logFiles(t)
+	out, errf := open("stdout.log"), open("stderr.log")
+	r = Run(context.Background(), Spec{Argv: bash(script), AgentStream: true, Stdout: out, Stderr: errf, OwnFiles: true})
+	if r.Stderr != "before\n" {
+		t.Errorf("own files: stderr %q", r.Stderr)
+	}
+	if got, _ := os.ReadFile(errf.Name()); string(got) != "before\nafter\n" {
+		t.Errorf("stderr file %q", got)
+	}
+	// Plain text is no turn's end: all of stderr is kept.
+	r = Run(context.Background(), Spec{Argv: bash("echo hi; echo one >&2; sleep 0.1; echo two >&2"), AgentStream: true})
+	if r.Stderr != "one\ntwo\n" {
+		t.Errorf("plain: stderr %q", r.Stderr)
+	}
+}
