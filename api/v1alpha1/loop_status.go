@@ -165,12 +165,24 @@ type ChildCapture struct {
 	// output is the tail of the child's captured output.
 	// +optional
 	Output string `json:"output"`
+	// stderr is the tail of the child's captured stderr.
+	// +optional
+	Stderr string `json:"stderr,omitempty"`
 	// exitCode of the child's action.
 	// +optional
 	ExitCode int32 `json:"exitCode"`
+	// durationMs is how long the child's action ran.
+	// +optional
+	DurationMs int64 `json:"durationMs,omitempty"`
 	// verdict the child's state gave.
 	// +optional
 	Verdict string `json:"verdict,omitempty"`
+	// failureType and timeoutKind say why the child's action failed and
+	// how it timed out (as its own capture does).
+	// +optional
+	FailureType string `json:"failureType,omitempty"`
+	// +optional
+	TimeoutKind string `json:"timeoutKind,omitempty"`
 	// terminatedBy says why the loop a sub-loop state of the child ran
 	// ended; empty for any other capture.
 	// +optional

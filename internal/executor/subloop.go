@@ -442,11 +442,12 @@ func childCaptures(captured map[string]v1alpha1.CapturedResult, limit int) map[s
 	}
 	out := make(map[string]v1alpha1.ChildCapture, len(captured))
 	for k, c := range captured {
-		cc := v1alpha1.ChildCapture{Output: Tail(c.Output, limit), ExitCode: c.ExitCode, Verdict: c.Verdict}
+		cc := v1alpha1.ChildCapture{Output: Tail(c.Output, limit), Stderr: Tail(c.Stderr, limit), ExitCode: c.ExitCode, DurationMs: c.DurationMs,
+			Verdict: c.Verdict, FailureType: c.FailureType, TimeoutKind: c.TimeoutKind}
 		if l := c.Loop; l != nil {
 			cc.TerminatedBy, cc.FailureTerminal, cc.Error = l.TerminatedBy, l.FailureTerminal, Tail(l.Error, limit)
 			for gk, gc := range l.Captured {
-				gc.Output, gc.Error = Tail(gc.Output, limit), Tail(gc.Error, limit)
+				gc.Output, gc.Stderr, gc.Error = Tail(gc.Output, limit), Tail(gc.Stderr, limit), Tail(gc.Error, limit)
 				out[k+"."+gk] = gc
 			}
 		}

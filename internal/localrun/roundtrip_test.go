@@ -27,7 +27,7 @@ func TestStateFileRoundTripsEveryField(t *testing.T) {
 		run := &v1alpha1.RunState{}
 		fill(reflect.ValueOf(run).Elem(), r)
 		run.Phase = phases[r.IntN(len(phases))]
-		run.Action.Pod, run.Action.PodUID = "", "" // cluster only
+		run.Action.Pod, run.Action.PodUID, run.Action.Step = "", "", "" // cluster only
 		for k, c := range run.Captured {
 			c.EventStream = false // it has no stderr, exit code or duration: see TestEventStreamCapture
 			run.Captured[k] = c

@@ -238,7 +238,8 @@ func capturedFile(c v1alpha1.CapturedResult) CapturedFile {
 				}
 				at = at.Children[p]
 			}
-			at.Output, at.ExitCode, at.Verdict = cc.Output, cc.ExitCode, cc.Verdict
+			at.Output, at.Stderr, at.ExitCode, at.DurationMs, at.Verdict = cc.Output, cc.Stderr, cc.ExitCode, cc.DurationMs, cc.Verdict
+			at.FailureType, at.TimeoutKind = cc.FailureType, cc.TimeoutKind
 			at.TerminatedBy, at.FailureTerminal, at.Error = cc.TerminatedBy, cc.FailureTerminal, cc.Error
 		}
 	}
@@ -262,7 +263,8 @@ func (f CapturedFile) capturedResult() v1alpha1.CapturedResult {
 func (f CapturedFile) flattenChildren(prefix string, into map[string]v1alpha1.ChildCapture) {
 	for k, cc := range f.Children {
 		into[prefix+k] = v1alpha1.ChildCapture{
-			Output: cc.Output, ExitCode: cc.ExitCode, Verdict: cc.Verdict,
+			Output: cc.Output, Stderr: cc.Stderr, ExitCode: cc.ExitCode, DurationMs: cc.DurationMs, Verdict: cc.Verdict,
+			FailureType: cc.FailureType, TimeoutKind: cc.TimeoutKind,
 			TerminatedBy: cc.TerminatedBy, FailureTerminal: cc.FailureTerminal, Error: cc.Error,
 		}
 		cc.flattenChildren(prefix+k+".", into)

@@ -212,7 +212,14 @@ func addChildCaptures(m map[string]any, captured map[string]v1alpha1.ChildCaptur
 			addEnding(entry, cc.TerminatedBy, cc.FailureTerminal, cc.Error)
 			continue
 		}
-		entry["output"], entry["exit_code"], entry["exitCode"], entry["verdict"] = cc.Output, cc.ExitCode, cc.ExitCode, cc.Verdict
+		// The child's whole capture record, as its own ${captured.NAME};
+		// a state that judged nothing (next:) has no verdict there, as
+		// little-loops writes the verdict only after judging.
+		maps.Copy(entry, capturedMap(v1alpha1.CapturedResult{Output: cc.Output, Stderr: cc.Stderr, ExitCode: cc.ExitCode,
+			DurationMs: cc.DurationMs, Verdict: cc.Verdict, FailureType: cc.FailureType, TimeoutKind: cc.TimeoutKind}))
+		if cc.Verdict == "" {
+			delete(entry, "verdict")
+		}
 	}
 }
 
