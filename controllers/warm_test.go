@@ -105,9 +105,10 @@ var _ = Describe("Warm mode", func() {
 		}
 		Expect(keyEnv).NotTo(BeNil())
 		Expect(keyEnv.Value).To(BeEmpty())
-		Expect(keyEnv.ValueFrom.SecretKeyRef.Name).To(Equal(pod.WarmKeySecret("warm")))
+		keySecret := pod.WarmKeySecret("warm", warm.Fingerprint(warm.LoopKey(testRunnerKey, loop.UID)))
+		Expect(keyEnv.ValueFrom.SecretKeyRef.Name).To(Equal(keySecret))
 		secret := &corev1.Secret{}
-		Expect(k8sClient.Get(bg, client.ObjectKey{Namespace: ns, Name: pod.WarmKeySecret("warm")}, secret)).To(Succeed())
+		Expect(k8sClient.Get(bg, client.ObjectKey{Namespace: ns, Name: keySecret}, secret)).To(Succeed())
 		Expect(metav1.GetControllerOf(secret).UID).To(Equal(loop.UID))
 
 		// The run ended: its runner ends too; its Pod stays, with its log.
@@ -169,16 +170,25 @@ var _ = Describe("Warm mode", func() {
 	// key) makes the runner refuse the operator: that Loop's step fails,
 	// naming why; nothing runs on the tenant's word.
 	It("fails only its own step when a tenant's Secret of the key's name holds another key", func() {
-		other, err := handoff.NewKey()
-		Expect(err).NotTo(HaveOccurred())
-		Expect(k8sClient.Create(bg, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: pod.WarmKeySecret("victim")},
-			Data: map[string][]byte{pod.WarmKeyName: []byte(other)}})).To(Succeed())
 		spec := warmSpec(v1alpha1.LoopSpec{Initial: "step", States: map[string]v1alpha1.State{
 			"step":    {Action: "touch ran", OnSuccess: "done", OnError: "refused"},
 			"done":    {Terminal: true},
 			"refused": {Terminal: true, Failure: new(true)},
 		}})
-		loop := waitFinished(createLoop(ns, "victim", spec))
+		// Its name is known once the Loop is (from its uid, as the first
+		// runner Pod's spec would show it): the Loop waits suspended.
+		spec.Suspend = true
+		key := createLoop(ns, "victim", spec)
+		victim := &v1alpha1.Loop{}
+		Expect(k8sClient.Get(bg, key, victim)).To(Succeed())
+		other, err := handoff.NewKey()
+		Expect(err).NotTo(HaveOccurred())
+		name := pod.WarmKeySecret("victim", warm.Fingerprint(warm.LoopKey(testRunnerKey, victim.UID)))
+		Expect(k8sClient.Create(bg, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Data: map[string][]byte{pod.WarmKeyName: []byte(other)}})).To(Succeed())
+		victim.Spec.Suspend = false
+		Expect(k8sClient.Update(bg, victim)).To(Succeed())
+		loop := waitFinished(key)
 		Expect(loop.Status.CurrentState).To(Equal("refused"))
 		Expect(string(loop.Status.LastResult.Details.Raw)).To(ContainSubstring(warm.ReasonRunnerRefused))
 		_, err = os.Stat(filepath.Join(claimDir(ns, pod.WorkspaceClaim("victim")), "ran"))
@@ -209,5 +219,22 @@ var _ = Describe("Warm mode", func() {
 		loop := waitFinished(blocked)
 		Expect(loop.Status.CurrentState).To(Equal("unreachable"))
 		Expect(string(loop.Status.LastResult.Details.Raw)).To(ContainSubstring(warm.ReasonRunnerUnreachable))
+	})
+
+	// An operator that restarted with another key (no --runner-key-file)
+	// cannot talk to the runners made before: the step in flight is lost
+	// and runs again in a runner of the new key; the others ran once.
+	It("runs the step in flight again in a new runner when the operator's key changed", func() {
+		key := createLoop(ns, "rekeyed", appending(6, "0.5"))
+		Eventually(func(g Gomega) {
+			l := &v1alpha1.Loop{}
+			g.Expect(k8sClient.Get(bg, key, l)).To(Succeed())
+			g.Expect(l.Status.Iteration).To(BeNumerically(">=", 3))
+		}).Should(Succeed())
+		op.stop()
+		op = startPodOperator(Config{RunnerKey: []byte("another runner key, of the restarted operator")})
+		loop := waitFinished(key)
+		Expect(loop.Status.CurrentState).To(Equal("done"), "each step once (the one in flight had not appended)")
+		Expect(normalEvents(loopEvents(loop))).To(ContainElement(HaveKeyWithValue("event", executor.EventActionRestarted)))
 	})
 })

@@ -348,3 +348,31 @@ func TestChartPodDisruptionBudgets(t *testing.T) {
 		t.Errorf("minAvailable 50%%: %+v", pdb.Spec)
 	}
 }
+
+// The operator's runner key (Warm mode): a Secret the chart makes once and
+// keeps (helm.sh/resource-policy: keep, reused on upgrade through lookup),
+// mounted as a file the manager reads; runnerKey.existingSecret brings one's
+// own, and then the chart makes none.
+func TestChartRunnerKey(t *testing.T) {
+	m := render(t)
+	secret := one[corev1.Secret](t, m, "Secret", "looprun-runner-key")
+	if len(secret.Data["key"]) < 32 || secret.Annotations["helm.sh/resource-policy"] != "keep" {
+		t.Errorf("runner key Secret: %d bytes, annotations %v", len(secret.Data["key"]), secret.Annotations)
+	}
+	d := one[appsv1.Deployment](t, m, "Deployment", "looprun")
+	if c := managerContainer(t, d); !slices.Contains(c.Args, "--runner-key-file=/var/run/looprun/runner-key/key") {
+		t.Errorf("args %v", c.Args)
+	}
+	if v := d.Spec.Template.Spec.Volumes; len(v) != 1 || v[0].Secret == nil || v[0].Secret.SecretName != "looprun-runner-key" {
+		t.Errorf("volumes %v", v)
+	}
+
+	m = render(t, "runnerKey.existingSecret=team-runner-key")
+	if s := m.all("Secret"); len(s) != 0 {
+		t.Errorf("a Secret made beside an existing one: %v", s[0].GetName())
+	}
+	d = one[appsv1.Deployment](t, m, "Deployment", "looprun")
+	if v := d.Spec.Template.Spec.Volumes; len(v) != 1 || v[0].Secret.SecretName != "team-runner-key" {
+		t.Errorf("volumes %v", v)
+	}
+}

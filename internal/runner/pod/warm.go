@@ -38,8 +38,15 @@ func WarmName(loop, run string, generation int) string {
 	return withSuffix(loop, suffix)
 }
 
-// WarmKeySecret is the Secret holding a Loop's runner key: LOOP-runner.
-func WarmKeySecret(loop string) string { return withSuffix(loop, "-runner") }
+// WarmKeySecret is the Secret holding a Loop's runner key, named with the
+// key's fingerprint: LOOP-runner-FINGERPRINT (a new operator key makes a
+// new Secret, never meets the old one).
+func WarmKeySecret(loop, fingerprint string) string {
+	return withSuffix(loop, "-runner-"+fingerprint)
+}
+
+// LabelWarmKey is the fingerprint of the key a runner Pod was made with.
+const LabelWarmKey = "looprun.io/runner-key"
 
 // Warm says whether action a of the Loop runs in the run's warm runner
 // Pod: a shell command of a Loop in Warm mode. Agent prompts and commands
@@ -51,10 +58,11 @@ func Warm(loop *v1alpha1.Loop, a *executor.Action) bool {
 
 // BuildWarm makes generation gen of a run's warm runner Pod: the Pod a
 // shell step of the run would get, running `entrypoint serve` instead of
-// one action, its key from the Secret secret, with a volume of its own for
+// one action, its key from the Secret secret (labelled with the key's
+// fingerprint), with a volume of its own for
 // the ledger. It lives for the run (no deadline; the runner exits when
 // idle) and its container is restarted if the runner dies.
-func BuildWarm(loop *v1alpha1.Loop, run string, gen int, secret string, o Options) (*corev1.Pod, error) {
+func BuildWarm(loop *v1alpha1.Loop, run string, gen int, secret, fingerprint string, o Options) (*corev1.Pod, error) {
 	pod, err := Build(loop, run, executor.Action{State: "", Iteration: 0}, o)
 	if err != nil {
 		return nil, err
@@ -65,6 +73,7 @@ func BuildWarm(loop *v1alpha1.Loop, run string, gen int, secret string, o Option
 	delete(pod.Labels, v1alpha1.LabelState)
 	pod.Labels[v1alpha1.LabelRunner] = WarmLabelValue
 	pod.Labels[LabelWarmGeneration] = strconv.Itoa(gen)
+	pod.Labels[LabelWarmKey] = fingerprint
 	pod.Annotations = nil
 	pod.Spec.ActiveDeadlineSeconds = nil
 	pod.Spec.RestartPolicy = corev1.RestartPolicyOnFailure

@@ -63,6 +63,9 @@ const (
 	// unreachable before its step fails (a NetworkPolicy that keeps the
 	// operator out, say).
 	unreachableAfter = time.Minute
+	// startingRecheck is how often a step looks at its runner Pod while
+	// the Pod starts.
+	startingRecheck = 200 * time.Millisecond
 	// overrun is how long past its timeout a step may run before its
 	// runner Pod is deleted (the wrapper ends it at its timeout).
 	overrun = time.Minute
@@ -114,9 +117,29 @@ type poll struct {
 
 // LoopKey is the key of a Loop's runner Pods.
 func (r *Runner) LoopKey(loopUID types.UID) []byte {
-	m := hmac.New(sha256.New, r.Key)
+	return LoopKey(r.Key, loopUID)
+}
+
+// LoopKey is the key of a Loop's runner Pods under the operator's key.
+func LoopKey(operatorKey []byte, loopUID types.UID) []byte {
+	m := hmac.New(sha256.New, operatorKey)
 	m.Write([]byte("looprun runner key\n" + string(loopUID)))
 	return m.Sum(nil)
+}
+
+// Fingerprint names a Loop's key (in its Secret's name and its runner
+// Pods' label) without giving it away: the first 10 hex digits of its
+// SHA-256.
+func Fingerprint(loopKey []byte) string {
+	sum := sha256.Sum256(loopKey)
+	return hex.EncodeToString(sum[:5])
+}
+
+// stale says whether a runner Pod was made with another operator key
+// (the operator restarted without --runner-key-file): nothing this
+// operator sends it would be believed, nor anything it answers.
+func (r *Runner) stale(loop *v1alpha1.Loop, p *corev1.Pod) bool {
+	return p.Labels[pod.LabelWarmKey] != Fingerprint(r.LoopKey(loop.UID))
 }
 
 // Start implements runner.Runner: a warm step is recorded (Pod, uid, step
@@ -138,9 +161,11 @@ func (r *Runner) Start(ctx context.Context, loop *v1alpha1.Loop, a executor.Acti
 		st.Pod, st.PodUID, st.Step = p.Name, string(p.UID), id
 	}
 	if !ready(p) {
-		// The Pod's start wakes the Loop (its container's milestone);
-		// Check finds the step not handed over, and it starts again.
-		return r.Pods.StartAllowance(), nil
+		// Check finds the step not handed over once the runner runs, and
+		// it starts again. The Pod's start wakes the Loop, but nothing of
+		// the Pod changes after it: a wake taken with a Loop older than
+		// this status would be the last, so look again soon.
+		return startingRecheck, nil
 	}
 	key := pollKey(loop.UID, p.Name, id)
 	r.drop(key) // a poll that found it not handed over
@@ -178,12 +203,23 @@ func (r *Runner) Check(ctx context.Context, loop *v1alpha1.Loop) (runner.Outcome
 		// the next one.
 		r.drop(key)
 		return runner.Outcome{State: runner.Lost}, nil
+	case r.stale(loop, p):
+		// Made under another operator key: it cannot be talked to, so
+		// it goes, and the step runs again in the next runner.
+		r.drop(key)
+		if err := r.Pods.Client.Delete(ctx, p); client.IgnoreNotFound(err) != nil {
+			return runner.Outcome{}, err
+		}
+		return runner.Outcome{State: runner.Lost}, nil
 	case !ready(p):
 		out, giveUp := pod.Inspect(p, now, r.Pods.StartAllowance())
 		if giveUp {
 			if err := r.Pods.Client.Delete(ctx, p); client.IgnoreNotFound(err) != nil {
 				return runner.Outcome{}, err
 			}
+		}
+		if out.State == runner.Running {
+			out.RecheckAfter = startingRecheck
 		}
 		return out, nil
 	case done: // not handed over: Start hands it over now
@@ -463,7 +499,16 @@ func (r *Runner) runnerPod(ctx context.Context, loop *v1alpha1.Loop) (*corev1.Po
 		}
 		gen, _ := strconv.Atoi(p.Labels[pod.LabelWarmGeneration])
 		last = max(last, gen)
-		if p.DeletionTimestamp.IsZero() && !ended(p) && (live == nil || gen > generation(live)) {
+		if !p.DeletionTimestamp.IsZero() || ended(p) {
+			continue
+		}
+		if r.stale(loop, p) {
+			if err := r.Pods.Client.Delete(ctx, p); client.IgnoreNotFound(err) != nil {
+				return nil, fmt.Errorf("delete runner Pod %s of another key: %w", p.Name, err)
+			}
+			continue
+		}
+		if live == nil || gen > generation(live) {
 			live = p
 		}
 	}
@@ -474,8 +519,10 @@ func (r *Runner) runnerPod(ctx context.Context, loop *v1alpha1.Loop) (*corev1.Po
 		return nil, err
 	}
 	name := pod.WarmName(loop.Name, loop.Status.RunID, last+1)
-	keyName := pod.WarmKeySecret(loop.Name)
-	p, err := pod.BuildWarm(loop, loop.Status.RunID, last+1, keyName, r.Pods.Options)
+	loopKey := r.LoopKey(loop.UID)
+	fingerprint := Fingerprint(loopKey)
+	keyName := pod.WarmKeySecret(loop.Name, fingerprint)
+	p, err := pod.BuildWarm(loop, loop.Status.RunID, last+1, keyName, fingerprint, r.Pods.Options)
 	if err != nil {
 		return nil, err
 	}
@@ -483,7 +530,7 @@ func (r *Runner) runnerPod(ctx context.Context, loop *v1alpha1.Loop) (*corev1.Po
 	// went); the operator never reads Secrets: it derives the key.
 	secret := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: keyName, Namespace: loop.Namespace, Labels: v1alpha1.ChildLabels(loop)},
-		Data:       map[string][]byte{pod.WarmKeyName: []byte(hex.EncodeToString(r.LoopKey(loop.UID)))},
+		Data:       map[string][]byte{pod.WarmKeyName: []byte(hex.EncodeToString(loopKey))},
 	}
 	secret.Labels[v1alpha1.LabelRunner] = pod.WarmLabelValue
 	if err := controllerutil.SetControllerReference(loop, secret, r.Pods.Client.Scheme()); err != nil {
