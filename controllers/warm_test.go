@@ -237,4 +237,22 @@ var _ = Describe("Warm mode", func() {
 		Expect(loop.Status.CurrentState).To(Equal("done"), "each step once (the one in flight had not appended)")
 		Expect(normalEvents(loopEvents(loop))).To(ContainElement(HaveKeyWithValue("event", executor.EventActionRestarted)))
 	})
+
+	// As in a step Pod: the wrapper times a step out (124), keeps what it
+	// printed, and the runner goes on with the next step.
+	It("times a warm step out with exit code 124 and runs the next in the same runner", func() {
+		pods, stop := podsSeen(ns)
+		defer stop()
+		spec := warmSpec(v1alpha1.LoopSpec{Initial: "slow", States: map[string]v1alpha1.State{
+			"slow":     {Action: "echo started; sleep 30", Timeout: dur(time.Second), Capture: "slow", OnSuccess: "done", OnError: "timedout"},
+			"timedout": {Action: "echo after", Next: "done"},
+			"done":     {Terminal: true},
+		}})
+		loop := waitFinished(createLoop(ns, "slow", spec))
+		Expect(loop.Status.Phase).To(Equal(v1alpha1.PhaseCompleted))
+		Expect(loop.Status.Captured["slow"].ExitCode).To(Equal(int32(124)))
+		Expect(loop.Status.Captured["slow"].Output).To(Equal("started"))
+		Expect(loop.Status.Captured["slow"].DurationMs).To(BeNumerically("<", 10000))
+		Expect(pods()).To(HaveLen(1))
+	})
 })

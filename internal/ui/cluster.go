@@ -215,12 +215,20 @@ const runnerLogLines = 20000
 // is newer than iteration (the state's last step Pod's), as the viewer
 // reads it.
 func (s *Server) warmStepLog(r *http.Request, ns, state string, runners []*corev1.Pod, iteration int) (PodLog, bool) {
+	return lastWarmStep(state, iteration, runners, func(p *corev1.Pod) ([]byte, error) {
+		tail := int64(runnerLogLines)
+		return s.Cluster.Pods.CoreV1().Pods(ns).GetLogs(p.Name,
+			&corev1.PodLogOptions{Container: v1alpha1.ActionContainerName, TailLines: &tail}).Do(r.Context()).Raw()
+	})
+}
+
+// lastWarmStep is the last step of state, after iteration, in the logs of
+// runner Pods read by read.
+func lastWarmStep(state string, iteration int, runners []*corev1.Pod, read func(*corev1.Pod) ([]byte, error)) (PodLog, bool) {
 	var out PodLog
 	found := false
 	for _, p := range runners {
-		tail := int64(runnerLogLines)
-		raw, err := s.Cluster.Pods.CoreV1().Pods(ns).GetLogs(p.Name,
-			&corev1.PodLogOptions{Container: v1alpha1.ActionContainerName, TailLines: &tail}).Do(r.Context()).Raw()
+		raw, err := read(p)
 		if err != nil {
 			continue
 		}
