@@ -45,14 +45,19 @@ func main() {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 1 && args[0] == "git" {
+	switch {
+	case len(args) == 1 && args[0] == "git":
 		// A clone or push of the Loop's workspace, run under the wrapper.
 		return gitws.EnvMain(context.Background(), stdout, stderr)
-	}
-	if len(args) > 0 && args[0] == "serve" {
+	case len(args) > 0 && args[0] == "serve":
 		// A warm runner: the run's steps, handed over by the operator.
 		return handoff.ServeMain(args[1:], stdout, stderr)
 	}
+	return wrap(args, stdout, stderr)
+}
+
+// wrap runs one action under the wrapper.
+func wrap(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("entrypoint", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	copyTo := fs.String("copy-to", "", "copy this binary to the given path and exit (the init container's job)")
@@ -64,16 +69,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	var result io.Writer
-	if *resultFD > 0 {
-		f, err := handoff.ResultPipe(*resultFD)
-		if err != nil {
-			fmt.Fprintln(stderr, "entrypoint: --result-fd:", err)
-			return 2
-		}
-		defer f.Close()
-		result = f
+	out, err := resultOut(*resultFD, *termLog)
+	if err != nil {
+		fmt.Fprintln(stderr, "entrypoint: --result-fd:", err)
+		return 2
 	}
+	defer out.Close()
 	if *copyTo != "" {
 		if err := copySelf(*copyTo); err != nil {
 			fmt.Fprintln(stderr, "entrypoint:", err)
@@ -122,17 +123,47 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if cmd := os.Getenv(entrypoint.ProbeEnv); cmd != "" && res.CannotStart == "" {
 		res.Probe = entrypoint.NewProbe(probe.Run(context.Background(), "", nil, cmd))
 	}
-	if result != nil {
-		if _, err := result.Write(res.Encode()); err != nil {
-			fmt.Fprintln(stderr, "entrypoint: writing the result:", err)
-		}
-	} else if err := os.WriteFile(*termLog, res.Encode(), 0o644); err != nil {
+	if err := out.write(res.Encode()); err != nil {
 		fmt.Fprintln(stderr, "entrypoint: writing the result:", err)
 	}
 	if res.ExitCode < 0 {
 		return 128 - res.ExitCode
 	}
 	return res.ExitCode
+}
+
+// result is where the result goes: the termination log, or a warm
+// runner's result pipe.
+type result struct {
+	pipe    *os.File
+	termLog string
+}
+
+// resultOut opens the result's way out: the inherited descriptor fd when
+// given, else the termination log.
+func resultOut(fd int, termLog string) (*result, error) {
+	if fd <= 0 {
+		return &result{termLog: termLog}, nil
+	}
+	f, err := handoff.ResultPipe(fd)
+	if err != nil {
+		return nil, err
+	}
+	return &result{pipe: f}, nil
+}
+
+func (r *result) write(b []byte) error {
+	if r.pipe != nil {
+		_, err := r.pipe.Write(b)
+		return err
+	}
+	return os.WriteFile(r.termLog, b, 0o644)
+}
+
+func (r *result) Close() {
+	if r.pipe != nil {
+		_ = r.pipe.Close()
+	}
 }
 
 // copySelf copies the running binary to dst, executable.

@@ -151,14 +151,9 @@ func parseFlags(args []string, getenv func(string) string) (*settings, error) {
 		return nil, fmt.Errorf("leader election: need lease duration (%s) > renew deadline (%s) > retry period (%s) > 0",
 			s.leaseDuration, s.renewDeadline, s.retryPeriod)
 	}
-	if err := checkCloudEventsHeaders(c); err != nil {
+	if err := readFiles(c, runnerKeyFile); err != nil {
 		return nil, err
 	}
-	key, err := runnerKey(runnerKeyFile)
-	if err != nil {
-		return nil, fmt.Errorf("--runner-key-file: %w", err)
-	}
-	c.RunnerKey = key
 	switch {
 	case prices != "" && pricesFile != "":
 		return nil, errors.New("--prices and --prices-file: give one price table")
@@ -182,6 +177,20 @@ func parseFlags(args []string, getenv func(string) string) (*settings, error) {
 		}
 	}
 	return s, nil
+}
+
+// readFiles reads the files the flags name, so that a bad one stops the
+// manager at start: the sink's headers, the runner key.
+func readFiles(c *controllers.Config, runnerKeyFile string) error {
+	if err := checkCloudEventsHeaders(c); err != nil {
+		return err
+	}
+	key, err := runnerKey(runnerKeyFile)
+	if err != nil {
+		return fmt.Errorf("--runner-key-file: %w", err)
+	}
+	c.RunnerKey = key
+	return nil
 }
 
 // runnerKey reads the operator's runner key, or makes one for this

@@ -347,3 +347,35 @@ func TestParseCloudEventsHeadersFile(t *testing.T) {
 		}
 	}
 }
+
+// The runner key: read from the file (the chart's Secret), the same on
+// every start; too short or missing stops the manager; none given, a key
+// of this process.
+func TestParseRunnerKeyFile(t *testing.T) {
+	dir := t.TempDir()
+	good, short := filepath.Join(dir, "key"), filepath.Join(dir, "short")
+	if err := os.WriteFile(good, []byte("0123456789abcdef0123456789abcdef0123\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(short, []byte("too short"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	none := func(string) string { return "" }
+	s, err := parseFlags([]string{"--runner-key-file=" + good}, none)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(s.reconciler.RunnerKey) != "0123456789abcdef0123456789abcdef0123" {
+		t.Errorf("runner key %q", s.reconciler.RunnerKey)
+	}
+	for _, f := range []string{short, filepath.Join(dir, "absent")} {
+		if _, err := parseFlags([]string{"--runner-key-file=" + f}, none); err == nil || !strings.Contains(err.Error(), "--runner-key-file") {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+	a, _ := parseFlags(nil, none)
+	b, _ := parseFlags(nil, none)
+	if len(a.reconciler.RunnerKey) != 32 || string(a.reconciler.RunnerKey) == string(b.reconciler.RunnerKey) {
+		t.Errorf("keys of their own: %x, %x", a.reconciler.RunnerKey, b.reconciler.RunnerKey)
+	}
+}

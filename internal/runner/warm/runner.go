@@ -180,15 +180,7 @@ func (r *Runner) Check(ctx context.Context, loop *v1alpha1.Loop) (runner.Outcome
 		return r.Pods.Check(ctx, loop)
 	}
 	key := pollKey(loop.UID, a.Pod, a.Step)
-	r.mu.Lock()
-	pl := r.polls[key]
-	var done bool
-	var out runner.Outcome
-	var unreachable time.Time
-	if pl != nil {
-		done, out, unreachable = pl.done, pl.out, pl.unreachable
-	}
-	r.mu.Unlock()
+	pl, done, out, unreachable := r.poll(key)
 	if done && out.State != runner.NotStarted {
 		return out, nil
 	}
@@ -196,53 +188,14 @@ func (r *Runner) Check(ctx context.Context, loop *v1alpha1.Loop) (runner.Outcome
 	if err != nil {
 		return runner.Outcome{}, err
 	}
-	now := r.Pods.Clock()
-	switch {
-	case p == nil || string(p.UID) != a.PodUID && a.PodUID != "" || !p.DeletionTimestamp.IsZero() || ended(p):
-		// The runner Pod is gone, and the step with it: run it again in
-		// the next one.
-		r.drop(key)
-		return runner.Outcome{State: runner.Lost}, nil
-	case r.stale(loop, p):
-		// Made under another operator key: it cannot be talked to, so
-		// it goes, and the step runs again in the next runner.
-		r.drop(key)
-		if err := r.Pods.Client.Delete(ctx, p); client.IgnoreNotFound(err) != nil {
-			return runner.Outcome{}, err
-		}
-		return runner.Outcome{State: runner.Lost}, nil
-	case !ready(p):
-		out, giveUp := pod.Inspect(p, now, r.Pods.StartAllowance())
-		if giveUp {
-			if err := r.Pods.Client.Delete(ctx, p); client.IgnoreNotFound(err) != nil {
-				return runner.Outcome{}, err
-			}
-		}
-		if out.State == runner.Running {
-			out.RecheckAfter = startingRecheck
-		}
-		return out, nil
-	case done: // not handed over: Start hands it over now
+	if out, decided, err := r.unusable(ctx, loop, key, p); decided || err != nil {
+		return out, err
+	}
+	if done { // not handed over: Start hands it over now
 		return out, nil
 	}
-	if a.StartedAt != nil && a.TimeoutSeconds > 0 && now.Sub(a.StartedAt.Time) > time.Duration(a.TimeoutSeconds)*time.Second+overrun {
-		// The wrapper did not end it at its timeout: the Pod goes, so
-		// nothing of the step runs on.
-		if err := r.Pods.Client.Delete(ctx, p); client.IgnoreNotFound(err) != nil {
-			return runner.Outcome{}, err
-		}
-		r.drop(key)
-		res := runner.Failure("DeadlineExceeded", "the step ran %s past its timeout; its runner Pod %s was deleted", overrun, p.Name)
-		res.ExitCode = evaluate.ExitTimeout
-		return runner.Outcome{State: runner.Done, Result: res}, nil
-	}
-	if limit := cmp.Or(r.UnreachableAfter, unreachableAfter); !unreachable.IsZero() && time.Since(unreachable) > limit {
-		if err := r.Pods.Client.Delete(ctx, p); client.IgnoreNotFound(err) != nil {
-			return runner.Outcome{}, err
-		}
-		r.drop(key)
-		return runner.Outcome{State: runner.Done, Result: runner.TransientFailure(ReasonRunnerUnreachable,
-			"the operator could not reach runner Pod %s at %s for %s (a NetworkPolicy that keeps the operator out?)", p.Name, r.addr(p), limit)}, nil
+	if out, decided, err := r.overdue(ctx, loop, key, p, unreachable); decided || err != nil {
+		return out, err
 	}
 	if pl == nil {
 		// Not followed by this process (it restarted, or the step was
@@ -250,7 +203,75 @@ func (r *Runner) Check(ctx context.Context, loop *v1alpha1.Loop) (runner.Outcome
 		// knows of the step.
 		r.follow(loop, key, a.Iteration, r.client(loop, p), a.Step, nil)
 	}
-	return runner.Outcome{State: runner.Running, RecheckAfter: min(5*time.Second, cmp.Or(r.UnreachableAfter, unreachableAfter))}, nil
+	return runner.Outcome{State: runner.Running, RecheckAfter: min(5*time.Second, r.unreachableLimit())}, nil
+}
+
+// poll is what is known here of a step's poll.
+func (r *Runner) poll(key string) (pl *poll, done bool, out runner.Outcome, unreachable time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if pl = r.polls[key]; pl != nil {
+		return pl, pl.done, pl.out, pl.unreachable
+	}
+	return nil, false, runner.Outcome{}, time.Time{}
+}
+
+// unusable decides a step whose runner Pod cannot take it: gone or made
+// under another key (lost), or not started yet (waiting, or given up).
+func (r *Runner) unusable(ctx context.Context, loop *v1alpha1.Loop, key string, p *corev1.Pod) (runner.Outcome, bool, error) {
+	a := loop.Status.Action
+	switch {
+	case p == nil || string(p.UID) != a.PodUID && a.PodUID != "" || !p.DeletionTimestamp.IsZero() || ended(p):
+		// The runner Pod is gone, and the step with it: run it again in
+		// the next one.
+		r.drop(key)
+		return runner.Outcome{State: runner.Lost}, true, nil
+	case r.stale(loop, p):
+		// Made under another operator key: it cannot be talked to, so
+		// it goes, and the step runs again in the next runner.
+		r.drop(key)
+		return runner.Outcome{State: runner.Lost}, true, client.IgnoreNotFound(r.Pods.Client.Delete(ctx, p))
+	case !ready(p):
+		out, giveUp := pod.Inspect(p, r.Pods.Clock(), r.Pods.StartAllowance())
+		if giveUp {
+			if err := r.Pods.Client.Delete(ctx, p); client.IgnoreNotFound(err) != nil {
+				return runner.Outcome{}, true, err
+			}
+		}
+		if out.State == runner.Running {
+			out.RecheckAfter = startingRecheck
+		}
+		return out, true, nil
+	}
+	return runner.Outcome{}, false, nil
+}
+
+// overdue fails a step that ran well past its timeout (the wrapper did not
+// end it) or whose runner has not answered for too long: its Pod goes, so
+// nothing of the step runs on.
+func (r *Runner) overdue(ctx context.Context, loop *v1alpha1.Loop, key string, p *corev1.Pod, unreachable time.Time) (runner.Outcome, bool, error) {
+	a := loop.Status.Action
+	var res executor.ActionResult
+	limit := r.unreachableLimit()
+	switch {
+	case a.StartedAt != nil && a.TimeoutSeconds > 0 && r.Pods.Clock().Sub(a.StartedAt.Time) > time.Duration(a.TimeoutSeconds)*time.Second+overrun:
+		res = runner.Failure("DeadlineExceeded", "the step ran %s past its timeout; its runner Pod %s was deleted", overrun, p.Name)
+		res.ExitCode = evaluate.ExitTimeout
+	case !unreachable.IsZero() && time.Since(unreachable) > limit:
+		res = runner.TransientFailure(ReasonRunnerUnreachable,
+			"the operator could not reach runner Pod %s at %s for %s (a NetworkPolicy that keeps the operator out?)", p.Name, r.addr(p), limit)
+	default:
+		return runner.Outcome{}, false, nil
+	}
+	if err := r.Pods.Client.Delete(ctx, p); client.IgnoreNotFound(err) != nil {
+		return runner.Outcome{}, true, err
+	}
+	r.drop(key)
+	return runner.Outcome{State: runner.Done, Result: res}, true, nil
+}
+
+func (r *Runner) unreachableLimit() time.Duration {
+	return cmp.Or(r.UnreachableAfter, unreachableAfter)
 }
 
 // follow hands a step over (step set) or asks for it (nil), then follows
@@ -544,8 +565,11 @@ func (r *Runner) runnerPod(ctx context.Context, loop *v1alpha1.Loop) (*corev1.Po
 			return nil, fmt.Errorf("create runner Pod %s: %w", name, err)
 		}
 		existing, err := r.Pods.Get(ctx, client.ObjectKeyFromObject(p))
-		if err != nil || existing == nil {
-			return nil, fmt.Errorf("adopt runner Pod %s: %v", name, err)
+		if err != nil {
+			return nil, fmt.Errorf("adopt runner Pod %s: %w", name, err)
+		}
+		if existing == nil {
+			return nil, fmt.Errorf("adopt runner Pod %s: gone", name)
 		}
 		if !ownedBy(existing, loop.UID) {
 			return nil, &runner.Refused{Reason: "PodNameTaken", Message: fmt.Sprintf("Pod %s exists and does not belong to this Loop", name)}
@@ -581,16 +605,6 @@ func ready(p *corev1.Pod) bool {
 		}
 	}
 	return false
-}
-
-// runningSince is when the runner's container started (zero: it does not run).
-func runningSince(p *corev1.Pod) time.Time {
-	for _, cs := range p.Status.ContainerStatuses {
-		if cs.Name == pod.ActionContainer && cs.State.Running != nil {
-			return cs.State.Running.StartedAt.Time
-		}
-	}
-	return time.Time{}
 }
 
 // ended says whether a runner Pod is done for (idled out, failed).

@@ -93,12 +93,12 @@ func (c *Client) do(ctx context.Context, method, uri string, body []byte, into a
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		return fmt.Errorf("%w: %v", ErrUnreachable, err)
+		return fmt.Errorf("%w: %w", ErrUnreachable, err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 2*maxBody))
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrUnreachable, err)
+		return fmt.Errorf("%w: %w", ErrUnreachable, err)
 	}
 	if !verify(c.Key, resp.Header.Get(headerSignature), "answer", answerFields(method, uri, at, resp.StatusCode), b) {
 		// Not the runner this key belongs to (another Pod took its

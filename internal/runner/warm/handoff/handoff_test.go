@@ -96,7 +96,9 @@ func serve(t *testing.T, ledger string, idle time.Duration) *harness {
 	go func() { h.done <- s.Serve(ctx, l) }()
 	t.Cleanup(func() {
 		cancel()
-		<-h.done
+		if err := <-h.done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
 	})
 	return h
 }
@@ -280,8 +282,7 @@ func TestTheLedgerOutlivesTheServer(t *testing.T) {
 	b, _ := os.ReadFile(ledger)
 	h.srv.mu.Unlock()
 	h.cancel()
-	<-h.done
-	h.done <- nil
+	h.done <- <-h.done
 	if err := os.WriteFile(ledger, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -294,7 +295,12 @@ func TestTheLedgerOutlivesTheServer(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(ctx, l) }()
-	defer func() { cancel(); <-done }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	}()
 	c := &Client{Addr: l.Addr().String(), Key: key}
 	st, err := c.Hand(context.Background(), "run1.1.0", shell("echo ran >> "+count))
 	if err != nil || st.Phase != Done {
@@ -344,8 +350,9 @@ func TestTheServerIdlesOutOnlyWithNothingToKeep(t *testing.T) {
 		t.Fatal(st)
 	}
 	select {
-	case <-h.done:
-		t.Fatal("the server idled out holding a result nobody collected")
+	case err := <-h.done:
+		h.done <- nil
+		t.Fatalf("the server idled out holding a result nobody collected (%v)", err)
 	case <-time.After(3 * time.Second):
 	}
 	if err := h.client.Collected(context.Background(), "run1.1.0"); err != nil {
@@ -430,8 +437,7 @@ func TestAStepCutOffByTheRunnersEndIsLost(t *testing.T) {
 	}
 	time.Sleep(200 * time.Millisecond)
 	h.cancel()
-	<-h.done
-	h.done <- nil
+	h.done <- <-h.done
 	h.srv.mu.Lock()
 	st := h.srv.steps["run1.1.0"].status
 	h.srv.mu.Unlock()

@@ -94,8 +94,8 @@ func ParseLog(r io.Reader) []StepLog {
 			continue
 		}
 		if current >= 0 {
-			out[current].WriteString(unescape(line))
-			out[current].WriteByte('\n')
+			_, _ = out[current].WriteString(unescape(line))
+			_ = out[current].WriteByte('\n')
 		}
 	}
 	for i := range steps {

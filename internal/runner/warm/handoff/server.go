@@ -43,8 +43,8 @@ const (
 	stopGrace = 10 * time.Second
 )
 
-// ListenEnv, when set, is where the runner listens (a stand-in node whose
-// Pods share one network).
+// ListenEnv names where the runner listens, when set (a stand-in node
+// whose Pods share one network).
 const ListenEnv = "LOOPRUN_RUNNER_LISTEN"
 
 // Server runs a run's steps for the operator.
