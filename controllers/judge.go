@@ -5,8 +5,11 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/authentication/serviceaccount"
 	"k8s.io/client-go/kubernetes"
@@ -72,7 +75,7 @@ func (j *Judges) judgeFor(ctx context.Context, loop *v1alpha1.Loop) evaluate.Jud
 	}
 	if spec != nil && spec.APIKeySecretRef != nil {
 		var err error
-		if key, err = j.readKey(ctx, loop); err != nil {
+		if key, err = j.readKeyRetrying(ctx, loop); err != nil {
 			return errJudge(err.Error())
 		}
 	}
@@ -82,21 +85,66 @@ func (j *Judges) judgeFor(ctx context.Context, loop *v1alpha1.Loop) evaluate.Jud
 	return llm.New(llm.Config{APIKey: key, BaseURL: baseURL, Model: spec.GetModel(), MaxTokens: int64(spec.GetMaxTokens()), Timeout: spec.GetTimeout()})
 }
 
+// keyRetry is how long the first wait is before a key read the API server
+// failed to answer is tried again (doubling, up to 5 s).
+var keyRetry = 100 * time.Millisecond
+
+// readKeyRetrying reads the Loop's API key, trying again while the API
+// server does not answer (restarting, overloaded, a timeout) until the
+// call's context ends: only an answer (refused, absent, no such key) is
+// the judge's error verdict, never the API server's absence.
+func (j *Judges) readKeyRetrying(ctx context.Context, loop *v1alpha1.Loop) (string, error) {
+	wait := keyRetry
+	for {
+		key, err := j.readKey(ctx, loop)
+		if err == nil || !unanswered(err) {
+			return key, err
+		}
+		select {
+		case <-ctx.Done():
+			return "", err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 5*time.Second)
+	}
+}
+
+// unanswered says whether an API error is the API server's absence or
+// distress rather than its answer about the Secret.
+func unanswered(err error) bool {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		// Not an answer: the connection failed (refused, reset, a
+		// timeout), unless it is one of readKey's own.
+		var own *keyError
+		return !errors.As(err, &own)
+	}
+	return apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsTooManyRequests(err) ||
+		apierrors.IsInternalError(err) || apierrors.IsServiceUnavailable(err) || apierrors.IsUnexpectedServerError(err)
+}
+
+// keyError is readKey's own refusal: nothing to try again.
+type keyError struct{ msg string }
+
+func (e *keyError) Error() string { return e.msg }
+
+func keyErrorf(format string, args ...any) error { return &keyError{fmt.Sprintf(format, args...)} }
+
 // readKey reads the Loop's API key as the Loop's service account.
 func (j *Judges) readKey(ctx context.Context, loop *v1alpha1.Loop) (string, error) {
 	ref := loop.Spec.LLM.APIKeySecretRef
 	if j.Config == nil {
-		return "", fmt.Errorf("the API key in Secret %s cannot be read: the operator reads no Secrets", ref.Name)
+		return "", keyErrorf("the API key in Secret %s cannot be read: the operator reads no Secrets", ref.Name)
 	}
 	sa := loop.Spec.GetServiceAccountName()
 	if loop.ActsAs(j.OperatorNamespace, j.OperatorServiceAccount) {
-		return "", fmt.Errorf("the API key in Secret %s is not read: %s", ref.Name, pod.OperatorServiceAccountMessage(loop))
+		return "", keyErrorf("the API key in Secret %s is not read: %s", ref.Name, pod.OperatorServiceAccountMessage(loop))
 	}
 	cfg := rest.CopyConfig(j.Config)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: serviceaccount.MakeUsername(loop.Namespace, sa)}
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		return "", err
+		return "", keyErrorf("%v", err)
 	}
 	secret, err := cs.CoreV1().Secrets(loop.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
 	if err != nil {
@@ -104,7 +152,7 @@ func (j *Judges) readKey(ctx context.Context, loop *v1alpha1.Loop) (string, erro
 	}
 	key := string(secret.Data[ref.Key])
 	if key == "" {
-		return "", fmt.Errorf("secret %s has no key %q", ref.Name, ref.Key)
+		return "", keyErrorf("secret %s has no key %q", ref.Name, ref.Key)
 	}
 	return key, nil
 }

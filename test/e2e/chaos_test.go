@@ -446,7 +446,7 @@ var _ = Describe("Chaos on the real node", Serial, Label("chaos"), func() {
 			s, ours := shapeOf[l.Name]
 			switch {
 			case ours:
-				Expect(summary(&l)).To(Equal(want[s.name]), "%s ended otherwise than undisturbed", l.Name)
+				Expect(summary(&l)).To(Equal(want[s.name]), "%s ended otherwise than undisturbed: %s", l.Name, describe(&l))
 				for file, content := range s.files {
 					Expect(workspaceFile(ns, l.Name, file)).To(Equal(content), "%s: %s", l.Name, file)
 				}
