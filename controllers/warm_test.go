@@ -260,4 +260,35 @@ var _ = Describe("Warm mode", func() {
 		Expect(loop.Status.Captured["slow"].DurationMs).To(BeNumerically("<", 10000))
 		Expect(pods()).To(HaveLen(1))
 	})
+
+	// The run's own parts beside its shell steps behave as in Pod mode: an
+	// approval between two steps (the runner waits, holding its files), and
+	// the exit hook in a Pod of its own.
+	It("keeps a run's runner across an approval and runs its exit hook in a Pod of its own", func() {
+		pods, stop := podsSeen(ns)
+		defer stop()
+		spec := warmSpec(v1alpha1.LoopSpec{Initial: "build", OnExit: &v1alpha1.ExitHook{Action: "echo hook"}, States: map[string]v1alpha1.State{
+			"build": {Action: "echo built > /tmp/artifact", Next: "ask"},
+			"ask":   {Approval: &v1alpha1.Approval{Message: "ship?"}, OnSuccess: "ship", OnFailure: "done"},
+			"ship":  {Action: "cat /tmp/artifact", Capture: "shipped", Next: "done"},
+			"done":  {Terminal: true},
+		}})
+		key := createLoop(ns, "gated", spec)
+		loop := waitAsking(key)
+		requestOn(key, v1alpha1.ApprovalRequest(true, waitingFor(loop), "1"))
+		loop = waitHook(key)
+		Expect(loop.Status.Phase).To(Equal(v1alpha1.PhaseCompleted))
+		Expect(loop.Status.Captured["shipped"].Output).To(Equal("built"), "the steps shared the runner's /tmp across the approval")
+		Expect(loop.Status.ExitHook.Phase).To(Equal(v1alpha1.ExitHookSucceeded), loop.Status.ExitHook.Message)
+		var runners, hooks int
+		for _, p := range pods() {
+			switch {
+			case p.Labels[v1alpha1.LabelRunner] != "":
+				runners++
+			case p.Labels[v1alpha1.LabelState] == executor.ExitState:
+				hooks++
+			}
+		}
+		Expect([]int{runners, hooks, len(pods())}).To(Equal([]int{1, 1, 2}))
+	})
 })
