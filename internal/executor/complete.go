@@ -357,16 +357,27 @@ func (t *turn) actionComplete(st *v1alpha1.State, res *ActionResult) {
 	if st.IsAgent() {
 		ev.Effort = cmp.Or(st.Effort, agentDefault(t.m.spec).Effort)
 	}
+	t.usedBy(&ev, res)
+	t.emit(EventActionComplete, ev.Data())
+}
+
+// usedBy puts what the action used into its action_complete event and the
+// run's usage: what the gateway metered, else what the agent reported.
+func (t *turn) usedBy(ev *ActionCompleteEvent, res *ActionResult) {
 	switch {
 	case res.Metered != nil:
 		ev.Model = res.Metered.Usage.Model
 		ev.Usage, ev.Reported = t.recordMetered(*res.Metered, res.Usage)
 		ev.Metered = true
 	case res.Usage != nil:
-		// An agent that named no model: "unknown", as in usage.jsonl.
-		ev.Model, ev.Usage = cmp.Or(res.Usage.Model, agentstream.UnknownModel), t.recordUsage(*res.Usage)
+		t.reported(ev, *res.Usage)
 	}
-	t.emit(EventActionComplete, ev.Data())
+}
+
+// reported records usage an agent reported as the event's: an agent that
+// named no model is "unknown", as in usage.jsonl.
+func (t *turn) reported(ev *ActionCompleteEvent, u agentstream.Usage) {
+	ev.Model, ev.Usage = cmp.Or(u.Model, agentstream.UnknownModel), t.recordUsage(u)
 }
 
 // setPrev makes the action's result ${prev.*}: once the state is judged

@@ -10,7 +10,6 @@ import (
 
 	"github.com/looprun/looprun/api/v1alpha1"
 	"github.com/looprun/looprun/internal/action"
-	"github.com/looprun/looprun/internal/agentstream"
 	"github.com/looprun/looprun/internal/executor/evaluate"
 	"github.com/looprun/looprun/internal/executor/interpolate"
 	"github.com/looprun/looprun/internal/pycompat"
@@ -249,17 +248,12 @@ func (t *turn) exploreCall(st *v1alpha1.State, res *ActionResult, calls *learnin
 	switch {
 	case res.CallUsages != nil:
 		if i < len(res.CallUsages) && res.CallUsages[i] != nil {
-			u := *res.CallUsages[i]
-			ev.Model, ev.Usage = cmp.Or(u.Model, agentstream.UnknownModel), t.recordUsage(u)
+			t.reported(&ev, *res.CallUsages[i])
 		}
 	case calls.n < calls.total:
 		// Not the last call: the gate's usage goes with that one.
-	case res.Metered != nil:
-		ev.Model = res.Metered.Usage.Model
-		ev.Usage, ev.Reported = t.recordMetered(*res.Metered, res.Usage)
-		ev.Metered = true
-	case res.Usage != nil:
-		ev.Model, ev.Usage = cmp.Or(res.Usage.Model, agentstream.UnknownModel), t.recordUsage(*res.Usage)
+	default:
+		t.usedBy(&ev, res)
 	}
 	t.emit(EventActionComplete, ev.Data())
 }
