@@ -44,6 +44,13 @@ type Wake struct {
 	Channel <-chan event.TypedGenericEvent[*v1alpha1.Loop]
 }
 
+// WakeOf is the event that wakes the Loop owner through a Wake's Channel.
+func WakeOf(owner types.NamespacedName) event.TypedGenericEvent[*v1alpha1.Loop] {
+	wake := &v1alpha1.Loop{}
+	wake.Namespace, wake.Name = owner.Namespace, owner.Name
+	return event.TypedGenericEvent[*v1alpha1.Loop]{Object: wake}
+}
+
 // Runner runs a Loop's actions without blocking the reconcile: Start
 // returns at once, and the runner wakes the Loop (through what Watch adds
 // to the controller) when the action ends.

@@ -76,6 +76,16 @@ func workspaceFile(ns, loop, file string) string {
 	return string(b)
 }
 
+// expectCountFollowed checks what looprun watch showed of a state count
+// that printed seq 1 2000 long before it ended: followed, its head, and
+// how much more there was.
+func expectCountFollowed(out string) {
+	GinkgoHelper()
+	Expect(out).To(ContainSubstring("] count ("))
+	Expect(out).To(ContainSubstring("\n       1\n       2\n       3\n"))
+	Expect(out).To(ContainSubstring("… 1960 more lines"))
+}
+
 func oneToN(n int) string {
 	var b strings.Builder
 	for i := 1; i <= n; i++ {
@@ -179,9 +189,7 @@ var _ = Describe("Loops on a real node", func() {
 		}})
 		out := run(looprun, "watch", "-n", ns, "loop/watched")
 		Expect(out).To(ContainSubstring("Running loop: watched"))
-		Expect(out).To(ContainSubstring("] count ("))
-		Expect(out).To(ContainSubstring("\n       1\n       2\n       3\n"))
-		Expect(out).To(ContainSubstring("… 1960 more lines"))
+		expectCountFollowed(out)
 		Expect(out).To(ContainSubstring("Loop completed: done (1 iterations"))
 		Expect(getLoop(Default, key).Status.Phase).To(Equal(v1alpha1.PhaseCompleted))
 	})

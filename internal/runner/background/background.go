@@ -77,9 +77,7 @@ func (j *Jobs[R]) Start(key string, owner types.NamespacedName, timeout time.Dur
 		wanted := j.jobs[key] == jb // not forgotten meanwhile
 		j.mu.Unlock()
 		if wanted {
-			wake := &v1alpha1.Loop{}
-			wake.Namespace, wake.Name = owner.Namespace, owner.Name
-			j.events <- event.TypedGenericEvent[*v1alpha1.Loop]{Object: wake}
+			j.events <- runner.WakeOf(owner)
 		}
 	}()
 	return true

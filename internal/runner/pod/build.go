@@ -366,7 +366,12 @@ func appendIf(env []corev1.EnvVar, name, value string) []corev1.EnvVar {
 
 // entrypointArgs run the action under the entrypoint with its timeouts.
 func entrypointArgs(wrapper string, timeout, idle time.Duration) []string {
-	args := []string{wrapper, "--timeout", timeout.String()}
+	return append([]string{wrapper}, wrapperFlags(timeout, idle)...)
+}
+
+// wrapperFlags are the entrypoint's flags of an action's timeouts, then "--".
+func wrapperFlags(timeout, idle time.Duration) []string {
+	args := []string{"--timeout", timeout.String()}
 	if idle > 0 {
 		args = append(args, "--idle-timeout", idle.String())
 	}

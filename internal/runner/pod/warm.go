@@ -100,7 +100,7 @@ func BuildWarm(loop *v1alpha1.Loop, run string, gen int, secret, fingerprint str
 func WarmStep(loop *v1alpha1.Loop, a executor.Action) (handoff.Step, error) {
 	rs := loop.Spec.Runner
 	timeout := cmp.Or(a.Timeout, v1alpha1.DefaultActionTimeoutSeconds*time.Second)
-	args := entrypointArgs("", timeout, a.IdleTimeout)[1:]
+	args := wrapperFlags(timeout, a.IdleTimeout)
 	args = append(args, loop.Spec.GetShell(), "-c", a.Command)
 	env := []corev1.EnvVar{
 		{Name: "LOOPRUN_STATE", Value: a.State},

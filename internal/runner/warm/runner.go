@@ -349,9 +349,7 @@ func (r *Runner) end(key string, pl *poll, out runner.Outcome) {
 	pl.done, pl.out = true, out
 	r.mu.Unlock()
 	if wanted {
-		wake := &v1alpha1.Loop{}
-		wake.Namespace, wake.Name = pl.owner.Namespace, pl.owner.Name
-		r.events <- event.TypedGenericEvent[*v1alpha1.Loop]{Object: wake}
+		r.events <- runner.WakeOf(pl.owner)
 	}
 }
 

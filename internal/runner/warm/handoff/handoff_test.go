@@ -103,6 +103,21 @@ func serve(t *testing.T, ledger string, idle time.Duration) *harness {
 	return h
 }
 
+// ends waits up to 5 s for the server to end by itself, and fails with
+// why otherwise.
+func (h *harness) ends(t *testing.T, why string) {
+	t.Helper()
+	select {
+	case err := <-h.done:
+		h.done <- err
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal(why)
+	}
+}
+
 func shell(cmd string) Step {
 	return Step{State: "check", Iteration: 1, Args: []string{"--timeout", "30s", "--", "bash", "-c", cmd}}
 }
@@ -358,15 +373,7 @@ func TestTheServerIdlesOutOnlyWithNothingToKeep(t *testing.T) {
 	if err := h.client.Collected(context.Background(), "run1.1.0"); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-h.done:
-		h.done <- err
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the server did not idle out")
-	}
+	h.ends(t, "the server did not idle out")
 }
 
 // Hostile: no process of a step can read the runner key: not from its
@@ -483,13 +490,48 @@ func TestTheRunnerEndsWhenAsked(t *testing.T) {
 	if err := h.client.Exit(context.Background(), "run1.1.0"); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-h.done:
-		h.done <- err
-		if err != nil {
+	h.ends(t, "the runner did not end")
+}
+
+// A long run's results do not pile up in its runner: a collected step's
+// result is dropped (the step is still answered, not run again) and the
+// ledger is written again, one line a step, once it grows past its bound.
+func TestCollectedResultsAreNotKept(t *testing.T) {
+	ledger := filepath.Join(t.TempDir(), "ledger.jsonl")
+	h := serve(t, ledger, 0)
+	count := filepath.Join(t.TempDir(), "count")
+	big := shell("head -c 3000 /dev/zero | tr '\\0' x; echo ran >> " + count)
+	for i := range 400 {
+		id := "run1." + strconv.Itoa(i) + ".0"
+		h.run(t, id, big)
+		if err := h.client.Collected(context.Background(), id); err != nil {
 			t.Fatal(err)
 		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the runner did not end")
 	}
+	h.srv.mu.Lock()
+	for id, st := range h.srv.steps {
+		if len(st.status.Result) > 0 || st.status.Phase != Done {
+			t.Errorf("step %s kept after it was collected: %s", id, st.status.Phase)
+		}
+	}
+	h.srv.mu.Unlock()
+	if fi, err := os.Stat(ledger); err != nil || fi.Size() > ledgerCompactBytes {
+		t.Fatalf("the ledger: %v, %d bytes", err, fi.Size())
+	}
+	// Handed over again, a collected step is answered, not run.
+	if st, err := h.client.Hand(context.Background(), "run1.7.0", big); err != nil || st.Phase != Done {
+		t.Fatalf("a collected step handed over again: %+v %v", st, err)
+	}
+	if b, _ := os.ReadFile(count); strings.Count(string(b), "ran") != 400 {
+		t.Fatalf("%d runs for 400 steps", strings.Count(string(b), "ran"))
+	}
+	// A restarted runner reads the compacted ledger: every step known.
+	s := &Server{Key: h.srv.Key, Ledger: ledger, Stdout: &syncBuffer{}, Stderr: &syncBuffer{}}
+	h.srv.mu.Lock()
+	err := s.Open()
+	h.srv.mu.Unlock()
+	if err != nil || len(s.steps) != 400 {
+		t.Fatalf("reopened: %d steps, %v", len(s.steps), err)
+	}
+	_ = s.ledgerF.Close()
 }

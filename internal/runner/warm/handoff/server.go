@@ -72,6 +72,8 @@ type Server struct {
 	last     time.Time
 	closing  bool
 	ledgerF  *os.File
+	// ledgerBytes is what the ledger holds, about.
+	ledgerBytes int
 	reaped   map[int]chan syscall.WaitStatus
 	outMu    sync.Mutex
 	wg       sync.WaitGroup
@@ -120,7 +122,7 @@ func (s *Server) Open() error {
 				fmt.Fprintf(s.Stderr, "runner: ledger line %d is not the runner's own: dropped\n", n)
 				continue
 			}
-			st := &step{status: l.Status, done: make(chan struct{})}
+			st := &step{status: l.Status, done: make(chan struct{}), collected: l.Phase == Done && len(l.Result) == 0}
 			if st.status.Phase == Running {
 				st.status.Phase, st.status.Ended = Lost, time.Now()
 			}
@@ -134,6 +136,9 @@ func (s *Server) Open() error {
 		return err
 	}
 	s.ledgerF = f
+	if fi, err := f.Stat(); err == nil {
+		s.ledgerBytes = int(fi.Size())
+	}
 	for _, st := range s.steps {
 		if st.status.Phase == Lost {
 			s.record(st.status)
@@ -147,17 +152,55 @@ func (l ledgerLine) body() []byte {
 	return b
 }
 
-// record appends a step's status to the ledger (mu held).
+// ledgerCompactBytes is the ledger's size past which it is written again
+// with one line a step.
+const ledgerCompactBytes = 1 << 20
+
+// line is a step's status as a signed ledger line.
+func (s *Server) line(st Status) []byte {
+	l := ledgerLine{Status: st}
+	l.Sig = sign(s.Key, "ledger", nil, l.body())
+	b, _ := json.Marshal(l)
+	return append(b, '\n')
+}
+
+// record appends a step's status to the ledger (mu held); a ledger grown
+// past ledgerCompactBytes is written again, each step's last status only.
 func (s *Server) record(st Status) {
 	if s.ledgerF == nil {
 		return
 	}
-	l := ledgerLine{Status: st}
-	l.Sig = sign(s.Key, "ledger", nil, l.body())
-	b, _ := json.Marshal(l)
-	if _, err := s.ledgerF.Write(append(b, '\n')); err != nil {
+	b := s.line(st)
+	if _, err := s.ledgerF.Write(b); err != nil {
 		fmt.Fprintf(s.Stderr, "runner: ledger: %v\n", err)
 	}
+	if s.ledgerBytes += len(b); s.ledgerBytes > ledgerCompactBytes {
+		if err := s.compact(); err != nil {
+			fmt.Fprintf(s.Stderr, "runner: ledger: %v\n", err)
+		}
+	}
+}
+
+// compact writes the ledger again with each step's status once (mu held).
+func (s *Server) compact() error {
+	var buf bytes.Buffer
+	for _, st := range s.steps {
+		buf.Write(s.line(st.status))
+	}
+	tmp := s.Ledger + ".tmp"
+	if err := os.WriteFile(tmp, buf.Bytes(), 0o600); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, s.Ledger); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(s.Ledger, os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	_ = s.ledgerF.Close()
+	s.ledgerF, s.ledgerBytes = f, buf.Len()
+	return nil
 }
 
 // Handler serves the protocol.
@@ -249,12 +292,17 @@ func (s *Server) put(_ *http.Request, id string, body []byte) (int, any) {
 	return http.StatusCreated, st.status
 }
 
+// step is the step of this id, nil for none.
+func (s *Server) step(id string) *step {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.steps[id]
+}
+
 // get answers a step's status, waiting up to ?wait= for it to end.
 func (s *Server) get(r *http.Request, id string, _ []byte) (int, any) {
-	s.mu.Lock()
-	st, ok := s.steps[id]
-	s.mu.Unlock()
-	if !ok {
+	st := s.step(id)
+	if st == nil {
 		return http.StatusNotFound, "no such step"
 	}
 	if wait, err := time.ParseDuration(r.URL.Query().Get("wait")); err == nil && wait > 0 {
@@ -278,6 +326,14 @@ func (s *Server) collect(_ *http.Request, id string, _ []byte) (int, any) {
 	defer s.mu.Unlock()
 	if st, ok := s.steps[id]; ok && st.status.Phase != Running {
 		st.collected = true
+		if len(st.status.Result) > 0 {
+			// The operator keeps the result now: the runner keeps only
+			// that the step ran (handed over again, it is answered, not
+			// run), so a long run's results do not pile up in its memory
+			// or its ledger.
+			st.status.Result = nil
+			s.record(st.status)
+		}
 	}
 	return http.StatusOK, "collected"
 }
@@ -297,10 +353,8 @@ func (s *Server) exit(_ *http.Request, _ string, _ []byte) (int, any) {
 // cancel stops a running step: SIGTERM to its wrapper (which passes it to
 // the step's processes), SIGKILL after stopGrace.
 func (s *Server) cancel(_ *http.Request, id string, _ []byte) (int, any) {
-	s.mu.Lock()
-	st, ok := s.steps[id]
-	s.mu.Unlock()
-	if !ok {
+	st := s.step(id)
+	if st == nil {
 		return http.StatusNotFound, "no such step"
 	}
 	s.stop(st)
