@@ -67,17 +67,17 @@ type Server struct {
 	// is its container's first process, and adopts what steps leave).
 	ReapAll bool
 
-	mu       sync.Mutex
-	steps    map[string]*step
-	last     time.Time
-	closing  bool
-	ledgerF  *os.File
+	mu      sync.Mutex
+	steps   map[string]*step
+	last    time.Time
+	closing bool
+	ledgerF *os.File
 	// ledgerBytes is what the ledger holds, about.
 	ledgerBytes int
-	reaped   map[int]chan syscall.WaitStatus
-	outMu    sync.Mutex
-	wg       sync.WaitGroup
-	shutdown chan struct{}
+	reaped      map[int]chan syscall.WaitStatus
+	outMu       sync.Mutex
+	wg          sync.WaitGroup
+	shutdown    chan struct{}
 	// exitAsked is closed when the operator asks the runner to end.
 	exitAsked chan struct{}
 }
